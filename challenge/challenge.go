@@ -1,0 +1,471 @@
+// Package challenge implements the MCP-I Level 3 JSON-RPC challenge-response
+// (MCPI-WIRE §5): the handshake and verify messages, the single-use
+// challenge store (in memory, or Redis shared by replicas), the checks on a
+// signed challenge and the agent-side signer.
+//
+// It is a plain Go library: it knows JSON-RPC, DIDs (through a
+// didresolver.Resolver) and credentials (through a CredentialVerifier), and
+// nothing about Caddy or HTTP.
+package challenge
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/vc"
+)
+
+// Service defaults.
+const (
+	DefaultChallengeTTL = 300 * time.Second
+	DefaultSkew         = 120 * time.Second
+)
+
+const (
+	challengeBytes = 32 // 256 bits
+	nonceBytes     = 24 // 192 bits
+	// maxAuthKeys bounds the signature checks one verify can cost.
+	maxAuthKeys = 8
+)
+
+// CredentialVerifier verifies a delegation credential. *vc.Verifier
+// satisfies it.
+type CredentialVerifier interface {
+	Verify(ctx context.Context, raw []byte, opts ...vc.CheckOption) (*vc.Delegation, error)
+}
+
+// SessionIssuer opens a session for a verified agent (terminate mode).
+type SessionIssuer interface {
+	IssueSession(ctx context.Context, d *vc.Delegation, agentDID string) (id string, expiresAt time.Time, err error)
+}
+
+// Service issues challenges and verifies the answers. It is safe for
+// concurrent use.
+type Service struct {
+	store    NonceStore
+	now      func() time.Time
+	ttl      time.Duration
+	skew     time.Duration
+	resolver didresolver.Resolver
+	creds    CredentialVerifier
+	sessions SessionIssuer
+	methods  []string
+	checks   []vc.CheckOption
+}
+
+// Option configures New.
+type Option func(*Service)
+
+// WithStore sets the nonce store. Required.
+func WithStore(s NonceStore) Option { return func(v *Service) { v.store = s } }
+
+// WithClock injects the clock. Default time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(v *Service) {
+		if now != nil {
+			v.now = now
+		}
+	}
+}
+
+// WithChallengeTTL sets how long an issued challenge can be answered.
+// Default 300s.
+func WithChallengeTTL(d time.Duration) Option { return func(v *Service) { v.ttl = d } }
+
+// WithSkew sets the tolerated difference between the signed timestamp and
+// the edge's clock, both ways. Default 120s.
+func WithSkew(d time.Duration) Option { return func(v *Service) { v.skew = d } }
+
+// WithResolver sets the resolver for agent DIDs. Required.
+func WithResolver(r didresolver.Resolver) Option { return func(v *Service) { v.resolver = r } }
+
+// WithCredentialVerifier sets the delegation verifier. Required.
+func WithCredentialVerifier(c CredentialVerifier) Option {
+	return func(v *Service) { v.creds = c }
+}
+
+// WithCredentialChecks adds checks (audience, scopes) to every credential
+// verification, before the per-call ones given to Verify.
+func WithCredentialChecks(opts ...vc.CheckOption) Option {
+	return func(v *Service) { v.checks = append(v.checks, opts...) }
+}
+
+// WithSessionIssuer makes Verify open a session (terminate mode). Without
+// it, Verified.SessionID is empty.
+func WithSessionIssuer(s SessionIssuer) Option { return func(v *Service) { v.sessions = s } }
+
+// WithSupportedMethods restricts the signature methods offered and accepted
+// to a subset of "Ed25519", "P-256" and "secp256k1" (the default: all
+// three; aliases such as "EdDSA", "ES256", "ES256K" are understood). An
+// agent key of another type is not used to verify.
+func WithSupportedMethods(methods ...string) Option {
+	return func(v *Service) { v.methods = canonicalMethods(methods) }
+}
+
+// New returns a Service. It fails if the store, resolver or credential
+// verifier is missing, or a duration or method list is invalid.
+func New(opts ...Option) (*Service, error) {
+	s := &Service{
+		now:     time.Now,
+		ttl:     DefaultChallengeTTL,
+		skew:    DefaultSkew,
+		methods: []string{MethodEd25519, MethodP256, MethodSecp256k1},
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	switch {
+	case s.store == nil:
+		return nil, errors.New("challenge: a nonce store is required")
+	case s.resolver == nil:
+		return nil, errors.New("challenge: a DID resolver is required")
+	case s.creds == nil:
+		return nil, errors.New("challenge: a credential verifier is required")
+	case s.ttl < time.Second:
+		return nil, errors.New("challenge: challenge TTL must be at least 1s")
+	case s.skew < 0:
+		return nil, errors.New("challenge: skew must not be negative")
+	case len(s.methods) == 0:
+		return nil, errors.New("challenge: no supported signature method")
+	}
+	return s, nil
+}
+
+// SupportedMethods returns the signature methods the service accepts.
+func (s *Service) SupportedMethods() []string { return append([]string(nil), s.methods...) }
+
+// retention is how long the store keeps a record: the challenge TTL plus
+// the skew, so an answer arriving up to a skew late is told "expired"
+// (-32001) rather than "unknown" (-32003).
+func (s *Service) retention(ttl time.Duration) time.Duration { return ttl + s.skew }
+
+// Issue answers a handshake: it creates a random challenge and nonce
+// (crypto/rand, base64url, 256 and 192 bits) and stores the challenge under
+// the nonce, bound to p.AgentDID, for the challenge TTL. If p lists
+// supportedMethods, the result offers the ones the service also accepts
+// (none in common is ErrInvalidParams); otherwise all of them.
+func (s *Service) Issue(ctx context.Context, p HandshakeParams) (HandshakeResult, error) {
+	if err := p.validate(); err != nil {
+		return HandshakeResult{}, err
+	}
+	methods := s.methods
+	if len(p.SupportedMethods) > 0 {
+		methods = intersectMethods(s.methods, canonicalMethods(p.SupportedMethods))
+		if len(methods) == 0 {
+			return HandshakeResult{}, fmt.Errorf("%w: no supported signature method in common", ErrInvalidParams)
+		}
+	}
+	now := s.now()
+	rec := Record{AgentDID: p.AgentDID, IssuedAt: now, ExpiresAt: now.Add(s.ttl)}
+	var err error
+	if rec.Challenge, err = randomToken(challengeBytes); err != nil {
+		return HandshakeResult{}, err
+	}
+	// A nonce collision is practically impossible; retry once anyway.
+	for range 2 {
+		var nonce string
+		if nonce, err = randomToken(nonceBytes); err != nil {
+			return HandshakeResult{}, err
+		}
+		err = s.store.Put(ctx, nonce, rec, s.retention(s.ttl))
+		if err == nil {
+			return HandshakeResult{
+				Challenge:        rec.Challenge,
+				Nonce:            nonce,
+				SupportedMethods: append([]string(nil), methods...),
+				ExpiresIn:        int64(s.ttl / time.Second),
+			}, nil
+		}
+		if !errors.Is(err, ErrNonceExists) {
+			break
+		}
+	}
+	return HandshakeResult{}, fmt.Errorf("challenge: storing challenge: %w", err)
+}
+
+// Register records a challenge issued by someone else (proxy mode: the
+// upstream's handshake result, seen on its way back to the agent), so the
+// edge enforces single use of it too. The lifetime is hr.ExpiresIn capped
+// at the challenge TTL.
+func (s *Service) Register(ctx context.Context, agentDID string, hr HandshakeResult) error {
+	if err := validateDID(agentDID); err != nil {
+		return err
+	}
+	if err := validateToken(hr.Challenge, "challenge"); err != nil {
+		return err
+	}
+	if err := validateToken(hr.Nonce, "nonce"); err != nil {
+		return err
+	}
+	ttl := s.ttl
+	if hr.ExpiresIn > 0 && time.Duration(hr.ExpiresIn)*time.Second < ttl {
+		ttl = time.Duration(hr.ExpiresIn) * time.Second
+	}
+	now := s.now()
+	rec := Record{Challenge: hr.Challenge, AgentDID: agentDID, IssuedAt: now, ExpiresAt: now.Add(ttl)}
+	if err := s.store.Put(ctx, hr.Nonce, rec, s.retention(ttl)); err != nil {
+		return fmt.Errorf("challenge: storing challenge: %w", err)
+	}
+	return nil
+}
+
+// Verified is the outcome of a successful Verify.
+type Verified struct {
+	AgentDID string
+	UserDID  string
+	Scopes   []string
+	// SessionID and ExpiresAt come from the SessionIssuer; without one,
+	// SessionID is empty and ExpiresAt is the credential's expiry.
+	SessionID string
+	ExpiresAt time.Time
+	// KeyID is the verification method that signed the challenge.
+	KeyID string
+	// Delegation is the verified credential.
+	Delegation *vc.Delegation
+}
+
+// Result returns the JSON-RPC result for v.
+func (v *Verified) Result() VerifyResult {
+	scopes := v.Scopes
+	if scopes == nil {
+		scopes = []string{}
+	}
+	return VerifyResult{
+		Verified:  true,
+		SessionID: v.SessionID,
+		AgentDID:  v.AgentDID,
+		UserDID:   v.UserDID,
+		Scopes:    scopes,
+		ExpiresAt: v.ExpiresAt.UTC().Truncate(time.Second),
+	}
+}
+
+// Verify checks an answer, in this order:
+//
+//  1. params well formed (ErrInvalidParams);
+//  2. timestamp within the skew of the edge's clock: too old is ErrExpired,
+//     too far ahead ErrBadProof;
+//  3. proofValue is a signature by a key in the agent DID's authentication
+//     relationship over SigningInput (ErrBadProof): a signedChallenge
+//     naming another agent's DID fails here;
+//  4. the nonce is consumed atomically: unknown or already used is
+//     ErrReplay, a store failure ErrStoreUnavailable; the record must not
+//     have expired (ErrExpired) and its challenge (compared in constant
+//     time) and agent DID must be the ones signed (ErrBadProof);
+//  5. the credential verifies, with the service's and the given checks, and
+//     names the same agent (ErrUntrustedCredential);
+//  6. a session is issued when a SessionIssuer is set.
+//
+// The signature is checked before the nonce is consumed: consuming first
+// would let anyone who sees a nonce (logs, a proxy, a shoulder surfer) burn
+// the agent's challenge with a garbage signature. Since only the holder of
+// the agent's key gets past step 3, the nonce is spent only by an answer
+// signed by that key. The checks that need the stored record (expiry, the
+// challenge, the DID it was issued to) come after the atomic consume, so a
+// different agent that learned the nonce could spend it with its own valid
+// signature; it gains nothing from that, and the rightful agent starts a new
+// handshake.
+func (s *Service) Verify(ctx context.Context, p VerifyParams, checks ...vc.CheckOption) (*Verified, error) {
+	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	sc := &p.SignedChallenge
+	now := s.now()
+
+	ts, err := sc.Timestamp.Time()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case ts.Before(now.Add(-s.skew)):
+		return nil, fmt.Errorf("%w: timestamp too old", ErrExpired)
+	case ts.After(now.Add(s.skew)):
+		return nil, fmt.Errorf("%w: timestamp in the future", ErrBadProof)
+	}
+
+	kid, err := s.checkProof(ctx, sc)
+	if err != nil {
+		return nil, err
+	}
+
+	rec, err := s.store.Consume(ctx, sc.Nonce)
+	switch {
+	case errors.Is(err, ErrNonceNotFound):
+		return nil, fmt.Errorf("%w: %w", ErrReplay, err)
+	case err != nil:
+		return nil, err
+	}
+	if !now.Before(rec.ExpiresAt) {
+		return nil, fmt.Errorf("%w: challenge lifetime over", ErrExpired)
+	}
+	challengeOK := subtle.ConstantTimeCompare([]byte(rec.Challenge), []byte(sc.Challenge)) == 1
+	if !challengeOK {
+		return nil, fmt.Errorf("%w: challenge does not match the nonce", ErrBadProof)
+	}
+	if rec.AgentDID != "" && rec.AgentDID != sc.AgentDID {
+		return nil, fmt.Errorf("%w: challenge was issued to another agent", ErrBadProof)
+	}
+
+	raw, err := p.credentialBytes()
+	if err != nil {
+		return nil, err
+	}
+	all := append(append([]vc.CheckOption(nil), s.checks...), checks...)
+	d, err := s.creds.Verify(ctx, raw, all...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUntrustedCredential, err)
+	}
+	if d == nil || d.AgentDID != sc.AgentDID {
+		return nil, fmt.Errorf("%w: credential delegates to another agent", ErrUntrustedCredential)
+	}
+
+	v := &Verified{
+		AgentDID:   sc.AgentDID,
+		UserDID:    d.UserDID,
+		Scopes:     append([]string(nil), d.Scopes...),
+		ExpiresAt:  d.ExpiresAt,
+		KeyID:      kid,
+		Delegation: d,
+	}
+	if s.sessions != nil {
+		id, exp, err := s.sessions.IssueSession(ctx, d, sc.AgentDID)
+		if err != nil {
+			return nil, fmt.Errorf("challenge: issuing session: %w", err)
+		}
+		v.SessionID, v.ExpiresAt = id, exp
+	}
+	return v, nil
+}
+
+// CheckProof runs the timestamp and signature checks of Verify (steps 2
+// and 3) without touching the store or the credential, and returns the id
+// of the key that signed. For a proxy that leaves the nonce to the
+// upstream and verifies the credential itself.
+func (s *Service) CheckProof(ctx context.Context, sc SignedChallenge) (string, error) {
+	if err := sc.validate(); err != nil {
+		return "", err
+	}
+	ts, err := sc.Timestamp.Time()
+	if err != nil {
+		return "", err
+	}
+	now := s.now()
+	switch {
+	case ts.Before(now.Add(-s.skew)):
+		return "", fmt.Errorf("%w: timestamp too old", ErrExpired)
+	case ts.After(now.Add(s.skew)):
+		return "", fmt.Errorf("%w: timestamp in the future", ErrBadProof)
+	}
+	return s.checkProof(ctx, &sc)
+}
+
+// checkProof resolves the agent DID and tries each authentication key of a
+// supported type against each decoding of proofValue.
+func (s *Service) checkProof(ctx context.Context, sc *SignedChallenge) (string, error) {
+	msg, err := sc.SigningInput()
+	if err != nil {
+		return "", err
+	}
+	sigs := decodeProofValue(sc.ProofValue)
+	if len(sigs) == 0 {
+		return "", fmt.Errorf("%w: proofValue is not a 64-byte signature in multibase or base64url", ErrBadProof)
+	}
+	doc, err := s.resolver.Resolve(ctx, sc.AgentDID)
+	if err != nil {
+		return "", fmt.Errorf("%w: resolving agent DID: %w", ErrBadProof, err)
+	}
+	if doc == nil || doc.ID != sc.AgentDID {
+		return "", fmt.Errorf("%w: agent DID document does not match the DID", ErrBadProof)
+	}
+	tried := 0
+	for _, k := range doc.Keys(didresolver.Authentication) {
+		if !s.accepts(keyMethod(k.Public)) {
+			continue
+		}
+		if tried++; tried > maxAuthKeys {
+			break
+		}
+		for _, sig := range sigs {
+			if verifySignature(k.Public, msg, sig) {
+				return k.ID, nil
+			}
+		}
+	}
+	if tried == 0 {
+		return "", fmt.Errorf("%w: agent DID has no supported authentication key", ErrBadProof)
+	}
+	return "", fmt.Errorf("%w: signature does not verify", ErrBadProof)
+}
+
+func (s *Service) accepts(method string) bool {
+	for _, m := range s.methods {
+		if m == method && method != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func randomToken(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("challenge: random: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+var methodAliases = map[string]string{
+	"ed25519":                    MethodEd25519,
+	"eddsa":                      MethodEd25519,
+	"ed25519verificationkey2018": MethodEd25519,
+	"ed25519verificationkey2020": MethodEd25519,
+	"p-256":                      MethodP256,
+	"p256":                       MethodP256,
+	"es256":                      MethodP256,
+	"secp256r1":                  MethodP256,
+	"ecdsa-p256":                 MethodP256,
+	"secp256k1":                  MethodSecp256k1,
+	"es256k":                     MethodSecp256k1,
+	"ecdsasecp256k1":             MethodSecp256k1,
+}
+
+// canonicalMethods maps names to canonical method names, dropping unknown
+// ones and duplicates, keeping order.
+func canonicalMethods(names []string) []string {
+	var out []string
+	for _, n := range names {
+		c, ok := methodAliases[strings.ToLower(strings.TrimSpace(n))]
+		if !ok {
+			continue
+		}
+		dup := false
+		for _, o := range out {
+			dup = dup || o == c
+		}
+		if !dup {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// intersectMethods returns the methods of ours also in theirs, in our order.
+func intersectMethods(ours, theirs []string) []string {
+	var out []string
+	for _, o := range ours {
+		for _, t := range theirs {
+			if o == t {
+				out = append(out, o)
+				break
+			}
+		}
+	}
+	return out
+}

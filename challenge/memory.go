@@ -1,0 +1,230 @@
+package challenge
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Memory store defaults.
+const (
+	DefaultMemoryMaxEntries      = 100_000
+	DefaultMemoryJanitorInterval = 30 * time.Second
+)
+
+// MemoryStore is a bounded, expiring, in-process NonceStore for a single
+// replica. Records are indexed by expiry (a min-heap), so freeing room and
+// the janitor's sweep only touch expired records. When it holds MaxEntries
+// live records, Put evicts expired ones first and otherwise fails with
+// ErrStoreFull (which wraps ErrStoreUnavailable): issuing fails closed
+// rather than dropping a live challenge.
+//
+// A janitor goroutine removes expired records; it stops when Close is
+// called or the context given to NewMemoryStore is done.
+type MemoryStore struct {
+	mu       sync.Mutex
+	entries  map[string]*memEntry
+	byExpiry expiryHeap
+	closed   bool
+
+	max      int
+	interval time.Duration
+	now      func() time.Time
+
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+type memEntry struct {
+	nonce  string
+	rec    Record
+	expiry time.Time
+	index  int // in byExpiry
+}
+
+// MemoryOption configures NewMemoryStore.
+type MemoryOption func(*MemoryStore)
+
+// WithMaxEntries bounds the number of stored challenges. Default 100000.
+func WithMaxEntries(n int) MemoryOption {
+	return func(m *MemoryStore) {
+		if n > 0 {
+			m.max = n
+		}
+	}
+}
+
+// WithJanitorInterval sets how often expired records are swept. Default 30s.
+func WithJanitorInterval(d time.Duration) MemoryOption {
+	return func(m *MemoryStore) {
+		if d > 0 {
+			m.interval = d
+		}
+	}
+}
+
+// WithMemoryClock injects the store's clock (for record TTLs). Default
+// time.Now.
+func WithMemoryClock(now func() time.Time) MemoryOption {
+	return func(m *MemoryStore) {
+		if now != nil {
+			m.now = now
+		}
+	}
+}
+
+// NewMemoryStore returns a MemoryStore and starts its janitor, which runs
+// until Close or until ctx is done.
+func NewMemoryStore(ctx context.Context, opts ...MemoryOption) *MemoryStore {
+	m := &MemoryStore{
+		entries:  make(map[string]*memEntry),
+		max:      DefaultMemoryMaxEntries,
+		interval: DefaultMemoryJanitorInterval,
+		now:      time.Now,
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	for _, o := range opts {
+		o(m)
+	}
+	go m.janitor(ctx)
+	return m
+}
+
+func (m *MemoryStore) janitor(ctx context.Context) {
+	defer close(m.done)
+	t := time.NewTicker(m.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.stop:
+			return
+		case <-t.C:
+			m.mu.Lock()
+			m.evictExpired(m.now())
+			m.mu.Unlock()
+		}
+	}
+}
+
+// Close stops the janitor and drops every record; later calls fail with
+// ErrStoreUnavailable. It is safe to call more than once.
+func (m *MemoryStore) Close() error {
+	m.closeOnce.Do(func() {
+		close(m.stop)
+		<-m.done
+		m.mu.Lock()
+		m.closed = true
+		m.entries = nil
+		m.byExpiry = nil
+		m.mu.Unlock()
+	})
+	return nil
+}
+
+// Len returns the number of records held, expired or not.
+func (m *MemoryStore) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.entries)
+}
+
+// Put implements NonceStore.
+func (m *MemoryStore) Put(ctx context.Context, nonce string, rec Record, ttl time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+	}
+	if ttl <= 0 {
+		return fmt.Errorf("challenge: memory store: ttl must be positive")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return fmt.Errorf("%w: memory store closed", ErrStoreUnavailable)
+	}
+	now := m.now()
+	if e, ok := m.entries[nonce]; ok {
+		if now.Before(e.expiry) {
+			return ErrNonceExists
+		}
+		m.remove(e)
+	}
+	if len(m.entries) >= m.max {
+		m.evictExpired(now)
+		if len(m.entries) >= m.max {
+			return ErrStoreFull
+		}
+	}
+	e := &memEntry{nonce: nonce, rec: rec, expiry: now.Add(ttl)}
+	m.entries[nonce] = e
+	heap.Push(&m.byExpiry, e)
+	return nil
+}
+
+// Consume implements NonceStore.
+func (m *MemoryStore) Consume(ctx context.Context, nonce string) (Record, error) {
+	if err := ctx.Err(); err != nil {
+		return Record{}, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return Record{}, fmt.Errorf("%w: memory store closed", ErrStoreUnavailable)
+	}
+	e, ok := m.entries[nonce]
+	if !ok {
+		return Record{}, ErrNonceNotFound
+	}
+	m.remove(e)
+	if !m.now().Before(e.expiry) {
+		return Record{}, ErrNonceNotFound
+	}
+	return e.rec, nil
+}
+
+func (m *MemoryStore) remove(e *memEntry) {
+	delete(m.entries, e.nonce)
+	heap.Remove(&m.byExpiry, e.index)
+}
+
+// evictExpired pops records whose expiry is not after now. m.mu is held.
+func (m *MemoryStore) evictExpired(now time.Time) {
+	for len(m.byExpiry) > 0 && !now.Before(m.byExpiry[0].expiry) {
+		e := heap.Pop(&m.byExpiry).(*memEntry)
+		delete(m.entries, e.nonce)
+	}
+}
+
+// expiryHeap is a min-heap of entries by expiry.
+type expiryHeap []*memEntry
+
+func (h expiryHeap) Len() int           { return len(h) }
+func (h expiryHeap) Less(i, j int) bool { return h[i].expiry.Before(h[j].expiry) }
+func (h expiryHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index = i
+	h[j].index = j
+}
+
+func (h *expiryHeap) Push(x any) {
+	e := x.(*memEntry)
+	e.index = len(*h)
+	*h = append(*h, e)
+}
+
+func (h *expiryHeap) Pop() any {
+	old := *h
+	n := len(old)
+	e := old[n-1]
+	old[n-1] = nil
+	*h = old[:n-1]
+	e.index = -1
+	return e
+}
+
+var _ NonceStore = (*MemoryStore)(nil)

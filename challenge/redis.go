@@ -1,0 +1,186 @@
+package challenge
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// Redis store defaults. Timeouts are short so that an unreachable Redis
+// fails a request quickly (closed, with ErrStoreUnavailable) instead of
+// holding it.
+const (
+	DefaultRedisKeyPrefix    = "mcpi:challenge:"
+	DefaultRedisDialTimeout  = time.Second
+	DefaultRedisReadTimeout  = 500 * time.Millisecond
+	DefaultRedisWriteTimeout = 500 * time.Millisecond
+	DefaultRedisPoolTimeout  = time.Second
+)
+
+// RedisOptions configure NewRedisStore. Either URL or Addr is required;
+// fields set explicitly win over the URL's.
+type RedisOptions struct {
+	// URL is "redis://[[user]:password@]host:port[/db]", or "rediss://…"
+	// for TLS.
+	URL string
+	// Addr is "host:port".
+	Addr     string
+	Username string
+	Password string
+	DB       int
+	// TLS enables TLS with this configuration (set by a rediss:// URL when
+	// nil).
+	TLS *tls.Config
+	// KeyPrefix is prepended to every nonce. Default "mcpi:challenge:".
+	KeyPrefix string
+	// Timeouts; defaults DefaultRedis*Timeout.
+	DialTimeout  time.Duration
+	ReadTimeout  time.Duration
+	WriteTimeout time.Duration
+	PoolTimeout  time.Duration
+	// PoolSize is the maximum number of connections. Default: go-redis's
+	// (10 per GOMAXPROCS).
+	PoolSize int
+}
+
+// RedisStore is a NonceStore shared by every replica through one Redis
+// (≥ 6.2): Put is "SET key value NX PX ttl", Consume is "GETDEL key", so a
+// challenge is consumed at most once across replicas. Every Redis failure
+// is returned wrapped in ErrStoreUnavailable. The client reconnects by
+// itself: when Redis comes back, the same store works again.
+type RedisStore struct {
+	client *redis.Client
+	prefix string
+}
+
+// NewRedisStore returns a store using opts. It does not contact Redis (use
+// Ping for a health check), so it succeeds while Redis is down.
+func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
+	ro := &redis.Options{}
+	if opts.URL != "" {
+		u, err := url.Parse(opts.URL)
+		if err != nil {
+			// url.Error repeats the URL, which may hold a password.
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err
+			}
+			return nil, fmt.Errorf("challenge: invalid Redis URL: %v", err)
+		}
+		if u.Scheme != "redis" && u.Scheme != "rediss" {
+			return nil, fmt.Errorf("challenge: Redis URL scheme must be redis or rediss")
+		}
+		parsed, err := redis.ParseURL(opts.URL)
+		if err != nil {
+			return nil, fmt.Errorf("challenge: invalid Redis URL")
+		}
+		ro = parsed
+	}
+	if opts.Addr != "" {
+		ro.Addr = opts.Addr
+	}
+	if ro.Addr == "" {
+		return nil, fmt.Errorf("challenge: Redis address required")
+	}
+	if opts.Username != "" {
+		ro.Username = opts.Username
+	}
+	if opts.Password != "" {
+		ro.Password = opts.Password
+	}
+	if opts.DB != 0 {
+		ro.DB = opts.DB
+	}
+	if opts.TLS != nil {
+		ro.TLSConfig = opts.TLS
+	}
+	ro.Network = "tcp"
+	ro.DialTimeout = orDefault(opts.DialTimeout, DefaultRedisDialTimeout)
+	ro.ReadTimeout = orDefault(opts.ReadTimeout, DefaultRedisReadTimeout)
+	ro.WriteTimeout = orDefault(opts.WriteTimeout, DefaultRedisWriteTimeout)
+	ro.PoolTimeout = orDefault(opts.PoolTimeout, DefaultRedisPoolTimeout)
+	if opts.PoolSize > 0 {
+		ro.PoolSize = opts.PoolSize
+	}
+	// One retry, so a pooled connection broken by a Redis restart is
+	// replaced transparently; one dial attempt per try, so a dead Redis
+	// fails fast.
+	ro.MaxRetries = 1
+	ro.DialerRetries = 1
+	ro.ContextTimeoutEnabled = true
+	ro.DisableIdentity = true
+	ro.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+
+	prefix := opts.KeyPrefix
+	if prefix == "" {
+		prefix = DefaultRedisKeyPrefix
+	}
+	return &RedisStore{client: redis.NewClient(ro), prefix: prefix}, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// Put implements NonceStore with SET key value NX PX ttl.
+func (s *RedisStore) Put(ctx context.Context, nonce string, rec Record, ttl time.Duration) error {
+	ms := ttl.Milliseconds()
+	if ms <= 0 {
+		return fmt.Errorf("challenge: redis store: ttl must be at least 1ms")
+	}
+	val, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("challenge: redis store: encoding record: %w", err)
+	}
+	res, err := s.client.Do(ctx, "SET", s.prefix+nonce, val, "NX", "PX", ms).Result()
+	if errors.Is(err, redis.Nil) {
+		return ErrNonceExists
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+	}
+	if str, ok := res.(string); !ok || str != "OK" {
+		return fmt.Errorf("%w: unexpected SET reply", ErrStoreUnavailable)
+	}
+	return nil
+}
+
+// Consume implements NonceStore with GETDEL.
+func (s *RedisStore) Consume(ctx context.Context, nonce string) (Record, error) {
+	val, err := s.client.GetDel(ctx, s.prefix+nonce).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return Record{}, ErrNonceNotFound
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+	}
+	var rec Record
+	if err := json.Unmarshal(val, &rec); err != nil {
+		// Not ours (a foreign writer under our prefix): treat as absent.
+		return Record{}, ErrNonceNotFound
+	}
+	return rec, nil
+}
+
+// Ping checks that Redis answers. Errors wrap ErrStoreUnavailable.
+func (s *RedisStore) Ping(ctx context.Context) error {
+	if err := s.client.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+	}
+	return nil
+}
+
+// Close closes the client's connections.
+func (s *RedisStore) Close() error { return s.client.Close() }
+
+var _ NonceStore = (*RedisStore)(nil)
