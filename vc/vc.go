@@ -49,7 +49,8 @@ type Delegation struct {
 	DelegationID string `json:"delegation_id,omitempty"`
 	// Format of the verified credential.
 	Format Format `json:"format"`
-	// Hash is SHA-256 of the exact bytes presented.
+	// Hash is SHA-256 of the bytes presented, with surrounding whitespace
+	// trimmed (what was verified).
 	Hash [sha256.Size]byte `json:"-"`
 }
 

@@ -1,0 +1,187 @@
+package vc
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strings"
+)
+
+// jwsHeader is the protected header. The members that would take keys
+// from the token (jku, x5u, jwk, x5c) or change how it is processed (crit,
+// b64) are decoded only to refuse them.
+type jwsHeader struct {
+	Alg  string          `json:"alg"`
+	Typ  string          `json:"typ"`
+	Kid  string          `json:"kid"`
+	Cty  string          `json:"cty"`
+	Crit json.RawMessage `json:"crit"`
+	B64  json.RawMessage `json:"b64"`
+	Jku  json.RawMessage `json:"jku"`
+	X5u  json.RawMessage `json:"x5u"`
+	Jwk  json.RawMessage `json:"jwk"`
+	X5c  json.RawMessage `json:"x5c"`
+}
+
+// jwtPayload holds the JWT claims and, embedded, the top-level VC members
+// of the VC 2.0 (vc+jwt) form.
+type jwtPayload struct {
+	credential
+	Iss   string          `json:"iss"`
+	Sub   string          `json:"sub"`
+	Aud   stringList      `json:"aud"`
+	Exp   numericDate     `json:"exp"`
+	Nbf   numericDate     `json:"nbf"`
+	Iat   numericDate     `json:"iat"`
+	Jti   string          `json:"jti"`
+	Scope scopeList       `json:"scope"`
+	VC    *credential     `json:"vc"`
+	VP    json.RawMessage `json:"vp"`
+}
+
+// jwtShape is read only when a payload does not decode as a VC-JWT, to
+// tell a broken credential (ErrMalformed) from a JWT that is not ours
+// (ErrUnsupportedFormat).
+type jwtShape struct {
+	VC      json.RawMessage `json:"vc"`
+	VP      json.RawMessage `json:"vp"`
+	Context json.RawMessage `json:"@context"`
+	Type    json.RawMessage `json:"type"`
+}
+
+type typKind uint8
+
+const (
+	typPlain typKind = iota // absent or "JWT"
+	typVC                   // vc+jwt, vc+ld+jwt
+	typVP                   // vp+jwt, vp+ld+jwt
+	typOther
+)
+
+// kindOfTyp classifies the header typ; media types compare without case
+// and with an optional "application/" prefix (RFC 7515 §4.1.9).
+func kindOfTyp(typ string) typKind {
+	t := strings.ToLower(typ)
+	t = strings.TrimPrefix(t, "application/")
+	switch t {
+	case "", "jwt":
+		return typPlain
+	case "vc+jwt", "vc+ld+jwt":
+		return typVC
+	case "vp+jwt", "vp+ld+jwt":
+		return typVP
+	}
+	return typOther
+}
+
+var b64url = base64.RawURLEncoding.Strict()
+
+// parseJWS parses a compact JWS VC-JWT. A payload with a "vc" claim is the
+// VC 1.1 form; one without, but with a top-level "@context" and "type", is
+// the VC 2.0 form (the payload is the VC), whatever the allowed typ says.
+// Anything else is not a delegation (ErrUnsupportedFormat), unless the typ
+// claims it is one (ErrMalformed). The signature is checked later, once the
+// key is resolved.
+func parseJWS(raw []byte) (*parsed, error) {
+	for _, c := range raw {
+		if !isB64URLOrDot(c) {
+			return nil, fail(ErrMalformed, "not a compact JWS")
+		}
+	}
+	h, rest, ok1 := bytes.Cut(raw, []byte{'.'})
+	pl, s, ok2 := bytes.Cut(rest, []byte{'.'})
+	if !ok1 || !ok2 || bytes.IndexByte(s, '.') >= 0 || len(h) == 0 || len(pl) == 0 {
+		return nil, fail(ErrMalformed, "not a compact JWS")
+	}
+	var hdr jwsHeader
+	hb, err := decodeB64(h)
+	if err != nil || unmarshalObject(hb, &hdr) != nil {
+		return nil, fail(ErrMalformed, "JWS header")
+	}
+	typ := kindOfTyp(hdr.Typ)
+	payload, err := decodeB64(pl)
+	if err != nil {
+		return nil, fail(ErrMalformed, "JWS payload")
+	}
+	var jp jwtPayload
+	if err := unmarshalObject(payload, &jp); err != nil {
+		var shape jwtShape
+		if unmarshalObject(payload, &shape) != nil || typ == typVC || typ == typVP ||
+			present(shape.VC) || present(shape.VP) || (present(shape.Context) && present(shape.Type)) {
+			return nil, fail(ErrMalformed, "JWT claims")
+		}
+		return nil, fail(ErrUnsupportedFormat, "JWT is not a credential")
+	}
+
+	var (
+		cred   *credential
+		format Format
+	)
+	switch {
+	case present(jp.VP) || typ == typVP:
+		return nil, fail(ErrUnsupportedFormat, "presentations are not supported")
+	case jp.VC != nil:
+		cred, format = jp.VC, FormatJWTVC11
+	case present(jp.Context) && jp.Type != nil:
+		cred, format = &jp.credential, FormatJWTVC20
+	case typ == typVC:
+		return nil, fail(ErrMalformed, "vc+jwt payload is not a credential")
+	default:
+		return nil, fail(ErrUnsupportedFormat, "JWT is not a credential")
+	}
+
+	switch {
+	case len(hdr.Crit) > 0:
+		return nil, fail(ErrMalformed, "crit header not supported")
+	case len(hdr.B64) > 0 && string(hdr.B64) != "true":
+		return nil, fail(ErrMalformed, "unencoded payload not supported")
+	case len(hdr.Jku) > 0 || len(hdr.X5u) > 0 || len(hdr.Jwk) > 0 || len(hdr.X5c) > 0:
+		return nil, fail(ErrMalformed, "keys in the JWS header are not used")
+	case typ == typOther:
+		return nil, fail(ErrMalformed, "JWS typ")
+	case strings.EqualFold(hdr.Cty, "JWT"):
+		return nil, fail(ErrMalformed, "nested JWT")
+	case hdr.Alg == "":
+		return nil, fail(ErrMalformed, "JWS alg missing")
+	}
+	sig, err := decodeB64(s)
+	if err != nil {
+		return nil, fail(ErrMalformed, "JWS signature")
+	}
+
+	p := &parsed{
+		alg:          hdr.Alg,
+		kid:          hdr.Kid,
+		signingInput: raw[:len(h)+1+len(pl)],
+		sig:          sig,
+	}
+	p.d.Format = format
+	if err := p.fill(cred, &jp); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func isB64URLOrDot(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' ||
+		c == '-' || c == '_' || c == '.'
+}
+
+func decodeB64(src []byte) ([]byte, error) {
+	dst := make([]byte, b64url.DecodedLen(len(src)))
+	n, err := b64url.Decode(dst, src)
+	return dst[:n], err
+}
+
+// unmarshalObject decodes b, which must be a JSON object.
+func unmarshalObject(b []byte, v any) error {
+	t := bytes.TrimLeft(b, " \t\r\n")
+	if len(t) == 0 || t[0] != '{' {
+		return errors.New("not a JSON object")
+	}
+	return json.Unmarshal(b, v)
+}
+
+// present reports whether a raw member was given a non-null value.
+func present(raw json.RawMessage) bool { return len(raw) > 0 && !isNull(raw) }

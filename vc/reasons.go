@@ -1,0 +1,68 @@
+package vc
+
+import "errors"
+
+// reasons maps each sentinel to its stable reason, in check order.
+var reasons = [...]struct {
+	err    error
+	reason string
+}{
+	{ErrTooLarge, "too_large"},
+	{ErrMalformed, "malformed"},
+	{ErrUnsupportedFormat, "unsupported_format"},
+	{ErrAlgorithm, "unsupported_alg"},
+	{ErrIssuerUnresolved, "issuer_unresolved"},
+	{ErrUnknownKey, "unknown_key"},
+	{ErrKeyNotAuthorized, "key_not_authorized"},
+	{ErrSignature, "bad_signature"},
+	{ErrType, "wrong_type"},
+	{ErrExpired, "expired"},
+	{ErrNotYetValid, "not_yet_valid"},
+	{ErrAudience, "wrong_audience"},
+	{ErrUntrustedIssuer, "untrusted_issuer"},
+	{ErrMissingScope, "missing_scope"},
+}
+
+// Reason returns a short stable reason for an error from Verify
+// ("expired", "bad_signature", …), "invalid" for any other error, and ""
+// for nil. The values are snake_case and safe as metrics labels.
+func Reason(err error) string {
+	if err == nil {
+		return ""
+	}
+	for _, r := range reasons {
+		if errors.Is(err, r.err) {
+			return r.reason
+		}
+	}
+	return "invalid"
+}
+
+// verifyError is what Verify returns: one sentinel of this package (kind),
+// a fixed detail that never quotes the credential, and optionally the
+// underlying cause (a didresolver sentinel or a context error).
+type verifyError struct {
+	kind   error
+	detail string
+	cause  error
+}
+
+func fail(kind error, detail string) error { return &verifyError{kind: kind, detail: detail} }
+
+func (e *verifyError) Error() string {
+	s := "vc: " + e.kind.Error()
+	if e.detail != "" {
+		s += ": " + e.detail
+	}
+	if e.cause != nil {
+		s += " (" + e.cause.Error() + ")"
+	}
+	return s
+}
+
+func (e *verifyError) Unwrap() []error {
+	if e.cause != nil {
+		return []error{e.kind, e.cause}
+	}
+	return []error{e.kind}
+}

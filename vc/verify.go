@@ -1,0 +1,412 @@
+package vc
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+)
+
+// Revocation. A credential's credentialStatus (StatusList2021Entry,
+// BitstringStatusListEntry) is carried through parsing but not evaluated
+// here yet: Verify calls the statusChecker hook below, between the trust
+// check and the scope check (MCPI-WIRE §2 order), and a Verifier built by
+// NewVerifier has none, so a credential with a status entry is accepted as
+// if unrevoked. The status-list issue installs a checker there; nothing
+// else has to change.
+type statusChecker interface {
+	// check returns nil if the credential is not revoked or suspended, else
+	// an error wrapping one of this package's sentinels.
+	check(ctx context.Context, issuer string, status json.RawMessage) error
+}
+
+// Linked Data proofs. Proofs that need RDF canonicalization
+// (Ed25519Signature2018, JsonWebSignature2020, eddsa-rdfc-2022, a JSON-LD
+// Ed25519Signature2020) are refused with ErrUnsupportedFormat unless a
+// Verifier carries an ldProofVerifier, the seam for a JSON-LD library
+// (aries-framework-go component/models with embedded contexts).
+type ldProofVerifier interface {
+	// supports reports whether the proof type (and cryptosuite, for
+	// DataIntegrityProof) can be verified.
+	supports(proofType, cryptosuite string) bool
+	// verify checks the proof of the JSON credential raw with key, which
+	// Verify has already resolved from proof.verificationMethod and checked
+	// to be in the issuer's assertionMethod.
+	verify(ctx context.Context, raw []byte, key didresolver.Key) error
+}
+
+// Delegation chains (parentId, ancestors) and Verifiable Presentations are
+// not handled here yet: a credential with a parentId is verified as a leaf
+// on its own, and a presentation is ErrUnsupportedFormat.
+
+// parsed is a credential after parsing and before any key is resolved.
+type parsed struct {
+	d     Delegation // everything but Hash
+	alg   string     // JWS alg, or AlgEdDSA for the JSON Ed25519 proofs; "" for LD proofs
+	kid   string     // header kid or proof.verificationMethod; may be empty or relative
+	types stringList
+	// audiences holds one entry per place that names an audience.
+	audiences [][]string
+	status    json.RawMessage
+	// Signature material: a JWS (signingInput, sig) or a JSON credential.
+	signingInput, sig []byte
+	json              *jsonVC
+}
+
+// Verify verifies raw (a compact JWS or a JSON credential), in the order of
+// MCPI-WIRE §2, and returns the delegation.
+//
+// Surrounding ASCII whitespace is trimmed; Delegation.Hash is over the
+// trimmed bytes.
+func (v *Verifier) Verify(ctx context.Context, raw []byte, opts ...CheckOption) (*Delegation, error) {
+	if len(raw) > v.maxSize {
+		return nil, fail(ErrTooLarge, "")
+	}
+	raw = trimSpace(raw)
+	if len(raw) == 0 {
+		return nil, fail(ErrMalformed, "empty")
+	}
+
+	var (
+		p   *parsed
+		err error
+	)
+	if raw[0] == '{' {
+		p, err = parseJSONVC(raw, v.ld)
+	} else {
+		p, err = parseJWS(raw)
+	}
+	if err != nil {
+		return nil, err
+	}
+
+	if p.alg != "" && !v.algs.allows(p.alg) {
+		return nil, fail(ErrAlgorithm, "algorithm not allowed")
+	}
+	key, err := v.resolveKey(ctx, p.d.Issuer, p.kid)
+	if err != nil {
+		return nil, err
+	}
+	if p.json != nil {
+		err = p.json.verify(ctx, key, v.ld)
+	} else {
+		err = verifyJWS(p.alg, key.Public, p.signingInput, p.sig)
+	}
+	if err != nil {
+		return nil, err
+	}
+
+	if !p.types.has("VerifiableCredential") || !p.types.has("DelegationCredential") {
+		return nil, fail(ErrType, "type must include VerifiableCredential and DelegationCredential")
+	}
+	if err := v.checkWindow(p); err != nil {
+		return nil, err
+	}
+
+	var c checks
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if err := checkAudience(p.audiences, &c); err != nil {
+		return nil, err
+	}
+	if v.trusted != nil {
+		if _, ok := v.trusted[p.d.Issuer]; !ok {
+			return nil, fail(ErrUntrustedIssuer, "")
+		}
+	}
+	if v.status != nil && present(p.status) {
+		if err := v.status.check(ctx, p.d.Issuer, p.status); err != nil {
+			return nil, err
+		}
+	}
+	if !p.d.HasScopes(c.requiredScopes...) {
+		return nil, fail(ErrMissingScope, "")
+	}
+
+	d := p.d
+	d.Hash = sha256.Sum256(raw)
+	return &d, nil
+}
+
+// noClaims stands for the absent JWT claims of a JSON credential; read only.
+var noClaims jwtPayload
+
+// fill derives the delegation and the rule inputs from the credential and,
+// for a VC-JWT, its claims (jp is nil for a JSON credential; in the VC 2.0
+// form cred is jp's own credential). Disagreeing duplicates are
+// ErrMalformed.
+func (p *parsed) fill(cred *credential, jp *jwtPayload) error {
+	jwt := jp
+	if jwt == nil {
+		jwt = &noClaims
+	}
+	subj := &cred.Subject.subject
+	deleg := subj.Delegation
+	if deleg == nil {
+		deleg = &delegationClaim{}
+	}
+
+	issuer, ok := agree(jwt.Iss, string(cred.Issuer))
+	if !ok {
+		return fail(ErrMalformed, "iss and vc.issuer differ")
+	}
+	if issuer == "" {
+		return fail(ErrMalformed, "no issuer")
+	}
+	agent, ok := agree(jwt.Sub, subj.ID, deleg.SubjectDID)
+	if !ok {
+		return fail(ErrMalformed, "sub, credentialSubject.id and delegation.subjectDid differ")
+	}
+	if agent == "" {
+		return fail(ErrMalformed, "no credential subject")
+	}
+	id, ok := agree(jwt.Jti, cred.ID)
+	if !ok {
+		return fail(ErrMalformed, "jti and vc.id differ")
+	}
+
+	d := &p.d
+	d.Issuer = issuer
+	d.AgentDID = agent
+	d.UserDID = deleg.UserDID
+	if d.UserDID == "" {
+		d.UserDID = issuer
+	}
+	d.ID = id
+	d.DelegationID = deleg.ID
+	if d.DelegationID == "" {
+		d.DelegationID = id
+	}
+	d.Scopes = effectiveScopes(subj, deleg, jwt.Scope)
+
+	p.types = cred.Type
+	p.status = cred.Status
+	if !present(p.status) {
+		p.status = jwt.Status // KYA-OS native mints repeat it at the top level
+	}
+
+	p.addAudience(jwt.Aud)
+	if deleg.Constraints != nil {
+		p.addAudience(deleg.Constraints.Audience)
+	}
+	if subj.Constraints != nil {
+		p.addAudience(subj.Constraints.Audience)
+	}
+	for _, a := range p.audiences {
+		d.Audience = appendUnique(d.Audience, a...)
+	}
+
+	// Validity: NotBefore is the latest start, ExpiresAt the earliest end.
+	// VC 1.1 defines issuanceDate as the moment the credential becomes
+	// valid, so it bounds the start too; iat only may not be in the future.
+	if jwt.Iat.set {
+		d.IssuedAt = jwt.Iat.t
+	} else if cred.IssuanceDate.set {
+		d.IssuedAt = cred.IssuanceDate.t
+	}
+	d.NotBefore = latest(d.NotBefore, jwt.Nbf.t, cred.IssuanceDate.t, cred.ValidFrom.t)
+	d.ExpiresAt = earliest(d.ExpiresAt, jwt.Exp.t, cred.ExpirationDate.t, cred.ValidUntil.t)
+	for _, c := range [...]*constraints{deleg.Constraints, subj.Constraints} {
+		if c != nil {
+			d.NotBefore = latest(d.NotBefore, c.NotBefore.t)
+			d.ExpiresAt = earliest(d.ExpiresAt, c.NotAfter.t)
+		}
+	}
+	return nil
+}
+
+func (p *parsed) addAudience(a []string) {
+	if len(a) > 0 {
+		p.audiences = append(p.audiences, a)
+	}
+}
+
+// effectiveScopes: delegation.scopes, else delegation.constraints.scopes
+// (the intersection when both are present: constraints narrow), else
+// credentialSubject.scope or .scopes, else the JWT "scope" claim;
+// deduplicated, in credential order.
+func effectiveScopes(subj *subject, deleg *delegationClaim, jwtScope scopeList) []string {
+	var cons scopeList
+	if deleg.Constraints != nil {
+		cons = deleg.Constraints.Scopes
+	}
+	var src []string
+	switch {
+	case deleg.Scopes.set && cons.set:
+		for _, s := range deleg.Scopes.v {
+			if stringList(cons.v).has(s) {
+				src = append(src, s)
+			}
+		}
+	case deleg.Scopes.set:
+		src = deleg.Scopes.v
+	case cons.set:
+		src = cons.v
+	case subj.Scope.set:
+		src = subj.Scope.v
+	case subj.Scopes.set:
+		src = subj.Scopes.v
+	default:
+		src = jwtScope.v
+	}
+	return appendUnique(make([]string, 0, len(src)), src...)
+}
+
+// resolveKey resolves the issuer's key named by kid, which must be in the
+// issuer's assertionMethod. An empty kid asks for the issuer's only
+// assertion key; a relative kid ("#frag" or a bare "frag") is taken
+// against the issuer.
+func (v *Verifier) resolveKey(ctx context.Context, issuer, kid string) (didresolver.Key, error) {
+	ref := kid
+	switch {
+	case kid == "":
+		ref = issuer
+	case kid[0] == '#':
+		ref = issuer + kid
+	case !strings.HasPrefix(kid, "did:"):
+		ref = issuer + "#" + kid
+	}
+	did, _, _ := strings.Cut(ref, "#")
+	if did != issuer {
+		return didresolver.Key{}, fail(ErrUnknownKey, "key id is not the issuer's")
+	}
+	if v.resolver == nil {
+		return didresolver.Key{}, fail(ErrIssuerUnresolved, "no resolver")
+	}
+	key, err := didresolver.ResolveKey(ctx, v.resolver, ref, didresolver.AssertionMethod)
+	if err == nil {
+		return key, nil
+	}
+	kind := ErrIssuerUnresolved
+	switch {
+	case errors.Is(err, didresolver.ErrKeyNotFound), errors.Is(err, didresolver.ErrUnsupportedKey):
+		kind = ErrUnknownKey
+	case errors.Is(err, didresolver.ErrKeyNotAuthorized):
+		kind = ErrKeyNotAuthorized
+	}
+	// Wrap the cause's sentinel, not its text: resolver messages may quote
+	// the DID, which comes from the credential.
+	return didresolver.Key{}, &verifyError{kind: kind, cause: resolverSentinel(err)}
+}
+
+var resolverSentinels = [...]error{
+	didresolver.ErrInvalidDID, didresolver.ErrUnsupportedMethod, didresolver.ErrNotFound,
+	didresolver.ErrFetch, didresolver.ErrTooLarge, didresolver.ErrForbiddenAddress,
+	didresolver.ErrInvalidDocument, didresolver.ErrIDMismatch, didresolver.ErrKeyNotFound,
+	didresolver.ErrKeyNotAuthorized, didresolver.ErrUnsupportedKey,
+	context.Canceled, context.DeadlineExceeded,
+}
+
+func resolverSentinel(err error) error {
+	for _, s := range resolverSentinels {
+		if errors.Is(err, s) {
+			return s
+		}
+	}
+	return nil
+}
+
+// checkWindow checks every date bound with the configured skew.
+func (v *Verifier) checkWindow(p *parsed) error {
+	now := v.now()
+	d := &p.d
+	if !d.ExpiresAt.IsZero() && !now.Before(d.ExpiresAt.Add(v.skew)) {
+		return fail(ErrExpired, "")
+	}
+	if !d.NotBefore.IsZero() && now.Add(v.skew).Before(d.NotBefore) {
+		return fail(ErrNotYetValid, "")
+	}
+	if !d.IssuedAt.IsZero() && now.Add(v.skew).Before(d.IssuedAt) {
+		return fail(ErrNotYetValid, "issued in the future")
+	}
+	return nil
+}
+
+// checkAudience: each place that names an audience must name one of
+// c.audiences.
+func checkAudience(named [][]string, c *checks) error {
+	if len(named) == 0 {
+		if c.requireAudience {
+			return fail(ErrAudience, "credential names no audience")
+		}
+		return nil
+	}
+	for _, list := range named {
+		if !intersects(list, c.audiences) {
+			return fail(ErrAudience, "")
+		}
+	}
+	return nil
+}
+
+// agree returns the first non-empty value and whether all non-empty values
+// are equal.
+func agree(values ...string) (string, bool) {
+	first := ""
+	for _, v := range values {
+		switch {
+		case v == "":
+		case first == "":
+			first = v
+		case v != first:
+			return "", false
+		}
+	}
+	return first, true
+}
+
+func appendUnique(dst []string, src ...string) []string {
+	for _, s := range src {
+		if !stringList(dst).has(s) {
+			dst = append(dst, s)
+		}
+	}
+	return dst
+}
+
+func intersects(a, b []string) bool {
+	for _, s := range a {
+		if stringList(b).has(s) {
+			return true
+		}
+	}
+	return false
+}
+
+func latest(t time.Time, ts ...time.Time) time.Time {
+	for _, u := range ts {
+		if !u.IsZero() && (t.IsZero() || u.After(t)) {
+			t = u
+		}
+	}
+	return t
+}
+
+func earliest(t time.Time, ts ...time.Time) time.Time {
+	for _, u := range ts {
+		if !u.IsZero() && (t.IsZero() || u.Before(t)) {
+			t = u
+		}
+	}
+	return t
+}
+
+func trimSpace(b []byte) []byte {
+	isSpace := func(c byte) bool {
+		return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'
+	}
+	for len(b) > 0 && isSpace(b[0]) {
+		b = b[1:]
+	}
+	for len(b) > 0 && isSpace(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	return b
+}
