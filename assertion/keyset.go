@@ -1,0 +1,582 @@
+// Package assertion is the edge side of MCP-I Level 2 (MCPI-WIRE §4): after
+// the edge has verified an agent's delegation credential it tells an
+// MCP-I-aware upstream who is calling with an X-Verified-Delegation header,
+// a compact JWS signed by the edge's own key, which the upstream verifies
+// against the edge's /.well-known/jwks.json (or its did:web document).
+//
+// The package holds the edge's signing keys (KeySet, shared between replicas
+// through a Storage), signs assertions (Signer) and renders the published
+// keys (JWKS, DIDDocument). It knows nothing of Caddy or HTTP.
+package assertion
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sync"
+	"time"
+
+	"github.com/lestrrat-go/jwx/v2/jwk"
+)
+
+// Limits and defaults.
+const (
+	// MaxLifetime is the longest lifetime an assertion may have.
+	MaxLifetime = 300 * time.Second
+	// DefaultLifetime is the lifetime of an assertion unless configured.
+	DefaultLifetime = 60 * time.Second
+	// DefaultRetention is how long a retired key stays published after its
+	// retirement: the longest assertion lifetime plus a minute for the
+	// clock skew verifiers tolerate. Every assertion the key signed has
+	// expired (even for a skewed verifier) before it disappears.
+	DefaultRetention = MaxLifetime + 60*time.Second
+)
+
+// Errors. Every error returned by this package wraps one of these.
+var (
+	// ErrUnsupportedKey: the key is not Ed25519 or ECDSA P-256.
+	ErrUnsupportedKey = errors.New("assertion: unsupported signing key (want Ed25519 or P-256)")
+	// ErrInvalidKeySet: a serialised key set could not be decoded.
+	ErrInvalidKeySet = errors.New("assertion: invalid key set")
+	// ErrLifetime: an assertion lifetime outside (0, MaxLifetime], or longer
+	// than the key set's retention.
+	ErrLifetime = errors.New("assertion: lifetime out of range")
+	// ErrInvalidDelegation: the delegation lacks a field an assertion needs.
+	ErrInvalidDelegation = errors.New("assertion: delegation incomplete")
+	// ErrDelegationExpired: the delegation expires before the assertion
+	// would be issued.
+	ErrDelegationExpired = errors.New("assertion: delegation expired")
+	// ErrStorage: the shared storage failed.
+	ErrStorage = errors.New("assertion: key storage failed")
+)
+
+// Key is one signing key of a KeySet. Values are immutable.
+type Key struct {
+	// Signer is an ed25519.PrivateKey or an *ecdsa.PrivateKey on P-256; nil
+	// for a retired key, whose private half is discarded at retirement
+	// (only its public half is still needed, for verification).
+	Signer crypto.Signer
+	// PublicKey is an ed25519.PublicKey or an *ecdsa.PublicKey on P-256.
+	PublicKey crypto.PublicKey
+	// Alg is the JWS algorithm: "EdDSA" or "ES256".
+	Alg string
+	// Thumbprint is the RFC 7638 SHA-256 thumbprint of the public key,
+	// base64url without padding. Key ids are "<edge DID>#<Thumbprint>".
+	Thumbprint string
+	// CreatedAt is when the key entered the set.
+	CreatedAt time.Time
+	// RetiredAt is when a newer key replaced it; zero for the current key.
+	RetiredAt time.Time
+	// Retention is how long after RetiredAt the key stays published.
+	Retention time.Duration
+}
+
+// KeyID returns "<edgeDID>#<thumbprint>".
+func (k Key) KeyID(edgeDID string) string { return edgeDID + "#" + k.Thumbprint }
+
+// publishedAt reports whether the key must still be published at now.
+func (k Key) publishedAt(now time.Time) bool {
+	return k.RetiredAt.IsZero() || now.Before(k.RetiredAt.Add(k.Retention))
+}
+
+// newKey checks priv and computes its algorithm and thumbprint.
+func newKey(priv crypto.PrivateKey, created time.Time) (Key, error) {
+	var signer crypto.Signer
+	switch p := priv.(type) {
+	case ed25519.PrivateKey:
+		if len(p) != ed25519.PrivateKeySize {
+			return Key{}, ErrUnsupportedKey
+		}
+		signer = p
+	case *ed25519.PrivateKey:
+		if p == nil || len(*p) != ed25519.PrivateKeySize {
+			return Key{}, ErrUnsupportedKey
+		}
+		signer = *p
+	case *ecdsa.PrivateKey:
+		if p == nil {
+			return Key{}, ErrUnsupportedKey
+		}
+		signer = p
+	default:
+		return Key{}, ErrUnsupportedKey
+	}
+	k, err := publicKey(signer.Public(), created)
+	if err != nil {
+		return Key{}, err
+	}
+	k.Signer = signer
+	return k, nil
+}
+
+// publicKey checks pub and computes its algorithm and thumbprint.
+func publicKey(pub crypto.PublicKey, created time.Time) (Key, error) {
+	k := Key{PublicKey: pub, CreatedAt: created.UTC().Truncate(time.Second)}
+	switch p := pub.(type) {
+	case ed25519.PublicKey:
+		if len(p) != ed25519.PublicKeySize {
+			return Key{}, ErrUnsupportedKey
+		}
+		k.Alg = "EdDSA"
+	case *ecdsa.PublicKey:
+		if p == nil || p.Curve != elliptic.P256() {
+			return Key{}, ErrUnsupportedKey
+		}
+		k.Alg = "ES256"
+	default:
+		return Key{}, ErrUnsupportedKey
+	}
+	j, err := jwk.FromRaw(pub)
+	if err != nil {
+		return Key{}, fmt.Errorf("%w: %v", ErrUnsupportedKey, err)
+	}
+	tp, err := j.Thumbprint(crypto.SHA256)
+	if err != nil {
+		return Key{}, fmt.Errorf("%w: %v", ErrUnsupportedKey, err)
+	}
+	k.Thumbprint = base64.RawURLEncoding.EncodeToString(tp)
+	return k, nil
+}
+
+// KeySet is the edge's signing key plus the retired keys that must stay
+// published until every assertion they signed has expired. It is safe for
+// concurrent use.
+type KeySet struct {
+	mu        sync.RWMutex
+	current   Key
+	retired   []Key // oldest first
+	retention time.Duration
+}
+
+// KeySetOption configures NewKeySet.
+type KeySetOption func(*KeySet)
+
+// WithRetention sets how long a retired key stays published after Rotate.
+// Default DefaultRetention. It must be at least the lifetime of every
+// Signer using the set (New checks); values below one second are ignored.
+func WithRetention(d time.Duration) KeySetOption {
+	return func(ks *KeySet) {
+		if d >= time.Second {
+			ks.retention = d
+		}
+	}
+}
+
+// NewKeySet returns a set whose current key is priv (ed25519.PrivateKey or
+// *ecdsa.PrivateKey on P-256), created at now.
+func NewKeySet(priv crypto.PrivateKey, now time.Time, opts ...KeySetOption) (*KeySet, error) {
+	k, err := newKey(priv, now)
+	if err != nil {
+		return nil, err
+	}
+	ks := &KeySet{current: k, retention: DefaultRetention}
+	for _, o := range opts {
+		o(ks)
+	}
+	return ks, nil
+}
+
+// Current returns the key new assertions are signed with.
+func (ks *KeySet) Current() Key {
+	ks.mu.RLock()
+	defer ks.mu.RUnlock()
+	return ks.current
+}
+
+// Retention returns how long a key stays published after it is retired.
+func (ks *KeySet) Retention() time.Duration {
+	ks.mu.RLock()
+	defer ks.mu.RUnlock()
+	return ks.retention
+}
+
+// Published returns every key a verifier may still need at now: the current
+// key first, then the retired keys still inside their retention window,
+// newest first.
+func (ks *KeySet) Published(now time.Time) []Key {
+	ks.mu.RLock()
+	defer ks.mu.RUnlock()
+	out := make([]Key, 0, 1+len(ks.retired))
+	out = append(out, ks.current)
+	for i := len(ks.retired) - 1; i >= 0; i-- {
+		if ks.retired[i].publishedAt(now) {
+			out = append(out, ks.retired[i])
+		}
+	}
+	return out
+}
+
+// Rotate makes priv the current key at now. The previous key is retired
+// (published for the set's retention), and retired keys whose window has
+// passed are dropped. Rotating to the current key is a no-op.
+func (ks *KeySet) Rotate(now time.Time, priv crypto.PrivateKey) error {
+	k, err := newKey(priv, now)
+	if err != nil {
+		return err
+	}
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	if k.Thumbprint == ks.current.Thumbprint {
+		return nil
+	}
+	old := ks.current
+	old.Signer = nil // only the public half is needed from now on
+	old.RetiredAt = now.UTC()
+	old.Retention = ks.retention
+	retired := make([]Key, 0, len(ks.retired)+1)
+	for _, r := range ks.retired {
+		if r.publishedAt(now) && r.Thumbprint != k.Thumbprint {
+			retired = append(retired, r)
+		}
+	}
+	ks.retired = append(retired, old)
+	ks.current = k
+	return nil
+}
+
+// keySetJSON is the stored form of a KeySet.
+type keySetJSON struct {
+	Version          int       `json:"version"`
+	RetentionSeconds int64     `json:"retention_seconds"`
+	Current          keyJSON   `json:"current"`
+	Retired          []keyJSON `json:"retired,omitempty"`
+}
+
+type keyJSON struct {
+	JWK              json.RawMessage `json:"jwk"`
+	CreatedAt        time.Time       `json:"created_at"`
+	RetiredAt        time.Time       `json:"retired_at,omitzero"`
+	RetentionSeconds int64           `json:"retention_seconds,omitempty"`
+}
+
+// marshalKey writes the private JWK of a current key, the public JWK of a
+// retired one.
+func marshalKey(k Key) (keyJSON, error) {
+	var raw any = k.PublicKey
+	if k.Signer != nil {
+		raw = k.Signer
+	}
+	j, err := jwk.FromRaw(raw)
+	if err != nil {
+		return keyJSON{}, fmt.Errorf("%w: %v", ErrUnsupportedKey, err)
+	}
+	if err := j.Set(jwk.KeyIDKey, k.Thumbprint); err != nil {
+		return keyJSON{}, err
+	}
+	if err := j.Set(jwk.AlgorithmKey, k.Alg); err != nil {
+		return keyJSON{}, err
+	}
+	enc, err := json.Marshal(j)
+	if err != nil {
+		return keyJSON{}, err
+	}
+	return keyJSON{
+		JWK:              enc,
+		CreatedAt:        k.CreatedAt,
+		RetiredAt:        k.RetiredAt,
+		RetentionSeconds: int64(k.Retention / time.Second),
+	}, nil
+}
+
+// unmarshalKey reads a key; a retired one may be public only (and is kept
+// public only even if stored private).
+func unmarshalKey(kj keyJSON, retired bool) (Key, error) {
+	var (
+		k   Key
+		err error
+	)
+	if retired {
+		k, err = parsePublicKey(kj.JWK, kj.CreatedAt)
+	} else {
+		var priv crypto.PrivateKey
+		if priv, err = ParsePrivateKey(kj.JWK); err == nil {
+			k, err = newKey(priv, kj.CreatedAt)
+		}
+	}
+	if err != nil {
+		return Key{}, err
+	}
+	k.RetiredAt = kj.RetiredAt.UTC()
+	k.Retention = time.Duration(kj.RetentionSeconds) * time.Second
+	return k, nil
+}
+
+// MarshalJSON encodes the whole set: the current key as a private JWK,
+// retired keys as public JWKs with their retirement time and retention. The
+// result is a secret: store it like a TLS private key.
+func (ks *KeySet) MarshalJSON() ([]byte, error) {
+	ks.mu.RLock()
+	defer ks.mu.RUnlock()
+	out := keySetJSON{Version: 1, RetentionSeconds: int64(ks.retention / time.Second)}
+	var err error
+	if out.Current, err = marshalKey(ks.current); err != nil {
+		return nil, err
+	}
+	for _, r := range ks.retired {
+		rj, err := marshalKey(r)
+		if err != nil {
+			return nil, err
+		}
+		out.Retired = append(out.Retired, rj)
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON decodes a set written by MarshalJSON.
+func (ks *KeySet) UnmarshalJSON(data []byte) error {
+	var in keySetJSON
+	if err := json.Unmarshal(data, &in); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidKeySet, err)
+	}
+	if in.Version != 1 {
+		return fmt.Errorf("%w: unknown version %d", ErrInvalidKeySet, in.Version)
+	}
+	cur, err := unmarshalKey(in.Current, false)
+	if err != nil {
+		return fmt.Errorf("%w: current key: %w", ErrInvalidKeySet, err)
+	}
+	if !cur.RetiredAt.IsZero() {
+		return fmt.Errorf("%w: current key is retired", ErrInvalidKeySet)
+	}
+	retired := make([]Key, 0, len(in.Retired))
+	for i, rj := range in.Retired {
+		r, err := unmarshalKey(rj, true)
+		if err != nil {
+			return fmt.Errorf("%w: retired key %d: %w", ErrInvalidKeySet, i, err)
+		}
+		if r.RetiredAt.IsZero() || r.Retention <= 0 {
+			return fmt.Errorf("%w: retired key %d lacks retired_at or retention", ErrInvalidKeySet, i)
+		}
+		retired = append(retired, r)
+	}
+	retention := time.Duration(in.RetentionSeconds) * time.Second
+	if retention < time.Second {
+		retention = DefaultRetention
+	}
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	ks.current, ks.retired, ks.retention = cur, retired, retention
+	return nil
+}
+
+// ParseKeySet decodes a set written by MarshalJSON.
+func ParseKeySet(data []byte) (*KeySet, error) {
+	ks := new(KeySet)
+	if err := ks.UnmarshalJSON(data); err != nil {
+		return nil, err
+	}
+	return ks, nil
+}
+
+// ParsePrivateKey decodes an Ed25519 or P-256 private key from a JWK (OKP
+// Ed25519 or EC P-256, as written by didresolver.MarshalPrivateJWK) or from
+// PEM ("PRIVATE KEY" PKCS #8, or "EC PRIVATE KEY" SEC 1). For keys the
+// operator keeps in a file.
+func ParsePrivateKey(data []byte) (crypto.PrivateKey, error) {
+	if block, _ := pem.Decode(data); block != nil {
+		var (
+			priv any
+			err  error
+		)
+		switch block.Type {
+		case "PRIVATE KEY":
+			priv, err = x509.ParsePKCS8PrivateKey(block.Bytes)
+		case "EC PRIVATE KEY":
+			priv, err = x509.ParseECPrivateKey(block.Bytes)
+		default:
+			return nil, fmt.Errorf("%w: PEM block %q", ErrUnsupportedKey, block.Type)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUnsupportedKey, err)
+		}
+		if _, err := newKey(priv, time.Time{}); err != nil {
+			return nil, err
+		}
+		return priv, nil
+	}
+	j, err := jwk.ParseKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnsupportedKey, err)
+	}
+	var priv any
+	switch j.(type) {
+	case jwk.OKPPrivateKey:
+		var p ed25519.PrivateKey
+		if err := j.Raw(&p); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUnsupportedKey, err)
+		}
+		priv = p
+	case jwk.ECDSAPrivateKey:
+		var p ecdsa.PrivateKey
+		if err := j.Raw(&p); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUnsupportedKey, err)
+		}
+		priv = &p
+	default:
+		return nil, fmt.Errorf("%w: not an OKP or EC private JWK", ErrUnsupportedKey)
+	}
+	if _, err := newKey(priv, time.Time{}); err != nil {
+		return nil, err
+	}
+	return priv, nil
+}
+
+// parsePublicKey reads the public half of an Ed25519 or P-256 JWK.
+func parsePublicKey(data []byte, created time.Time) (Key, error) {
+	j, err := jwk.ParseKey(data)
+	if err != nil {
+		return Key{}, fmt.Errorf("%w: %v", ErrUnsupportedKey, err)
+	}
+	pj, err := j.PublicKey()
+	if err != nil {
+		return Key{}, fmt.Errorf("%w: %v", ErrUnsupportedKey, err)
+	}
+	var pub any
+	if err := pj.Raw(&pub); err != nil {
+		return Key{}, fmt.Errorf("%w: %v", ErrUnsupportedKey, err)
+	}
+	return publicKey(pub, created)
+}
+
+// Storage is the subset of certmagic.Storage (Caddy's storage) the key set
+// needs. Load must return an error wrapping fs.ErrNotExist for a missing key
+// (or Exists must report false); Lock must block until the named lock is
+// held across every process sharing the storage.
+type Storage interface {
+	Load(ctx context.Context, key string) ([]byte, error)
+	Store(ctx context.Context, key string, value []byte) error
+	Lock(ctx context.Context, name string) error
+	Unlock(ctx context.Context, name string) error
+	Exists(ctx context.Context, key string) bool
+}
+
+// lockName is the storage lock guarding key, reduced to characters every
+// storage accepts in a lock name (certmagic's file storage makes it a file).
+func lockName(key string) string {
+	safe := []byte(key)
+	for i, c := range safe {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			safe[i] = '_'
+		}
+	}
+	return "mcpi_assertion_keyset_" + string(safe)
+}
+
+// load reads the set stored under key. found is false when nothing is
+// stored there.
+func load(ctx context.Context, st Storage, key string) (ks *KeySet, found bool, err error) {
+	data, err := st.Load(ctx, key)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || !st.Exists(ctx, key) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("%w: loading %q: %w", ErrStorage, key, err)
+	}
+	ks, err = ParseKeySet(data)
+	if err != nil {
+		return nil, true, err
+	}
+	return ks, true, nil
+}
+
+func store(ctx context.Context, st Storage, key string, ks *KeySet) error {
+	data, err := ks.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	if err := st.Store(ctx, key, data); err != nil {
+		return fmt.Errorf("%w: storing %q: %w", ErrStorage, key, err)
+	}
+	return nil
+}
+
+// withLock runs fn while holding key's storage lock.
+func withLock(ctx context.Context, st Storage, key string, fn func() error) (err error) {
+	name := lockName(key)
+	if err := st.Lock(ctx, name); err != nil {
+		return fmt.Errorf("%w: locking %q: %w", ErrStorage, name, err)
+	}
+	defer func() {
+		if uerr := st.Unlock(context.WithoutCancel(ctx), name); uerr != nil && err == nil {
+			err = fmt.Errorf("%w: unlocking %q: %w", ErrStorage, name, uerr)
+		}
+	}()
+	return fn()
+}
+
+// LoadOrCreate returns the set stored under key, or, when there is none,
+// creates one with a key from gen and stores it. Creation happens under the
+// storage lock and re-checks the storage, so replicas sharing a storage all
+// end with the same key. A stored set that cannot be decoded is an error,
+// never silently replaced.
+func LoadOrCreate(ctx context.Context, st Storage, key string, gen func() (crypto.PrivateKey, error)) (*KeySet, error) {
+	if ks, found, err := load(ctx, st, key); err != nil || found {
+		return ks, err
+	}
+	var ks *KeySet
+	err := withLock(ctx, st, key, func() error {
+		var (
+			found bool
+			err   error
+		)
+		if ks, found, err = load(ctx, st, key); err != nil || found {
+			return err
+		}
+		priv, err := gen()
+		if err != nil {
+			return fmt.Errorf("assertion: generating key: %w", err)
+		}
+		if ks, err = NewKeySet(priv, time.Now()); err != nil {
+			return err
+		}
+		return store(ctx, st, key, ks)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ks, nil
+}
+
+// RotateStored rotates the set stored under key to a new key from gen, at
+// now, under the storage lock, and stores it (creating the set if none is
+// stored). Other replicas pick the new key up when they next load the set;
+// they must do so well within the retention window (DefaultRetention minus
+// the assertion lifetime) so that nothing they sign with the retired key
+// outlives its publication.
+func RotateStored(ctx context.Context, st Storage, key string, now time.Time, gen func() (crypto.PrivateKey, error)) (*KeySet, error) {
+	var ks *KeySet
+	err := withLock(ctx, st, key, func() error {
+		var (
+			found bool
+			err   error
+		)
+		if ks, found, err = load(ctx, st, key); err != nil {
+			return err
+		}
+		priv, err := gen()
+		if err != nil {
+			return fmt.Errorf("assertion: generating key: %w", err)
+		}
+		if !found {
+			if ks, err = NewKeySet(priv, now); err != nil {
+				return err
+			}
+		} else if err := ks.Rotate(now, priv); err != nil {
+			return err
+		}
+		return store(ctx, st, key, ks)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ks, nil
+}
