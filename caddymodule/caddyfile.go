@@ -1,0 +1,208 @@
+package caddymodule
+
+import (
+	"math"
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/dustin/go-humanize"
+)
+
+// parseCaddyfile sets up the handler from Caddyfile tokens.
+func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	m := new(Handler)
+	err := m.UnmarshalCaddyfile(h.Dispenser)
+	return m, err
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
+//
+//	mcpi {
+//		level 1
+//		trust any | <did>...
+//		audience <id>...
+//		require_audience
+//		require_scopes <scope>...
+//		carriers <name>...
+//		non_delegation_bearer pass|reject
+//		clock_skew <duration>
+//		max_credential_size <size>
+//		max_body_size <size>
+//		did_cache_ttl <duration>
+//		did_web_timeout <duration>
+//		allow_private_did_web
+//		authorization_servers <url>...
+//		passthrough_credential
+//	}
+//
+// Each subdirective may appear once; `trust` has no default and Validate
+// refuses a config without it.
+func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	seen := make(map[string]bool)
+	for d.NextBlock(0) {
+		name := d.Val()
+		if seen[name] {
+			return d.Errf("%s already specified", name)
+		}
+		seen[name] = true
+
+		switch name {
+		case "level":
+			var v string
+			if !d.AllArgs(&v) {
+				return d.ArgErr()
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 3 {
+				return d.Errf("level must be 1, 2 or 3, got %q", v)
+			}
+			h.Level = n
+
+		case "trust":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			if len(args) == 1 && (args[0] == "any" || args[0] == anyIssuer) {
+				h.TrustedIssuers = []string{anyIssuer}
+				break
+			}
+			for _, a := range args {
+				if a == "any" || a == anyIssuer {
+					return d.Errf("trust any must stand alone")
+				}
+			}
+			h.TrustedIssuers = args
+
+		case "audience":
+			if h.Audiences = d.RemainingArgs(); len(h.Audiences) == 0 {
+				return d.ArgErr()
+			}
+
+		case "require_audience":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.RequireAudience = true
+
+		case "require_scopes":
+			if h.RequiredScopes = d.RemainingArgs(); len(h.RequiredScopes) == 0 {
+				return d.ArgErr()
+			}
+
+		case "carriers":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			dup := make(map[string]bool, len(args))
+			for _, a := range args {
+				if _, ok := carrierByName(a); !ok {
+					return d.Errf("unknown carrier %q", a)
+				}
+				if dup[a] {
+					return d.Errf("carrier %q listed twice", a)
+				}
+				dup[a] = true
+			}
+			h.Carriers = args
+
+		case "non_delegation_bearer":
+			var v string
+			if !d.AllArgs(&v) {
+				return d.ArgErr()
+			}
+			if v != bearerPass && v != bearerReject {
+				return d.Errf("non_delegation_bearer must be pass or reject, got %q", v)
+			}
+			h.NonDelegationBearer = v
+
+		case "clock_skew":
+			if err := parseDuration(d, &h.ClockSkew); err != nil {
+				return err
+			}
+		case "did_cache_ttl":
+			if err := parseDuration(d, &h.DIDCacheTTL); err != nil {
+				return err
+			}
+		case "did_web_timeout":
+			if err := parseDuration(d, &h.DIDWebTimeout); err != nil {
+				return err
+			}
+
+		case "max_credential_size":
+			if err := parseSize(d, &h.MaxCredentialSize); err != nil {
+				return err
+			}
+		case "max_body_size":
+			if err := parseSize(d, &h.MaxBodySize); err != nil {
+				return err
+			}
+
+		case "allow_private_did_web":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.AllowPrivateDIDWeb = true
+
+		case "authorization_servers":
+			if h.AuthorizationServers = d.RemainingArgs(); len(h.AuthorizationServers) == 0 {
+				return d.ArgErr()
+			}
+
+		case "passthrough_credential":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.PassthroughCredential = true
+
+		default:
+			return d.Errf("unrecognized mcpi subdirective %q", name)
+		}
+	}
+	return nil
+}
+
+// parseDuration reads one duration argument (caddy.ParseDuration: Go
+// durations plus "d" for days).
+func parseDuration(d *caddyfile.Dispenser, dst *caddy.Duration) error {
+	name := d.Val()
+	var v string
+	if !d.AllArgs(&v) {
+		return d.ArgErr()
+	}
+	dur, err := caddy.ParseDuration(v)
+	if err != nil {
+		return d.Errf("%s: invalid duration %q: %v", name, v, err)
+	}
+	if dur <= 0 {
+		return d.Errf("%s: duration must be positive, got %q", name, v)
+	}
+	*dst = caddy.Duration(dur)
+	return nil
+}
+
+// parseSize reads one size argument, in bytes or with a unit (64KiB, 1MB).
+func parseSize(d *caddyfile.Dispenser, dst *int64) error {
+	name := d.Val()
+	var v string
+	if !d.AllArgs(&v) {
+		return d.ArgErr()
+	}
+	n, err := humanize.ParseBytes(v)
+	if err != nil {
+		return d.Errf("%s: invalid size %q: %v", name, v, err)
+	}
+	if n == 0 || n > math.MaxInt32 {
+		return d.Errf("%s: size must be between 1 byte and 2GiB, got %q", name, v)
+	}
+	*dst = int64(n)
+	return nil
+}

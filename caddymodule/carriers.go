@@ -1,0 +1,663 @@
+package caddymodule
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// carrier is one place a client can put its delegation credential
+// (MCPI-WIRE §1). The order is the order carriers are reported in, so the
+// credential that gets verified is the first one found in this order.
+type carrier uint8
+
+const (
+	carrierAuthorization carrier = iota
+	carrierKYADelegation
+	carrierKYAOSDelegationCredential
+	carrierMCPICredential
+	carrierDelegationToken
+	carrierMCPIDelegation
+	numCarriers
+)
+
+var carrierNames = [numCarriers]string{
+	"authorization",
+	"kya_delegation",
+	"kya_os_delegation_credential",
+	"mcp_i_credential",
+	"delegation_token",
+	"mcpi_delegation",
+}
+
+func (c carrier) String() string {
+	if c < numCarriers {
+		return carrierNames[c]
+	}
+	return "carrier(" + strconv.Itoa(int(c)) + ")"
+}
+
+// carrierSet is a bit set of carriers.
+type carrierSet uint8
+
+const allCarriers = carrierSet(1<<numCarriers - 1)
+
+func (s carrierSet) has(c carrier) bool { return s&(1<<c) != 0 }
+
+// bodyCarriers are the carriers that need the request body.
+const bodyCarriers = carrierSet(1<<carrierDelegationToken | 1<<carrierMCPIDelegation)
+
+// parseCarriers turns config names into a set; no names means all carriers.
+func parseCarriers(names []string) (carrierSet, error) {
+	if len(names) == 0 {
+		return allCarriers, nil
+	}
+	var s carrierSet
+	for _, n := range names {
+		c, ok := carrierByName(n)
+		if !ok {
+			return 0, fmt.Errorf("mcpi: unknown carrier %q (want one of %s)", n, strings.Join(carrierNames[:], ", "))
+		}
+		s |= 1 << c
+	}
+	return s, nil
+}
+
+func carrierByName(name string) (carrier, bool) {
+	for i, n := range carrierNames {
+		if n == name {
+			return carrier(i), true
+		}
+	}
+	return 0, false
+}
+
+// Header names of the header carriers, in canonical form (Go canonicalizes
+// incoming header keys, HTTP/2 included).
+const (
+	hdrAuthorization = "Authorization"
+	hdrKYADelegation = "Kya-Delegation"
+	hdrKYAOSCred     = "Kya-Os-Delegation-Credential"
+	hdrMCPICred      = "Mcp-I-Credential"
+	// hdrMCPIDelegation names the credential sent in Mcp-I-Credential; it
+	// travels with that carrier and is removed with it.
+	hdrMCPIDelegation = "Mcp-I-Delegation"
+)
+
+// headerCarriers maps the single-token header carriers to their header.
+var headerCarriers = [...]struct {
+	c    carrier
+	name string
+}{
+	{carrierKYADelegation, hdrKYADelegation},
+	{carrierKYAOSDelegationCredential, hdrKYAOSCred},
+	{carrierMCPICredential, hdrMCPICred},
+}
+
+// stripIdentityHeaders deletes every header a client could use to pose as a
+// verified agent or user toward the upstream (CONTRACT step 1). Only the
+// edge may set those. Names are compared after mapping '_' to '-' and
+// lowering case, because many upstream stacks (CGI, PHP, nginx with
+// underscores_in_headers, some Node frameworks) treat X_Agent_DID as
+// X-Agent-DID while Go keeps the two apart.
+//
+// The enabled KYA-* carrier headers are kept, spelled exactly as the
+// carrier: they are read in the next step and removed after verification.
+// Underscore spellings of every carrier header go too: they are never read,
+// and an upstream that normalizes names would otherwise see a credential the
+// edge never checked.
+func stripIdentityHeaders(h http.Header, enabled carrierSet) {
+	for k := range h {
+		if isIdentityHeader(k, enabled) {
+			delete(h, k)
+		}
+	}
+}
+
+func isIdentityHeader(k string, enabled carrierSet) bool {
+	// Cheap filter: every name we strip starts with x, k or m.
+	if len(k) < 4 {
+		return false
+	}
+	switch k[0] {
+	case 'x', 'X', 'k', 'K', 'm', 'M':
+	default:
+		return false
+	}
+	switch k {
+	case hdrKYADelegation:
+		if enabled.has(carrierKYADelegation) {
+			return false
+		}
+	case hdrKYAOSCred:
+		if enabled.has(carrierKYAOSDelegationCredential) {
+			return false
+		}
+	case hdrMCPICred, hdrMCPIDelegation:
+		return false
+	}
+	n := strings.ToLower(strings.ReplaceAll(k, "_", "-"))
+	switch n {
+	case "x-agent-did", "x-user-did", "x-agent-reputation-score", "x-verified-delegation":
+		return true
+	case "mcp-i-credential", "mcp-i-delegation":
+		// Reached only for spellings other than the canonical one.
+		return true
+	}
+	return strings.HasPrefix(n, "kya-")
+}
+
+// presented is a credential found in one carrier.
+type presented struct {
+	carrier carrier
+	// raw is the credential exactly as presented: the header token, the
+	// decoded JSON string, or the raw bytes of a JSON object.
+	raw []byte
+}
+
+// extraction is what the carriers of one request hold.
+type extraction struct {
+	found []presented
+	// foreignBearer: Authorization holds a bearer that is not a VC/VP JWT.
+	foreignBearer bool
+	// strippedBody is the body with the body carriers removed; nil when no
+	// body carrier was found (or removal was not asked for).
+	strippedBody []byte
+}
+
+// Errors of carrier extraction; respond.go maps them to statuses.
+var (
+	errNoCredential  = errors.New("no delegation credential presented")
+	errConflict      = errors.New("conflicting delegation credentials")
+	errBodyTooLarge  = errors.New("request body too large")
+	errBodyRead      = errors.New("request body could not be read")
+	errForeignBearer = errors.New("bearer token is not a delegation credential")
+)
+
+// extract finds the credentials in every enabled carrier. It may read the
+// body (POST with a JSON content type only, up to maxBody); the body is
+// always put back exactly as received, so nothing downstream can tell.
+func extract(w http.ResponseWriter, r *http.Request, enabled carrierSet, maxBody int64, strip bool) (extraction, error) {
+	var ex extraction
+
+	if enabled.has(carrierAuthorization) {
+		for _, v := range r.Header.Values(hdrAuthorization) {
+			tok, ok := bearerToken(v)
+			if !ok {
+				continue // Basic, DPoP, …: not ours, not a bearer
+			}
+			if isDelegationJWT(tok) {
+				ex.found = append(ex.found, presented{carrierAuthorization, []byte(tok)})
+			} else {
+				ex.foreignBearer = true
+			}
+		}
+	}
+	for _, hc := range headerCarriers {
+		if !enabled.has(hc.c) {
+			continue
+		}
+		for _, v := range r.Header.Values(hc.name) {
+			if v = strings.TrimSpace(v); v != "" {
+				ex.found = append(ex.found, presented{hc.c, []byte(v)})
+			}
+		}
+	}
+
+	if enabled&bodyCarriers == 0 || !wantsBody(r) {
+		return ex, nil
+	}
+	body, err := readBody(w, r, maxBody)
+	if err != nil {
+		return ex, err
+	}
+	found, stripped := extractBody(body, enabled, strip)
+	ex.found = append(ex.found, found...)
+	ex.strippedBody = stripped
+	return ex, nil
+}
+
+// wantsBody: only a POST with a JSON body can hold a JSON-RPC carrier. GET
+// (SSE streams) and everything else is never read, so streams stay streams.
+func wantsBody(r *http.Request) bool {
+	if r.Method != http.MethodPost || r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return false
+	}
+	return isJSONContentType(r.Header.Get("Content-Type"))
+}
+
+func isJSONContentType(ct string) bool {
+	if ct == "" {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	switch mt {
+	case "application/json", "application/json-rpc", "application/jsonrequest":
+		return true
+	}
+	return strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
+}
+
+// readBody reads the whole body up to max bytes and puts an identical copy
+// back on r.
+func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
+	if r.ContentLength > max {
+		return nil, errBodyTooLarge
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return nil, errBodyTooLarge
+		}
+		return nil, errBodyRead
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return body, nil
+}
+
+// setBody replaces the request body with b (after a carrier was removed).
+func setBody(r *http.Request, b []byte) {
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	r.ContentLength = int64(len(b))
+	r.TransferEncoding = nil
+	r.Header.Set("Content-Length", strconv.Itoa(len(b)))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+}
+
+// bearerToken returns the token of an "Authorization: Bearer <token>" value
+// (scheme case-insensitive, RFC 7235).
+func bearerToken(v string) (string, bool) {
+	const scheme = "bearer"
+	v = strings.TrimSpace(v)
+	if len(v) < len(scheme) || !strings.EqualFold(v[:len(scheme)], scheme) {
+		return "", false
+	}
+	rest := v[len(scheme):]
+	if rest != "" && rest[0] != ' ' && rest[0] != '\t' {
+		return "", false // "Bearerx": another scheme
+	}
+	return strings.TrimSpace(rest), true
+}
+
+// isDelegationJWT reports whether a bearer token is ours (MCPI-WIRE §1): a
+// JWS whose header typ is vc+jwt/vp+jwt, or whose payload has a "vc" or "vp"
+// member. Anything else, opaque or a JWT without those, is someone else's
+// OAuth token. The signature is not checked here; vc does that.
+func isDelegationJWT(tok string) bool {
+	h, rest, ok := strings.Cut(tok, ".")
+	if !ok {
+		return false
+	}
+	p, sig, ok := strings.Cut(rest, ".")
+	if !ok || strings.Contains(sig, ".") {
+		return false
+	}
+	var header struct {
+		Typ string `json:"typ"`
+	}
+	if hb, err := b64url(h); err == nil && json.Unmarshal(hb, &header) == nil {
+		switch strings.TrimPrefix(strings.ToLower(header.Typ), "application/") {
+		case "vc+jwt", "vp+jwt":
+			return true
+		}
+	}
+	pb, err := b64url(p)
+	if err != nil {
+		return false
+	}
+	var claims map[string]json.RawMessage
+	if json.Unmarshal(pb, &claims) != nil {
+		return false
+	}
+	_, vcClaim := claims["vc"]
+	_, vpClaim := claims["vp"]
+	return vcClaim || vpClaim
+}
+
+func b64url(s string) ([]byte, error) {
+	return base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
+}
+
+// conflicting reports whether the carriers hold different credentials.
+// Values are compared after trimming; JSON credentials after
+// canonicalization, so the same VC in a header and in the body (or as an
+// object and as a string) is one credential.
+func conflicting(found []presented) bool {
+	if len(found) < 2 {
+		return false
+	}
+	first := normalizeCredential(found[0].raw)
+	for _, p := range found[1:] {
+		if !bytes.Equal(first, normalizeCredential(p.raw)) {
+			return true
+		}
+	}
+	return false
+}
+
+func normalizeCredential(raw []byte) []byte {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || t[0] != '{' {
+		return t
+	}
+	dec := json.NewDecoder(bytes.NewReader(t))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil || dec.More() {
+		return t
+	}
+	// encoding/json sorts map keys and escapes strings one way, which is
+	// all a comparison needs.
+	c, err := json.Marshal(v)
+	if err != nil {
+		return t
+	}
+	return c
+}
+
+// removeCarriers deletes every carrier that held the credential (CONTRACT
+// step 6). A foreign bearer in Authorization stays: it belongs to the
+// upstream.
+func removeCarriers(r *http.Request, ex extraction, enabled carrierSet) {
+	if enabled.has(carrierAuthorization) {
+		if vals := r.Header.Values(hdrAuthorization); len(vals) > 0 {
+			kept := vals[:0:0]
+			for _, v := range vals {
+				if tok, ok := bearerToken(v); ok && isDelegationJWT(tok) {
+					continue
+				}
+				kept = append(kept, v)
+			}
+			if len(kept) == 0 {
+				r.Header.Del(hdrAuthorization)
+			} else if len(kept) != len(vals) {
+				r.Header[hdrAuthorization] = kept
+			}
+		}
+	}
+	for _, hc := range headerCarriers {
+		if enabled.has(hc.c) {
+			r.Header.Del(hc.name)
+		}
+	}
+	if enabled.has(carrierMCPICredential) {
+		r.Header.Del(hdrMCPIDelegation)
+	}
+	if ex.strippedBody != nil {
+		setBody(r, ex.strippedBody)
+	}
+}
+
+// JSON-RPC body carriers.
+//
+// The body is scanned by hand, after json.Valid, instead of being decoded
+// into maps: a decode/re-encode would reorder keys and reformat numbers in
+// every message, while only the members that held the credential must go.
+// Keys are matched case-insensitively, as encoding/json does for struct
+// fields, so "DelegationToken" cannot smuggle a second credential past the
+// edge to a Go upstream; duplicate keys are all read and all removed, since
+// parsers disagree on which duplicate wins.
+
+// extractBody returns the credentials held by a JSON-RPC message or batch
+// and, if strip is set and any was found, the body without them. A body that
+// is not valid JSON holds no carriers and is left alone.
+func extractBody(body []byte, enabled carrierSet, strip bool) ([]presented, []byte) {
+	if enabled&bodyCarriers == 0 || !json.Valid(body) {
+		return nil, nil
+	}
+	var (
+		found []presented
+		edits []edit
+	)
+	i := skipWS(body, 0)
+	switch body[i] {
+	case '{':
+		scanMessage(body, i, enabled, strip, &found, &edits)
+	case '[':
+		i = skipWS(body, i+1)
+		for body[i] != ']' {
+			if body[i] == '{' {
+				scanMessage(body, i, enabled, strip, &found, &edits)
+			}
+			i = skipWS(body, skipValue(body, i))
+			if body[i] == ',' {
+				i = skipWS(body, i+1)
+			}
+		}
+	}
+	if len(edits) == 0 {
+		return found, nil
+	}
+	return found, applyEdits(body, edits)
+}
+
+// edit replaces body[start:end] with repl.
+type edit struct {
+	start, end int
+	repl       []byte
+}
+
+// applyEdits applies non-overlapping edits given in increasing order.
+func applyEdits(b []byte, edits []edit) []byte {
+	out := make([]byte, 0, len(b))
+	pos := 0
+	for _, e := range edits {
+		out = append(out, b[pos:e.start]...)
+		out = append(out, e.repl...)
+		pos = e.end
+	}
+	return append(out, b[pos:]...)
+}
+
+// member is one "key": value pair of a JSON object; offsets index the body.
+type member struct {
+	name             string
+	keyStart         int // the opening quote of the key
+	valStart, valEnd int
+}
+
+// scanMessage reads the carriers of one JSON-RPC message starting at b[i]
+// ('{'); the params objects that lose a member are recorded as edits.
+func scanMessage(b []byte, i int, enabled carrierSet, strip bool, found *[]presented, edits *[]edit) {
+	members := objectMembers(b, i)
+	toolsCall := false
+	for _, m := range members {
+		if strings.EqualFold(m.name, "method") && b[m.valStart] == '"' {
+			var s string
+			if json.Unmarshal(b[m.valStart:m.valEnd], &s) == nil && s == "tools/call" {
+				toolsCall = true
+			}
+		}
+	}
+	for _, m := range members {
+		if !strings.EqualFold(m.name, "params") || b[m.valStart] != '{' {
+			continue
+		}
+		if repl := scanParams(b, m.valStart, enabled, toolsCall, strip, found); repl != nil {
+			*edits = append(*edits, edit{m.valStart, m.valEnd, repl})
+		}
+	}
+}
+
+// scanParams reads params.delegationToken and, for tools/call,
+// params.arguments._mcpi_delegation. It returns the rewritten params object
+// when strip is set and a carrier was found, else nil.
+func scanParams(b []byte, i int, enabled carrierSet, toolsCall, strip bool, found *[]presented) []byte {
+	members := objectMembers(b, i)
+	var parts [][]byte
+	changed := false
+	for _, m := range members {
+		if enabled.has(carrierDelegationToken) && strings.EqualFold(m.name, "delegationToken") {
+			if p, ok := credentialValue(b, m, carrierDelegationToken); ok {
+				*found = append(*found, p)
+				if strip {
+					changed = true
+					continue
+				}
+			}
+		}
+		if toolsCall && enabled.has(carrierMCPIDelegation) && strings.EqualFold(m.name, "arguments") && b[m.valStart] == '{' {
+			if args := scanArguments(b, m.valStart, strip, found); args != nil {
+				part := append(append([]byte(nil), b[m.keyStart:m.valStart]...), args...)
+				parts = append(parts, part)
+				changed = true
+				continue
+			}
+		}
+		parts = append(parts, b[m.keyStart:m.valEnd])
+	}
+	if !changed {
+		return nil
+	}
+	return joinObject(parts)
+}
+
+// scanArguments reads arguments._mcpi_delegation; see scanParams.
+func scanArguments(b []byte, i int, strip bool, found *[]presented) []byte {
+	members := objectMembers(b, i)
+	var parts [][]byte
+	changed := false
+	for _, m := range members {
+		if strings.EqualFold(m.name, "_mcpi_delegation") {
+			if p, ok := credentialValue(b, m, carrierMCPIDelegation); ok {
+				*found = append(*found, p)
+				if strip {
+					changed = true
+					continue
+				}
+			}
+		}
+		parts = append(parts, b[m.keyStart:m.valEnd])
+	}
+	if !changed {
+		return nil
+	}
+	return joinObject(parts)
+}
+
+// credentialValue turns a carrier member into a presented credential: a
+// string is the credential text, an object is a JSON VC kept as raw bytes.
+// null means absent. Any other value is still a presented credential (its
+// raw JSON), so it fails verification as malformed instead of slipping
+// through to the upstream unchecked.
+func credentialValue(b []byte, m member, c carrier) (presented, bool) {
+	v := b[m.valStart:m.valEnd]
+	switch v[0] {
+	case 'n':
+		return presented{}, false
+	case '"':
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			return presented{}, false // unreachable after json.Valid
+		}
+		return presented{c, []byte(s)}, true
+	}
+	return presented{c, v}, true
+}
+
+func joinObject(parts [][]byte) []byte {
+	out := []byte{'{'}
+	out = append(out, bytes.Join(parts, []byte{','})...)
+	return append(out, '}')
+}
+
+// objectMembers lists the members of the object at b[i] ('{'). b must be
+// valid JSON (json.Valid), which is why the scanning below can be simple.
+func objectMembers(b []byte, i int) []member {
+	var ms []member
+	i = skipWS(b, i+1)
+	for b[i] != '}' {
+		keyStart := i
+		keyEnd := skipString(b, i)
+		name := unquote(b[keyStart:keyEnd])
+		i = skipWS(b, keyEnd)
+		i = skipWS(b, i+1) // ':'
+		valStart := i
+		valEnd := skipValue(b, i)
+		ms = append(ms, member{name, keyStart, valStart, valEnd})
+		i = skipWS(b, valEnd)
+		if b[i] == ',' {
+			i = skipWS(b, i+1)
+		}
+	}
+	return ms
+}
+
+func unquote(q []byte) string {
+	if bytes.IndexByte(q, '\\') < 0 {
+		return string(q[1 : len(q)-1])
+	}
+	var s string
+	_ = json.Unmarshal(q, &s)
+	return s
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// skipString returns the index after the string starting at b[i] ('"').
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return i
+}
+
+// skipValue returns the index after the value starting at b[i].
+func skipValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return i
+	default: // number, true, false, null
+		for i < len(b) {
+			switch b[i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return i
+			}
+			i++
+		}
+		return i
+	}
+}

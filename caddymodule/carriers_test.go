@@ -1,0 +1,501 @@
+package caddymodule
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// fakeJWT builds an unsigned compact JWS; classification never checks the
+// signature.
+func fakeJWT(header, payload string) string {
+	e := base64.RawURLEncoding.EncodeToString
+	return e([]byte(header)) + "." + e([]byte(payload)) + ".c2ln"
+}
+
+func TestIsDelegationJWT(t *testing.T) {
+	tests := []struct {
+		name string
+		tok  string
+		want bool
+	}{
+		{"vc claim", fakeJWT(`{"alg":"EdDSA","typ":"JWT"}`, `{"iss":"did:key:z","vc":{}}`), true},
+		{"vp claim", fakeJWT(`{"alg":"EdDSA"}`, `{"vp":{}}`), true},
+		{"typ vc+jwt", fakeJWT(`{"alg":"EdDSA","typ":"vc+jwt"}`, `{"@context":[]}`), true},
+		{"typ application/vp+jwt", fakeJWT(`{"alg":"EdDSA","typ":"application/vp+jwt"}`, `{}`), true},
+		{"oauth access token", fakeJWT(`{"alg":"RS256","typ":"at+jwt"}`, `{"sub":"alice","scope":"read"}`), false},
+		{"VC member in other case is not vc", fakeJWT(`{"alg":"EdDSA"}`, `{"VC":{}}`), false},
+		{"opaque", "gho_16C7e42F292c6912E7710c838347Ae178B4a", false},
+		{"two parts", "abc.def", false},
+		{"four parts", "a.b.c.d", false},
+		{"bad base64", "!!!.???.x", false},
+		{"payload not json", "e30." + base64.RawURLEncoding.EncodeToString([]byte("nope")) + ".x", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := isDelegationJWT(tt.tok); got != tt.want {
+				t.Errorf("isDelegationJWT = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestBearerToken(t *testing.T) {
+	tests := []struct {
+		in, tok string
+		ok      bool
+	}{
+		{"Bearer abc", "abc", true},
+		{"bearer  abc ", "abc", true},
+		{"BEARER\tabc", "abc", true},
+		{"Basic dXNlcjpwYXNz", "", false},
+		{"Bearerabc", "", false},
+		{"Bearer", "", true},
+		{"DPoP abc", "", false},
+	}
+	for _, tt := range tests {
+		tok, ok := bearerToken(tt.in)
+		if tok != tt.tok || ok != tt.ok {
+			t.Errorf("bearerToken(%q) = %q, %v; want %q, %v", tt.in, tok, ok, tt.tok, tt.ok)
+		}
+	}
+}
+
+func TestStripIdentityHeaders(t *testing.T) {
+	h := http.Header{}
+	spoofed := []string{
+		"X-Agent-Did", "X-User-Did", "X-Agent-Reputation-Score", "X-Verified-Delegation",
+		"X_agent_did", "X_Agent_DID", "x-user-did", "Kya-Os-Agent-Did", "Kya-Os-Delegation-Proof",
+		"Kya_delegation", "Kya-Anything", "Mcp_i_credential", "MCP_I_Delegation",
+	}
+	kept := []string{
+		"Authorization", "Kya-Delegation", "Kya-Os-Delegation-Credential", "Mcp-I-Credential",
+		"Mcp-I-Delegation", "Content-Type", "X-Agent", "X-Request-Id", "Mcp-Session-Id", "Kyb",
+	}
+	for _, k := range append(append([]string{}, spoofed...), kept...) {
+		h[k] = []string{"v"} // raw keys: Go keeps X_Agent_DID as sent
+	}
+	stripIdentityHeaders(h, allCarriers)
+	for _, k := range spoofed {
+		if _, ok := h[k]; ok {
+			t.Errorf("%s not stripped", k)
+		}
+	}
+	for _, k := range kept {
+		if _, ok := h[k]; !ok {
+			t.Errorf("%s stripped", k)
+		}
+	}
+
+	// A KYA-* carrier switched off is just another KYA-* header.
+	h = http.Header{"Kya-Delegation": {"v"}, "Kya-Os-Delegation-Credential": {"v"}, "Mcp-I-Credential": {"v"}}
+	stripIdentityHeaders(h, 1<<carrierAuthorization)
+	if _, ok := h["Kya-Delegation"]; ok {
+		t.Error("disabled Kya-Delegation not stripped")
+	}
+	if _, ok := h["Kya-Os-Delegation-Credential"]; ok {
+		t.Error("disabled Kya-Os-Delegation-Credential not stripped")
+	}
+	if _, ok := h["Mcp-I-Credential"]; !ok {
+		t.Error("disabled Mcp-I-Credential must be ignored, not stripped")
+	}
+}
+
+func rawOf(found []presented) []string {
+	var out []string
+	for _, p := range found {
+		out = append(out, p.carrier.String()+"="+string(p.raw))
+	}
+	return out
+}
+
+func TestExtractBody(t *testing.T) {
+	tests := []struct {
+		name     string
+		body     string
+		found    []string
+		stripped string // "" = unchanged
+	}{
+		{
+			name:     "delegationToken",
+			body:     `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","delegationToken":"T1","arguments":{"a":1}}}`,
+			found:    []string{"delegation_token=T1"},
+			stripped: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"a":1}}}`,
+		},
+		{
+			name:     "delegationToken first and only",
+			body:     "{\"method\":\"initialize\",\"params\":{ \"delegationToken\" : \"T1\" } }",
+			found:    []string{"delegation_token=T1"},
+			stripped: "{\"method\":\"initialize\",\"params\":{} }",
+		},
+		{
+			name:     "mcpi_delegation object",
+			body:     `{"method":"tools/call","params":{"name":"x","arguments":{"_mcpi_delegation":{"id":"urn:1","proof":{"p":"v"}},"q":"s"}}}`,
+			found:    []string{`mcpi_delegation={"id":"urn:1","proof":{"p":"v"}}`},
+			stripped: `{"method":"tools/call","params":{"name":"x","arguments":{"q":"s"}}}`,
+		},
+		{
+			name:     "mcpi_delegation string",
+			body:     `{"method":"tools/call","params":{"arguments":{"_mcpi_delegation":"T2"}}}`,
+			found:    []string{"mcpi_delegation=T2"},
+			stripped: `{"method":"tools/call","params":{"arguments":{}}}`,
+		},
+		{
+			name:  "mcpi_delegation outside tools/call is not a carrier",
+			body:  `{"method":"prompts/get","params":{"arguments":{"_mcpi_delegation":"T2"}}}`,
+			found: nil,
+		},
+		{
+			name: "batch",
+			body: `[{"method":"tools/call","params":{"delegationToken":"T1","arguments":{"_mcpi_delegation":"T1"}}}, 7, {"method":"ping"},` +
+				`{"method":"tools/list","params":{"delegationToken":"T1"}}]`,
+			found:    []string{"delegation_token=T1", "mcpi_delegation=T1", "delegation_token=T1"},
+			stripped: `[{"method":"tools/call","params":{"arguments":{}}}, 7, {"method":"ping"},{"method":"tools/list","params":{}}]`,
+		},
+		{
+			name:     "case variants and escapes are carriers too",
+			body:     `{"METHOD":"tools/call","Params":{"DelegationToken":"A","delegation\u0054oken":"B","ARGUMENTS":{"_MCPI_DELEGATION":"C"}}}`,
+			found:    []string{"delegation_token=A", "delegation_token=B", "mcpi_delegation=C"},
+			stripped: `{"METHOD":"tools/call","Params":{"ARGUMENTS":{}}}`,
+		},
+		{
+			name:     "duplicate keys are all read",
+			body:     `{"params":{"delegationToken":"A","delegationToken":"B"}}`,
+			found:    []string{"delegation_token=A", "delegation_token=B"},
+			stripped: `{"params":{}}`,
+		},
+		{
+			name:     "escaped string value is decoded",
+			body:     `{"params":{"delegationToken":"a\u002eb\/c"}}`,
+			found:    []string{"delegation_token=a.b/c"},
+			stripped: `{"params":{}}`,
+		},
+		{
+			name:  "null is absent",
+			body:  `{"params":{"delegationToken":null}}`,
+			found: nil,
+		},
+		{
+			name:     "number is presented (and fails verification)",
+			body:     `{"params":{"delegationToken":12}}`,
+			found:    []string{"delegation_token=12"},
+			stripped: `{"params":{}}`,
+		},
+		{name: "params not an object", body: `{"params":["delegationToken","x"]}`},
+		{name: "nested deeper is not a carrier", body: `{"params":{"meta":{"delegationToken":"x"}}}`},
+		{name: "invalid JSON", body: `{"params":{"delegationToken":"x"}`},
+		{name: "trailing garbage", body: `{"params":{"delegationToken":"x"}} x`},
+		{name: "string top level", body: `"delegationToken"`},
+		{name: "empty", body: ``},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			found, stripped := extractBody([]byte(tt.body), allCarriers, true)
+			if got := rawOf(found); !reflect.DeepEqual(got, tt.found) {
+				t.Errorf("found %q, want %q", got, tt.found)
+			}
+			if tt.stripped == "" {
+				if stripped != nil {
+					t.Errorf("stripped = %s, want unchanged", stripped)
+				}
+				return
+			}
+			if string(stripped) != tt.stripped {
+				t.Errorf("stripped:\n got %s\nwant %s", stripped, tt.stripped)
+			}
+			// Without strip, nothing is rewritten.
+			if _, s := extractBody([]byte(tt.body), allCarriers, false); s != nil {
+				t.Errorf("strip=false rewrote the body")
+			}
+		})
+	}
+}
+
+func TestExtractBodyDisabledCarrier(t *testing.T) {
+	body := `{"method":"tools/call","params":{"delegationToken":"A","arguments":{"_mcpi_delegation":"B"}}}`
+	found, stripped := extractBody([]byte(body), 1<<carrierMCPIDelegation, true)
+	if got := rawOf(found); !reflect.DeepEqual(got, []string{"mcpi_delegation=B"}) {
+		t.Errorf("found %q", got)
+	}
+	if want := `{"method":"tools/call","params":{"delegationToken":"A","arguments":{}}}`; string(stripped) != want {
+		t.Errorf("stripped %s", stripped)
+	}
+}
+
+func TestConflicting(t *testing.T) {
+	p := func(s string) presented { return presented{carrierAuthorization, []byte(s)} }
+	tests := []struct {
+		name  string
+		found []presented
+		want  bool
+	}{
+		{"one", []presented{p("a")}, false},
+		{"same after trim", []presented{p("a.b.c"), p(" a.b.c\n")}, false},
+		{"different", []presented{p("a.b.c"), p("a.b.d")}, true},
+		{"same JSON VC, other layout", []presented{p(`{"id":"x","proof":{"v":1}}`), p(`{ "proof": {"v": 1}, "id": "x" }`)}, false},
+		{"different JSON VC", []presented{p(`{"id":"x"}`), p(`{"id":"y"}`)}, true},
+		{"JWT vs JSON", []presented{p(`a.b.c`), p(`{"id":"x"}`)}, true},
+	}
+	for _, tt := range tests {
+		if got := conflicting(tt.found); got != tt.want {
+			t.Errorf("%s: conflicting = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestIsJSONContentType(t *testing.T) {
+	for ct, want := range map[string]bool{
+		"application/json":                  true,
+		"application/json; charset=utf-8":   true,
+		"APPLICATION/JSON":                  true,
+		"application/vnd.api+json":          true,
+		"text/event-stream":                 false,
+		"text/plain":                        false,
+		"":                                  false,
+		"application/x-www-form-urlencoded": false,
+	} {
+		if got := isJSONContentType(ct); got != want {
+			t.Errorf("isJSONContentType(%q) = %v", ct, got)
+		}
+	}
+}
+
+// failReader fails the test when anything reads it: GET bodies and SSE
+// streams must never be touched.
+type failReader struct{ t *testing.T }
+
+func (f failReader) Read([]byte) (int, error) {
+	f.t.Error("body was read")
+	return 0, io.EOF
+}
+
+func TestExtractDoesNotReadNonJSONOrGET(t *testing.T) {
+	for _, r := range []*http.Request{
+		httptest.NewRequest(http.MethodGet, "/mcp", nil),
+		httptest.NewRequest(http.MethodPost, "/mcp", nil),
+		httptest.NewRequest(http.MethodPut, "/mcp", nil),
+	} {
+		r.Body = io.NopCloser(failReader{t})
+		r.ContentLength = -1
+		if r.Method != http.MethodPost {
+			r.Header.Set("Content-Type", "application/json")
+		} else {
+			r.Header.Set("Content-Type", "text/event-stream")
+		}
+		if _, err := extract(httptest.NewRecorder(), r, allCarriers, 1<<20, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestExtractRestoresBody(t *testing.T) {
+	body := "{ \"jsonrpc\": \"2.0\",\n  \"method\": \"tools/call\", \"params\": {\"name\": \"x\"} }\n"
+	r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	ex, err := extract(httptest.NewRecorder(), r, allCarriers, 1<<20, true)
+	if err != nil || len(ex.found) != 0 || ex.strippedBody != nil {
+		t.Fatalf("extract: %v %v %s", err, ex.found, ex.strippedBody)
+	}
+	got, _ := io.ReadAll(r.Body)
+	if string(got) != body {
+		t.Errorf("body changed: %q", got)
+	}
+}
+
+func TestExtractBodyTooLarge(t *testing.T) {
+	big := `{"params":{"x":"` + strings.Repeat("a", 2000) + `"}}`
+	for _, cl := range []int64{int64(len(big)), -1} {
+		r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(big))
+		r.Header.Set("Content-Type", "application/json")
+		r.ContentLength = cl
+		if _, err := extract(httptest.NewRecorder(), r, allCarriers, 1024, true); err != errBodyTooLarge {
+			t.Errorf("content-length %d: err = %v, want errBodyTooLarge", cl, err)
+		}
+	}
+}
+
+func TestRemoveCarriersFixesContentLength(t *testing.T) {
+	body := `{"method":"tools/call","params":{"delegationToken":"T","name":"x"}}`
+	r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Content-Length", "66")
+	r.Header.Set("Authorization", "Bearer opaque-oauth-token")
+	r.Header.Set("Kya-Delegation", "T")
+	r.Header.Set("Mcp-I-Delegation", "urn:1")
+	ex, err := extract(httptest.NewRecorder(), r, allCarriers, 1<<20, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	removeCarriers(r, ex, allCarriers)
+	got, _ := io.ReadAll(r.Body)
+	want := `{"method":"tools/call","params":{"name":"x"}}`
+	if string(got) != want {
+		t.Errorf("body %s", got)
+	}
+	if r.ContentLength != int64(len(want)) || r.Header.Get("Content-Length") != strconv.Itoa(len(want)) {
+		t.Errorf("content length %d / %q", r.ContentLength, r.Header.Get("Content-Length"))
+	}
+	if r.Header.Get("Authorization") != "Bearer opaque-oauth-token" {
+		t.Error("foreign bearer removed")
+	}
+	if r.Header.Get("Kya-Delegation") != "" || r.Header.Get("Mcp-I-Delegation") != "" {
+		t.Error("carrier headers kept")
+	}
+}
+
+// referenceStrip is an independent model of extractBody, through
+// encoding/json, used to check the hand-written scanner.
+func referenceStrip(v any) (any, int) {
+	n := 0
+	stripParams := func(params map[string]any, toolsCall bool) {
+		for k, val := range params {
+			if strings.EqualFold(k, "delegationToken") && val != nil {
+				delete(params, k)
+				n++
+			}
+			if args, ok := val.(map[string]any); ok && toolsCall && strings.EqualFold(k, "arguments") {
+				for ak, av := range args {
+					if strings.EqualFold(ak, "_mcpi_delegation") && av != nil {
+						delete(args, ak)
+						n++
+					}
+				}
+			}
+		}
+	}
+	msg := func(m map[string]any) {
+		toolsCall := false
+		for k, val := range m {
+			if s, ok := val.(string); ok && strings.EqualFold(k, "method") && s == "tools/call" {
+				toolsCall = true
+			}
+		}
+		for k, val := range m {
+			if p, ok := val.(map[string]any); ok && strings.EqualFold(k, "params") {
+				stripParams(p, toolsCall)
+			}
+		}
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		msg(x)
+	case []any:
+		for _, e := range x {
+			if m, ok := e.(map[string]any); ok {
+				msg(m)
+			}
+		}
+	}
+	return v, n
+}
+
+// hasDuplicateKeys: the reference model (Go maps) cannot represent them.
+func hasDuplicateKeys(b []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var stack []map[string]bool
+	expectKey := []bool{}
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, map[string]bool{})
+			expectKey = append(expectKey, true)
+			continue
+		case json.Delim('['):
+			stack = append(stack, nil)
+			expectKey = append(expectKey, false)
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			expectKey = expectKey[:len(expectKey)-1]
+		default:
+			if n := len(stack); n > 0 && stack[n-1] != nil && expectKey[n-1] {
+				k := tok.(string)
+				if stack[n-1][k] {
+					return true
+				}
+				stack[n-1][k] = true
+				expectKey[n-1] = false
+				continue
+			}
+		}
+		if n := len(stack); n > 0 && stack[n-1] != nil {
+			expectKey[n-1] = true
+		}
+	}
+}
+
+func decodeAny(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	err := dec.Decode(&v)
+	return v, err
+}
+
+func FuzzExtractCarriers(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","delegationToken":"T1","arguments":{"_mcpi_delegation":{"id":"u","proof":{}},"a":[1,{"b":"}"}]}}}`,
+		`[{"method":"tools/call","params":{"delegationToken":"T1"}},{"method":"tools/call","params":{"arguments":{"_mcpi_delegation":"T1"}}}]`,
+		`{"METHOD":"tools/call","Params":{"DelegationToken":"A","delegation\u0054oken":"B","ARGUMENTS":{"_MCPI_DELEGATION":"C"}}}`,
+		`{"params":{"delegationToken":"A","delegationToken":"B"}}`,
+		`{"params":{"delegationToken":null,"x":"\"\\"}}`,
+		` [ 1 , "a" , { } , [ ] , {"params" : { "delegationToken" : 1e3 } } ] `,
+		`{"params":{"delegationToken":"x"}`,
+		`{}`, `[]`, `null`, ``,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		found, stripped := extractBody(body, allCarriers, true)
+		if !json.Valid(body) {
+			if found != nil || stripped != nil {
+				t.Fatalf("carriers found in invalid JSON")
+			}
+			return
+		}
+		if (len(found) > 0) != (stripped != nil) {
+			t.Fatalf("found %d carriers but stripped=%v", len(found), stripped != nil)
+		}
+		if stripped == nil {
+			stripped = body
+		}
+		if !json.Valid(stripped) {
+			t.Fatalf("stripped body is not JSON: %q", stripped)
+		}
+		if again, s := extractBody(stripped, allCarriers, true); len(again) != 0 || s != nil {
+			t.Fatalf("carriers left after stripping: %q", rawOf(again))
+		}
+		if _, s := extractBody(body, allCarriers, false); s != nil {
+			t.Fatalf("strip=false rewrote the body")
+		}
+		if hasDuplicateKeys(body) {
+			return
+		}
+		orig, err := decodeAny(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, n := referenceStrip(orig)
+		if n != len(found) {
+			t.Fatalf("found %d carriers, reference %d", len(found), n)
+		}
+		got, err := decodeAny(stripped)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("stripped body differs from reference:\n got %#v\nwant %#v", got, want)
+		}
+	})
+}

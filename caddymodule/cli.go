@@ -1,0 +1,285 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
+
+	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/vc"
+)
+
+// Registering a command is what Caddy plugins do from init (like
+// RegisterModule): it only records the command, it runs nothing.
+func init() {
+	caddycmd.RegisterCommand(caddycmd.Command{
+		Name:  "mcpi",
+		Usage: "keygen|issue|verify [flags]",
+		Short: "Issue and check MCP-I delegation credentials",
+		Long: `
+Operator tools for caddy-mcpi:
+
+  keygen   create a signing key and print its did:key
+  issue    sign a delegation credential (VC-JWT or JSON VC)
+  verify   verify a delegation credential the way the mcpi handler does
+
+Keys are JWK files; keep them private.`,
+		CobraFunc: func(cmd *cobra.Command) {
+			cmd.AddCommand(keygenCommand(), issueCommand(), verifyCommand())
+		},
+	})
+}
+
+func keygenCommand() *cobra.Command {
+	var keyType, out string
+	cmd := &cobra.Command{
+		Use:   "keygen [--type ed25519|p256|secp256k1] [--out <file>]",
+		Short: "Create a signing key and print its did:key",
+		Long: `Creates a private key and prints {"did", "kid", "private_jwk"} as JSON.
+With --out, the private JWK is written to that file (mode 0600, never
+overwriting an existing file) and only the DID is printed.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			priv, err := didresolver.GenerateKey(didresolver.KeyType(keyType))
+			if err != nil {
+				return err
+			}
+			pub, err := didresolver.PublicKeyOf(priv)
+			if err != nil {
+				return err
+			}
+			did, kid, err := didresolver.KeyDID(pub)
+			if err != nil {
+				return err
+			}
+			jwk, err := didresolver.MarshalPrivateJWK(priv, kid)
+			if err != nil {
+				return err
+			}
+			if out != "" {
+				if err := writeNewFile(out, append(jwk, '\n')); err != nil {
+					return err
+				}
+				_, err = fmt.Fprintln(cmd.OutOrStdout(), did)
+				return err
+			}
+			res, err := json.MarshalIndent(struct {
+				DID        string          `json:"did"`
+				KID        string          `json:"kid"`
+				PrivateJWK json.RawMessage `json:"private_jwk"`
+			}{did, kid, jwk}, "", "  ")
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), string(res))
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&keyType, "type", string(didresolver.Ed25519), "key type: ed25519, p256 or secp256k1")
+	cmd.Flags().StringVar(&out, "out", "", "write the private JWK to this file instead of stdout")
+	return cmd
+}
+
+// writeNewFile refuses to overwrite: clobbering a signing key by a typo would
+// orphan every credential it issued.
+func writeNewFile(name string, data []byte) error {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func issueCommand() *cobra.Command {
+	var (
+		keyFile, agent, user, format, ttl string
+		audience, scopes                  []string
+	)
+	cmd := &cobra.Command{
+		Use:   "issue --issuer-key <jwk file> --agent <did> [--user <did>] --audience <id>[,<id>] --scopes a,b --ttl 1h [--format jwt|json]",
+		Short: "Sign a delegation credential and print it",
+		Long: `Signs a DelegationCredential from the issuer (the key's DID) to the agent and
+prints it: a VC-JWT (--format jwt, the default) or an MCP-I JSON VC with an
+Ed25519Signature2020 proof (--format json, Ed25519 keys only).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			keyData, err := os.ReadFile(keyFile)
+			if err != nil {
+				return err
+			}
+			priv, kid, err := didresolver.ParsePrivateJWK(keyData)
+			if err != nil {
+				return fmt.Errorf("reading issuer key: %w", err)
+			}
+			if kid == "" {
+				// A JWK written elsewhere may have no kid: name the key by its
+				// did:key, which is what keygen would have done.
+				pub, err := didresolver.PublicKeyOf(priv)
+				if err != nil {
+					return err
+				}
+				if _, kid, err = didresolver.KeyDID(pub); err != nil {
+					return err
+				}
+			}
+			lifetime, err := caddy.ParseDuration(ttl)
+			if err != nil || lifetime <= 0 {
+				return fmt.Errorf("--ttl: invalid duration %q", ttl)
+			}
+			now := time.Now()
+			t := vc.Template{
+				AgentDID:  agent,
+				UserDID:   user,
+				Audience:  splitList(audience),
+				Scopes:    splitList(scopes),
+				NotBefore: now,
+				ExpiresAt: now.Add(lifetime),
+			}
+			var cred string
+			switch format {
+			case "jwt":
+				cred, err = vc.IssueJWT(priv, kid, t)
+			case "json":
+				edKey, ok := priv.(ed25519.PrivateKey)
+				if !ok {
+					return errors.New("--format json needs an Ed25519 issuer key")
+				}
+				var b []byte
+				b, err = vc.IssueJSON(edKey, kid, t)
+				cred = string(b)
+			default:
+				return fmt.Errorf("--format must be jwt or json, got %q", format)
+			}
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), cred)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&keyFile, "issuer-key", "", "private JWK file of the issuer (from keygen --out)")
+	f.StringVar(&agent, "agent", "", "DID of the agent the authority is delegated to")
+	f.StringVar(&user, "user", "", "DID of the user on whose behalf the agent acts")
+	f.StringSliceVar(&audience, "audience", nil, "audience(s) the credential is bound to, comma-separated")
+	f.StringSliceVar(&scopes, "scopes", nil, "scopes granted, comma-separated")
+	f.StringVar(&ttl, "ttl", "1h", "lifetime of the credential")
+	f.StringVar(&format, "format", "jwt", "jwt or json")
+	for _, name := range []string{"issuer-key", "agent", "audience"} {
+		_ = cmd.MarkFlagRequired(name) // fails only for unknown flags
+	}
+	return cmd
+}
+
+// errInvalidCredential makes `verify` exit 1 after it has printed the reason.
+var errInvalidCredential = errors.New("invalid credential")
+
+func verifyCommand() *cobra.Command {
+	var (
+		trust, audience []string
+		allowPrivate    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "verify [--trust <did>,…|any] [--audience <id>] [--allow-private-did-web] <file|->",
+		Short: "Verify a delegation credential",
+		Long: `Verifies a credential (a VC-JWT or JSON VC, from a file or "-" for stdin) like
+the mcpi handler does, and prints the delegation as JSON. An invalid
+credential prints "invalid: <reason>" on stderr and exits 1. Without --trust,
+every issuer whose DID resolves is accepted. A credential that names an
+audience is only accepted with a matching --audience.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			raw, err := readCredential(cmd.InOrStdin(), args[0])
+			if err != nil {
+				return err
+			}
+			res := didresolver.New(
+				didresolver.WithAllowPrivateAddresses(allowPrivate),
+				didresolver.WithAllowHTTP(allowPrivate),
+			)
+			var opts []vc.Option
+			if issuers := splitList(trust); len(issuers) > 0 && !(len(issuers) == 1 && issuers[0] == "any") {
+				opts = append(opts, vc.WithTrustedIssuers(issuers...))
+			}
+			var checks []vc.CheckOption
+			if auds := splitList(audience); len(auds) > 0 {
+				checks = append(checks, vc.ForAudience(auds...))
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+			defer cancel()
+			d, err := vc.NewVerifier(res, opts...).Verify(ctx, raw, checks...)
+			if err != nil {
+				fmt.Fprintln(cmd.ErrOrStderr(), "invalid:", vc.Reason(err))
+				// The reason is printed; cobra must not print it again, nor
+				// the usage (the invocation was fine).
+				cmd.SilenceErrors = true
+				cmd.SilenceUsage = true
+				return errInvalidCredential
+			}
+			out, err := json.MarshalIndent(d, "", "  ")
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), string(out))
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&trust, "trust", nil, "trusted issuer DIDs, comma-separated, or any")
+	f.StringSliceVar(&audience, "audience", nil, "audience(s) this verifier answers to")
+	f.BoolVar(&allowPrivate, "allow-private-did-web", false, "let did:web reach private addresses over http (tests only)")
+	return cmd
+}
+
+// maxCLICredential bounds what verify reads; the verifier's own limit is
+// smaller, this only keeps a wrong file from being slurped whole.
+const maxCLICredential = 1 << 20
+
+func readCredential(stdin io.Reader, name string) ([]byte, error) {
+	var r io.Reader = stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	b, err := io.ReadAll(io.LimitReader(r, maxCLICredential+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxCLICredential {
+		return nil, fmt.Errorf("%s: larger than %d bytes", name, maxCLICredential)
+	}
+	return bytes.TrimSpace(b), nil
+}
+
+// splitList flattens flag values that may also be comma-separated and drops
+// empty items.
+func splitList(vals []string) []string {
+	var out []string
+	for _, v := range vals {
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}

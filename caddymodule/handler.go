@@ -1,0 +1,148 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/mcpi-edge/caddy-mcpi/vc"
+)
+
+// ServeHTTP admits the request if it carries a valid delegation credential
+// (the steps are those of CONTRACT.md). The ResponseWriter is never wrapped,
+// so SSE responses stream through untouched.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	// 1. Identity headers are the edge's to set; a client's are lies.
+	stripIdentityHeaders(r.Header, h.enabled)
+
+	// 2. The RFC 9728 document is how a client learns what to present, so
+	// it needs no credential.
+	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && isResourceMetadataPath(r.URL.Path) {
+		h.serveResourceMetadata(w, r)
+		return nil
+	}
+
+	// 3. Every enabled carrier.
+	ex, err := extract(w, r, h.enabled, h.MaxBodySize, !h.PassthroughCredential)
+	if err != nil {
+		return h.reject(w, r, err, nil)
+	}
+	if conflicting(ex.found) {
+		return h.reject(w, r, errConflict, &ex.found[0])
+	}
+	if ex.foreignBearer && h.NonDelegationBearer == bearerReject {
+		return h.reject(w, r, errForeignBearer, nil)
+	}
+	// 4.
+	if len(ex.found) == 0 {
+		return h.reject(w, r, errNoCredential, nil)
+	}
+
+	// 5. One verification path for every carrier and format.
+	cred := &ex.found[0]
+	d, err := h.verifier.Verify(r.Context(), cred.raw, h.checksFor(r)...)
+	if err != nil {
+		return h.reject(w, r, err, cred)
+	}
+
+	// 6. The credential was for the edge; it does not travel on.
+	if !h.PassthroughCredential {
+		removeCarriers(r, ex, h.enabled)
+	}
+
+	// 7.
+	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	scopes := strings.Join(d.Scopes, " ")
+	repl.Set("http.auth.user.id", d.AgentDID)
+	repl.Set("http.auth.user.agent_did", d.AgentDID)
+	repl.Set("http.auth.user.user_did", d.UserDID)
+	repl.Set("mcpi.agent_did", d.AgentDID)
+	repl.Set("mcpi.user_did", d.UserDID)
+	repl.Set("mcpi.scopes", scopes)
+	repl.Set("mcpi.delegation_id", d.DelegationID)
+	repl.Set("mcpi.issuer", d.Issuer)
+
+	if c := h.logger.Check(zapcore.DebugLevel, "delegation verified"); c != nil {
+		c.Write(zap.String("carrier", cred.carrier.String()), zap.String("issuer", d.Issuer),
+			zap.String("agent_did", d.AgentDID), zap.String("delegation_id", d.DelegationID))
+	}
+
+	// 8.
+	return next.ServeHTTP(w, r)
+}
+
+// checksFor returns the verification rules for r: the configured ones plus
+// the audiences, derived from the Host when none are configured.
+func (h *Handler) checksFor(r *http.Request) []vc.CheckOption {
+	auds := h.Audiences
+	if len(auds) == 0 {
+		auds = requestAudiences(r.Host)
+	}
+	opts := make([]vc.CheckOption, 0, len(h.checks)+1)
+	opts = append(opts, vc.ForAudience(auds...))
+	return append(opts, h.checks...)
+}
+
+// requestAudiences are the names a credential may use for this host:
+// did:web:<host> (the port's colon is %3A-encoded, as did:web requires),
+// https://<host> and <host>. Hosts are case-insensitive, so lower-cased.
+func requestAudiences(host string) []string {
+	host = strings.ToLower(host)
+	return []string{"did:web:" + strings.ReplaceAll(host, ":", "%3A"), "https://" + host, host}
+}
+
+// reject answers the request with the rejection for err and logs why, at
+// Debug: a bad credential is the client's problem, not the operator's.
+func (h *Handler) reject(w http.ResponseWriter, r *http.Request, err error, cred *presented) error {
+	rej := h.rejectionFor(err)
+	if c := h.logger.Check(zapcore.DebugLevel, "request rejected"); c != nil {
+		fields := []zap.Field{zap.Int("status", rej.status), zap.String("reason", rej.tag)}
+		if cred != nil {
+			// The issuer is read from the unverified credential: it tells the
+			// operator whom to trust or ask, and is never the token itself.
+			fields = append(fields, zap.String("carrier", cred.carrier.String()), zap.String("issuer", claimedIssuer(cred.raw)))
+		}
+		c.Write(fields...)
+	}
+	writeRejection(w, r, rej)
+	return nil
+}
+
+// claimedIssuer returns the issuer a credential claims (JWT iss, JSON VC
+// issuer), unverified, cut to a length fit for a log line.
+func claimedIssuer(raw []byte) string {
+	var iss string
+	if len(raw) > 0 && raw[0] == '{' {
+		var v struct {
+			Issuer json.RawMessage `json:"issuer"`
+		}
+		if json.Unmarshal(raw, &v) == nil && len(v.Issuer) > 0 {
+			if json.Unmarshal(v.Issuer, &iss) != nil {
+				var o struct {
+					ID string `json:"id"`
+				}
+				if json.Unmarshal(v.Issuer, &o) == nil {
+					iss = o.ID
+				}
+			}
+		}
+	} else if parts := strings.Split(string(raw), "."); len(parts) == 3 {
+		if p, err := b64url(parts[1]); err == nil {
+			var c struct {
+				Iss string `json:"iss"`
+			}
+			if json.Unmarshal(p, &c) == nil {
+				iss = c.Iss
+			}
+		}
+	}
+	if len(iss) > 256 {
+		iss = iss[:256]
+	}
+	return iss
+}
