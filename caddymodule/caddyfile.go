@@ -48,6 +48,21 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	seen := make(map[string]bool)
 	for d.NextBlock(0) {
 		name := d.Val()
+		// Level 2 and 3 subdirectives are parsed beside their code; each
+		// hook checks its own duplicates (some may repeat, like per-DID
+		// reputation scores).
+		if handled, err := h.unmarshalLevel2(d, name); handled || err != nil {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if handled, err := h.unmarshalLevel3(d, name); handled || err != nil {
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		if seen[name] {
 			return d.Errf("%s already specified", name)
 		}

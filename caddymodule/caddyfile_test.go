@@ -129,8 +129,6 @@ func TestValidate(t *testing.T) {
 		{name: "trust missing", input: "mcpi {\n audience https://api.example.com\n}", wantErr: errTrustRequired.Error()},
 		{name: "no block", input: "mcpi", wantErr: errTrustRequired.Error()},
 		{name: "trust not a DID", input: "mcpi {\n trust alice\n}", wantErr: `trusted issuer "alice"`},
-		{name: "level 2", input: "mcpi {\n trust any\n level 2\n}", wantErr: "level 2 is not implemented yet"},
-		{name: "level 3", input: "mcpi {\n trust any\n level 3\n}", wantErr: "level 3 is not implemented yet"},
 		{name: "relative authorization server", input: "mcpi {\n trust any\n authorization_servers /auth\n}", wantErr: "not an absolute URL"},
 	}
 	for _, tt := range tests {

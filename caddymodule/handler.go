@@ -26,6 +26,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		h.serveResourceMetadata(w, r)
 		return nil
 	}
+	if handled, err := h.serveLevel2(w, r); handled {
+		return err
+	}
+	if handled, err := h.serveLevel3(w, r, next); handled {
+		return err
+	}
 
 	// 3. Every enabled carrier.
 	ex, err := extract(w, r, h.enabled, h.MaxBodySize, !h.PassthroughCredential)
@@ -38,16 +44,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if ex.foreignBearer && h.NonDelegationBearer == bearerReject {
 		return h.reject(w, r, errForeignBearer, nil)
 	}
-	// 4.
+	// 4. Without a credential, only an edge-issued handshake session admits.
+	var d *vc.Delegation
+	var cred *presented
 	if len(ex.found) == 0 {
-		return h.reject(w, r, errNoCredential, nil)
-	}
-
-	// 5. One verification path for every carrier and format.
-	cred := &ex.found[0]
-	d, err := h.verifier.Verify(r.Context(), cred.raw, h.checksFor(r)...)
-	if err != nil {
-		return h.reject(w, r, err, cred)
+		d, err = h.sessionDelegation(r)
+		if err != nil {
+			return h.reject(w, r, err, nil)
+		}
+		if d == nil {
+			return h.reject(w, r, errNoCredential, nil)
+		}
+	} else {
+		// 5. One verification path for every carrier and format.
+		cred = &ex.found[0]
+		d, err = h.verifier.Verify(r.Context(), cred.raw, h.checksFor(r)...)
+		if err != nil {
+			return h.reject(w, r, err, cred)
+		}
 	}
 
 	// 6. The credential was for the edge; it does not travel on.
@@ -67,8 +81,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	repl.Set("mcpi.delegation_id", d.DelegationID)
 	repl.Set("mcpi.issuer", d.Issuer)
 
+	if h.Level >= 2 {
+		if err := h.injectIdentity(r, d); err != nil {
+			return h.reject(w, r, err, cred)
+		}
+	}
+
 	if c := h.logger.Check(zapcore.DebugLevel, "delegation verified"); c != nil {
-		c.Write(zap.String("carrier", cred.carrier.String()), zap.String("issuer", d.Issuer),
+		carrierName := "session"
+		if cred != nil {
+			carrierName = cred.carrier.String()
+		}
+		c.Write(zap.String("carrier", carrierName), zap.String("issuer", d.Issuer),
 			zap.String("agent_did", d.AgentDID), zap.String("delegation_id", d.DelegationID))
 	}
 

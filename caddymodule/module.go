@@ -52,8 +52,9 @@ var errTrustRequired = errors.New("mcpi: trust is required (use `trust any` to a
 // user are through placeholders. It strips identity headers that clients
 // could forge, and removes the credential before the request goes upstream.
 type Handler struct {
-	// MCP-I level enforced by the edge. Only 1 (verify the delegation) is
-	// implemented; 2 and 3 are rejected by Validate. Default: 1.
+	// MCP-I level enforced by the edge: 1 verifies the delegation; 2 also
+	// tells MCP-I-aware upstreams who is calling; 3 also handles the
+	// challenge-response handshake. Default: 1.
 	Level int `json:"level,omitempty"`
 
 	// DIDs of the issuers (delegators) whose credentials are accepted; ["*"]
@@ -113,6 +114,14 @@ type Handler struct {
 	// credential was presented to the edge, and passing it on would let the
 	// upstream (or anyone it leaks to) replay it.
 	PassthroughCredential bool `json:"passthrough_credential,omitempty"`
+
+	// Level 2 settings (level2.go).
+	Level2Config
+	// Level 3 settings (level3.go).
+	Level3Config
+
+	l2 level2
+	l3 level3
 
 	logger   *zap.Logger
 	verifier *vc.Verifier
@@ -204,18 +213,19 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if len(h.RequiredScopes) > 0 {
 		h.checks = append(h.checks, vc.RequireScopes(h.RequiredScopes...))
 	}
-	return nil
+	if err := h.provisionLevel2(ctx); err != nil {
+		return err
+	}
+	return h.provisionLevel3(ctx)
 }
 
 // Validate checks the configuration. It works on an unprovisioned Handler
 // too (zero values mean defaults), so Caddyfile tests can call it directly.
 func (h *Handler) Validate() error {
 	switch h.Level {
-	case 0, 1:
-	case 2, 3:
-		return fmt.Errorf("mcpi: level %d is not implemented yet; only level 1 (verify the delegation credential) is available", h.Level)
+	case 0, 1, 2, 3:
 	default:
-		return fmt.Errorf("mcpi: level must be 1, got %d", h.Level)
+		return fmt.Errorf("mcpi: level must be 1, 2 or 3, got %d", h.Level)
 	}
 	if len(h.TrustedIssuers) == 0 {
 		return errTrustRequired
@@ -256,18 +266,22 @@ func (h *Handler) Validate() error {
 			return fmt.Errorf("mcpi: authorization server %q is not an absolute URL", a)
 		}
 	}
-	return nil
+	if err := h.validateLevel2(); err != nil {
+		return err
+	}
+	return h.validateLevel3()
 }
 
 // Cleanup releases this config's hold on the shared DID cache. It runs even
 // after a failed Provision, hence the empty-key check.
 func (h *Handler) Cleanup() error {
-	if h.cacheKey == "" {
-		return nil
+	errs := []error{h.cleanupLevel3(), h.cleanupLevel2()}
+	if h.cacheKey != "" {
+		_, err := didCaches.Delete(h.cacheKey)
+		h.cacheKey = ""
+		errs = append(errs, err)
 	}
-	_, err := didCaches.Delete(h.cacheKey)
-	h.cacheKey = ""
-	return err
+	return errors.Join(errs...)
 }
 
 // Interface guards
