@@ -1,0 +1,70 @@
+// Command mcpi-demo runs a small MCP server (Streamable HTTP, official Go SDK)
+// to put behind the caddy-mcpi edge:
+//
+//	go run ./cmd/mcpi-demo &
+//	go run ./cmd/caddy run --config Caddyfile.example --adapter caddyfile
+//
+// Tools: greet (name → "Hello, <name>"), whoami (the identity headers the
+// server received), count (n progress notifications over the SSE response
+// stream). GET /healthz answers "ok".
+//
+// It binds to loopback by default: it trusts whatever reaches it, so only the
+// edge should be able to reach it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/mcpi-edge/caddy-mcpi/integration/mcpserver"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:9000", "listen address (MCP endpoint at "+mcpserver.Path+")")
+	interval := flag.Duration("count-interval", 300*time.Millisecond, "pause between two progress notifications of the count tool")
+	allowAnyHost := flag.Bool("allow-any-host", false, "disable the SDK's DNS-rebinding guard (needed if a proxy forwards a non-localhost Host header to this loopback listener)")
+	verbose := flag.Bool("v", false, "log MCP SDK activity")
+	flag.Parse()
+
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	opts := mcpserver.Options{CountInterval: *interval, AllowAnyHost: *allowAnyHost}
+	if *verbose {
+		opts.Logger = logger
+	}
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		logger.Error("listen", "addr", *addr, "err", err)
+		os.Exit(1)
+	}
+	srv := &http.Server{
+		Handler: mcpserver.Handler(opts),
+		// No WriteTimeout: SSE responses (count, the standalone GET stream)
+		// legitimately stay open.
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+	}()
+
+	logger.Info("mcpi-demo listening", "mcp", "http://"+ln.Addr().String()+mcpserver.Path, "health", "http://"+ln.Addr().String()+mcpserver.HealthPath)
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		logger.Error("serve", "err", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs every test: vet, the unit and integration tests under the race
+# detector, and a plain `xcaddy build` of the plugin as users build it.
+# Installs what a fresh machine lacks (redis-server, for the shared-state
+# tests). Usage: scripts/test.sh   (from the repository root)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v redis-server >/dev/null 2>&1; then
+	echo "== installing redis-server (tests start their own on a free port)"
+	SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+	$SUDO apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
+fi
+
+echo "== go vet"
+go vet ./...
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then echo "not gofmt-formatted: $unformatted"; exit 1; fi
+
+echo "== go test -race (unit and integration)"
+go test -race -count=1 -timeout 30m ./...
+
+echo "== xcaddy build (as an operator builds it)"
+out=$(mktemp -d)
+GOPRIVATE=github.com/mcpi-edge/caddy-mcpi go tool xcaddy build v2.11.9 \
+	--with github.com/mcpi-edge/caddy-mcpi=. --output "$out/caddy"
+"$out/caddy" list-modules | grep -q '^http.handlers.mcpi$'
+"$out/caddy" mcpi keygen >/dev/null
+echo "xcaddy build ok: http.handlers.mcpi present"
+rm -rf "$out"
