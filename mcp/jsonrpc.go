@@ -1,0 +1,258 @@
+package mcp
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// MethodToolsCall and MethodToolsList are the MCP methods the edge looks at.
+const (
+	MethodToolsCall = "tools/call"
+	MethodToolsList = "tools/list"
+)
+
+// Message is one JSON-RPC 2.0 message as received. The raw members alias the
+// parsed body: do not modify them, and copy what must outlive the body.
+type Message struct {
+	// ID is the raw "id" value (a string, a number or null); nil when the
+	// message has no "id" member (a notification).
+	ID json.RawMessage
+	// Method is the decoded "method" of a request or notification; "" for
+	// a response.
+	Method string
+	// Params is the raw "params" value (an object or an array); nil when
+	// absent or null.
+	Params json.RawMessage
+	// Result is the raw "result" value of a success response.
+	Result json.RawMessage
+	// Error is the raw "error" object of an error response.
+	Error json.RawMessage
+	// Raw is the whole message, as it appears in the body.
+	Raw json.RawMessage
+
+	// Offsets into the parsed body, for splicing rewritten results back in.
+	start, end             int
+	resultStart, resultEnd int
+}
+
+// IsNotification reports whether m is a request without an id, to which no
+// response will come.
+func IsNotification(m Message) bool { return m.Method != "" && m.ID == nil }
+
+// IsRequest reports whether m is a request that expects a response.
+func IsRequest(m Message) bool { return m.Method != "" && m.ID != nil }
+
+// IsResponse reports whether m is a response (it has "result" or "error").
+func IsResponse(m Message) bool { return m.Method == "" && (m.Result != nil || m.Error != nil) }
+
+// ParseMessages parses a JSON-RPC 2.0 body: a single message, or a batch
+// (array) of them, in which case batch is true. It accepts requests,
+// notifications and responses, and rejects the whole body on the first
+// malformed element: the edge must not authorize part of a batch it cannot
+// read. Every tools/call must have object params with a single string "name"
+// (ErrInvalidParams), so that ToolCallName never disagrees with what the
+// upstream will execute. Members it does not know are left alone.
+//
+// Errors wrap ErrEmpty, ErrParse, ErrTooDeep, ErrEmptyBatch, ErrNotObject,
+// ErrInvalidMessage or ErrInvalidParams; element errors are *MessageError.
+// "params": null is accepted as absent, because some clients send it for
+// methods without parameters.
+func ParseMessages(body []byte) (msgs []Message, batch bool, err error) {
+	i := skipSpace(body, 0)
+	if i == len(body) {
+		return nil, false, ErrEmpty
+	}
+	if !json.Valid(body) {
+		return nil, false, ErrParse
+	}
+	switch body[i] {
+	case '{':
+		m, err := parseMessage(body, i, 1, -1)
+		if err != nil {
+			return nil, false, err
+		}
+		return []Message{m}, false, nil
+	case '[':
+		_, err := eachElement(body, i, 1, func(idx, start, _ int) error {
+			if body[start] != '{' {
+				return &MessageError{Index: idx, Err: ErrNotObject}
+			}
+			m, err := parseMessage(body, start, 2, idx)
+			if err != nil {
+				return err
+			}
+			msgs = append(msgs, m)
+			return nil
+		})
+		if err != nil {
+			return nil, true, err
+		}
+		if len(msgs) == 0 {
+			return nil, true, ErrEmptyBatch
+		}
+		return msgs, true, nil
+	default:
+		return nil, false, &MessageError{Index: -1, Err: ErrNotObject}
+	}
+}
+
+// parseMessage parses the object at body[i]; depth is its nesting level and
+// idx its batch index (-1 for a single message).
+func parseMessage(body []byte, i, depth, idx int) (Message, error) {
+	bad := func(member string, err error) (Message, error) {
+		if err == ErrTooDeep {
+			return Message{}, err
+		}
+		return Message{}, &MessageError{Index: idx, Member: member, Err: err}
+	}
+	f, dup, end, err := findMembers(body, i, depth, "jsonrpc", "id", "method", "params", "result", "error")
+	if err != nil {
+		return bad("", err)
+	}
+	if dup != "" {
+		return bad(dup, ErrInvalidMessage)
+	}
+	m := Message{Raw: body[i:end], start: i, end: end, resultStart: -1, resultEnd: -1}
+	has := func(k int) bool { return f[k][0] >= 0 }
+	val := func(k int) []byte { return body[f[k][0]:f[k][1]] }
+
+	if v, ok := stringValue(body, f[0][0], f[0][1]); !has(0) || !ok || v != "2.0" {
+		return bad("jsonrpc", ErrInvalidMessage)
+	}
+	if has(1) {
+		switch c := body[f[1][0]]; {
+		case c == '"', c == '-', c >= '0' && c <= '9', c == 'n':
+			m.ID = val(1)
+		default:
+			return bad("id", ErrInvalidMessage)
+		}
+	}
+	if has(3) {
+		switch body[f[3][0]] {
+		case '{', '[':
+			m.Params = val(3)
+		case 'n':
+		default:
+			return bad("params", ErrInvalidMessage)
+		}
+	}
+	if has(2) {
+		method, ok := stringValue(body, f[2][0], f[2][1])
+		if !ok || method == "" {
+			return bad("method", ErrInvalidMessage)
+		}
+		if has(4) || has(5) {
+			return bad("", ErrInvalidMessage)
+		}
+		m.Method = method
+		if method == MethodToolsCall {
+			if _, ok := toolCallName(m.Params); !ok {
+				member := "params"
+				if len(m.Params) > 0 && m.Params[0] == '{' {
+					member = "params.name"
+				}
+				return bad(member, ErrInvalidParams)
+			}
+		}
+		return m, nil
+	}
+	// A response: an id, and exactly one of result and error.
+	if !has(1) || has(4) == has(5) {
+		return bad("", ErrInvalidMessage)
+	}
+	if has(4) {
+		m.Result = val(4)
+		m.resultStart, m.resultEnd = f[4][0]-i, f[4][1]-i
+	} else {
+		if body[f[5][0]] != '{' {
+			return bad("error", ErrInvalidMessage)
+		}
+		m.Error = val(5)
+	}
+	return m, nil
+}
+
+// ToolCallName returns params.name of a tools/call request; ok is false for
+// any other message, or when params is not an object with exactly one
+// "name" member that is a valid UTF-8 string.
+func ToolCallName(m Message) (string, bool) {
+	if m.Method != MethodToolsCall {
+		return "", false
+	}
+	return toolCallName(m.Params)
+}
+
+func toolCallName(params []byte) (string, bool) {
+	params = trimSpace(params)
+	if len(params) == 0 || params[0] != '{' {
+		return "", false
+	}
+	// Params come from a parsed message, or from a caller that built the
+	// Message itself: only the former is known to be valid JSON.
+	f, dup, _, err := findMembers(params, 0, 1, "name")
+	if err != nil || dup != "" || f[0][0] < 0 {
+		return "", false
+	}
+	return stringValue(params, f[0][0], f[0][1])
+}
+
+// IDKey returns a map key for a JSON-RPC id that is equal for ids a client
+// and a server consider the same although their bytes differ: a string id
+// compares after unescaping ("\u0061" is "a"), a number id by value (1.0 is
+// 1, as a JavaScript server echoes it). String and number ids never collide.
+// It returns "" for a missing id.
+func IDKey(id json.RawMessage) string {
+	id = trimSpace(id)
+	if len(id) == 0 {
+		return ""
+	}
+	switch c := id[0]; {
+	case c == '"':
+		s, err := unquote(id)
+		if err != nil {
+			return "x" + string(id)
+		}
+		return "s" + string(s)
+	case c == '-' || c >= '0' && c <= '9':
+		return "n" + normalizeNumber(string(id))
+	case string(id) == "null":
+		return "null"
+	default:
+		return "x" + string(id)
+	}
+}
+
+// normalizeNumber gives the JavaScript rendering of integral numbers up to
+// 2^63 (which covers every id a client generates) and the shortest float
+// form of the rest.
+func normalizeNumber(s string) string {
+	if !strings.ContainsAny(s, ".eE") {
+		if s == "-0" {
+			return "0"
+		}
+		return s
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return s
+	}
+	if f == math.Trunc(f) && math.Abs(f) < 1<<63 {
+		return strconv.FormatInt(int64(f), 10)
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
+}
+
+// RequestMethods maps IDKey(id) to the method of every request in msgs, for
+// FilterResponseBody and CheckResponseBody to know what each response
+// answers.
+func RequestMethods(msgs []Message) map[string]string {
+	out := make(map[string]string, len(msgs))
+	for _, m := range msgs {
+		if IsRequest(m) {
+			out[IDKey(m.ID)] = m.Method
+		}
+	}
+	return out
+}

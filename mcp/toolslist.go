@@ -1,0 +1,181 @@
+package mcp
+
+import (
+	"encoding/json"
+)
+
+// FilterToolsList removes from a tools/list result every tool for which
+// allow returns false, so that agents are not shown tools they may not call.
+// Only the "tools" array is rebuilt, from the kept elements' original bytes:
+// every other member of the result and every member of each kept tool stays
+// byte-identical. When nothing is removed the input itself is returned.
+//
+// A tool without a single string "name", or an element that is not an
+// object, is removed: what cannot be named cannot be authorized. A result
+// without "tools" (or with "tools": null) is returned unchanged; "tools" of
+// another type, or given twice, is ErrInvalidToolsList, and a result that is
+// not an object is ErrNotObject. A nil allow keeps everything.
+func FilterToolsList(result json.RawMessage, allow func(toolName string) bool) (json.RawMessage, error) {
+	if !json.Valid(result) {
+		return nil, ErrParse
+	}
+	out, _, err := filterToolsList(result, allow, 0)
+	return out, err
+}
+
+// filterToolsList does FilterToolsList on valid JSON. depth is the nesting
+// level of the container holding result. changed reports whether a tool was
+// removed.
+func filterToolsList(result []byte, allow func(string) bool, depth int) (out []byte, changed bool, err error) {
+	if allow == nil {
+		return result, false, nil
+	}
+	i := skipSpace(result, 0)
+	if i == len(result) || result[i] != '{' {
+		return nil, false, ErrNotObject
+	}
+	f, dup, _, err := findMembers(result, i, depth+1, "tools")
+	if err != nil {
+		return nil, false, err
+	}
+	if dup != "" {
+		return nil, false, ErrInvalidToolsList
+	}
+	as, ae := f[0][0], f[0][1]
+	if as < 0 || result[as] == 'n' {
+		return result, false, nil
+	}
+	if result[as] != '[' {
+		return nil, false, ErrInvalidToolsList
+	}
+	type span struct{ s, e int }
+	var kept []span
+	removed := false
+	// Not eachElement: for a tool object, finding its name already finds
+	// its end, and tools are most of a tools/list answer's bytes.
+	for j := skipSpace(result, as+1); result[j] != ']'; {
+		var e int
+		var name string
+		var ok bool
+		if result[j] == '{' {
+			f, dup, end, err := findMembers(result, j, depth+3, "name")
+			if err != nil {
+				return nil, false, err
+			}
+			e = end
+			if dup == "" && f[0][0] >= 0 {
+				name, ok = stringValue(result, f[0][0], f[0][1])
+			}
+		} else if e, err = valueEnd(result, j, depth+2); err != nil {
+			return nil, false, err
+		}
+		if ok && allow(name) {
+			kept = append(kept, span{j, e})
+		} else {
+			removed = true
+		}
+		j = skipSpace(result, e)
+		if j < len(result) && result[j] == ',' {
+			j = skipSpace(result, j+1)
+		}
+		if j >= len(result) {
+			return nil, false, errScan
+		}
+	}
+	if !removed {
+		return result, false, nil
+	}
+	size := len(result) - (ae - as) + 2 + len(kept)
+	for _, k := range kept {
+		size += k.e - k.s
+	}
+	out = make([]byte, 0, size)
+	out = append(out, result[:as]...)
+	out = append(out, '[')
+	for n, k := range kept {
+		if n > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, result[k.s:k.e]...)
+	}
+	out = append(out, ']')
+	out = append(out, result[ae:]...)
+	return out, true, nil
+}
+
+// FilterResponseBody applies FilterToolsList to the responses in a JSON-RPC
+// body (a single message or a batch, e.g. an upstream's application/json
+// answer or one SSE event's data) that answer a tools/list request.
+// requestIDs maps IDKey(id) to the request's method (see RequestMethods).
+// A response whose id is not in requestIDs but whose result has a "tools"
+// member is filtered too: a replayed stream (SSE resumption with
+// Last-Event-ID) carries responses to requests this edge never saw, and an
+// unfiltered list must not slip through that way. Responses to other known
+// requests, requests and notifications are left byte-identical; so is the
+// whole body when nothing is removed (the input itself is returned).
+//
+// On error the body could not be checked; since it may hold a tool list the
+// caller must not forward it (answer with a JSON-RPC error instead).
+func FilterResponseBody(body []byte, requestIDs map[string]string, allow func(toolName string) bool) ([]byte, error) {
+	if allow == nil {
+		return body, nil
+	}
+	msgs, _, err := ParseMessages(body)
+	if err != nil {
+		return nil, err
+	}
+	return spliceResults(body, msgs, func(m *Message, depth int) ([]byte, bool, error) {
+		switch method, known := requestIDs[IDKey(m.ID)]; {
+		case known && method != MethodToolsList:
+			return nil, false, nil
+		case !known && !hasTools(m.Result, depth):
+			return nil, false, nil
+		}
+		return filterToolsList(m.Result, allow, depth)
+	})
+}
+
+// hasTools reports whether result is an object with a "tools" member.
+func hasTools(result []byte, depth int) bool {
+	if len(result) == 0 || result[0] != '{' {
+		return false
+	}
+	f, _, _, err := findMembers(result, 0, depth+1, "tools")
+	return err == nil && f[0][0] >= 0
+}
+
+// spliceResults calls fn on every response with a result and splices the
+// results it changed back into body. fn gets the nesting depth of the
+// container holding the result. body is returned as is when nothing changed.
+func spliceResults(body []byte, msgs []Message, fn func(m *Message, depth int) ([]byte, bool, error)) ([]byte, error) {
+	depth := 1
+	if i := skipSpace(body, 0); i < len(body) && body[i] == '[' {
+		depth = 2
+	}
+	var out []byte
+	last := 0
+	for k := range msgs {
+		m := &msgs[k]
+		if m.Result == nil {
+			continue
+		}
+		res, changed, err := fn(m, depth)
+		if err != nil {
+			return nil, err
+		}
+		if !changed {
+			continue
+		}
+		rs, re := m.start+m.resultStart, m.start+m.resultEnd
+		if out == nil {
+			out = make([]byte, 0, len(body)+len(res)-(re-rs))
+		}
+		out = append(out, body[last:rs]...)
+		out = append(out, res...)
+		last = re
+	}
+	if out == nil {
+		return body, nil
+	}
+	return append(out, body[last:]...), nil
+}
