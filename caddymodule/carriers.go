@@ -170,6 +170,8 @@ type extraction struct {
 	// strippedBody is the body with the body carriers removed; nil when no
 	// body carrier was found (or removal was not asked for).
 	strippedBody []byte
+	// body is the request body as received, when it was read; nil if not.
+	body []byte
 }
 
 // Errors of carrier extraction; respond.go maps them to statuses.
@@ -218,6 +220,7 @@ func extract(w http.ResponseWriter, r *http.Request, enabled carrierSet, maxBody
 	if err != nil {
 		return ex, err
 	}
+	ex.body = body
 	found, stripped := extractBody(body, enabled, strip)
 	ex.found = append(ex.found, found...)
 	ex.strippedBody = stripped

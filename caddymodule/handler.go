@@ -53,6 +53,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			return h.reject(w, r, err, nil)
 		}
 		if d == nil {
+			if h.admitAnonymous(r, ex.body) {
+				return h.serveAdmitted(w, r, next, nil, ex.body)
+			}
 			return h.reject(w, r, errNoCredential, nil)
 		}
 	} else {
@@ -97,6 +100,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 
 	// 8.
+	return h.serveAdmitted(w, r, next, d, ex.body)
+}
+
+// serveAdmitted applies the per-tool policy to an admitted request (d is nil
+// when it was admitted anonymously) and hands it on.
+func (h *Handler) serveAdmitted(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, d *vc.Delegation, body []byte) error {
+	w, handled, err := h.enforcePolicy(w, r, d, body)
+	if handled {
+		return err
+	}
 	return next.ServeHTTP(w, r)
 }
 

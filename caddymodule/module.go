@@ -119,9 +119,12 @@ type Handler struct {
 	Level2Config
 	// Level 3 settings (level3.go).
 	Level3Config
+	// Per-tool policy settings (policy.go).
+	PolicyConfig
 
-	l2 level2
-	l3 level3
+	l2     level2
+	l3     level3
+	policy policyState
 
 	logger   *zap.Logger
 	verifier *vc.Verifier
@@ -216,7 +219,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionLevel2(ctx); err != nil {
 		return err
 	}
-	return h.provisionLevel3(ctx)
+	if err := h.provisionLevel3(ctx); err != nil {
+		return err
+	}
+	return h.provisionPolicy(ctx)
 }
 
 // Validate checks the configuration. It works on an unprovisioned Handler
@@ -269,7 +275,10 @@ func (h *Handler) Validate() error {
 	if err := h.validateLevel2(); err != nil {
 		return err
 	}
-	return h.validateLevel3()
+	if err := h.validateLevel3(); err != nil {
+		return err
+	}
+	return h.validatePolicy()
 }
 
 // Cleanup releases this config's hold on the shared DID cache. It runs even
