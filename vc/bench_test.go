@@ -99,3 +99,71 @@ func BenchmarkP256Verify(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkVerifyChain3: a chain of three (two JSON VCs and an ES256
+// VC-JWT) with the ancestors in a separate carrier.
+func BenchmarkVerifyChain3(b *testing.B) {
+	f := newFixture(b)
+	ch := f.chain3(b, nil)
+	cache := didresolver.NewCache(f.res, didresolver.WithCacheClock(func() time.Time { return fixedNow }))
+	v := NewVerifier(cache, WithClock(func() time.Time { return fixedNow }))
+	ctx := context.Background()
+	checks := []CheckOption{ForAudience(serverDID), WithAncestors(ch.root, ch.middle)}
+	if d, err := v.Verify(ctx, ch.leaf, checks...); err != nil || len(d.Chain) != 3 {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := v.Verify(ctx, ch.leaf, checks...); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkVerifyVPJWT: an EdDSA VP-JWT around one EdDSA VC-JWT, with a
+// nonce check.
+func BenchmarkVerifyVPJWT(b *testing.B) {
+	f := newFixture(b)
+	leaf := signCred(b, f.ed, f.delegationVC(f.ed, f.agent.did, "d-1", "", "a"), true)
+	raw := vpJWT(b, f.agent, [][]byte{leaf}, nil)
+	cache := didresolver.NewCache(f.res, didresolver.WithCacheClock(func() time.Time { return fixedNow }))
+	v := NewVerifier(cache, WithClock(func() time.Time { return fixedNow }))
+	ctx := context.Background()
+	checks := []CheckOption{ForAudience(serverDID), WithPresentationNonce(func(string) error { return nil })}
+	if _, err := v.Verify(ctx, raw, checks...); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := v.Verify(ctx, raw, checks...); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkStatusListCached: a JSON credential with a StatusList2021
+// entry whose list (131072 bits) is cached.
+func BenchmarkStatusListCached(b *testing.B) {
+	f := newFixture(b)
+	srv := newStatusServer(b)
+	srv.set("/list", signEd25519JCS(b, f.ed, listCred(b, f.ed, statusURL("/list"), "revocation", false, 42), false))
+	c := f.delegationVC(f.ed, f.agent.did, "d-1", "", "a")
+	c["credentialStatus"] = statusEntryFor(statusURL("/list"), "revocation", false, "7")
+	raw := signCred(b, f.ed, c, false)
+	cache := didresolver.NewCache(f.res, didresolver.WithCacheClock(func() time.Time { return fixedNow }))
+	v := NewVerifier(cache, WithClock(func() time.Time { return fixedNow }), WithStatusLists(srv.client(), true))
+	ctx := context.Background()
+	if _, err := v.Verify(ctx, raw, ForAudience(serverDID)); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := v.Verify(ctx, raw, ForAudience(serverDID)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if n := srv.hitCount("/list"); n != 1 {
+		b.Fatalf("list fetched %d times", n)
+	}
+}

@@ -30,13 +30,19 @@ type credential struct {
 }
 
 // subject is credentialSubject: the KYA-OS form carries "delegation", the
-// website form "scope" and "constraints".
+// website form "scope" and "constraints", a status list credential "type",
+// "statusPurpose" and "encodedList". The status list members stay raw: a
+// delegation never reads them, so their shape must not break its parsing.
 type subject struct {
 	ID          string           `json:"id"`
 	Scope       scopeList        `json:"scope"`
 	Scopes      scopeList        `json:"scopes"`
 	Constraints *constraints     `json:"constraints"`
 	Delegation  *delegationClaim `json:"delegation"`
+
+	Type          json.RawMessage `json:"type"`
+	StatusPurpose json.RawMessage `json:"statusPurpose"`
+	EncodedList   json.RawMessage `json:"encodedList"`
 }
 
 // delegationClaim is credentialSubject.delegation (KYA-OS).

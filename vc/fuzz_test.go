@@ -71,3 +71,54 @@ func FuzzVerifyJSONVC(f *testing.F) {
 		checkVerifyResult(t, raw, d, err)
 	})
 }
+
+// FuzzVerifyPresentation feeds VP-JWTs and JSON VPs (with chains, nonces
+// and audiences) through Verify: no panic, one sentinel per error, never
+// the input in a message, and a success is a presentation.
+func FuzzVerifyPresentation(f *testing.F) {
+	fx := newFixture(f)
+	ch := fx.chain3(f, nil)
+	leaf := signCred(f, fx.ed, fx.delegationVC(fx.ed, fx.agent.did, "d-1", "", "a"), true)
+	f.Add(vpJWT(f, fx.agent, [][]byte{leaf}, nil))
+	f.Add(vpJWT(f, fx.agent, [][]byte{ch.root, ch.middle, ch.leaf}, nil))
+	f.Add(vpJWT(f, fx.agent, [][]byte{ch.leaf}, func(c map[string]any) { delete(c, "aud") }))
+	f.Add(flipSignatureBit(f, vpJWT(f, fx.agent, [][]byte{leaf}, nil)))
+	f.Add(signVPEd25519JCS(f, fx.agent, jsonVP(f, fx.agent, [][]byte{leaf, ch.root}), vpProofOptions(fx.agent)))
+	f.Add(signVPEddsaJCS2022(f, fx.agent, jsonVP(f, fx.agent, [][]byte{ch.middle, ch.leaf}), vpProofOptions(fx.agent)))
+	f.Add([]byte(`{"type":"VerifiablePresentation","holder":"did:key:z","verifiableCredential":[{"type":"EnvelopedVerifiableCredential","id":"data:application/vc+jwt,a.b.c"},"x.y.z",{}],"proof":{"type":"Ed25519Signature2020","verificationMethod":"#k","challenge":"n-1","domain":["a"],"proofValue":"z1"}}`))
+	f.Add([]byte(`{"type":["VerifiablePresentation"],"verifiableCredential":null,"proof":[]}`))
+	f.Add(mint(f, fx.agent.priv, map[string]any{"alg": "EdDSA", "typ": "vp+jwt"}, map[string]any{"type": "VerifiablePresentation", "verifiableCredential": "x"}))
+	v := fx.verifier(WithoutStatusCheck(), WithReplayGuard(&memGuard{}))
+	ctx := context.Background()
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		d, err := v.Verify(ctx, raw, ForAudience(serverDID), WithPresentationNonce(func(string) error { return nil }),
+			WithAncestors(ch.root, ch.middle))
+		checkVerifyResult(t, raw, d, err)
+		if err == nil && !d.Presented && isJSONPresentation(bytes.TrimSpace(raw)) {
+			t.Fatal("a JSON presentation verified as a bare credential")
+		}
+	})
+}
+
+// FuzzDecodeStatusList: any encodedList decodes within the cap or fails,
+// and reading any index of a decoded list is safe.
+func FuzzDecodeStatusList(f *testing.F) {
+	f.Add(encodeList(f, 131072, false, 7, 42), uint32(42))
+	f.Add(encodeList(f, 64, true, 0), uint32(0))
+	f.Add("H4sIAAAAAAAAE-3BMQEAAAjAoEWxf0pt4QPUmQAAAAAAAAAAAAAAAAAAAIBHCzOa7TAAQAAA", uint32(7))
+	f.Add("u", uint32(1))
+	f.Add("H4sI", uint32(1<<31))
+	f.Fuzz(func(t *testing.T, encoded string, index uint32) {
+		const limit = 1 << 16
+		bits, err := decodeStatusList(encoded, limit)
+		if err != nil {
+			return
+		}
+		if len(bits) == 0 || len(bits) > limit {
+			t.Fatalf("%d bytes decoded", len(bits))
+		}
+		if uint64(index) < uint64(len(bits))*8 {
+			_ = bits[index/8] & (0x80 >> (index % 8))
+		}
+	})
+}

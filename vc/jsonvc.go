@@ -57,7 +57,9 @@ func parseJSONVC(raw []byte, ld ldProofVerifier) (*parsed, error) {
 		return nil, fail(ErrMalformed, "credential members")
 	}
 	if cred.Type.has("VerifiablePresentation") {
-		return nil, fail(ErrUnsupportedFormat, "presentations are not supported")
+		// Verify routes presentations elsewhere; here one is where a
+		// credential is expected.
+		return nil, fail(ErrMalformed, "a presentation where a credential is expected")
 	}
 	proofRaw := bytes.TrimSpace(top["proof"])
 	if !present(proofRaw) {

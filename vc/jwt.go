@@ -77,90 +77,115 @@ func kindOfTyp(typ string) typKind {
 
 var b64url = base64.RawURLEncoding.Strict()
 
-// parseJWS parses a compact JWS VC-JWT. A payload with a "vc" claim is the
-// VC 1.1 form; one without, but with a top-level "@context" and "type", is
-// the VC 2.0 form (the payload is the VC), whatever the allowed typ says.
-// Anything else is not a delegation (ErrUnsupportedFormat), unless the typ
-// claims it is one (ErrMalformed). The signature is checked later, once the
-// key is resolved.
-func parseJWS(raw []byte) (*parsed, error) {
+// parseJWS parses a compact JWS: a VC-JWT, or a VP-JWT (returned as the
+// presentation). A payload with a "vc" claim is the VC 1.1 form; one
+// without, but with a top-level "@context" and "type", is the VC 2.0 form
+// (the payload is the VC), whatever the allowed typ says. A "vp" claim, a
+// vp+jwt typ or a top-level type VerifiablePresentation make it a
+// presentation. Anything else is not a delegation (ErrUnsupportedFormat),
+// unless the typ claims it is one (ErrMalformed). The signature is checked
+// later, once the key is resolved.
+func parseJWS(raw []byte) (*parsed, *presentation, error) {
 	for _, c := range raw {
 		if !isB64URLOrDot(c) {
-			return nil, fail(ErrMalformed, "not a compact JWS")
+			return nil, nil, fail(ErrMalformed, "not a compact JWS")
 		}
 	}
 	h, rest, ok1 := bytes.Cut(raw, []byte{'.'})
 	pl, s, ok2 := bytes.Cut(rest, []byte{'.'})
 	if !ok1 || !ok2 || bytes.IndexByte(s, '.') >= 0 || len(h) == 0 || len(pl) == 0 {
-		return nil, fail(ErrMalformed, "not a compact JWS")
+		return nil, nil, fail(ErrMalformed, "not a compact JWS")
 	}
 	var hdr jwsHeader
 	hb, err := decodeB64(h)
 	if err != nil || unmarshalObject(hb, &hdr) != nil {
-		return nil, fail(ErrMalformed, "JWS header")
+		return nil, nil, fail(ErrMalformed, "JWS header")
 	}
 	typ := kindOfTyp(hdr.Typ)
 	payload, err := decodeB64(pl)
 	if err != nil {
-		return nil, fail(ErrMalformed, "JWS payload")
+		return nil, nil, fail(ErrMalformed, "JWS payload")
 	}
 	var jp jwtPayload
 	if err := unmarshalObject(payload, &jp); err != nil {
 		var shape jwtShape
 		if unmarshalObject(payload, &shape) != nil || typ == typVC || typ == typVP ||
 			present(shape.VC) || present(shape.VP) || (present(shape.Context) && present(shape.Type)) {
-			return nil, fail(ErrMalformed, "JWT claims")
+			return nil, nil, fail(ErrMalformed, "JWT claims")
 		}
-		return nil, fail(ErrUnsupportedFormat, "JWT is not a credential")
+		return nil, nil, fail(ErrUnsupportedFormat, "JWT is not a credential")
 	}
 
 	var (
 		cred   *credential
 		format Format
+		isVP   bool
 	)
 	switch {
 	case present(jp.VP) || typ == typVP:
-		return nil, fail(ErrUnsupportedFormat, "presentations are not supported")
+		isVP = true
 	case jp.VC != nil:
 		cred, format = jp.VC, FormatJWTVC11
+	case present(jp.Context) && jp.Type.has("VerifiablePresentation"):
+		isVP = true
 	case present(jp.Context) && jp.Type != nil:
 		cred, format = &jp.credential, FormatJWTVC20
 	case typ == typVC:
-		return nil, fail(ErrMalformed, "vc+jwt payload is not a credential")
+		return nil, nil, fail(ErrMalformed, "vc+jwt payload is not a credential")
 	default:
-		return nil, fail(ErrUnsupportedFormat, "JWT is not a credential")
+		return nil, nil, fail(ErrUnsupportedFormat, "JWT is not a credential")
+	}
+	if isVP && typ == typVC {
+		return nil, nil, fail(ErrMalformed, "vc+jwt payload is a presentation")
 	}
 
-	switch {
-	case len(hdr.Crit) > 0:
-		return nil, fail(ErrMalformed, "crit header not supported")
-	case len(hdr.B64) > 0 && string(hdr.B64) != "true":
-		return nil, fail(ErrMalformed, "unencoded payload not supported")
-	case len(hdr.Jku) > 0 || len(hdr.X5u) > 0 || len(hdr.Jwk) > 0 || len(hdr.X5c) > 0:
-		return nil, fail(ErrMalformed, "keys in the JWS header are not used")
-	case typ == typOther:
-		return nil, fail(ErrMalformed, "JWS typ")
-	case strings.EqualFold(hdr.Cty, "JWT"):
-		return nil, fail(ErrMalformed, "nested JWT")
-	case hdr.Alg == "":
-		return nil, fail(ErrMalformed, "JWS alg missing")
+	if err := checkJWSHeader(&hdr, typ); err != nil {
+		return nil, nil, err
 	}
 	sig, err := decodeB64(s)
 	if err != nil {
-		return nil, fail(ErrMalformed, "JWS signature")
+		return nil, nil, fail(ErrMalformed, "JWS signature")
+	}
+	signingInput := raw[:len(h)+1+len(pl)]
+	if isVP {
+		vp, err := parseVPClaims(payload)
+		if err != nil {
+			return nil, nil, err
+		}
+		vp.alg, vp.kid, vp.signingInput, vp.sig = hdr.Alg, hdr.Kid, signingInput, sig
+		return nil, vp, nil
 	}
 
 	p := &parsed{
 		alg:          hdr.Alg,
 		kid:          hdr.Kid,
-		signingInput: raw[:len(h)+1+len(pl)],
+		signingInput: signingInput,
 		sig:          sig,
 	}
 	p.d.Format = format
 	if err := p.fill(cred, &jp); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return p, nil
+	return p, nil, nil
+}
+
+// checkJWSHeader refuses the header members this package does not honour.
+func checkJWSHeader(hdr *jwsHeader, typ typKind) error {
+	switch {
+	case len(hdr.Crit) > 0:
+		return fail(ErrMalformed, "crit header not supported")
+	case len(hdr.B64) > 0 && string(hdr.B64) != "true":
+		return fail(ErrMalformed, "unencoded payload not supported")
+	case len(hdr.Jku) > 0 || len(hdr.X5u) > 0 || len(hdr.Jwk) > 0 || len(hdr.X5c) > 0:
+		return fail(ErrMalformed, "keys in the JWS header are not used")
+	case typ == typOther:
+		return fail(ErrMalformed, "JWS typ")
+	case strings.EqualFold(hdr.Cty, "JWT"):
+		return fail(ErrMalformed, "nested JWT")
+	case hdr.Alg == "":
+		return fail(ErrMalformed, "JWS alg missing")
+	}
+	return nil
 }
 
 func isB64URLOrDot(c byte) bool {

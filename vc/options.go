@@ -1,6 +1,8 @@
 package vc
 
 import (
+	"context"
+	"net/http"
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
@@ -19,6 +21,18 @@ const AnyIssuer = "*"
 const (
 	defaultSkew    = 60 * time.Second
 	defaultMaxSize = 64 << 10
+
+	// MaxChainDepth is the most credentials a chain may have, root and
+	// leaf included (MCPI-WIRE §2: depth ≤ 10). WithMaxChainDepth can only
+	// lower it.
+	MaxChainDepth = 10
+	// maxPooled bounds the credentials given for one chain (ancestors and
+	// the credentials of a presentation), so the work per request is
+	// bounded before anything is linked.
+	maxPooled = 2 * MaxChainDepth
+
+	defaultPresentationLifetime = 5 * time.Minute
+	defaultStatusTTL            = 60 * time.Second
 )
 
 // algSet is a set of the three supported algorithms.
@@ -50,8 +64,9 @@ func (s algSet) allows(alg string) bool {
 	return b != 0 && s&b != 0
 }
 
-// Verifier verifies delegation credentials. Safe for concurrent use: it is
-// not changed after NewVerifier.
+// Verifier verifies delegation credentials. Safe for concurrent use: its
+// configuration is not changed after NewVerifier, and its status-list
+// cache is synchronized.
 type Verifier struct {
 	resolver didresolver.Resolver
 	now      func() time.Time
@@ -60,7 +75,23 @@ type Verifier struct {
 	maxSize  int
 	trusted  map[string]struct{} // nil: any issuer
 	ld       ldProofVerifier     // nil: Linked Data proofs are unsupported
-	status   statusChecker       // nil: credentialStatus is not checked (see verify.go)
+	status   statusChecker       // nil: credentialStatus is not checked (see status.go)
+	maxDepth int                 // 1..MaxChainDepth
+	// vpLifetime bounds how long after its issuance a presentation is
+	// accepted, whatever its exp says.
+	vpLifetime time.Duration
+	replay     ReplayGuard // nil: presentation ids are not tracked
+	statusCfg  statusConfig
+}
+
+// statusConfig is what the status options set; NewVerifier builds the
+// checker from it once every option has been applied.
+type statusConfig struct {
+	off          bool
+	client       *http.Client
+	allowPrivate bool
+	ttl          time.Duration
+	staleIfError time.Duration
 }
 
 // Option configures a Verifier.
@@ -121,19 +152,114 @@ func WithTrustedIssuers(dids ...string) Option {
 	}
 }
 
+// WithMaxChainDepth lowers the most credentials a delegation chain may
+// have, root and leaf included. Default and maximum MaxChainDepth (10);
+// n <= 0 keeps the default, larger values are capped; 1 refuses every
+// chain with an ancestor.
+func WithMaxChainDepth(n int) Option {
+	return func(v *Verifier) {
+		if n > 0 {
+			v.maxDepth = min(n, MaxChainDepth)
+		}
+	}
+}
+
+// WithPresentationLifetime bounds how long a presentation is accepted
+// after it was issued (VP-JWT iat, JSON VP proof.created), whatever its exp
+// says; a presentation is a proof of possession, not a credential. Default
+// 5 minutes; d <= 0 keeps the default.
+func WithPresentationLifetime(d time.Duration) Option {
+	return func(v *Verifier) {
+		if d > 0 {
+			v.vpLifetime = d
+		}
+	}
+}
+
+// ReplayGuard records presentation ids so that each is accepted once.
+// Consume must atomically record id for ttl and fail if it was already
+// recorded (a SET NX): concurrent Consume calls for one id must not both
+// succeed. Any error rejects the presentation with ErrReplay wrapping it,
+// so a store outage fails closed and the caller can tell it apart with
+// errors.Is on its own sentinel.
+type ReplayGuard interface {
+	Consume(ctx context.Context, id string, ttl time.Duration) error
+}
+
+// WithReplayGuard makes every presentation single-use: once it has passed
+// every other check, its id is consumed from g. The id is "vp:" and a
+// hash of the holder and the presentation's jti/id, or, when it has none,
+// of its signed bytes (which an attacker cannot vary), so store keys never
+// hold presentation content. The ttl is how much longer the presentation
+// would be accepted (its lifetime plus the clock skew). Without a guard a
+// presentation can be replayed until it expires unless its nonce is
+// checked (WithPresentationNonce).
+func WithReplayGuard(g ReplayGuard) Option {
+	return func(v *Verifier) { v.replay = g }
+}
+
+// WithStatusLists sets how status list credentials are fetched: with
+// client (nil: a default one), through the SSRF guard unless allowPrivate
+// (see didresolver.GuardedClient; a client whose transport cannot be
+// guarded makes every status check fail with ErrStatusUnavailable). Lists
+// are fetched over https only, without redirects, capped in size (1 MiB,
+// 4 MiB decoded) and time (5s). Revocation checking is on by default with
+// a guarded default client, so this option is needed only for another
+// client or for private addresses; of WithStatusLists and
+// WithoutStatusCheck the last one given wins.
+func WithStatusLists(client *http.Client, allowPrivate bool) Option {
+	return func(v *Verifier) {
+		v.statusCfg.off = false
+		v.statusCfg.client = client
+		v.statusCfg.allowPrivate = allowPrivate
+	}
+}
+
+// WithoutStatusCheck turns revocation checking off: credentialStatus is
+// ignored. For deployments that check revocation elsewhere.
+func WithoutStatusCheck() Option {
+	return func(v *Verifier) { v.statusCfg.off = true }
+}
+
+// WithStatusListTTL sets how long a fetched and verified status list is
+// used before it is fetched again (sooner if the list credential expires).
+// Default 60s; d <= 0 keeps the default.
+func WithStatusListTTL(d time.Duration) Option {
+	return func(v *Verifier) {
+		if d > 0 {
+			v.statusCfg.ttl = d
+		}
+	}
+}
+
+// WithStatusStaleIfError lets a status list that can no longer be fetched
+// (or whose new copy does not verify) be used for up to d past its TTL.
+// Default 0: a status that cannot be established fails closed with
+// ErrStatusUnavailable. A longer window keeps the edge up through a status
+// server outage at the cost of learning of revocations later.
+func WithStatusStaleIfError(d time.Duration) Option {
+	return func(v *Verifier) { v.statusCfg.staleIfError = max(d, 0) }
+}
+
 // NewVerifier returns a Verifier resolving issuer keys with r.
 func NewVerifier(r didresolver.Resolver, opts ...Option) *Verifier {
 	v := &Verifier{
-		resolver: r,
-		now:      time.Now,
-		skew:     defaultSkew,
-		algs:     allAlgs,
-		maxSize:  defaultMaxSize,
+		resolver:   r,
+		now:        time.Now,
+		skew:       defaultSkew,
+		algs:       allAlgs,
+		maxSize:    defaultMaxSize,
+		maxDepth:   MaxChainDepth,
+		vpLifetime: defaultPresentationLifetime,
+		statusCfg:  statusConfig{ttl: defaultStatusTTL},
 	}
 	for _, o := range opts {
 		if o != nil {
 			o(v)
 		}
+	}
+	if !v.statusCfg.off {
+		v.status = newStatusLists(v, v.statusCfg)
 	}
 	return v
 }
@@ -142,9 +268,12 @@ func NewVerifier(r didresolver.Resolver, opts ...Option) *Verifier {
 type CheckOption func(*checks)
 
 type checks struct {
-	audiences       []string
-	requireAudience bool
-	requiredScopes  []string
+	audiences           []string
+	requireAudience     bool
+	requiredScopes      []string
+	ancestors           [][]byte
+	nonce               func(string) error
+	requirePresentation bool
 }
 
 // ForAudience: if the credential names an audience, one of its values must
@@ -168,4 +297,32 @@ func RequireAudience() CheckOption {
 // RequireScopes: every scope must be granted (exact match).
 func RequireScopes(scopes ...string) CheckOption {
 	return func(c *checks) { c.requiredScopes = append(c.requiredScopes, scopes...) }
+}
+
+// WithAncestors gives the ancestors of the credential (or of the leaf of a
+// presentation), in any order, each a VC-JWT or a JSON credential, from a
+// separate carrier such as a KYA-OS-Delegation-Chain header. They are
+// linked to the leaf by delegation.parentId and verified like the leaf;
+// being sent proves nothing. Credentials not on the leaf's chain are
+// ignored, but each must parse, and at most 20 may be given.
+func WithAncestors(raws ...[]byte) CheckOption {
+	return func(c *checks) { c.ancestors = append(c.ancestors, raws...) }
+}
+
+// WithPresentationNonce binds presentations to the caller's handshake:
+// a presentation must carry a nonce (VP-JWT "nonce", JSON VP
+// proof.challenge) and check must accept it, typically by consuming it
+// from a nonce store. check is called at most once per Verify, and only
+// for a presentation that passed every other check, so forgeries cannot
+// burn nonces. Its error is wrapped with ErrPresentation. A bare
+// credential is not affected (see RequirePresentation).
+func WithPresentationNonce(check func(nonce string) error) CheckOption {
+	return func(c *checks) { c.nonce = check }
+}
+
+// RequirePresentation rejects a bare credential with
+// ErrPresentationRequired: only a presentation signed by the agent, which
+// proves possession of its key, is accepted.
+func RequirePresentation() CheckOption {
+	return func(c *checks) { c.requirePresentation = true }
 }

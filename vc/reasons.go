@@ -20,7 +20,16 @@ var reasons = [...]struct {
 	{ErrNotYetValid, "not_yet_valid"},
 	{ErrAudience, "wrong_audience"},
 	{ErrUntrustedIssuer, "untrusted_issuer"},
+	{ErrChainIncomplete, "chain_incomplete"},
+	{ErrChain, "bad_chain"},
+	{ErrStatusUnavailable, "status_unavailable"},
+	{ErrStatusList, "bad_status_list"},
+	{ErrRevoked, "revoked"},
 	{ErrMissingScope, "missing_scope"},
+	{ErrPresentationRequired, "presentation_required"},
+	{ErrPresentation, "bad_presentation"},
+	{ErrHolder, "wrong_holder"},
+	{ErrReplay, "replayed"},
 }
 
 // Reason returns a short stable reason for an error from Verify
@@ -48,6 +57,20 @@ type verifyError struct {
 }
 
 func fail(kind error, detail string) error { return &verifyError{kind: kind, detail: detail} }
+
+// within prefixes the detail of an error of this package with where it
+// happened ("ancestor credential", …), keeping its sentinel and cause.
+func within(err error, where string) error {
+	e, ok := err.(*verifyError)
+	if !ok {
+		return err
+	}
+	d := where
+	if e.detail != "" {
+		d += ": " + e.detail
+	}
+	return &verifyError{kind: e.kind, detail: d, cause: e.cause}
+}
 
 func (e *verifyError) Error() string {
 	s := "vc: " + e.kind.Error()

@@ -1,8 +1,11 @@
 // Package vc verifies MCP-I delegation credentials: VC-JWT (VC 1.1 "vc"
 // claim and VC 2.0 "vc+jwt"), JSON credentials with an Ed25519Signature2020
-// proof over JCS (the MCP-I variant), and DataIntegrityProof eddsa-jcs-2022.
+// proof over JCS (the MCP-I variant), and DataIntegrityProof eddsa-jcs-2022;
+// delegation chains (root → … → leaf, linked by delegation.parentId);
+// revocation through status lists (StatusList2021, Bitstring Status List);
+// and Verifiable Presentations (VP-JWT, JSON VP) signed by the agent.
 // Every format ends in the same Delegation value and every rule (window,
-// audience, trust, scopes) is checked once, here.
+// audience, trust, chain, status, scopes) is checked once, here.
 //
 // It knows nothing of Caddy or HTTP requests; it resolves issuer keys through
 // a didresolver.Resolver.
@@ -32,14 +35,15 @@ type Delegation struct {
 	AgentDID string `json:"agent_did"`
 	// UserDID is delegation.userDid when present, else the (root) issuer.
 	UserDID string `json:"user_did"`
-	// Issuer is the DID that signed the credential.
+	// Issuer is the DID that signed the (leaf) credential.
 	Issuer string `json:"issuer"`
 	// Scopes granted, deduplicated, in credential order.
 	Scopes []string `json:"scopes"`
 	// Audience the credential is bound to (may be empty).
 	Audience []string `json:"audience,omitempty"`
 	// IssuedAt, NotBefore and ExpiresAt are zero when absent. NotBefore and
-	// ExpiresAt are the tightest bounds over every date field.
+	// ExpiresAt are the tightest bounds over every date field of every
+	// credential of the chain; IssuedAt is the leaf's.
 	IssuedAt  time.Time `json:"issued_at,omitzero"`
 	NotBefore time.Time `json:"not_before,omitzero"`
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
@@ -50,8 +54,17 @@ type Delegation struct {
 	// Format of the verified credential.
 	Format Format `json:"format"`
 	// Hash is SHA-256 of the bytes presented, with surrounding whitespace
-	// trimmed (what was verified).
+	// trimmed (what was verified): the credential, or the presentation
+	// that carried it.
 	Hash [sha256.Size]byte `json:"-"`
+	// Chain names the credentials verified, root first, leaf last: each
+	// one's id (jti, vc.id), else "sha256:<hex>" of its bytes. A credential
+	// without ancestors is a chain of one.
+	Chain []string `json:"chain,omitempty"`
+	// Presented is true when the credential came in a Verifiable
+	// Presentation signed by its subject (AgentDID), which proves the
+	// presenter holds the agent's key.
+	Presented bool `json:"presented,omitempty"`
 }
 
 // HashRef returns "sha256:<hex>" of the presented credential.
@@ -91,5 +104,19 @@ var (
 	ErrNotYetValid       = errors.New("credential not yet valid")
 	ErrAudience          = errors.New("credential audience does not match")
 	ErrUntrustedIssuer   = errors.New("credential issuer not trusted")
+	ErrChainIncomplete   = errors.New("credential chain incomplete")
+	ErrChain             = errors.New("credential chain invalid")
+	ErrStatusUnavailable = errors.New("credential status unavailable")
+	ErrStatusList        = errors.New("credential status list invalid")
+	ErrRevoked           = errors.New("credential revoked")
 	ErrMissingScope      = errors.New("credential lacks a required scope")
+
+	// Presentations: these come from the presentation around the
+	// credential (its structure, holder and binding to this edge); a
+	// presentation's signature, key, window and audience failures use the
+	// sentinels above.
+	ErrPresentationRequired = errors.New("presentation required")
+	ErrPresentation         = errors.New("presentation invalid")
+	ErrHolder               = errors.New("presentation holder is not the credential subject")
+	ErrReplay               = errors.New("presentation replayed")
 )

@@ -12,12 +12,10 @@ import (
 )
 
 // Revocation. A credential's credentialStatus (StatusList2021Entry,
-// BitstringStatusListEntry) is carried through parsing but not evaluated
-// here yet: Verify calls the statusChecker hook below, between the trust
-// check and the scope check (MCPI-WIRE §2 order), and a Verifier built by
-// NewVerifier has none, so a credential with a status entry is accepted as
-// if unrevoked. The status-list issue installs a checker there; nothing
-// else has to change.
+// BitstringStatusListEntry) is checked through this hook, between the chain
+// and the scope check (MCPI-WIRE §2 order), for every credential of the
+// chain. NewVerifier installs the status-list checker of status.go unless
+// WithoutStatusCheck; tests install recorders.
 type statusChecker interface {
 	// check returns nil if the credential is not revoked or suspended, else
 	// an error wrapping one of this package's sentinels.
@@ -39,26 +37,40 @@ type ldProofVerifier interface {
 	verify(ctx context.Context, raw []byte, key didresolver.Key) error
 }
 
-// Delegation chains (parentId, ancestors) and Verifiable Presentations are
-// not handled here yet: a credential with a parentId is verified as a leaf
-// on its own, and a presentation is ErrUnsupportedFormat.
-
 // parsed is a credential after parsing and before any key is resolved.
 type parsed struct {
-	d     Delegation // everything but Hash
+	d     Delegation // everything but Hash and Chain
 	alg   string     // JWS alg, or AlgEdDSA for the JSON Ed25519 proofs; "" for LD proofs
 	kid   string     // header kid or proof.verificationMethod; may be empty or relative
 	types stringList
 	// audiences holds one entry per place that names an audience.
 	audiences [][]string
 	status    json.RawMessage
+	// parentID is delegation.parentId; userDID is delegation.userDid as
+	// written (d.UserDID defaults it to the issuer).
+	parentID, userDID string
+	// subject is credentialSubject, for status list credentials.
+	subject subject
+	// hash is SHA-256 of the trimmed credential bytes.
+	hash [sha256.Size]byte
 	// Signature material: a JWS (signingInput, sig) or a JSON credential.
 	signingInput, sig []byte
 	json              *jsonVC
 }
 
-// Verify verifies raw (a compact JWS or a JSON credential), in the order of
-// MCPI-WIRE §2, and returns the delegation.
+// Verify verifies raw, in the order of MCPI-WIRE §2, and returns the
+// delegation. raw is a credential (a compact JWS VC-JWT or a JSON
+// credential) or a presentation (a VP-JWT or a JSON VP) carrying the
+// credential and, possibly, its ancestors.
+//
+// For a presentation the holder's signature, window and audience are
+// checked first, then the leaf credential (the one whose subject is the
+// holder and that is no other's parent) as if it had been presented alone,
+// then its chain, and last, once everything else passed, the nonce and the
+// replay guard, which have side effects.
+//
+// Chains: see chainOf for the rules, including when a credential that
+// names a parent may verify without it.
 //
 // Surrounding ASCII whitespace is trimmed; Delegation.Hash is over the
 // trimmed bytes.
@@ -70,69 +82,169 @@ func (v *Verifier) Verify(ctx context.Context, raw []byte, opts ...CheckOption) 
 	if len(raw) == 0 {
 		return nil, fail(ErrMalformed, "empty")
 	}
-
-	var (
-		p   *parsed
-		err error
-	)
-	if raw[0] == '{' {
-		p, err = parseJSONVC(raw, v.ld)
-	} else {
-		p, err = parseJWS(raw)
-	}
-	if err != nil {
-		return nil, err
-	}
-
-	if p.alg != "" && !v.algs.allows(p.alg) {
-		return nil, fail(ErrAlgorithm, "algorithm not allowed")
-	}
-	key, err := v.resolveKey(ctx, p.d.Issuer, p.kid)
-	if err != nil {
-		return nil, err
-	}
-	if p.json != nil {
-		err = p.json.verify(ctx, key, v.ld)
-	} else {
-		err = verifyJWS(p.alg, key.Public, p.signingInput, p.sig)
-	}
-	if err != nil {
-		return nil, err
-	}
-
-	if !p.types.has("VerifiableCredential") || !p.types.has("DelegationCredential") {
-		return nil, fail(ErrType, "type must include VerifiableCredential and DelegationCredential")
-	}
-	if err := v.checkWindow(p); err != nil {
-		return nil, err
-	}
-
 	var c checks
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
 		}
 	}
-	if err := checkAudience(p.audiences, &c); err != nil {
+
+	leaf, vp, err := parseAny(raw, v.ld)
+	if err != nil {
 		return nil, err
 	}
-	if v.trusted != nil {
-		if _, ok := v.trusted[p.d.Issuer]; !ok {
-			return nil, fail(ErrUntrustedIssuer, "")
+	var pool []*parsed
+	if vp == nil {
+		if c.requirePresentation {
+			return nil, fail(ErrPresentationRequired, "")
 		}
-	}
-	if v.status != nil && present(p.status) {
-		if err := v.status.check(ctx, p.d.Issuer, p.status); err != nil {
+	} else {
+		if leaf, pool, err = v.openPresentation(ctx, vp, &c); err != nil {
 			return nil, err
 		}
 	}
-	if !p.d.HasScopes(c.requiredScopes...) {
+
+	if err := v.verifyCredential(ctx, leaf); err != nil {
+		return nil, err
+	}
+	if err := checkAudience(leaf.audiences, &c); err != nil {
+		return nil, err
+	}
+	if leaf.parentID != "" && len(c.ancestors) > 0 {
+		more, err := v.parseAncestors(c.ancestors)
+		if err != nil {
+			return nil, err
+		}
+		pool = append(pool, more...)
+	}
+	chain, err := v.chainOf(ctx, leaf, pool, &c)
+	if err != nil {
+		return nil, err
+	}
+	if v.status != nil {
+		// Leaf first: it is the likeliest to be revoked. Revoking any link
+		// revokes everything below it.
+		for i := len(chain) - 1; i >= 0; i-- {
+			l := chain[i]
+			if !present(l.status) {
+				continue
+			}
+			if err := v.status.check(ctx, l.d.Issuer, l.status); err != nil {
+				if i != len(chain)-1 {
+					err = within(err, "ancestor credential")
+				}
+				return nil, err
+			}
+		}
+	}
+	d := delegationOf(chain)
+	if !d.HasScopes(c.requiredScopes...) {
 		return nil, fail(ErrMissingScope, "")
 	}
-
-	d := p.d
+	if vp != nil {
+		if err := v.bindPresentation(ctx, vp, &c); err != nil {
+			return nil, err
+		}
+		d.Presented = true
+	}
 	d.Hash = sha256.Sum256(raw)
-	return &d, nil
+	return d, nil
+}
+
+// parseAny parses a trimmed, non-empty credential or presentation.
+func parseAny(raw []byte, ld ldProofVerifier) (*parsed, *presentation, error) {
+	var (
+		p   *parsed
+		vp  *presentation
+		err error
+	)
+	switch {
+	case raw[0] == '{' && isJSONPresentation(raw):
+		vp, err = parseJSONVP(raw)
+	case raw[0] == '{':
+		p, err = parseJSONVC(raw, ld)
+	default:
+		p, vp, err = parseJWS(raw)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if p != nil {
+		p.hash = sha256.Sum256(raw)
+	}
+	return p, vp, nil
+}
+
+// parseCredential parses one credential of a chain carrier or a
+// presentation: a credential, never a presentation.
+func (v *Verifier) parseCredential(raw []byte) (*parsed, error) {
+	if len(raw) > v.maxSize {
+		return nil, fail(ErrTooLarge, "")
+	}
+	raw = trimSpace(raw)
+	if len(raw) == 0 {
+		return nil, fail(ErrMalformed, "empty")
+	}
+	p, vp, err := parseAny(raw, v.ld)
+	if err != nil {
+		return nil, err
+	}
+	if vp != nil {
+		return nil, fail(ErrMalformed, "a presentation where a credential is expected")
+	}
+	return p, nil
+}
+
+func (v *Verifier) parseAncestors(raws [][]byte) ([]*parsed, error) {
+	if len(raws) > maxPooled {
+		return nil, fail(ErrChain, "too many ancestor credentials")
+	}
+	out := make([]*parsed, 0, len(raws))
+	for _, r := range raws {
+		p, err := v.parseCredential(r)
+		if err != nil {
+			return nil, within(err, "ancestor credential")
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// verifyCredential checks what a credential proves on its own: algorithm,
+// issuer key (assertionMethod), signature, type and validity window.
+func (v *Verifier) verifyCredential(ctx context.Context, p *parsed) error {
+	if err := v.verifySignature(ctx, p); err != nil {
+		return err
+	}
+	if !p.types.has("VerifiableCredential") || !p.types.has("DelegationCredential") {
+		return fail(ErrType, "type must include VerifiableCredential and DelegationCredential")
+	}
+	return v.checkWindow(p)
+}
+
+// verifySignature resolves the issuer's assertion key and checks the
+// credential's signature with it.
+func (v *Verifier) verifySignature(ctx context.Context, p *parsed) error {
+	if p.alg != "" && !v.algs.allows(p.alg) {
+		return fail(ErrAlgorithm, "algorithm not allowed")
+	}
+	key, err := v.resolveKey(ctx, p.d.Issuer, p.kid, didresolver.AssertionMethod)
+	if err != nil {
+		return err
+	}
+	if p.json != nil {
+		return p.json.verify(ctx, key, v.ld)
+	}
+	return verifyJWS(p.alg, key.Public, p.signingInput, p.sig)
+}
+
+// trusts reports whether the trust policy accepts did as a root issuer.
+func (v *Verifier) trusts(did string) bool {
+	if v.trusted == nil {
+		return true
+	}
+	_, ok := v.trusted[did]
+	return ok
 }
 
 // noClaims stands for the absent JWT claims of a JSON credential; read only.
@@ -164,7 +276,9 @@ func (p *parsed) fill(cred *credential, jp *jwtPayload) error {
 	if !ok {
 		return fail(ErrMalformed, "sub, credentialSubject.id and delegation.subjectDid differ")
 	}
-	if agent == "" {
+	// A status list credential's subject is the list, which need not have
+	// an id; every other credential must name its subject.
+	if agent == "" && !isStatusListCredential(cred.Type) {
 		return fail(ErrMalformed, "no credential subject")
 	}
 	id, ok := agree(jwt.Jti, cred.ID)
@@ -185,6 +299,9 @@ func (p *parsed) fill(cred *credential, jp *jwtPayload) error {
 		d.DelegationID = id
 	}
 	d.Scopes = effectiveScopes(subj, deleg, jwt.Scope)
+	p.parentID = deleg.ParentID
+	p.userDID = deleg.UserDID
+	p.subject = *subj
 
 	p.types = cred.Type
 	p.status = cred.Status
@@ -259,11 +376,11 @@ func effectiveScopes(subj *subject, deleg *delegationClaim, jwtScope scopeList) 
 	return appendUnique(make([]string, 0, len(src)), src...)
 }
 
-// resolveKey resolves the issuer's key named by kid, which must be in the
-// issuer's assertionMethod. An empty kid asks for the issuer's only
-// assertion key; a relative kid ("#frag" or a bare "frag") is taken
-// against the issuer.
-func (v *Verifier) resolveKey(ctx context.Context, issuer, kid string) (didresolver.Key, error) {
+// resolveKey resolves the signer's key named by kid, which must be in the
+// signer's rel relationship (assertionMethod for an issuer, authentication
+// for a holder). An empty kid asks for the signer's only key for rel; a
+// relative kid ("#frag" or a bare "frag") is taken against the signer.
+func (v *Verifier) resolveKey(ctx context.Context, issuer, kid string, rel didresolver.Relationship) (didresolver.Key, error) {
 	ref := kid
 	switch {
 	case kid == "":
@@ -275,12 +392,12 @@ func (v *Verifier) resolveKey(ctx context.Context, issuer, kid string) (didresol
 	}
 	did, _, _ := strings.Cut(ref, "#")
 	if did != issuer {
-		return didresolver.Key{}, fail(ErrUnknownKey, "key id is not the issuer's")
+		return didresolver.Key{}, fail(ErrUnknownKey, "key id is not the signer's")
 	}
 	if v.resolver == nil {
 		return didresolver.Key{}, fail(ErrIssuerUnresolved, "no resolver")
 	}
-	key, err := didresolver.ResolveKey(ctx, v.resolver, ref, didresolver.AssertionMethod)
+	key, err := didresolver.ResolveKey(ctx, v.resolver, ref, rel)
 	if err == nil {
 		return key, nil
 	}
@@ -291,9 +408,13 @@ func (v *Verifier) resolveKey(ctx context.Context, issuer, kid string) (didresol
 	case errors.Is(err, didresolver.ErrKeyNotAuthorized):
 		kind = ErrKeyNotAuthorized
 	}
+	detail := ""
+	if kind == ErrKeyNotAuthorized && rel != didresolver.AssertionMethod {
+		detail = "key not in the signer's " + string(rel) + " relationship"
+	}
 	// Wrap the cause's sentinel, not its text: resolver messages may quote
 	// the DID, which comes from the credential.
-	return didresolver.Key{}, &verifyError{kind: kind, cause: resolverSentinel(err)}
+	return didresolver.Key{}, &verifyError{kind: kind, detail: detail, cause: resolverSentinel(err)}
 }
 
 var resolverSentinels = [...]error{

@@ -111,9 +111,9 @@ func TestVerify(t *testing.T) {
 		{name: "OAuth RS256 token with odd claims is not ours", token: func(t *testing.T) []byte {
 			return mint(t, nil, map[string]any{"alg": "RS256", "typ": "at+jwt"}, map[string]any{"exp": "tomorrow", "aud": 5})
 		}, want: ErrUnsupportedFormat, reason: "unsupported_format"},
-		{name: "VP-JWT", token: func(t *testing.T) []byte {
+		{name: "VP-JWT without type or credentials", token: func(t *testing.T) []byte {
 			return mint(t, f.agent.priv, header("EdDSA", f.agent.kid), map[string]any{"iss": f.agent.did, "vp": map[string]any{}})
-		}, want: ErrUnsupportedFormat, reason: "unsupported_format"},
+		}, want: ErrPresentation, reason: "bad_presentation"},
 		{name: "vc+jwt that is not a VC", token: func(t *testing.T) []byte {
 			h := header("EdDSA", f.ed.kid)
 			h["typ"] = "vc+jwt"
@@ -237,9 +237,9 @@ func TestVerify(t *testing.T) {
 			m["proof"] = []any{m["proof"]}
 			return mustJSON(t, m)
 		}, want: ErrUnsupportedFormat, reason: "unsupported_format"},
-		{name: "JSON VP", token: func(t *testing.T) []byte {
+		{name: "JSON VP with an assertion proof and no credentials", token: func(t *testing.T) []byte {
 			return signEd25519JCS(t, f.agent, map[string]any{"type": []any{"VerifiablePresentation"}, "holder": f.agent.did}, false)
-		}, want: ErrUnsupportedFormat, reason: "unsupported_format"},
+		}, want: ErrPresentation, reason: "bad_presentation"},
 		{name: "JSON VC overlong multibase proofValue", token: func(t *testing.T) []byte {
 			m := decodeJSON(t, signEd25519JCS(t, f.ed, f.jsonCredential(f.ed), true))
 			setPath(m, "proof.proofValue", "z"+strings.Repeat("2", 4000))
