@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -54,6 +55,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 		if d == nil {
 			if h.admitAnonymous(r, ex.body) {
+				h.recordDecision(r, decision{outcome: "admitted", reason: "anonymous", status: http.StatusOK})
 				return h.serveAdmitted(w, r, next, nil, ex.body)
 			}
 			return h.reject(w, r, errNoCredential, nil)
@@ -61,7 +63,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	} else {
 		// 5. One verification path for every carrier and format.
 		cred = &ex.found[0]
+		start := time.Now()
 		d, err = h.verifier.Verify(r.Context(), cred.raw, h.checksFor(r)...)
+		h.observeVerification(time.Since(start), err)
 		if err != nil {
 			return h.reject(w, r, err, cred)
 		}
@@ -90,14 +94,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 	}
 
-	if c := h.logger.Check(zapcore.DebugLevel, "delegation verified"); c != nil {
-		carrierName := "session"
-		if cred != nil {
-			carrierName = cred.carrier.String()
-		}
-		c.Write(zap.String("carrier", carrierName), zap.String("issuer", d.Issuer),
-			zap.String("agent_did", d.AgentDID), zap.String("delegation_id", d.DelegationID))
+	// The audit log (observe.go) records the admission with its carrier.
+	carrierName := "session"
+	if cred != nil {
+		carrierName = cred.carrier.String()
 	}
+	h.recordDecision(r, decision{outcome: "admitted", reason: "ok", status: http.StatusOK, delegation: d, carrier: carrierName})
 
 	// 8.
 	return h.serveAdmitted(w, r, next, d, ex.body)
@@ -137,6 +139,11 @@ func requestAudiences(host string) []string {
 // Debug: a bad credential is the client's problem, not the operator's.
 func (h *Handler) reject(w http.ResponseWriter, r *http.Request, err error, cred *presented) error {
 	rej := h.rejectionFor(err)
+	dec := decision{outcome: "rejected", reason: rej.tag, status: rej.status}
+	if cred != nil {
+		dec.carrier = cred.carrier.String()
+	}
+	h.recordDecision(r, dec)
 	if c := h.logger.Check(zapcore.DebugLevel, "request rejected"); c != nil {
 		fields := []zap.Field{zap.Int("status", rej.status), zap.String("reason", rej.tag)}
 		if cred != nil {

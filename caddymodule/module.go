@@ -125,6 +125,7 @@ type Handler struct {
 	l2     level2
 	l3     level3
 	policy policyState
+	obs    observability
 
 	logger   *zap.Logger
 	verifier *vc.Verifier
@@ -178,6 +179,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	if h.DIDWebTimeout == 0 {
 		h.DIDWebTimeout = caddy.Duration(defaultDIDWebTimeout)
+	}
+
+	if err := h.provisionObservability(ctx); err != nil {
+		return err
 	}
 
 	enabled, err := parseCarriers(h.Carriers)
