@@ -25,7 +25,7 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "mcpi",
-		Usage: "keygen|issue|verify [flags]",
+		Usage: "keygen|issue|verify|rotate-key [flags]",
 		Short: "Issue and check MCP-I delegation credentials",
 		Long: `
 Operator tools for caddy-mcpi:
@@ -33,10 +33,11 @@ Operator tools for caddy-mcpi:
   keygen   create a signing key and print its did:key
   issue    sign a delegation credential (VC-JWT or JSON VC)
   verify   verify a delegation credential the way the mcpi handler does
+  rotate-key  rotate the edge's Level 2 signing key in Caddy's storage
 
 Keys are JWK files; keep them private.`,
 		CobraFunc: func(cmd *cobra.Command) {
-			cmd.AddCommand(keygenCommand(), issueCommand(), verifyCommand())
+			cmd.AddCommand(keygenCommand(), issueCommand(), verifyCommand(), rotateKeyCommand())
 		},
 	})
 }

@@ -1,42 +1,400 @@
 package caddymodule
 
 import (
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
+// Level 3 defaults.
+const (
+	handshakeTerminate = "terminate"
+	handshakeProxy     = "proxy"
+
+	legacyPass   = "pass"
+	legacyVerify = "verify"
+
+	defaultHandshakePath = "/api/mcp/handshake"
+	defaultVerifyPath    = "/api/mcp/verify"
+	defaultDiscoveryTTL  = 5 * time.Minute
+)
+
 // Level3Config holds the Level 3 settings (the JSON-RPC challenge-response
-// handshake). It is embedded in Handler, so its fields are top-level JSON
-// config fields of http.handlers.mcpi.
-type Level3Config struct{}
+// handshake, MCPI-WIRE §5). It is embedded in Handler, so its fields are
+// top-level JSON config fields of http.handlers.mcpi. They apply only at
+// level 3; Validate refuses them at a lower level.
+type Level3Config struct {
+	// How the edge takes part in the handshake. "terminate": the edge
+	// answers handshake and verify itself and issues an edge session that
+	// later requests present instead of the credential. "proxy": the edge
+	// forwards both to the upstream's handshake endpoints, records the
+	// upstream's challenges in its nonce store on the way back, and checks
+	// every verify (signature, single use, credential) before the upstream
+	// sees it, adding the Level 2 identity headers. Default: terminate.
+	Handshake string `json:"handshake,omitempty"`
+
+	// Proxy mode: the upstream's handshake endpoint, a path on the
+	// route's upstream (forwarded through the rest of the route, normally
+	// reverse_proxy, with the path rewritten; so is a URL on the Level 2
+	// `upstream` origin) or an absolute http(s) URL of another origin
+	// (forwarded by the edge's own client). Unset: discovered from the
+	// upstream's /.well-known/mcp-i.json (fetched from the Level 2
+	// `upstream` origin when set, else through the route), else the
+	// services of upstream_did's document, else the edge's own handshake
+	// paths on the route's upstream.
+	HandshakeEndpoint string `json:"handshake_endpoint,omitempty"`
+	// Proxy mode: the upstream's verify endpoint, as handshake_endpoint.
+	// Default: handshake_endpoint when that is set (one JSON-RPC endpoint
+	// for both methods).
+	VerifyEndpoint string `json:"verify_endpoint,omitempty"`
+	// Proxy mode: DID of the upstream; its document's services of type
+	// mcp-i or JSON-RPC name the endpoints when /.well-known/mcp-i.json
+	// does not.
+	UpstreamDID string `json:"upstream_did,omitempty"`
+	// Proxy mode: how long discovered endpoints are cached. Default: 5m.
+	DiscoveryTTL caddy.Duration `json:"discovery_ttl,omitempty"`
+
+	// Path at which the edge takes handshake calls. Default:
+	// /api/mcp/handshake.
+	HandshakePath string `json:"handshake_path,omitempty"`
+	// Path at which the edge takes verify calls. Default: /api/mcp/verify.
+	// Either path takes either method; the JSON-RPC method decides.
+	VerifyPath string `json:"verify_path,omitempty"`
+	// JSON-RPC method name of the handshake call. Default: handshake.
+	HandshakeMethod string `json:"handshake_method,omitempty"`
+	// JSON-RPC method name of the verify call. Default: verify.
+	VerifyMethod string `json:"verify_method,omitempty"`
+
+	// Where issued (terminate) or seen (proxy) challenges are kept until
+	// answered, module namespace mcpi.nonce_stores: memory (default) or
+	// redis (shared by replicas).
+	NonceStoreRaw json.RawMessage `json:"nonce_store,omitempty" caddy:"namespace=mcpi.nonce_stores inline_key=backend"`
+
+	// Lifetime of a challenge. Default: 5m.
+	ChallengeTTL caddy.Duration `json:"challenge_ttl,omitempty"`
+	// Tolerated difference between the signed timestamp and the edge's
+	// clock. Default: 2m.
+	HandshakeSkew caddy.Duration `json:"handshake_skew,omitempty"`
+	// Terminate mode: lifetime of an edge session, never beyond the
+	// credential's expiry. Default: 15m.
+	SessionTTL caddy.Duration `json:"session_ttl,omitempty"`
+
+	// The older KYA handshake forms (JSON-RPC handshake with {nonce,
+	// audience, timestamp, agentDid}, tools/call of _mcpi_handshake,
+	// _kyaos_handshake or _mcpi) are always forwarded untouched.
+	// "verify": like any request, they need a credential or an edge
+	// session. "pass": without either, they are forwarded anyway, with no
+	// identity (this is how a KYA agent obtains its credential). Default:
+	// verify.
+	LegacyHandshake string `json:"legacy_handshake,omitempty"`
+}
 
 // level3 is the Level 3 runtime state of a Handler.
-type level3 struct{}
+type level3 struct {
+	enabled bool
+	mode    string
+	// hsPath and vfPath are the edge's handshake paths.
+	hsPath, vfPath string
+
+	service *challenge.Service
+	// ownStore is the default store, provisioned here (a store loaded
+	// with ctx.LoadModule is cleaned up by Caddy).
+	ownStore *MemoryNonceStore
+	// resolverKey is this handler's reference in didCaches.
+	resolverKey string
+	resolver    didresolver.Resolver
+
+	sessions *sessions
+
+	// Proxy mode.
+	explicit  *upstreamEndpoints
+	upstream  *url.URL
+	discovery *discoveryCache
+	client    *http.Client
+}
 
 // provisionLevel3 runs at the end of Provision (after provisionLevel2).
-func (h *Handler) provisionLevel3(ctx caddy.Context) error { return nil }
+func (h *Handler) provisionLevel3(ctx caddy.Context) error {
+	if h.Level < 3 {
+		return nil
+	}
+	// Validate runs after Provision; a bad config must not load a store
+	// or touch the storage first.
+	if err := h.validateLevel3(); err != nil {
+		return err
+	}
+	l := &h.l3
+	l.enabled = true
+	l.mode = h.Handshake
+	if l.mode == "" {
+		l.mode = handshakeTerminate
+	}
+	l.hsPath, l.vfPath = h.HandshakePath, h.VerifyPath
+	if l.hsPath == "" {
+		l.hsPath = defaultHandshakePath
+	}
+	if l.vfPath == "" {
+		l.vfPath = defaultVerifyPath
+	}
+	if h.ChallengeTTL == 0 {
+		h.ChallengeTTL = caddy.Duration(challenge.DefaultChallengeTTL)
+	}
+	if h.HandshakeSkew == 0 {
+		h.HandshakeSkew = caddy.Duration(challenge.DefaultSkew)
+	}
+	if h.LegacyHandshake == "" {
+		h.LegacyHandshake = legacyVerify
+	}
 
-// validateLevel3 runs from Validate.
-func (h *Handler) validateLevel3() error { return nil }
+	var store challenge.NonceStore
+	if h.NonceStoreRaw != nil {
+		mod, err := ctx.LoadModule(&h.Level3Config, "NonceStoreRaw")
+		if err != nil {
+			return fmt.Errorf("mcpi: loading nonce store: %v", err)
+		}
+		s, ok := mod.(challenge.NonceStore)
+		if !ok {
+			return fmt.Errorf("mcpi: nonce store module %T is not a challenge.NonceStore", mod)
+		}
+		store = s
+	} else {
+		m := new(MemoryNonceStore)
+		if err := m.Provision(ctx); err != nil {
+			return err
+		}
+		l.ownStore, store = m, m
+	}
+
+	// The agent DIDs resolve through the handler's shared DID cache; this
+	// hold on it is released in cleanupLevel3.
+	val, _, err := didCaches.LoadOrNew(h.cacheKey, func() (caddy.Destructor, error) {
+		return nil, errors.New("DID cache not provisioned")
+	})
+	if err != nil {
+		return fmt.Errorf("mcpi: DID resolver: %v", err)
+	}
+	l.resolverKey = h.cacheKey
+	l.resolver = val.(pooledCache).Cache
+
+	opts := []challenge.Option{
+		challenge.WithStore(store),
+		challenge.WithResolver(l.resolver),
+		challenge.WithCredentialVerifier(h.verifier),
+		challenge.WithChallengeTTL(time.Duration(h.ChallengeTTL)),
+		challenge.WithSkew(time.Duration(h.HandshakeSkew)),
+	}
+
+	switch l.mode {
+	case handshakeTerminate:
+		if h.SessionTTL == 0 {
+			h.SessionTTL = caddy.Duration(defaultSessionTTL)
+		}
+		key, err := h.sessionKey(ctx)
+		if err != nil {
+			return fmt.Errorf("mcpi: handshake session key: %v", err)
+		}
+		l.sessions = &sessions{key: key, ttl: time.Duration(h.SessionTTL), now: time.Now}
+		opts = append(opts, challenge.WithSessionIssuer(l.sessions))
+
+	case handshakeProxy:
+		if h.DiscoveryTTL == 0 {
+			h.DiscoveryTTL = caddy.Duration(defaultDiscoveryTTL)
+		}
+		l.client = newHandshakeClient()
+		if h.Upstream != "" {
+			// Level 2's upstream origin (validated there).
+			u, err := parseUpstreamOrigin(h.Upstream)
+			if err != nil {
+				return err
+			}
+			l.upstream = u
+		}
+		if h.HandshakeEndpoint != "" {
+			vf := h.VerifyEndpoint
+			if vf == "" {
+				vf = h.HandshakeEndpoint
+			}
+			hs, err1 := parseEndpoint(h.HandshakeEndpoint, nil)
+			vfe, err2 := parseEndpoint(vf, nil)
+			if err := errors.Join(err1, err2); err != nil {
+				return fmt.Errorf("mcpi: handshake endpoint: %v", err)
+			}
+			l.explicit = h.localize(&upstreamEndpoints{handshake: hs, verify: vfe, source: "explicit"})
+		}
+		l.discovery = &discoveryCache{ttl: time.Duration(h.DiscoveryTTL)}
+	}
+
+	svc, err := challenge.New(opts...)
+	if err != nil {
+		return fmt.Errorf("mcpi: handshake: %v", err)
+	}
+	l.service = svc
+	return nil
+}
+
+// sessionKey returns the key that signs edge sessions: kept in Caddy's
+// storage, so replicas that share storage accept each other's sessions and
+// a restart keeps them valid. Without configured storage (a bare context,
+// as in unit tests) a random key lives as long as this handler.
+func (h *Handler) sessionKey(ctx caddy.Context) ([]byte, error) {
+	if st := configStorage(ctx); st != nil {
+		return loadSessionKey(ctx, st)
+	}
+	h.logger.Debug("no Caddy storage; handshake sessions are signed with a key that lasts until the next config load")
+	key := make([]byte, sessionKeySize)
+	_, err := rand.Read(key)
+	return key, err
+}
+
+// validateLevel3 runs from Validate. Like Validate, it works on an
+// unprovisioned Handler.
+func (h *Handler) validateLevel3() error {
+	c := &h.Level3Config
+	if h.Level < 3 {
+		if c.Handshake != "" || c.HandshakeEndpoint != "" || c.VerifyEndpoint != "" ||
+			c.UpstreamDID != "" || c.DiscoveryTTL != 0 || c.HandshakePath != "" || c.VerifyPath != "" ||
+			c.HandshakeMethod != "" || c.VerifyMethod != "" ||
+			c.NonceStoreRaw != nil || c.ChallengeTTL != 0 || c.HandshakeSkew != 0 || c.SessionTTL != 0 || c.LegacyHandshake != "" {
+			return errors.New("mcpi: handshake settings need `level 3`")
+		}
+		return nil
+	}
+	mode := c.Handshake
+	switch mode {
+	case "":
+		mode = handshakeTerminate
+	case handshakeTerminate, handshakeProxy:
+	default:
+		return fmt.Errorf("mcpi: handshake must be terminate or proxy, got %q", c.Handshake)
+	}
+	if mode == handshakeTerminate {
+		if c.HandshakeEndpoint != "" || c.VerifyEndpoint != "" || c.UpstreamDID != "" || c.DiscoveryTTL != 0 {
+			return errors.New("mcpi: handshake endpoints, upstream_did and discovery_ttl apply to `handshake proxy`")
+		}
+	} else if c.SessionTTL != 0 {
+		return errors.New("mcpi: session_ttl applies to `handshake terminate`")
+	}
+	if c.VerifyEndpoint != "" && c.HandshakeEndpoint == "" {
+		return errors.New("mcpi: verify_endpoint needs handshake_endpoint")
+	}
+	for _, e := range []string{c.HandshakeEndpoint, c.VerifyEndpoint} {
+		if e == "" {
+			continue
+		}
+		if _, err := parseEndpoint(e, nil); err != nil {
+			return fmt.Errorf("mcpi: handshake endpoint %q: %v", e, err)
+		}
+	}
+	if c.UpstreamDID != "" {
+		if _, err := didresolver.ParseDID(c.UpstreamDID); err != nil {
+			return fmt.Errorf("mcpi: upstream_did %q: %v", c.UpstreamDID, err)
+		}
+	}
+	hs, vf := c.HandshakePath, c.VerifyPath
+	if hs == "" {
+		hs = defaultHandshakePath
+	}
+	if vf == "" {
+		vf = defaultVerifyPath
+	}
+	for _, p := range []string{hs, vf} {
+		if !strings.HasPrefix(p, "/") || strings.ContainsAny(p, "?# \t") {
+			return fmt.Errorf("mcpi: handshake path %q must be an absolute path", p)
+		}
+		if p == wellKnownMCPI || isResourceMetadataPath(p) {
+			return fmt.Errorf("mcpi: handshake path %q is reserved", p)
+		}
+	}
+	if hs == vf {
+		return errors.New("mcpi: handshake and verify paths must differ")
+	}
+	hm, vm := c.HandshakeMethod, c.VerifyMethod
+	if hm == "" {
+		hm = challenge.DefaultHandshakeMethod
+	}
+	if vm == "" {
+		vm = challenge.DefaultVerifyMethod
+	}
+	if hm == vm {
+		return errors.New("mcpi: handshake and verify methods must differ")
+	}
+	if c.ChallengeTTL < 0 || c.HandshakeSkew < 0 || c.SessionTTL < 0 || c.DiscoveryTTL < 0 {
+		return errors.New("mcpi: durations must not be negative")
+	}
+	if c.ChallengeTTL != 0 && time.Duration(c.ChallengeTTL) < time.Second {
+		return errors.New("mcpi: challenge_ttl must be at least 1s")
+	}
+	switch c.LegacyHandshake {
+	case "", legacyPass, legacyVerify:
+	default:
+		return fmt.Errorf("mcpi: legacy_handshake must be pass or verify, got %q", c.LegacyHandshake)
+	}
+	return nil
+}
 
 // cleanupLevel3 runs from Cleanup, also after a partial Provision.
-func (h *Handler) cleanupLevel3() error { return nil }
-
-// unmarshalLevel3 parses a Level 3 subdirective of the mcpi block;
-// handled is false for a name it does not know.
-func (h *Handler) unmarshalLevel3(d *caddyfile.Dispenser, name string) (handled bool, err error) {
-	return false, nil
+func (h *Handler) cleanupLevel3() error {
+	l := &h.l3
+	var errs []error
+	if l.ownStore != nil {
+		errs = append(errs, l.ownStore.Cleanup())
+		l.ownStore = nil
+	}
+	if l.resolverKey != "" {
+		_, err := didCaches.Delete(l.resolverKey)
+		errs = append(errs, err)
+		l.resolverKey = ""
+	}
+	if l.client != nil {
+		l.client.CloseIdleConnections()
+	}
+	return errors.Join(errs...)
 }
 
 // serveLevel3 answers or proxies handshake traffic (the handshake/verify
 // endpoints, /.well-known/mcp-i.json) and reports whether it did. Runs after
 // the identity headers were stripped and before any credential is required.
 func (h *Handler) serveLevel3(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) (handled bool, err error) {
+	if !h.l3.enabled {
+		return false, nil
+	}
+	p := r.URL.Path
+	switch {
+	case p == wellKnownMCPI && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		h.serveMCPIDocument(w, r)
+		return true, nil
+	case p == h.l3.hsPath || p == h.l3.vfPath:
+		if r.Method == http.MethodPost {
+			return h.serveHandshakeCall(w, r, next)
+		}
+		if h.l3.mode == handshakeTerminate {
+			w.Header().Set("Allow", http.MethodPost)
+			writeJSON(w, http.StatusMethodNotAllowed, []byte(`{"error":"method_not_allowed","error_description":"handshake endpoints take JSON-RPC over POST"}`), "no-store")
+			return true, nil
+		}
+	case h.LegacyHandshake == legacyPass && r.Method == http.MethodPost && wantsBody(r) && r.ContentLength <= h.MaxBodySize:
+		// (A body announced as larger is no legacy handshake; Level 1
+		// decides about it as it would without this setting.)
+		body, err := readBody(w, r, h.MaxBodySize)
+		if err != nil {
+			return true, h.reject(w, r, err, nil)
+		}
+		if isLegacyForm(body) {
+			return h.passLegacy(w, r, next)
+		}
+	}
 	return false, nil
 }
 
@@ -44,4 +402,10 @@ func (h *Handler) serveLevel3(w http.ResponseWriter, r *http.Request, next caddy
 // handshake session presented by r (Mcp-Session-Id or
 // X-Mcpi-Handshake-Session), or nil when r presents none. It is consulted
 // only when the request carries no credential.
-func (h *Handler) sessionDelegation(r *http.Request) (*vc.Delegation, error) { return nil, nil }
+func (h *Handler) sessionDelegation(r *http.Request) (*vc.Delegation, error) {
+	if !h.l3.enabled || h.l3.sessions == nil {
+		return nil, nil
+	}
+	// A rejected session is logged by reject, like a credential.
+	return h.sessionFrom(r)
+}

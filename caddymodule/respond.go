@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/mcpi-edge/caddy-mcpi/assertion"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -58,6 +59,11 @@ func (h *Handler) rejectionFor(err error) rejection {
 		return rejection{status: http.StatusBadRequest, code: "invalid_request", description: errBodyRead.Error(), tag: "body_unreadable"}
 	case errors.Is(err, errForeignBearer):
 		return rejection{status: http.StatusUnauthorized, code: "invalid_token", description: errForeignBearer.Error(), reason: "not_a_delegation", challenge: true, tag: "not_a_delegation"}
+	case errors.Is(err, assertion.ErrDelegationExpired):
+		// Level 2: the delegation expired between verification and signing.
+		return rejection{status: http.StatusUnauthorized, code: "invalid_token", description: vc.ErrExpired.Error(), reason: "expired", challenge: true, tag: "expired"}
+	case errors.Is(err, errEdgeIdentity):
+		return rejection{status: http.StatusInternalServerError, code: "server_error", description: errEdgeIdentity.Error(), tag: "edge_identity"}
 	case errors.Is(err, vc.ErrMissingScope):
 		// Verified, but not allowed here: 403, and the scopes to ask for.
 		reason := vc.Reason(err)

@@ -1,0 +1,193 @@
+package caddymodule
+
+import (
+	"context"
+	"crypto"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/caddyserver/certmagic"
+	"github.com/spf13/cobra"
+
+	"github.com/mcpi-edge/caddy-mcpi/assertion"
+)
+
+func rotateKeyCommand() *cobra.Command {
+	var configFile, adapter, storageKey, alg string
+	cmd := &cobra.Command{
+		Use:   "rotate-key [--config <file> [--adapter <name>]] [--key <storage key>] [--alg EdDSA|ES256]",
+		Short: "Rotate the edge's Level 2 signing key in Caddy's storage",
+		Long: `Replaces the key the mcpi handlers sign X-Verified-Delegation with by a new
+one, in the storage of the given config (its top-level "storage", else
+Caddy's default file storage), under the storage lock. The old key stays in
+/.well-known/jwks.json for the retention recorded with the key set (at least
+assertion_ttl + key_reload_interval + 60s by default), so assertions it signed
+verify until they expire. Running instances sharing the storage switch to
+the new key within key_reload_interval.
+
+The storage key and algorithm default to those of the Level 2 mcpi handlers
+of the config (key_storage_key, signing_alg), else mcpi/edge-keys.json and
+EdDSA. Prints the new state as JSON.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, handlers, err := rotateTarget(configFile, adapter)
+			if err != nil {
+				return err
+			}
+			if storageKey == "" {
+				if storageKey, err = pickSetting(handlers, func(h handlerKeySettings) string { return h.KeyStorageKey }, defaultKeyStorageKey); err != nil {
+					return fmt.Errorf("%v: choose one with --key", err)
+				}
+			}
+			if alg == "" {
+				if alg, err = pickSetting(handlers, func(h handlerKeySettings) string { return h.SigningAlg }, algEdDSA); err != nil {
+					return fmt.Errorf("%v: choose one with --alg", err)
+				}
+			}
+			if alg != algEdDSA && alg != algES256 {
+				return fmt.Errorf("--alg must be EdDSA or ES256, got %q", alg)
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
+			defer cancel()
+			ks, err := assertion.RotateStored(ctx, edgeKeyStorage{st}, storageKey, time.Now(),
+				func() (crypto.PrivateKey, error) { return generateEdgeKey(alg) })
+			if err != nil {
+				return err
+			}
+			type keyInfo struct {
+				Thumbprint string    `json:"thumbprint"`
+				Alg        string    `json:"alg"`
+				RetiredAt  time.Time `json:"retired_at,omitzero"`
+				Until      time.Time `json:"published_until,omitzero"`
+			}
+			out := struct {
+				Storage          string    `json:"storage"`
+				StorageKey       string    `json:"storage_key"`
+				RetentionSeconds int64     `json:"retention_seconds"`
+				Published        []keyInfo `json:"published"`
+			}{Storage: fmt.Sprint(st), StorageKey: storageKey, RetentionSeconds: int64(ks.Retention() / time.Second)}
+			for _, k := range ks.Published(time.Now()) {
+				ki := keyInfo{Thumbprint: k.Thumbprint, Alg: k.Alg, RetiredAt: k.RetiredAt}
+				if !k.RetiredAt.IsZero() {
+					ki.Until = k.RetiredAt.Add(k.Retention)
+				}
+				out.Published = append(out.Published, ki)
+			}
+			b, err := json.MarshalIndent(out, "", "  ")
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), string(b))
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&configFile, "config", "c", "", "configuration file whose storage (and mcpi settings) to use")
+	f.StringVarP(&adapter, "adapter", "a", "", "name of the config adapter to apply")
+	f.StringVar(&storageKey, "key", "", "storage key of the key set (default: key_storage_key of the config, else "+defaultKeyStorageKey+")")
+	f.StringVar(&alg, "alg", "", "algorithm of the new key: EdDSA or ES256 (default: signing_alg of the config, else EdDSA)")
+	return cmd
+}
+
+// handlerKeySettings are the key settings of one mcpi handler in a config.
+type handlerKeySettings struct {
+	Level         int    `json:"level"`
+	SigningKey    string `json:"signing_key"`
+	SigningAlg    string `json:"signing_alg"`
+	KeyStorageKey string `json:"key_storage_key"`
+}
+
+// rotateTarget loads the config like `caddy storage export` does and
+// returns its storage (Caddy's default file storage when the config names
+// none, or when there is no config) and its Level 2 mcpi handlers that keep
+// their key in storage.
+func rotateTarget(configFile, adapter string) (certmagic.Storage, []handlerKeySettings, error) {
+	var (
+		cfgJSON []byte
+		err     error
+	)
+	if configFile != "" || adapter != "" {
+		if cfgJSON, _, _, err = caddycmd.LoadConfig(configFile, adapter); err != nil {
+			return nil, nil, err
+		}
+	}
+	var top struct {
+		StorageRaw json.RawMessage `json:"storage,omitempty" caddy:"namespace=caddy.storage inline_key=module"`
+	}
+	var handlers []handlerKeySettings
+	if len(cfgJSON) > 0 {
+		if err := json.Unmarshal(cfgJSON, &top); err != nil {
+			return nil, nil, fmt.Errorf("reading config: %v", err)
+		}
+		var doc any
+		if err := json.Unmarshal(cfgJSON, &doc); err != nil {
+			return nil, nil, fmt.Errorf("reading config: %v", err)
+		}
+		handlers = findMCPIHandlers(doc, nil)
+	}
+	if len(top.StorageRaw) == 0 {
+		return caddy.DefaultStorage, handlers, nil
+	}
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	val, err := ctx.LoadModule(&top, "StorageRaw")
+	if err != nil {
+		return nil, nil, fmt.Errorf("loading storage module: %v", err)
+	}
+	st, err := val.(caddy.StorageConverter).CertMagicStorage()
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating storage value: %v", err)
+	}
+	return st, handlers, nil
+}
+
+// findMCPIHandlers walks a JSON config for {"handler": "mcpi", ...} objects
+// at level 2 or 3 without a signing_key file.
+func findMCPIHandlers(v any, out []handlerKeySettings) []handlerKeySettings {
+	switch t := v.(type) {
+	case map[string]any:
+		if t["handler"] == "mcpi" {
+			b, _ := json.Marshal(t)
+			var hs handlerKeySettings
+			if json.Unmarshal(b, &hs) == nil && hs.Level >= 2 && hs.SigningKey == "" {
+				out = append(out, hs)
+			}
+		}
+		for _, c := range t {
+			out = findMCPIHandlers(c, out)
+		}
+	case []any:
+		for _, c := range t {
+			out = findMCPIHandlers(c, out)
+		}
+	}
+	return out
+}
+
+// pickSetting returns the one value of a setting the handlers agree on
+// (def for a handler that leaves it unset), def without handlers, or an
+// error when they disagree.
+func pickSetting(hs []handlerKeySettings, get func(handlerKeySettings) string, def string) (string, error) {
+	var vals []string
+	for _, h := range hs {
+		v := get(h)
+		if v == "" {
+			v = def
+		}
+		if !slices.Contains(vals, v) {
+			vals = append(vals, v)
+		}
+	}
+	switch len(vals) {
+	case 0:
+		return def, nil
+	case 1:
+		return vals[0], nil
+	}
+	return "", errors.New("the config's mcpi handlers use different values " + fmt.Sprint(vals))
+}

@@ -1,0 +1,499 @@
+package caddymodule
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/vc"
+)
+
+// The JSON-RPC handshake at the edge (MCPI-WIRE §5).
+//
+// Only POSTed calls of the handshake and verify methods on the edge's
+// handshake paths are taken here. Any other call on those paths (another
+// method, a batch, a notification, unparseable JSON) goes on to the Level 1
+// checks like any request, so a handshake path may also be an MCP endpoint.
+
+const (
+	// maxHandshakeResponse bounds the upstream handshake response the edge
+	// reads (proxy mode) to record the challenge.
+	maxHandshakeResponse = 64 << 10
+	handshakeTimeout     = 10 * time.Second
+)
+
+var (
+	errUpstreamResponse = errors.New("upstream handshake response unusable")
+	errResponseTooLarge = errors.New("upstream handshake response too large")
+)
+
+// serveHandshakeCall takes a POST on a handshake path.
+func (h *Handler) serveHandshakeCall(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) (bool, error) {
+	body, err := readBody(w, r, h.MaxBodySize)
+	if err != nil {
+		return true, h.reject(w, r, err, nil)
+	}
+	call, perr := challenge.ParseRequest(body, int(h.MaxBodySize), challenge.WithMethods(h.HandshakeMethod, h.VerifyMethod))
+	if call == nil {
+		call = &challenge.Call{}
+	}
+	switch call.Kind {
+	case challenge.KindHandshake, challenge.KindVerify:
+	default:
+		// Legacy KYA forms (tools/call ones included) and everything else.
+		if h.LegacyHandshake == legacyPass && isLegacyForm(body) {
+			return h.passLegacy(w, r, next)
+		}
+		return false, nil
+	}
+	if perr != nil {
+		h.writeRPCError(w, call.ID, perr)
+		return true, nil
+	}
+	if h.l3.mode == handshakeProxy {
+		return true, h.proxyCall(w, r, next, call, body)
+	}
+	h.terminateCall(w, r, call)
+	return true, nil
+}
+
+// terminateCall answers a handshake or verify at the edge.
+func (h *Handler) terminateCall(w http.ResponseWriter, r *http.Request, call *challenge.Call) {
+	svc := h.l3.service
+	if call.Kind == challenge.KindHandshake {
+		res, err := svc.Issue(r.Context(), *call.Handshake)
+		if err != nil {
+			h.writeRPCError(w, call.ID, err)
+			return
+		}
+		h.writeRPC(w, http.StatusOK, challenge.ResultResponse(call.ID, res))
+		return
+	}
+	v, err := svc.Verify(r.Context(), *call.Verify, h.checksFor(r)...)
+	if err != nil {
+		h.writeRPCError(w, call.ID, err)
+		return
+	}
+	h.setIdentity(r, v.Delegation)
+	if c := h.logger.Check(zapcore.DebugLevel, "handshake verified, session issued"); c != nil {
+		c.Write(zap.String("agent_did", v.AgentDID), zap.String("key_id", v.KeyID), zap.Time("expires_at", v.ExpiresAt))
+	}
+	h.writeRPC(w, http.StatusOK, challenge.ResultResponse(call.ID, v.Result()))
+}
+
+// proxyCall forwards a handshake or verify to the upstream's endpoint.
+func (h *Handler) proxyCall(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, call *challenge.Call, body []byte) error {
+	eps := h.upstreamEndpoints(r, next)
+	if !h.PassthroughCredential {
+		// The call needs no carrier; one sent anyway was for the edge.
+		hdrOnly := h.enabled &^ bodyCarriers
+		ex, _ := extract(w, r, hdrOnly, 0, false)
+		removeCarriers(r, ex, hdrOnly)
+	}
+	if call.Kind == challenge.KindHandshake {
+		return h.proxyHandshake(w, r, next, call, body, eps.handshake)
+	}
+	// The edge checks the answer first, consuming the challenge it
+	// recorded: a replay, a bad signature or an unacceptable credential
+	// never reaches the upstream.
+	v, err := h.l3.service.Verify(r.Context(), *call.Verify, h.checksFor(r)...)
+	if err != nil {
+		h.writeRPCError(w, call.ID, err)
+		return nil
+	}
+	h.setIdentity(r, v.Delegation)
+	if err := h.injectIdentity(r, v.Delegation); err != nil {
+		h.logger.Error("adding identity headers to a verified handshake", zap.Error(err))
+		h.writeRPCError(w, call.ID, err)
+		return nil
+	}
+	if c := h.logger.Check(zapcore.DebugLevel, "handshake verified at the edge, forwarding"); c != nil {
+		c.Write(zap.String("agent_did", v.AgentDID), zap.String("key_id", v.KeyID), zap.Stringer("endpoint", eps.verify))
+	}
+	_, err = h.forwardCall(w, r, next, eps.verify, body, false)
+	return err
+}
+
+// proxyHandshake forwards a handshake and records the upstream's challenge
+// in the edge's store before the agent gets it, so that the edge can hold
+// the answer to single use too.
+func (h *Handler) proxyHandshake(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, call *challenge.Call, body []byte, ep endpointRef) error {
+	resp, err := h.forwardCall(w, r, next, ep, body, true)
+	if err != nil {
+		return err
+	}
+	res, ok, err := handshakeResultOf(resp)
+	if err != nil {
+		if c := h.logger.Check(zapcore.DebugLevel, "upstream handshake response not usable"); c != nil {
+			c.Write(zap.Stringer("endpoint", ep), zap.Int("status", resp.status), zap.Error(err))
+		}
+		h.writeRPCError(w, call.ID, err)
+		return nil
+	}
+	if ok {
+		if err := h.l3.service.Register(r.Context(), call.Handshake.AgentDID, res); err != nil {
+			if !errors.Is(err, challenge.ErrStoreUnavailable) {
+				// A challenge or nonce the edge cannot hold (malformed, or
+				// a nonce the upstream already used): the upstream's
+				// fault, not the agent's params.
+				err = fmt.Errorf("%w: %v", errUpstreamResponse, err)
+			}
+			h.writeRPCError(w, call.ID, err)
+			return nil
+		}
+	}
+	resp.writeTo(w)
+	return nil
+}
+
+// handshakeResultOf reads the upstream's answer to a handshake. ok is false
+// for an answer to relay as is (an HTTP or JSON-RPC error); err is set when
+// a successful answer cannot be read, since the edge then cannot hold its
+// challenge to single use (fail closed).
+func handshakeResultOf(resp *capturedResponse) (challenge.HandshakeResult, bool, error) {
+	var res challenge.HandshakeResult
+	if resp.overflow {
+		return res, false, errResponseTooLarge
+	}
+	if resp.status != http.StatusOK {
+		return res, false, nil
+	}
+	if enc := resp.header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+		return res, false, fmt.Errorf("%w: encoded (%s)", errUpstreamResponse, enc)
+	}
+	var msg struct {
+		Result json.RawMessage `json:"result"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(resp.body, &msg); err != nil {
+		return res, false, fmt.Errorf("%w: not a JSON-RPC response", errUpstreamResponse)
+	}
+	if len(msg.Result) == 0 || bytes.Equal(msg.Result, []byte("null")) {
+		if len(msg.Error) > 0 {
+			return res, false, nil
+		}
+		return res, false, fmt.Errorf("%w: neither result nor error", errUpstreamResponse)
+	}
+	var r struct {
+		Challenge *string `json:"challenge"`
+		Nonce     *string `json:"nonce"`
+		ExpiresIn *int64  `json:"expiresIn"`
+	}
+	if err := json.Unmarshal(msg.Result, &r); err != nil || r.Challenge == nil || r.Nonce == nil {
+		return res, false, fmt.Errorf("%w: result has no challenge and nonce", errUpstreamResponse)
+	}
+	res.Challenge, res.Nonce = *r.Challenge, *r.Nonce
+	if r.ExpiresIn != nil {
+		res.ExpiresIn = *r.ExpiresIn
+	}
+	return res, true, nil
+}
+
+// forwardCall sends the call to ep: a path through next (the rest of the
+// route, normally reverse_proxy) or an absolute URL through the edge's own
+// client. With capture, the response is read (up to maxHandshakeResponse)
+// and returned instead of written to w.
+func (h *Handler) forwardCall(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, ep endpointRef, body []byte, capture bool) (*capturedResponse, error) {
+	if capture {
+		// The response is read here: it must not come back compressed.
+		r.Header.Del("Accept-Encoding")
+	}
+	if ep.abs == nil {
+		r.URL.Path, r.URL.RawPath, r.URL.RawQuery = ep.path, "", ep.query
+		r.RequestURI = r.URL.RequestURI()
+		setBody(r, body)
+		if !capture {
+			return nil, next.ServeHTTP(w, r)
+		}
+		cw := &captureWriter{resp: capturedResponse{header: make(http.Header)}}
+		err := next.ServeHTTP(cw, r)
+		if err != nil && !cw.resp.overflow {
+			return nil, err
+		}
+		if cw.resp.status == 0 {
+			cw.resp.status = http.StatusOK
+		}
+		return &cw.resp, nil
+	}
+
+	resp, err := h.sendUpstream(r, ep.abs, body)
+	if err != nil {
+		return nil, caddyhttp.Error(http.StatusBadGateway, fmt.Errorf("forwarding handshake call: %w", err))
+	}
+	defer resp.Body.Close()
+	if capture {
+		data, err := io.ReadAll(io.LimitReader(resp.Body, maxHandshakeResponse+1))
+		if err != nil {
+			return nil, caddyhttp.Error(http.StatusBadGateway, fmt.Errorf("reading handshake response: %w", err))
+		}
+		out := &capturedResponse{status: resp.StatusCode, header: resp.Header, body: data}
+		removeHopByHop(out.header)
+		if len(data) > maxHandshakeResponse {
+			out.overflow = true
+		}
+		return out, nil
+	}
+	hdr := w.Header()
+	removeHopByHop(resp.Header)
+	for k, v := range resp.Header {
+		hdr[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body) // a failure here means the client left
+	return nil, nil
+}
+
+// sendUpstream POSTs body to u with r's end-to-end headers (the Level 2
+// headers included, when set) and the usual X-Forwarded-* ones.
+func (h *Handler) sendUpstream(r *http.Request, u *url.URL, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header = r.Header.Clone()
+	removeHopByHop(req.Header)
+	req.Header.Del("Content-Length")
+	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		// Replaced, not appended: the client's own value is not trusted.
+		req.Header.Set("X-Forwarded-For", ip)
+	}
+	req.Header.Set("X-Forwarded-Proto", requestScheme(r))
+	req.Header.Set("X-Forwarded-Host", r.Host)
+	return h.l3.client.Do(req)
+}
+
+// newHandshakeClient is the client for absolute upstream endpoints and
+// discovery documents: bounded in time, no redirects (an endpoint that
+// moves is a configuration problem, and following it could leave the
+// upstream's origin).
+func newHandshakeClient() *http.Client {
+	return &http.Client{
+		Timeout: handshakeTimeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+		Transport: &http.Transport{
+			DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+			TLSHandshakeTimeout:   5 * time.Second,
+			ResponseHeaderTimeout: handshakeTimeout,
+			MaxIdleConnsPerHost:   16,
+			IdleConnTimeout:       90 * time.Second,
+			ForceAttemptHTTP2:     true,
+		},
+	}
+}
+
+// hopByHop are the headers of one connection (RFC 9110 §7.6.1).
+var hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+func removeHopByHop(hdr http.Header) {
+	for _, v := range hdr.Values("Connection") {
+		for _, name := range strings.Split(v, ",") {
+			if name = textproto.TrimString(name); name != "" {
+				hdr.Del(name)
+			}
+		}
+	}
+	for _, k := range hopByHop {
+		hdr.Del(k)
+	}
+}
+
+// capturedResponse is an upstream response read into memory.
+type capturedResponse struct {
+	status   int
+	header   http.Header
+	body     []byte
+	overflow bool
+}
+
+// writeTo relays the response unchanged.
+func (c *capturedResponse) writeTo(w http.ResponseWriter) {
+	hdr := w.Header()
+	for k, v := range c.header {
+		hdr[k] = v
+	}
+	hdr.Set("Content-Length", strconv.Itoa(len(c.body)))
+	w.WriteHeader(c.status)
+	_, _ = w.Write(c.body)
+}
+
+// captureWriter collects a response from next, up to maxHandshakeResponse.
+// Used only for handshake responses (small JSON); everything else streams.
+type captureWriter struct {
+	resp capturedResponse
+}
+
+func (c *captureWriter) Header() http.Header { return c.resp.header }
+
+func (c *captureWriter) WriteHeader(code int) {
+	if code < 200 && code != http.StatusSwitchingProtocols {
+		return // informational; the final status follows
+	}
+	if c.resp.status == 0 {
+		c.resp.status = code
+	}
+}
+
+func (c *captureWriter) Write(p []byte) (int, error) {
+	if c.resp.status == 0 {
+		c.resp.status = http.StatusOK
+	}
+	if len(c.resp.body)+len(p) > maxHandshakeResponse {
+		c.resp.overflow = true
+		return 0, errResponseTooLarge
+	}
+	c.resp.body = append(c.resp.body, p...)
+	return len(p), nil
+}
+
+// Flush is a no-op: the response is held until complete.
+func (c *captureWriter) Flush() {}
+
+// writeRPCError answers with the JSON-RPC error for err: HTTP 200 (JSON-RPC
+// over HTTP), except 503 when the nonce store is unavailable, so load
+// balancers and clients see the outage for what it is.
+func (h *Handler) writeRPCError(w http.ResponseWriter, id json.RawMessage, err error) {
+	resp := challenge.ErrorResponse(id, err)
+	status := http.StatusOK
+	if errors.Is(err, challenge.ErrStoreUnavailable) {
+		status = http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", "1")
+		h.logger.Error("handshake refused: nonce store unavailable", zap.Error(err))
+	} else if c := h.logger.Check(zapcore.DebugLevel, "handshake call rejected"); c != nil {
+		// challenge's error texts never quote a proof, challenge, nonce or
+		// credential.
+		c.Write(zap.Int("code", resp.Error.Code), zap.Error(err))
+	}
+	h.writeRPC(w, status, resp)
+}
+
+func (h *Handler) writeRPC(w http.ResponseWriter, status int, resp *challenge.Response) {
+	body, err := json.Marshal(resp)
+	if err != nil {
+		h.logger.Error("encoding JSON-RPC response", zap.Error(err))
+		status = http.StatusInternalServerError
+		body = []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error"}}`)
+	}
+	writeJSON(w, status, body, "no-store")
+}
+
+// setIdentity sets the placeholders of a verified delegation, as the
+// Level 1 path does, so logs and later handlers see who answered.
+func (h *Handler) setIdentity(r *http.Request, d *vc.Delegation) {
+	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if !ok || d == nil {
+		return
+	}
+	repl.Set("http.auth.user.id", d.AgentDID)
+	repl.Set("http.auth.user.agent_did", d.AgentDID)
+	repl.Set("http.auth.user.user_did", d.UserDID)
+	repl.Set("mcpi.agent_did", d.AgentDID)
+	repl.Set("mcpi.user_did", d.UserDID)
+	repl.Set("mcpi.scopes", strings.Join(d.Scopes, " "))
+	repl.Set("mcpi.delegation_id", d.DelegationID)
+	repl.Set("mcpi.issuer", d.Issuer)
+}
+
+// Legacy KYA forms.
+
+// legacyTools are the tools/call names of the older KYA handshakes.
+var legacyTools = map[string]bool{"_mcpi_handshake": true, "_kyaos_handshake": true, "_mcpi": true}
+
+// isLegacyForm reports whether body is one older KYA handshake message: a
+// JSON-RPC "handshake" with KYA params (challenge.IsLegacyHandshake), or a
+// tools/call of a legacy tool. Since `legacy_handshake pass` lets these
+// through without a credential, the test is strict: one object, and no
+// member name of the message or its params repeated in any letter case, so
+// that no upstream JSON parser can read a different method or tool name
+// than the edge did.
+func isLegacyForm(body []byte) bool {
+	if !json.Valid(body) {
+		return false
+	}
+	i := skipWS(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return false
+	}
+	top, ok := uniqueMembers(body, i)
+	if !ok {
+		return false
+	}
+	method, ok := top["method"]
+	if !ok || method.name != "method" || body[method.valStart] != '"' {
+		return false
+	}
+	var name string
+	if json.Unmarshal(body[method.valStart:method.valEnd], &name) != nil {
+		return false
+	}
+	params, ok := top["params"]
+	if !ok || params.name != "params" || body[params.valStart] != '{' {
+		return false
+	}
+	pm, ok := uniqueMembers(body, params.valStart)
+	if !ok {
+		return false
+	}
+	switch name {
+	case challenge.DefaultHandshakeMethod:
+		return challenge.IsLegacyHandshake(body)
+	case "tools/call":
+		tool, ok := pm["name"]
+		if !ok || tool.name != "name" || body[tool.valStart] != '"' {
+			return false
+		}
+		var t string
+		return json.Unmarshal(body[tool.valStart:tool.valEnd], &t) == nil && legacyTools[t]
+	}
+	return false
+}
+
+// uniqueMembers lists the members of the object at b[i] by lower-cased
+// name; ok is false if a name repeats in any case. b must be valid JSON.
+func uniqueMembers(b []byte, i int) (map[string]member, bool) {
+	ms := objectMembers(b, i)
+	out := make(map[string]member, len(ms))
+	for _, m := range ms {
+		k := strings.ToLower(m.name)
+		if _, dup := out[k]; dup {
+			return nil, false
+		}
+		out[k] = m
+	}
+	return out, true
+}
+
+// passLegacy forwards a legacy KYA handshake untouched, without identity,
+// when it presents neither a credential nor an edge session
+// (`legacy_handshake pass`). When it does present one, the regular path
+// verifies it (and adds the identity) instead.
+func (h *Handler) passLegacy(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) (bool, error) {
+	ex, err := extract(w, r, h.enabled, h.MaxBodySize, false)
+	if err != nil || len(ex.found) > 0 || (ex.foreignBearer && h.NonDelegationBearer == bearerReject) {
+		return false, nil
+	}
+	if d, err := h.sessionDelegation(r); d != nil || err != nil {
+		return false, nil
+	}
+	if c := h.logger.Check(zapcore.DebugLevel, "legacy KYA handshake passed through without a credential"); c != nil {
+		c.Write(zap.String("path", r.URL.Path))
+	}
+	return true, next.ServeHTTP(w, r)
+}

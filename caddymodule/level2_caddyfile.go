@@ -1,0 +1,175 @@
+package caddymodule
+
+import (
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+)
+
+// unmarshalLevel2 parses a Level 2 subdirective of the mcpi block;
+// handled is false for a name it does not know. Syntax (each at most once):
+//
+//	edge_did <did>                      # default did:web:<request host>
+//	signing_key <file>                  # private JWK or PEM; default: generated, kept in storage
+//	signing_alg EdDSA|ES256             # of a generated key; default EdDSA
+//	assertion_ttl <duration>            # whole seconds, at most 5m; default 60s
+//	assertion_form jws|hash             # default jws
+//	assertion_reuse on|off              # reuse a signed assertion while fresh; default on
+//	header_profile mcpi|kya-os|both     # default mcpi
+//	upstream <origin>                   # e.g. http://127.0.0.1:9000: the aud, and what auto probes
+//	upstream_mcpi on|off|auto           # default on
+//	mcpi_probe_ttl <duration>           # default 5m
+//	key_storage_key <name>              # default mcpi/edge-keys.json
+//	key_reload_interval <duration>      # default 30s
+//	key_retention <duration>            # default assertion_ttl + key_reload_interval + 60s
+//	reputation {
+//		score <did> <0..100 | 0.0..1.0>  # repeatable, once per DID
+//		endpoint <url with {did}>        # GET, answers {"score": <number>}
+//		cache_ttl <duration>             # default 5m
+//		timeout <duration>               # default 1s
+//	}
+func (h *Handler) unmarshalLevel2(d *caddyfile.Dispenser, name string) (handled bool, err error) {
+	c := &h.Level2Config
+	once := func(set bool) error {
+		if set {
+			return d.Errf("%s already specified", name)
+		}
+		return nil
+	}
+	// oneOf reads one argument that must be one of allowed.
+	oneOf := func(dst *string, allowed ...string) error {
+		if err := once(*dst != ""); err != nil {
+			return err
+		}
+		var v string
+		if !d.AllArgs(&v) {
+			return d.ArgErr()
+		}
+		for _, a := range allowed {
+			if v == a {
+				*dst = v
+				return nil
+			}
+		}
+		return d.Errf("%s: unknown value %q", name, v)
+	}
+	// oneArg reads one free-form argument.
+	oneArg := func(dst *string) error {
+		if err := once(*dst != ""); err != nil {
+			return err
+		}
+		if !d.AllArgs(dst) {
+			return d.ArgErr()
+		}
+		return nil
+	}
+
+	switch name {
+	case "edge_did":
+		err = oneArg(&c.EdgeDID)
+	case "signing_key":
+		err = oneArg(&c.SigningKey)
+	case "signing_alg":
+		err = oneOf(&c.SigningAlg, algEdDSA, algES256)
+	case "assertion_ttl":
+		if err = once(c.AssertionTTL != 0); err == nil {
+			err = parseDuration(d, &c.AssertionTTL)
+		}
+	case "assertion_form":
+		err = oneOf(&c.AssertionForm, formJWS, formHash)
+	case "assertion_reuse":
+		if err = once(c.AssertionReuse != nil); err != nil {
+			break
+		}
+		var v string
+		if err = oneOf(&v, "on", "off"); err == nil {
+			on := v == "on"
+			c.AssertionReuse = &on
+		}
+	case "header_profile":
+		err = oneOf(&c.HeaderProfile, profileMCPI, profileKYAOS, profileBoth)
+	case "upstream":
+		if err = oneArg(&c.Upstream); err == nil {
+			if _, perr := parseUpstreamOrigin(c.Upstream); perr != nil {
+				err = d.Err(perr.Error())
+			}
+		}
+	case "upstream_mcpi":
+		err = oneOf(&c.UpstreamMCPI, upstreamOn, upstreamOff, upstreamAuto)
+	case "mcpi_probe_ttl":
+		if err = once(c.MCPIProbeTTL != 0); err == nil {
+			err = parseDuration(d, &c.MCPIProbeTTL)
+		}
+	case "key_storage_key":
+		err = oneArg(&c.KeyStorageKey)
+	case "key_reload_interval":
+		if err = once(c.KeyReloadInterval != 0); err == nil {
+			err = parseDuration(d, &c.KeyReloadInterval)
+		}
+	case "key_retention":
+		if err = once(c.KeyRetention != 0); err == nil {
+			err = parseDuration(d, &c.KeyRetention)
+		}
+	case "reputation":
+		if err = once(c.Reputation != nil); err == nil {
+			err = h.unmarshalReputation(d)
+		}
+	default:
+		return false, nil
+	}
+	return true, err
+}
+
+// unmarshalReputation parses the reputation block.
+func (h *Handler) unmarshalReputation(d *caddyfile.Dispenser) error {
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	rc := new(ReputationConfig)
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch sub := d.Val(); sub {
+		case "score":
+			var did, val string
+			if !d.AllArgs(&did, &val) {
+				return d.ArgErr()
+			}
+			if _, dup := rc.Scores[did]; dup {
+				return d.Errf("reputation: score for %s already specified", did)
+			}
+			v, err := parseReputationScore(val)
+			if err != nil {
+				return d.Errf("reputation: %v", err)
+			}
+			if rc.Scores == nil {
+				rc.Scores = make(map[string]float64)
+			}
+			rc.Scores[did] = v
+		case "endpoint":
+			if rc.Endpoint != "" {
+				return d.Errf("reputation: endpoint already specified")
+			}
+			if !d.AllArgs(&rc.Endpoint) {
+				return d.ArgErr()
+			}
+		case "cache_ttl":
+			if rc.CacheTTL != 0 {
+				return d.Errf("reputation: cache_ttl already specified")
+			}
+			if err := parseDuration(d, &rc.CacheTTL); err != nil {
+				return err
+			}
+		case "timeout":
+			if rc.Timeout != 0 {
+				return d.Errf("reputation: timeout already specified")
+			}
+			if err := parseDuration(d, &rc.Timeout); err != nil {
+				return err
+			}
+		default:
+			return d.Errf("unrecognized reputation subdirective %q", sub)
+		}
+	}
+	if len(rc.Scores) == 0 && rc.Endpoint == "" {
+		return d.Err("reputation needs at least one score or an endpoint")
+	}
+	h.Reputation = rc
+	return nil
+}

@@ -1,0 +1,1055 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	_ "github.com/caddyserver/caddy/v2/modules/filestorage" // caddy.storage.file_system, for rotate-key configs
+	"github.com/caddyserver/certmagic"
+	"github.com/lestrrat-go/jwx/v2/jwk"
+	"github.com/lestrrat-go/jwx/v2/jws"
+	"github.com/lestrrat-go/jwx/v2/jwt"
+	"go.uber.org/zap"
+
+	"github.com/mcpi-edge/caddy-mcpi/assertion"
+	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/vc"
+)
+
+func TestLevel2Caddyfile(t *testing.T) {
+	on, off := true, false
+	tests := []struct {
+		name    string
+		input   string
+		want    Level2Config
+		wantErr string
+	}{
+		{
+			name: "every subdirective",
+			input: `mcpi {
+				level 2
+				trust any
+				edge_did did:web:edge.example.com
+				signing_alg ES256
+				assertion_ttl 2m
+				assertion_form hash
+				assertion_reuse off
+				header_profile both
+				upstream http://127.0.0.1:9000
+				upstream_mcpi auto
+				mcpi_probe_ttl 30s
+				key_storage_key mcpi/other.json
+				key_reload_interval 10s
+				key_retention 10m
+				reputation {
+					score ` + testDID + ` 87
+					score did:web:agent.example.com 0.5
+					endpoint https://rep.example.com/score/{did}
+					cache_ttl 1m
+					timeout 500ms
+				}
+			}`,
+			want: Level2Config{
+				EdgeDID:           "did:web:edge.example.com",
+				SigningAlg:        "ES256",
+				AssertionTTL:      caddy.Duration(2 * time.Minute),
+				AssertionForm:     "hash",
+				AssertionReuse:    &off,
+				HeaderProfile:     "both",
+				Upstream:          "http://127.0.0.1:9000",
+				UpstreamMCPI:      "auto",
+				MCPIProbeTTL:      caddy.Duration(30 * time.Second),
+				KeyStorageKey:     "mcpi/other.json",
+				KeyReloadInterval: caddy.Duration(10 * time.Second),
+				KeyRetention:      caddy.Duration(10 * time.Minute),
+				Reputation: &ReputationConfig{
+					Scores:   map[string]float64{testDID: 87, "did:web:agent.example.com": 50},
+					Endpoint: "https://rep.example.com/score/{did}",
+					CacheTTL: caddy.Duration(time.Minute),
+					Timeout:  caddy.Duration(500 * time.Millisecond),
+				},
+			},
+		},
+		{
+			name:  "signing key, reuse on, profile kya-os",
+			input: "mcpi {\n trust any\n signing_key /etc/caddy/edge.jwk\n assertion_reuse on\n header_profile kya-os\n upstream_mcpi off\n}",
+			want:  Level2Config{SigningKey: "/etc/caddy/edge.jwk", AssertionReuse: &on, HeaderProfile: "kya-os", UpstreamMCPI: "off"},
+		},
+		{name: "twice", input: "mcpi {\n edge_did did:web:a\n edge_did did:web:b\n}", wantErr: "edge_did already specified"},
+		{name: "ttl twice", input: "mcpi {\n assertion_ttl 10s\n assertion_ttl 20s\n}", wantErr: "assertion_ttl already specified"},
+		{name: "reuse twice", input: "mcpi {\n assertion_reuse on\n assertion_reuse on\n}", wantErr: "assertion_reuse already specified"},
+		{name: "reputation twice", input: "mcpi {\n reputation {\n score " + testDID + " 1\n }\n reputation {\n score " + testDID + " 1\n }\n}", wantErr: "reputation already specified"},
+		{name: "bad alg", input: "mcpi {\n signing_alg RS256\n}", wantErr: `unknown value "RS256"`},
+		{name: "bad form", input: "mcpi {\n assertion_form vc\n}", wantErr: `unknown value "vc"`},
+		{name: "bad profile", input: "mcpi {\n header_profile kya\n}", wantErr: `unknown value "kya"`},
+		{name: "bad mode", input: "mcpi {\n upstream_mcpi maybe\n}", wantErr: `unknown value "maybe"`},
+		{name: "upstream with path", input: "mcpi {\n upstream http://127.0.0.1:9000/mcp\n}", wantErr: "must be an origin"},
+		{name: "upstream relative", input: "mcpi {\n upstream 127.0.0.1:9000\n}", wantErr: "not an absolute"},
+		{name: "missing arg", input: "mcpi {\n edge_did\n}", wantErr: "wrong argument count"},
+		{name: "extra arg", input: "mcpi {\n upstream_mcpi on off\n}", wantErr: "wrong argument count"},
+		{name: "bad duration", input: "mcpi {\n assertion_ttl soon\n}", wantErr: "invalid duration"},
+		{name: "reputation empty", input: "mcpi {\n reputation {\n }\n}", wantErr: "at least one score or an endpoint"},
+		{name: "reputation arg", input: "mcpi {\n reputation x {\n score " + testDID + " 1\n }\n}", wantErr: "wrong argument count"},
+		{name: "score out of range", input: "mcpi {\n reputation {\n score " + testDID + " 101\n }\n}", wantErr: "outside 0..100"},
+		{name: "score not a number", input: "mcpi {\n reputation {\n score " + testDID + " high\n }\n}", wantErr: "not a number"},
+		{name: "score twice", input: "mcpi {\n reputation {\n score " + testDID + " 1\n score " + testDID + " 2\n }\n}", wantErr: "already specified"},
+		{name: "reputation unknown", input: "mcpi {\n reputation {\n weight 1\n }\n}", wantErr: `unrecognized reputation subdirective "weight"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var h Handler
+			err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tt.input))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(h.Level2Config, tt.want) {
+				t.Errorf("got  %+v\nwant %+v", h.Level2Config, tt.want)
+			}
+		})
+	}
+}
+
+// TestLevel2CaddyfileAdapt: the Level 2 fields are top-level JSON fields of
+// the handler.
+func TestLevel2CaddyfileAdapt(t *testing.T) {
+	in := `:8080 {
+	mcpi {
+		level 2
+		trust any
+		edge_did did:web:edge.example.com
+		assertion_ttl 30s
+		upstream http://127.0.0.1:9000
+		upstream_mcpi auto
+		reputation {
+			score did:web:agent.example.com 0.9
+		}
+	}
+}
+`
+	want := `{
+	"apps": {
+		"http": {
+			"servers": {
+				"srv0": {
+					"listen": [":8080"],
+					"routes": [{
+						"handle": [{
+							"assertion_ttl": 30000000000,
+							"edge_did": "did:web:edge.example.com",
+							"handler": "mcpi",
+							"level": 2,
+							"reputation": {"scores": {"did:web:agent.example.com": 90}},
+							"trusted_issuers": ["*"],
+							"upstream": "http://127.0.0.1:9000",
+							"upstream_mcpi": "auto"
+						}]
+					}]
+				}
+			}
+		}
+	}
+}`
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, []byte(want), "", "\t"); err != nil {
+		t.Fatal(err)
+	}
+	if !caddytest.CompareAdapt(t, "level2", in, "caddyfile", buf.String()) {
+		t.Error("adapted JSON differs (diff above)")
+	}
+}
+
+func TestValidateLevel2(t *testing.T) {
+	ok := []Level2Config{
+		{},
+		{AssertionTTL: caddy.Duration(300 * time.Second)},
+		{UpstreamMCPI: "auto", Upstream: "https://api.example.com"},
+		{KeyRetention: caddy.Duration(91 * time.Second)},
+		{Reputation: &ReputationConfig{Endpoint: "https://rep.example.com/x?did={did}"}},
+	}
+	bad := map[string]Level2Config{
+		"edge DID":          {EdgeDID: "edge.example.com"},
+		"edge DID fragment": {EdgeDID: "did:web:edge.example.com#key"},
+		"alg":               {SigningAlg: "HS256"},
+		"ttl too long":      {AssertionTTL: caddy.Duration(301 * time.Second)},
+		"ttl fraction":      {AssertionTTL: caddy.Duration(1500 * time.Millisecond)},
+		"form":              {AssertionForm: "vc"},
+		"profile":           {HeaderProfile: "x"},
+		"auto without url":  {UpstreamMCPI: "auto"},
+		"upstream path":     {Upstream: "https://api.example.com/mcp"},
+		"mode":              {UpstreamMCPI: "yes"},
+		"retention short":   {KeyRetention: caddy.Duration(89 * time.Second)},
+		"reload short":      {KeyReloadInterval: caddy.Duration(time.Millisecond)},
+		"key and storage":   {SigningKey: "/k.jwk", KeyStorageKey: "k.json"},
+		"storage key":       {KeyStorageKey: "../k.json"},
+		"reputation empty":  {Reputation: &ReputationConfig{}},
+		"reputation did":    {Reputation: &ReputationConfig{Scores: map[string]float64{"agent": 1}}},
+		"reputation score":  {Reputation: &ReputationConfig{Scores: map[string]float64{testDID: 200}}},
+		"endpoint no did":   {Reputation: &ReputationConfig{Endpoint: "https://rep.example.com/score"}},
+		"endpoint relative": {Reputation: &ReputationConfig{Endpoint: "/score/{did}"}},
+	}
+	for i, c := range ok {
+		h := Handler{Level: 2, TrustedIssuers: []string{"*"}, Level2Config: c}
+		if err := h.Validate(); err != nil {
+			t.Errorf("ok[%d]: %v", i, err)
+		}
+	}
+	for name, c := range bad {
+		h := Handler{Level: 2, TrustedIssuers: []string{"*"}, Level2Config: c}
+		if err := h.Validate(); err == nil {
+			t.Errorf("%s: Validate = nil", name)
+		}
+	}
+}
+
+// fileStorage is Caddy's file_system storage in a temporary directory,
+// adapted as the handler adapts ctx.Storage().
+func fileStorage(t testing.TB) edgeKeyStorage {
+	return edgeKeyStorage{&certmagic.FileStorage{Path: t.TempDir()}}
+}
+
+// l2Handler provisions a Level 2 handler trusting f's user, with its key
+// set in st (nil: in memory).
+func (f fixture) l2Handler(t testing.TB, st assertion.Storage, mod func(*Handler)) *Handler {
+	t.Helper()
+	h := &Handler{Level: 2, TrustedIssuers: []string{f.user.did}}
+	h.l2.storage = st
+	if mod != nil {
+		mod(h)
+	}
+	return provision(t, h)
+}
+
+// jwksOf fetches the handler's JWKS through ServeHTTP.
+func jwksOf(t testing.TB, h *Handler) jwk.Set {
+	t.Helper()
+	res := serve(t, h, newRequest(http.MethodGet, wellKnownJWKS, ""))
+	if res.called || res.rec.Code != http.StatusOK {
+		t.Fatalf("GET %s: %d, next called %t", wellKnownJWKS, res.rec.Code, res.called)
+	}
+	set, err := jwk.Parse(res.rec.Body.Bytes())
+	if err != nil {
+		t.Fatalf("JWKS %s: %v", res.rec.Body, err)
+	}
+	return set
+}
+
+// verifyAssertion checks an X-Verified-Delegation with jwx against set and
+// returns its claims.
+func verifyAssertion(t testing.TB, tok string, set jwk.Set, aud string) jwt.Token {
+	t.Helper()
+	msg, err := jws.Parse([]byte(tok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if typ := msg.Signatures()[0].ProtectedHeaders().Type(); typ != assertion.Type {
+		t.Errorf("typ = %q", typ)
+	}
+	parsed, err := jwt.Parse([]byte(tok), jwt.WithKeySet(set), jwt.WithValidate(true), jwt.WithAudience(aud))
+	if err != nil {
+		t.Fatalf("assertion does not verify against the JWKS: %v", err)
+	}
+	return parsed
+}
+
+func TestInjectIdentityStripsThenSets(t *testing.T) {
+	f := newFixture(t)
+	h := f.l2Handler(t, fileStorage(t), nil)
+	tok := f.jwt(t, nil)
+
+	r := newRequest(http.MethodPost, "/mcp", toolsCallBody)
+	r.Header.Set("Authorization", "Bearer "+tok)
+	// Forged identity in every spelling a client (or a sloppy upstream
+	// stack) could use.
+	r.Header["X-Agent-Did"] = []string{"did:key:forged"}
+	r.Header["x-agent-did"] = []string{"did:key:forged"}
+	r.Header["X_Agent_DID"] = []string{"did:key:forged"}
+	r.Header["X-User-Did"] = []string{"did:key:forged-user"}
+	r.Header["X-Verified-Delegation"] = []string{"forged"}
+	r.Header["X-Agent-Reputation-Score"] = []string{"100"}
+	r.Header["Kya-Os-Agent-Did"] = []string{"did:key:forged"}
+	res := serve(t, h, r)
+	if !res.called {
+		t.Fatalf("next not called: %d %s", res.rec.Code, res.rec.Body)
+	}
+	got := res.fwd.Header
+	for k := range got {
+		n := strings.ToLower(strings.ReplaceAll(k, "_", "-"))
+		if strings.HasPrefix(n, "x-") && k != hdrAgentDID && k != hdrUserDID && k != hdrVerifiedDelegation {
+			t.Errorf("forwarded header %s", k)
+		}
+		if strings.HasPrefix(n, "kya-") {
+			t.Errorf("forwarded header %s", k)
+		}
+	}
+	if v := got.Values(hdrAgentDID); len(v) != 1 || v[0] != f.agent.did {
+		t.Errorf("X-Agent-DID = %q, want the agent", v)
+	}
+	if v := got.Values(hdrUserDID); len(v) != 1 || v[0] != f.user.did {
+		t.Errorf("X-User-DID = %q, want the user", v)
+	}
+	if got.Get(hdrReputation) != "" {
+		t.Error("reputation header without a reputation source")
+	}
+	proof := got.Get(hdrVerifiedDelegation)
+	aud := "http://" + testHost
+	claims := verifyAssertion(t, proof, jwksOf(t, h), aud)
+	if claims.Issuer() != "did:web:"+testHost || claims.Subject() != f.user.did {
+		t.Errorf("iss %q sub %q", claims.Issuer(), claims.Subject())
+	}
+	if life := claims.Expiration().Sub(claims.IssuedAt()); life != defaultAssertionTTL {
+		t.Errorf("lifetime %v", life)
+	}
+	act, _ := claims.Get("act")
+	if m, _ := act.(map[string]any); m["sub"] != f.agent.did {
+		t.Errorf("act = %v", act)
+	}
+	if scope, _ := claims.Get("scope"); scope != "tools:read echo:execute" {
+		t.Errorf("scope = %v", scope)
+	}
+	if vh, _ := claims.Get("vc_hash"); !strings.HasPrefix(vh.(string), "sha256:") {
+		t.Errorf("vc_hash = %v", vh)
+	}
+	if _, err := jwt.Parse([]byte(tamperJWS(proof)), jwt.WithKeySet(jwksOf(t, h))); err == nil {
+		t.Error("tampered assertion verified")
+	}
+
+	// injectIdentity itself strips before setting, whatever reached it.
+	d := delegationOf(t, h, tok)
+	r2 := httptest.NewRequest(http.MethodGet, "http://"+testHost+"/mcp", nil)
+	r2.Header["X_User_Did"] = []string{"forged"}
+	r2.Header["x-verified-delegation"] = []string{"forged"}
+	if err := h.injectIdentity(r2, d); err != nil {
+		t.Fatal(err)
+	}
+	if len(r2.Header) != 3 || r2.Header.Get(hdrUserDID) != f.user.did {
+		t.Errorf("headers after injectIdentity: %v", r2.Header)
+	}
+}
+
+// tamperJWS flips a character in the middle of the signature.
+func tamperJWS(s string) string {
+	i := strings.LastIndexByte(s, '.') + (len(s)-strings.LastIndexByte(s, '.'))/2
+	b := []byte(s)
+	b[i] ^= 1
+	if b[i] == '.' || b[i] == s[i] {
+		b[i] = 'A'
+	}
+	return string(b)
+}
+
+func delegationOf(t testing.TB, h *Handler, tok string) *vc.Delegation {
+	t.Helper()
+	d, err := h.verifier.Verify(context.Background(), []byte(tok), vc.ForAudience("https://"+testHost))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestInjectIdentityLevel1AndOff(t *testing.T) {
+	f := newFixture(t)
+	tok := f.jwt(t, nil)
+	for name, h := range map[string]*Handler{
+		"level 1": f.handler(t, nil),
+		"off":     f.l2Handler(t, nil, func(h *Handler) { h.UpstreamMCPI = upstreamOff }),
+	} {
+		r := newRequest(http.MethodGet, "/mcp", "")
+		r.Header.Set("Authorization", "Bearer "+tok)
+		r.Header.Set("X-Agent-DID", "did:key:forged")
+		res := serve(t, h, r)
+		if !res.called {
+			t.Fatalf("%s: next not called", name)
+		}
+		for k := range res.fwd.Header {
+			if n := strings.ToLower(k); strings.HasPrefix(n, "x-") || strings.HasPrefix(n, "kya-") {
+				t.Errorf("%s: forwarded %s", name, k)
+			}
+		}
+		// Level 1 does not publish edge keys: the path needs a credential.
+		if name == "level 1" {
+			if res := serve(t, h, newRequest(http.MethodGet, wellKnownJWKS, "")); res.rec.Code != http.StatusUnauthorized {
+				t.Errorf("level 1 answered %s with %d", wellKnownJWKS, res.rec.Code)
+			}
+		}
+	}
+}
+
+func TestInjectIdentityHashForm(t *testing.T) {
+	f := newFixture(t)
+	h := f.l2Handler(t, nil, func(h *Handler) { h.AssertionForm = formHash })
+	d := delegationOf(t, h, f.jwt(t, nil))
+	r := httptest.NewRequest(http.MethodGet, "http://"+testHost+"/mcp", nil)
+	if err := h.injectIdentity(r, d); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Header.Get(hdrVerifiedDelegation); got != d.HashRef() || !strings.HasPrefix(got, "sha256:") || len(got) != 71 {
+		t.Errorf("X-Verified-Delegation = %q, want %q", got, d.HashRef())
+	}
+	if r.Header.Get(hdrAgentDID) != f.agent.did || r.Header.Get(hdrUserDID) != f.user.did {
+		t.Errorf("DIDs: %v", r.Header)
+	}
+}
+
+func TestInjectIdentityKYAOS(t *testing.T) {
+	f := newFixture(t)
+	for _, profile := range []string{profileKYAOS, profileBoth} {
+		h := f.l2Handler(t, nil, func(h *Handler) {
+			h.HeaderProfile = profile
+			h.Upstream = "http://API.example.com:9000"
+		})
+		d := delegationOf(t, h, f.jwt(t, nil))
+		r := httptest.NewRequest(http.MethodGet, "http://"+testHost+"/mcp", nil)
+		if err := h.injectIdentity(r, d); err != nil {
+			t.Fatal(err)
+		}
+		if r.Header.Get("KYA-OS-Agent-DID") != f.agent.did {
+			t.Errorf("%s: KYA-OS-Agent-DID = %q", profile, r.Header.Get("KYA-OS-Agent-DID"))
+		}
+		proof := r.Header.Get("KYA-OS-Delegation-Proof")
+		msg, err := jws.Parse([]byte(proof))
+		if err != nil {
+			t.Fatalf("%s: %v", profile, err)
+		}
+		if typ := msg.Signatures()[0].ProtectedHeaders().Type(); typ != "JWT" {
+			t.Errorf("%s: typ %q", profile, typ)
+		}
+		claims, err := jwt.Parse([]byte(proof), jwt.WithKeySet(jwksOf(t, h)), jwt.WithValidate(true), jwt.WithAudience("api.example.com:9000"))
+		if err != nil {
+			t.Fatalf("%s: %v", profile, err)
+		}
+		if claims.Subject() != f.user.did || claims.Expiration().Sub(claims.IssuedAt()) != assertion.KYAOSProofLifetime {
+			t.Errorf("%s: sub %q life %v", profile, claims.Subject(), claims.Expiration().Sub(claims.IssuedAt()))
+		}
+		if scope, _ := claims.Get("scope"); scope != "tools:read,echo:execute" {
+			t.Errorf("%s: scope %v", profile, scope)
+		}
+		if chain, _ := claims.Get("delegation_chain"); !reflect.DeepEqual(chain, []any{d.DelegationID}) {
+			t.Errorf("%s: delegation_chain %v", profile, chain)
+		}
+		hasMCPI := r.Header.Get(hdrVerifiedDelegation) != ""
+		if hasMCPI != (profile == profileBoth) {
+			t.Errorf("%s: X-Verified-Delegation present = %t", profile, hasMCPI)
+		}
+		if profile == profileBoth {
+			// The configured upstream is the aud of the MCP-I assertion.
+			verifyAssertion(t, r.Header.Get(hdrVerifiedDelegation), jwksOf(t, h), "http://api.example.com:9000")
+		}
+	}
+}
+
+// TestInjectIdentityExpired: a delegation that expires before the assertion
+// could be issued is the client's fault: 401 expired, not a 500.
+func TestInjectIdentityExpired(t *testing.T) {
+	f := newFixture(t)
+	h := f.l2Handler(t, nil, nil)
+	d := delegationOf(t, h, f.jwt(t, nil))
+	d.ExpiresAt = time.Now().Add(-time.Second)
+	err := h.injectIdentity(httptest.NewRequest(http.MethodGet, "http://"+testHost+"/", nil), d)
+	if !errors.Is(err, assertion.ErrDelegationExpired) {
+		t.Fatalf("err = %v", err)
+	}
+	rej := h.rejectionFor(err)
+	if rej.status != http.StatusUnauthorized || rej.reason != "expired" {
+		t.Errorf("rejection %+v", rej)
+	}
+	if rej := h.rejectionFor(errEdgeIdentity); rej.status != http.StatusInternalServerError {
+		t.Errorf("edge failure rejection %+v", rej)
+	}
+}
+
+func TestServeLevel2WellKnown(t *testing.T) {
+	f := newFixture(t)
+	h := f.l2Handler(t, nil, nil)
+
+	set := jwksOf(t, h)
+	if set.Len() != 1 {
+		t.Fatalf("JWKS has %d keys", set.Len())
+	}
+	k, _ := set.Key(0)
+	if !strings.HasPrefix(k.KeyID(), "did:web:"+testHost+"#") || k.Algorithm().String() != "EdDSA" {
+		t.Errorf("kid %q alg %q", k.KeyID(), k.Algorithm())
+	}
+	if _, err := k.PublicKey(); err != nil {
+		t.Error(err)
+	}
+	if _, ok := k.(jwk.OKPPrivateKey); ok {
+		t.Fatal("JWKS publishes a private key")
+	}
+
+	res := serve(t, h, newRequest(http.MethodGet, "/.well-known/did.json", ""))
+	var doc struct {
+		ID                 string `json:"id"`
+		VerificationMethod []struct {
+			ID string `json:"id"`
+		} `json:"verificationMethod"`
+		AssertionMethod []string `json:"assertionMethod"`
+	}
+	if err := json.Unmarshal(res.rec.Body.Bytes(), &doc); err != nil || res.called {
+		t.Fatalf("did.json: %v %s", err, res.rec.Body)
+	}
+	if doc.ID != "did:web:"+testHost || len(doc.VerificationMethod) != 1 || doc.VerificationMethod[0].ID != k.KeyID() || doc.AssertionMethod[0] != k.KeyID() {
+		t.Errorf("did.json = %s", res.rec.Body)
+	}
+
+	// Anything else on those paths is an ordinary request.
+	if res := serve(t, h, newRequest(http.MethodPost, wellKnownJWKS, "{}")); res.rec.Code != http.StatusUnauthorized {
+		t.Errorf("POST %s: %d", wellKnownJWKS, res.rec.Code)
+	}
+
+	// A configured did:web with a path is served where did:web puts it.
+	h2 := f.l2Handler(t, nil, func(h *Handler) { h.EdgeDID = "did:web:edge.example.com:tenants:a" })
+	res = serve(t, h2, newRequest(http.MethodGet, "/tenants/a/did.json", ""))
+	if res.rec.Code != http.StatusOK || !strings.Contains(res.rec.Body.String(), `"id":"did:web:edge.example.com:tenants:a"`) {
+		t.Errorf("did.json at path: %d %s", res.rec.Code, res.rec.Body)
+	}
+	if res := serve(t, h2, newRequest(http.MethodGet, "/.well-known/did.json", "")); res.rec.Code != http.StatusUnauthorized {
+		t.Errorf("well-known did.json of a path DID: %d", res.rec.Code)
+	}
+	// A non-did:web edge DID has no did.json, but a JWKS.
+	h3 := f.l2Handler(t, nil, func(h *Handler) { h.EdgeDID = testDID })
+	if res := serve(t, h3, newRequest(http.MethodGet, "/.well-known/did.json", "")); res.rec.Code != http.StatusUnauthorized {
+		t.Errorf("did.json of a did:key edge: %d", res.rec.Code)
+	}
+	if k, _ := jwksOf(t, h3).Key(0); !strings.HasPrefix(k.KeyID(), testDID+"#") {
+		t.Errorf("kid %q", k.KeyID())
+	}
+}
+
+func TestEdgeKeyStorageFileSystem(t *testing.T) {
+	ctx := context.Background()
+	st := fileStorage(t)
+	if _, err := st.Load(ctx, "mcpi/none.json"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Load of a missing key: %v", err)
+	}
+	gen := func() (crypto.PrivateKey, error) { return generateEdgeKey(algEdDSA) }
+	ks, err := assertion.LoadOrCreateWithRetention(ctx, st, defaultKeyStorageKey, 90*time.Second, gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ks.Retention() != 90*time.Second {
+		t.Errorf("retention %v", ks.Retention())
+	}
+	again, err := assertion.LoadOrCreateWithRetention(ctx, st, defaultKeyStorageKey, 30*time.Second, gen)
+	if err != nil || again.Current().Thumbprint != ks.Current().Thumbprint || again.Retention() != 90*time.Second {
+		t.Fatalf("second load: %v; retention %v (never lowered)", err, again.Retention())
+	}
+	raised, err := assertion.LoadOrCreateWithRetention(ctx, st, defaultKeyStorageKey, 2500*time.Millisecond+120*time.Second, gen)
+	if err != nil || raised.Current().Thumbprint != ks.Current().Thumbprint || raised.Retention() != 123*time.Second {
+		t.Fatalf("raise: %v; retention %v", err, raised.Retention())
+	}
+	data, err := st.Load(ctx, defaultKeyStorageKey)
+	if err != nil || !strings.Contains(string(data), `"retention_seconds":123`) {
+		t.Fatalf("stored set: %v %s", err, data)
+	}
+
+	// Two handlers on one storage (two replicas) sign with the same key.
+	f := newFixture(t)
+	h1 := f.l2Handler(t, st, nil)
+	h2 := f.l2Handler(t, st, nil)
+	k1, k2 := h1.l2.rt.ks.Load().Current(), h2.l2.rt.ks.Load().Current()
+	if k1.Thumbprint != ks.Current().Thumbprint || k2.Thumbprint != k1.Thumbprint {
+		t.Fatalf("replicas use keys %s and %s, stored %s", k1.Thumbprint, k2.Thumbprint, ks.Current().Thumbprint)
+	}
+	tok := f.jwt(t, nil)
+	d := delegationOf(t, h1, tok)
+	sign := func(h *Handler) string {
+		r := httptest.NewRequest(http.MethodGet, "http://"+testHost+"/mcp", nil)
+		if err := h.injectIdentity(r, d); err != nil {
+			t.Fatal(err)
+		}
+		return r.Header.Get(hdrVerifiedDelegation)
+	}
+	before := sign(h2)
+	verifyAssertion(t, before, jwksOf(t, h1), "http://"+testHost)
+
+	// Rotation in the storage (what `caddy mcpi rotate-key` does) reaches a
+	// running handler on reload; the old key stays published.
+	rotated, err := assertion.RotateStored(ctx, st, defaultKeyStorageKey, time.Now(), gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h1.l2.rt.reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := sign(h1)
+	set := jwksOf(t, h1)
+	if set.Len() != 2 {
+		t.Fatalf("JWKS after rotation has %d keys", set.Len())
+	}
+	verifyAssertion(t, before, set, "http://"+testHost)
+	verifyAssertion(t, after, set, "http://"+testHost)
+	if kidOf(t, after) == kidOf(t, before) || !strings.HasSuffix(kidOf(t, after), rotated.Current().Thumbprint) {
+		t.Errorf("kids before %s after %s", kidOf(t, before), kidOf(t, after))
+	}
+	// h2 has not reloaded yet, but a JWKS request makes it look.
+	h2.l2.rt.reloadMu.Lock()
+	h2.l2.rt.lastLoad = time.Time{}
+	h2.l2.rt.reloadMu.Unlock()
+	if jwksOf(t, h2).Len() != 2 {
+		t.Error("JWKS request did not reload the rotated set")
+	}
+
+	// A stored set that cannot be decoded is never replaced.
+	if err := st.Store(ctx, "mcpi/bad.json", []byte("{")); err != nil {
+		t.Fatal(err)
+	}
+	bad := &Handler{Level: 2, TrustedIssuers: []string{"*"}, Level2Config: Level2Config{KeyStorageKey: "mcpi/bad.json"}}
+	bad.l2.storage = st
+	cctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	if err := bad.Provision(cctx); err == nil || !strings.Contains(err.Error(), "invalid key set") {
+		t.Errorf("Provision with a corrupt key set: %v", err)
+	}
+	if err := bad.Cleanup(); err != nil {
+		t.Error(err)
+	}
+}
+
+func kidOf(t testing.TB, tok string) string {
+	t.Helper()
+	msg, err := jws.Parse([]byte(tok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msg.Signatures()[0].ProtectedHeaders().KeyID()
+}
+
+func TestSigningKeyFile(t *testing.T) {
+	priv, err := didresolver.GenerateKey(didresolver.P256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwkBytes, err := didresolver.MarshalPrivateJWK(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "edge.jwk")
+	if err := os.WriteFile(path, jwkBytes, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t)
+	h := f.l2Handler(t, nil, func(h *Handler) { h.SigningKey = path })
+	if alg := h.l2.rt.ks.Load().Current().Alg; alg != algES256 {
+		t.Errorf("alg %s", alg)
+	}
+	d := delegationOf(t, h, f.jwt(t, nil))
+	r := httptest.NewRequest(http.MethodGet, "http://"+testHost+"/mcp", nil)
+	if err := h.injectIdentity(r, d); err != nil {
+		t.Fatal(err)
+	}
+	verifyAssertion(t, r.Header.Get(hdrVerifiedDelegation), jwksOf(t, h), "http://"+testHost)
+
+	wrong := &Handler{Level: 2, TrustedIssuers: []string{"*"}, Level2Config: Level2Config{SigningKey: path, SigningAlg: algEdDSA}}
+	cctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	if err := wrong.Provision(cctx); err == nil || !strings.Contains(err.Error(), "signing_alg") {
+		t.Errorf("alg mismatch: %v", err)
+	}
+	_ = wrong.Cleanup()
+}
+
+// upstreamDoc is an upstream whose /.well-known/mcp-i.json is served only
+// while serveDoc is set (after delay, if any).
+type upstreamDoc struct {
+	serveDoc atomic.Bool
+	delay    time.Duration
+	probes   atomic.Int32
+}
+
+func (u *upstreamDoc) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != probeDocPath {
+		http.NotFound(w, r)
+		return
+	}
+	u.probes.Add(1)
+	time.Sleep(u.delay)
+	if !u.serveDoc.Load() {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(`{"mcp_i":{"version":"2.0.0","endpoints":{"handshake":"/api/mcp/handshake"}}}`))
+}
+
+// injected reports whether one credentialed request got the Level 2
+// headers, and how long the handler took.
+func injected(t testing.TB, h *Handler, tok string) (bool, time.Duration) {
+	t.Helper()
+	r := newRequest(http.MethodGet, "/mcp", "")
+	r.Header.Set("Authorization", "Bearer "+tok)
+	start := time.Now()
+	res := serve(t, h, r)
+	took := time.Since(start)
+	if !res.called {
+		t.Fatalf("next not called: %d", res.rec.Code)
+	}
+	return res.fwd.Header.Get(hdrVerifiedDelegation) != "", took
+}
+
+// eventually polls cond every 20ms for up to 10s.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestUpstreamAuto(t *testing.T) {
+	f := newFixture(t)
+	tok := f.jwt(t, nil)
+	doc := &upstreamDoc{}
+	up := httptest.NewServer(doc)
+	defer up.Close()
+	h := f.l2Handler(t, nil, func(h *Handler) {
+		h.UpstreamMCPI = upstreamAuto
+		h.Upstream = up.URL
+		h.MCPIProbeTTL = caddy.Duration(100 * time.Millisecond)
+	})
+	p := h.l2.rt.probe
+	// Provisioning fired the first probe.
+	eventually(t, "first probe", func() bool { p.mu.Lock(); defer p.mu.Unlock(); return p.known })
+	if ok, _ := injected(t, h, tok); ok {
+		t.Fatal("identity headers for an upstream that declares nothing")
+	}
+
+	// The upstream starts serving the document: after the TTL a request
+	// re-probes in the background (answering with the stale "no"), and
+	// later requests get the headers.
+	doc.serveDoc.Store(true)
+	eventually(t, "upstream switched on", func() bool {
+		ok, took := injected(t, h, tok)
+		if took > 2*time.Second {
+			t.Errorf("a request waited %v for the probe", took)
+		}
+		return ok
+	})
+	// And off again when it stops.
+	doc.serveDoc.Store(false)
+	eventually(t, "upstream switched off", func() bool { ok, _ := injected(t, h, tok); return !ok })
+	if doc.probes.Load() < 3 {
+		t.Errorf("%d probes", doc.probes.Load())
+	}
+}
+
+// TestUpstreamAutoSlowProbe: the first request waits for the first probe
+// at most probeWait, then goes on as "not declared".
+func TestUpstreamAutoSlowProbe(t *testing.T) {
+	f := newFixture(t)
+	tok := f.jwt(t, nil)
+	doc := &upstreamDoc{delay: 1500 * time.Millisecond}
+	doc.serveDoc.Store(true)
+	up := httptest.NewServer(doc)
+	defer up.Close()
+	h := f.l2Handler(t, nil, func(h *Handler) {
+		h.UpstreamMCPI = upstreamAuto
+		h.Upstream = up.URL
+	})
+	ok, took := injected(t, h, tok)
+	if ok || took > time.Second {
+		t.Errorf("first request: injected %t after %v; want not injected, quickly", ok, took)
+	}
+	eventually(t, "probe result", func() bool { ok, _ := injected(t, h, tok); return ok })
+	if n := doc.probes.Load(); n != 1 {
+		t.Errorf("%d probes for one TTL", n)
+	}
+}
+
+// TestUpstreamAutoHeaderLearned: an MCP-I-Version header on an upstream
+// response (as reverse_proxy reports it) declares support for the requests
+// that follow.
+func TestUpstreamAutoHeaderLearned(t *testing.T) {
+	f := newFixture(t)
+	tok := f.jwt(t, nil)
+	doc := &upstreamDoc{} // never serves the document
+	up := httptest.NewServer(doc)
+	defer up.Close()
+	h := f.l2Handler(t, nil, func(h *Handler) {
+		h.UpstreamMCPI = upstreamAuto
+		h.Upstream = up.URL
+	})
+	p := h.l2.rt.probe
+	eventually(t, "first probe", func() bool { p.mu.Lock(); defer p.mu.Unlock(); return p.known })
+	if ok, _ := injected(t, h, tok); ok {
+		t.Fatal("injected before anything was declared")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	r := newRequest(http.MethodGet, "/mcp", "").WithContext(ctx)
+	r.Header.Set("Authorization", "Bearer "+tok)
+	repl := caddy.NewReplacer()
+	rec := httptest.NewRecorder()
+	r = caddyhttp.PrepareRequest(r, repl, rec, &caddyhttp.Server{})
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		if r.Header.Get(hdrVerifiedDelegation) != "" {
+			t.Error("injected into the request that taught it")
+		}
+		// What reverse_proxy does with the upstream's response headers.
+		repl.Set("http.reverse_proxy.header.Mcp-I-Version", "2.0.0")
+		w.Header().Set("Mcp-I-Version", "2.0.0")
+		w.WriteHeader(http.StatusOK)
+		return nil
+	})
+	if err := h.ServeHTTP(rec, r, next); err != nil {
+		t.Fatal(err)
+	}
+	cancel() // the server cancels the request's context when the handler returns
+	eventually(t, "header learned", func() bool { ok, _ := injected(t, h, tok); return ok })
+}
+
+// TestUpstreamProbeVerdicts: what counts as a declaration.
+func TestUpstreamProbeVerdicts(t *testing.T) {
+	tests := []struct {
+		name    string
+		handler http.HandlerFunc
+		want    bool
+	}{
+		{"document", func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = w.Write([]byte(`{"mcp_i":{"version":"2.0.0"}}`))
+		}, true},
+		{"header on 404", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("MCP-I-Version", "2.0.0")
+			http.NotFound(w, r)
+		}, true},
+		{"404", http.NotFound, false},
+		{"not JSON", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("<html>")) }, false},
+		{"no mcp_i", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"version":"2.0.0"}`)) }, false},
+		{"mcp_i not an object", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"mcp_i":true}`)) }, false},
+		{"redirect", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "https://elsewhere.example.com/.well-known/mcp-i.json", http.StatusFound)
+		}, false},
+		{"too large", func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = w.Write([]byte(`{"mcp_i":{},"pad":"` + strings.Repeat("x", maxProbeDocument) + `"}`))
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			up := httptest.NewServer(tt.handler)
+			defer up.Close()
+			origin, err := parseUpstreamOrigin(up.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var wg sync.WaitGroup
+			p := newUpstreamProbe(ctx, &wg, origin, time.Minute, zap.NewNop())
+			got, err := p.fetch()
+			if got != tt.want {
+				t.Errorf("declared = %t (err %v), want %t", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestReputation(t *testing.T) {
+	var hits atomic.Int32
+	rep := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		switch did := r.URL.Query().Get("did"); {
+		case strings.HasSuffix(did, "fraction"):
+			_, _ = w.Write([]byte(`{"score": 0.875}`))
+		case strings.HasSuffix(did, "broken"):
+			http.Error(w, "down", http.StatusInternalServerError)
+		case strings.HasSuffix(did, "garbage"):
+			_, _ = w.Write([]byte(`{"score": "high"}`))
+		case strings.HasSuffix(did, "slow"):
+			time.Sleep(time.Second)
+			_, _ = w.Write([]byte(`{"score": 10}`))
+		default:
+			_, _ = w.Write([]byte(`{"score": 42}`))
+		}
+	}))
+	defer rep.Close()
+	f := newFixture(t)
+	h := f.l2Handler(t, nil, func(h *Handler) {
+		h.Reputation = &ReputationConfig{
+			Scores:   map[string]float64{"did:web:static.example.com": 99.5},
+			Endpoint: rep.URL + "/score?did={did}",
+			Timeout:  caddy.Duration(200 * time.Millisecond),
+		}
+	})
+	src := h.l2.rt.rep
+	ctx := context.Background()
+	for did, want := range map[string]string{
+		"did:web:static.example.com": "99.5",
+		"did:web:agent.example.com":  "42",
+		"did:example:fraction":       "87.5",
+		"did:example:broken":         "",
+		"did:example:garbage":        "",
+		"did:example:slow":           "",
+	} {
+		start := time.Now()
+		got, ok := src.score(ctx, did)
+		if got != want || ok != (want != "") {
+			t.Errorf("score(%s) = %q %t, want %q", did, got, ok, want)
+		}
+		if took := time.Since(start); took > 700*time.Millisecond {
+			t.Errorf("score(%s) took %v", did, took)
+		}
+	}
+	// Cached, failures included.
+	n := hits.Load()
+	for _, did := range []string{"did:web:agent.example.com", "did:example:broken"} {
+		_, _ = src.score(ctx, did)
+	}
+	if hits.Load() != n {
+		t.Errorf("cached lookups hit the endpoint again (%d → %d)", n, hits.Load())
+	}
+
+	// Through the handler: the agent's score becomes the header.
+	h.Reputation.Scores[f.agent.did] = 12
+	h2 := f.l2Handler(t, nil, func(h2 *Handler) { h2.Reputation = h.Reputation })
+	d := delegationOf(t, h2, f.jwt(t, nil))
+	r := httptest.NewRequest(http.MethodGet, "http://"+testHost+"/mcp", nil)
+	if err := h2.injectIdentity(r, d); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Header.Get(hdrReputation); got != "12" {
+		t.Errorf("X-Agent-Reputation-Score = %q", got)
+	}
+
+	for in, want := range map[string]float64{"87": 87, "0.87": 87, "1": 1, "1.0": 100, "0": 0, "100": 100, "55.555": 55.56} {
+		if got, err := parseReputationScore(in); err != nil || got != want {
+			t.Errorf("parseReputationScore(%q) = %v %v, want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"-1", "100.5", "NaN", "Inf", "x", ""} {
+		if _, err := parseReputationScore(in); err == nil {
+			t.Errorf("parseReputationScore(%q) accepted", in)
+		}
+	}
+}
+
+func TestRotateKeyCommand(t *testing.T) {
+	dir := t.TempDir()
+	cfg := `{
+		"storage": {"module": "file_system", "root": ` + jsonString(dir) + `},
+		"apps": {"http": {"servers": {"s": {"listen": ["127.0.0.1:0"], "routes": [{"handle": [
+			{"handler": "mcpi", "level": 2, "trusted_issuers": ["*"], "key_storage_key": "edge/keys.json", "signing_alg": "ES256"}
+		]}]}}}}
+	}`
+	cfgFile := filepath.Join(dir, "caddy.json")
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st := edgeKeyStorage{&certmagic.FileStorage{Path: dir}}
+	ctx := context.Background()
+	first, err := assertion.LoadOrCreateWithRetention(ctx, st, "edge/keys.json", 90*time.Second,
+		func() (crypto.PrivateKey, error) { return generateEdgeKey(algEdDSA) })
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	out, _, err := runCmd(t, rotateKeyCommand(), "", "--config", cfgFile)
+	if err != nil {
+		t.Fatalf("rotate-key: %v", err)
+	}
+	var res struct {
+		StorageKey string `json:"storage_key"`
+		Published  []struct {
+			Thumbprint string `json:"thumbprint"`
+			Alg        string `json:"alg"`
+		} `json:"published"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("output %s: %v", out, err)
+	}
+	if res.StorageKey != "edge/keys.json" || len(res.Published) != 2 || res.Published[0].Alg != algES256 || res.Published[1].Thumbprint != first.Current().Thumbprint {
+		t.Errorf("rotate-key output %s", out)
+	}
+	data, err := st.Load(ctx, "edge/keys.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks, err := assertion.ParseKeySet(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ks.Current().Thumbprint != res.Published[0].Thumbprint || ks.Retention() != 90*time.Second {
+		t.Errorf("stored current %s retention %v", ks.Current().Thumbprint, ks.Retention())
+	}
+
+	// --key and --alg override; a bad --alg is refused.
+	if _, _, err := runCmd(t, rotateKeyCommand(), "", "--config", cfgFile, "--key", "other.json", "--alg", "EdDSA"); err != nil {
+		t.Fatal(err)
+	}
+	if !st.Exists(ctx, "other.json") {
+		t.Error("--key ignored")
+	}
+	if _, _, err := runCmd(t, rotateKeyCommand(), "", "--config", cfgFile, "--alg", "RS256"); err == nil {
+		t.Error("--alg RS256 accepted")
+	}
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func TestPickSetting(t *testing.T) {
+	get := func(h handlerKeySettings) string { return h.KeyStorageKey }
+	if v, err := pickSetting(nil, get, "d"); v != "d" || err != nil {
+		t.Errorf("none: %q %v", v, err)
+	}
+	if v, err := pickSetting([]handlerKeySettings{{}, {KeyStorageKey: "d"}}, get, "d"); v != "d" || err != nil {
+		t.Errorf("agreeing: %q %v", v, err)
+	}
+	if _, err := pickSetting([]handlerKeySettings{{}, {KeyStorageKey: "x"}}, get, "d"); err == nil {
+		t.Error("disagreeing handlers accepted")
+	}
+}
+
+// BenchmarkInjectIdentity is the per-request cost of Level 2 on a
+// credential seen before: with reuse, a cache lookup; without, an Ed25519
+// signature per request.
+func BenchmarkInjectIdentity(b *testing.B) {
+	f := newFixture(b)
+	tok := f.jwt(b, nil)
+	for _, reuse := range []bool{true, false} {
+		name := "reuse"
+		if !reuse {
+			name = "sign_every_request"
+		}
+		b.Run(name, func(b *testing.B) {
+			h := f.l2Handler(b, nil, func(h *Handler) { h.AssertionReuse = &reuse })
+			d := delegationOf(b, h, tok)
+			r := httptest.NewRequest(http.MethodGet, "http://"+testHost+"/mcp", nil)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				clear(r.Header)
+				if err := h.injectIdentity(r, d); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,278 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/mcpi-edge/caddy-mcpi/challenge"
+)
+
+// rpcReply is a decoded JSON-RPC response of the edge.
+type rpcReply struct {
+	Status  int
+	Header  http.Header
+	JSONRPC string           `json:"jsonrpc"`
+	ID      json.RawMessage  `json:"id"`
+	Result  json.RawMessage  `json:"result"`
+	Error   *challenge.Error `json:"error"`
+	Raw     []byte
+	// Next reports whether the request reached next (the upstream).
+	Next bool
+}
+
+// l3Serve runs r through h with next (nil: an upstream that answers 200
+// and records nothing).
+func l3Serve(t testing.TB, h *Handler, r *http.Request, next caddyhttp.Handler) (*httptest.ResponseRecorder, bool) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), rec, &caddyhttp.Server{})
+	called := false
+	wrapped := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		called = true
+		if next == nil {
+			w.WriteHeader(http.StatusOK)
+			return nil
+		}
+		return next.ServeHTTP(w, r)
+	})
+	if err := h.ServeHTTP(rec, r, wrapped); err != nil {
+		t.Fatalf("ServeHTTP returned %v", err)
+	}
+	return rec, called
+}
+
+// rpcCall POSTs a JSON-RPC request to path and decodes the answer.
+func rpcCall(t testing.TB, h *Handler, path string, msg any, next caddyhttp.Handler) rpcReply {
+	t.Helper()
+	body, err := json.Marshal(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, called := l3Serve(t, h, newRequest(http.MethodPost, path, string(body)), next)
+	rep := rpcReply{Status: rec.Code, Header: rec.Header(), Raw: rec.Body.Bytes(), Next: called}
+	// Level 1's own rejections (401, 413) are not JSON-RPC.
+	isRPC := rec.Code == http.StatusOK || rec.Code == http.StatusServiceUnavailable
+	if ct := rec.Header().Get("Content-Type"); isRPC && strings.HasPrefix(ct, "application/json") && rec.Body.Len() > 0 {
+		if err := json.Unmarshal(rec.Body.Bytes(), &rep); err != nil {
+			t.Fatalf("response is not JSON: %v: %s", err, rec.Body)
+		}
+	}
+	return rep
+}
+
+// code is the JSON-RPC error code of the reply, 0 for a result.
+func (r rpcReply) code() int {
+	if r.Error == nil {
+		return 0
+	}
+	return r.Error.Code
+}
+
+func handshakeMsg(id int, agentDID string) map[string]any {
+	return map[string]any{"jsonrpc": "2.0", "id": id, "method": "handshake",
+		"params": map[string]any{"agentDid": agentDID, "supportedMethods": []string{"Ed25519"}, "version": "1.0"}}
+}
+
+func verifyMsg(id int, sc challenge.SignedChallenge, cred any) map[string]any {
+	return map[string]any{"jsonrpc": "2.0", "id": id, "method": "verify",
+		"params": map[string]any{"signedChallenge": sc, "credential": cred}}
+}
+
+// doHandshake asks h (at path) for a challenge for p.
+func doHandshake(t testing.TB, h *Handler, path string, p party, next caddyhttp.Handler) challenge.HandshakeResult {
+	t.Helper()
+	rep := rpcCall(t, h, path, handshakeMsg(1, p.did), next)
+	if rep.Status != http.StatusOK || rep.Error != nil {
+		t.Fatalf("handshake: HTTP %d %s", rep.Status, rep.Raw)
+	}
+	var hr challenge.HandshakeResult
+	if err := json.Unmarshal(rep.Result, &hr); err != nil || hr.Challenge == "" || hr.Nonce == "" {
+		t.Fatalf("handshake result %s: %v", rep.Result, err)
+	}
+	return hr
+}
+
+// answer signs hr's challenge as p.
+func answer(t testing.TB, p party, hr challenge.HandshakeResult) challenge.SignedChallenge {
+	t.Helper()
+	sc, err := challenge.SignChallenge(p.priv, challenge.SignedChallenge{
+		Challenge: hr.Challenge, Nonce: hr.Nonce, AgentDID: p.did,
+		Timestamp: challenge.TimestampRFC3339(time.Now()),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+// l3Handler provisions a level 3 handler trusting f's user.
+func (f fixture) l3Handler(t testing.TB, mod func(*Handler)) *Handler {
+	return f.handler(t, func(h *Handler) {
+		h.Level = 3
+		if mod != nil {
+			mod(h)
+		}
+	})
+}
+
+// redisProc is a redis-server owned by one test.
+type redisProc struct {
+	t    testing.TB
+	bin  string
+	port int
+	dir  string
+	cmd  *exec.Cmd
+}
+
+// startRedisServer starts redis-server on a free loopback port. A missing
+// binary fails the test: the Redis store is part of what must be tested.
+func startRedisServer(t testing.TB) *redisProc {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("redis-server not found in PATH: install it with `apt-get install -y redis-server` (the Redis nonce store tests need it)")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	r := &redisProc{t: t, bin: bin, port: port, dir: t.TempDir()}
+	r.start()
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *redisProc) addr() string { return fmt.Sprintf("127.0.0.1:%d", r.port) }
+
+func (r *redisProc) start() {
+	r.t.Helper()
+	r.cmd = exec.Command(r.bin, "--port", fmt.Sprint(r.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", r.dir, "--loglevel", "warning")
+	if err := r.cmd.Start(); err != nil {
+		r.t.Fatalf("starting redis-server: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", r.addr(), 200*time.Millisecond)
+		if err == nil {
+			_ = c.SetDeadline(time.Now().Add(time.Second))
+			fmt.Fprint(c, "PING\r\n")
+			buf := make([]byte, 7)
+			n, _ := c.Read(buf)
+			c.Close()
+			if bytes.HasPrefix(buf[:n], []byte("+PONG")) {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.t.Fatalf("redis-server did not answer on %s", r.addr())
+}
+
+func (r *redisProc) stop() {
+	if r.cmd != nil && r.cmd.Process != nil {
+		_ = r.cmd.Process.Kill()
+		_ = r.cmd.Wait()
+		r.cmd = nil
+	}
+}
+
+// fakeUpstream is an MCP-I-aware upstream with its own handshake
+// (served through next or an httptest.Server). It records every request.
+type fakeUpstream struct {
+	t        testing.TB
+	hsPath   string
+	vfPath   string
+	docPaths map[string]string // served at /.well-known/mcp-i.json when set
+	reqs     chan recordedReq
+	// challenges it issued, by nonce.
+	issued map[string]string
+}
+
+type recordedReq struct {
+	Path   string
+	Header http.Header
+	Body   []byte
+}
+
+func newFakeUpstream(t testing.TB, hsPath, vfPath string) *fakeUpstream {
+	return &fakeUpstream{t: t, hsPath: hsPath, vfPath: vfPath, reqs: make(chan recordedReq, 100), issued: map[string]string{}}
+}
+
+func (u *fakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	u.reqs <- recordedReq{Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
+	switch r.URL.Path {
+	case "/.well-known/mcp-i.json":
+		if u.docPaths == nil {
+			http.NotFound(w, r)
+			return
+		}
+		doc, _ := json.Marshal(map[string]any{"mcp_i": map[string]any{"version": "2.0.0", "endpoints": u.docPaths, "supportedMethods": []string{"Ed25519"}}})
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(doc)
+	case u.hsPath:
+		var req struct {
+			ID json.RawMessage `json:"id"`
+		}
+		_ = json.Unmarshal(body, &req)
+		n := len(u.issued)
+		chal, nonce := fmt.Sprintf("a0b1c2d3e4f5%04d", n), fmt.Sprintf("6789012345%04d", n)
+		u.issued[nonce] = chal
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"challenge":%q,"nonce":%q,"supportedMethods":["Ed25519"],"expiresIn":300}}`, req.ID, chal, nonce)
+	case u.vfPath:
+		var req struct {
+			ID json.RawMessage `json:"id"`
+		}
+		_ = json.Unmarshal(body, &req)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Upstream", "verify")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"verified":true,"sessionId":"upstream-session"}}`, req.ID)
+	default:
+		w.WriteHeader(http.StatusTeapot)
+	}
+}
+
+// handler adapts the upstream to next.
+func (u *fakeUpstream) handler() caddyhttp.Handler {
+	return caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		u.ServeHTTP(w, r)
+		return nil
+	})
+}
+
+// drain returns what the upstream received since the last drain.
+func (u *fakeUpstream) drain() []recordedReq {
+	var out []recordedReq
+	for {
+		select {
+		case r := <-u.reqs:
+			out = append(out, r)
+		default:
+			return out
+		}
+	}
+}
+
+// bareContext is a caddy.Context without a config, as in unit tests.
+func bareContext(t testing.TB) caddy.Context {
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,372 @@
+package caddymodule
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/mcpi-edge/caddy-mcpi/challenge"
+)
+
+func init() {
+	caddy.RegisterModule(MemoryNonceStore{})
+	caddy.RegisterModule(RedisNonceStore{})
+}
+
+// nonceStores holds the live challenge stores, keyed by their
+// configuration, across config reloads: a reload provisions new modules,
+// and without the pool it would drop every challenge issued but not yet
+// answered (and, for Redis, reconnect).
+var nonceStores = caddy.NewUsagePool()
+
+// pooledStore adapts a challenge store to caddy.Destructor: when the last
+// config using it is unloaded, the store is closed (the memory store's
+// janitor stops, the Redis client's connections close).
+type pooledStore struct {
+	challenge.NonceStore
+	close func() error
+}
+
+func (p pooledStore) Destruct() error { return p.close() }
+
+// poolStore loads the store under key from the pool, or builds it.
+func poolStore(key string, build func() (pooledStore, error)) (challenge.NonceStore, error) {
+	val, _, err := nonceStores.LoadOrNew(key, func() (caddy.Destructor, error) {
+		return build()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return val.(pooledStore).NonceStore, nil
+}
+
+// releaseStore drops one reference to the pooled store under *key; safe to
+// call twice, and after a failed Provision (empty key).
+func releaseStore(key *string) error {
+	if *key == "" {
+		return nil
+	}
+	_, err := nonceStores.Delete(*key)
+	*key = ""
+	return err
+}
+
+// MemoryNonceStore keeps issued challenges in this process: bounded,
+// expiring, single use. Right for one Caddy instance; replicas behind a
+// load balancer need a shared store (redis), or a challenge issued by one
+// could be answered at the other only if it happened to land there, and
+// replayed at each of them once.
+type MemoryNonceStore struct {
+	// Most challenges held at once. When full, a handshake fails (503)
+	// rather than evicting a live challenge. Default: 100000.
+	MaxEntries int `json:"max_entries,omitempty"`
+
+	store challenge.NonceStore
+	key   string
+}
+
+// CaddyModule returns the Caddy module information.
+func (MemoryNonceStore) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "mcpi.nonce_stores.memory",
+		New: func() caddy.Module { return new(MemoryNonceStore) },
+	}
+}
+
+// Provision loads or creates the shared store for this configuration.
+func (m *MemoryNonceStore) Provision(caddy.Context) error {
+	if m.MaxEntries < 0 {
+		return errors.New("mcpi: memory nonce store: max_entries must not be negative")
+	}
+	n := m.MaxEntries
+	if n == 0 {
+		n = challenge.DefaultMemoryMaxEntries
+	}
+	key := "memory max=" + strconv.Itoa(n)
+	store, err := poolStore(key, func() (pooledStore, error) {
+		// The store outlives the config that created it (that is what the
+		// pool is for), so its janitor is not tied to that config's
+		// context; Destruct stops it when the last user is gone.
+		s := challenge.NewMemoryStore(context.Background(), challenge.WithMaxEntries(n))
+		return pooledStore{s, s.Close}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("mcpi: memory nonce store: %v", err)
+	}
+	m.store, m.key = store, key
+	return nil
+}
+
+// Cleanup releases this config's hold on the store.
+func (m *MemoryNonceStore) Cleanup() error { return releaseStore(&m.key) }
+
+// Put implements challenge.NonceStore.
+func (m *MemoryNonceStore) Put(ctx context.Context, nonce string, rec challenge.Record, ttl time.Duration) error {
+	if m.store == nil {
+		return fmt.Errorf("%w: not provisioned", challenge.ErrStoreUnavailable)
+	}
+	return m.store.Put(ctx, nonce, rec, ttl)
+}
+
+// Consume implements challenge.NonceStore.
+func (m *MemoryNonceStore) Consume(ctx context.Context, nonce string) (challenge.Record, error) {
+	if m.store == nil {
+		return challenge.Record{}, fmt.Errorf("%w: not provisioned", challenge.ErrStoreUnavailable)
+	}
+	return m.store.Consume(ctx, nonce)
+}
+
+// UnmarshalCaddyfile sets up the store from Caddyfile tokens:
+//
+//	nonce_store memory [<max_entries>]
+//	nonce_store memory {
+//		max_entries <n>
+//	}
+func (m *MemoryNonceStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // "memory"
+	if d.NextArg() {
+		if err := parseMaxEntries(d, &m.MaxEntries); err != nil {
+			return err
+		}
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "max_entries":
+			if m.MaxEntries != 0 {
+				return d.Err("max_entries already specified")
+			}
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			if err := parseMaxEntries(d, &m.MaxEntries); err != nil {
+				return err
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+		default:
+			return d.Errf("unrecognized memory nonce store option %q", d.Val())
+		}
+	}
+	return nil
+}
+
+func parseMaxEntries(d *caddyfile.Dispenser, dst *int) error {
+	n, err := strconv.Atoi(d.Val())
+	if err != nil || n < 1 {
+		return d.Errf("max_entries must be a positive integer, got %q", d.Val())
+	}
+	*dst = n
+	return nil
+}
+
+// RedisNonceStore keeps issued challenges in Redis (6.2 or later), shared
+// by every replica: a challenge issued by one Caddy can be answered at any
+// other, and only once across all of them (SET NX to store, GETDEL to
+// consume). If Redis cannot be reached, handshakes fail closed (HTTP 503,
+// JSON-RPC -32000) and work again by themselves when it is back.
+type RedisNonceStore struct {
+	// Redis URL: redis://[[user]:password@]host:port[/db], or rediss://
+	// for TLS. Either this or address is required; the other fields win
+	// over what the URL says. Placeholders such as {env.REDIS_URL} are
+	// replaced at provision time.
+	URL string `json:"url,omitempty"`
+	// host:port of the Redis server.
+	Address string `json:"address,omitempty"`
+	// ACL user name (Redis 6).
+	Username string `json:"username,omitempty"`
+	// Password; use a placeholder ({env.REDIS_PASSWORD},
+	// {file./run/secrets/redis}) to keep it out of the config.
+	Password string `json:"password,omitempty"`
+	// Database number. Default: 0 (or the URL's).
+	DB int `json:"db,omitempty"`
+	// Connect with TLS (implied by a rediss:// URL).
+	TLS bool `json:"tls,omitempty"`
+	// Server name checked in the server's certificate. Default: the
+	// address's host.
+	TLSServerName string `json:"tls_server_name,omitempty"`
+	// Prefix of every key. Default: "mcpi:challenge:".
+	KeyPrefix string `json:"key_prefix,omitempty"`
+	// Timeout of one Redis dial, read or write; an unreachable Redis fails
+	// a handshake after about this long. Default: 1s to dial, 500ms to
+	// read or write.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+
+	store challenge.NonceStore
+	key   string
+}
+
+// CaddyModule returns the Caddy module information.
+func (RedisNonceStore) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "mcpi.nonce_stores.redis",
+		New: func() caddy.Module { return new(RedisNonceStore) },
+	}
+}
+
+// Provision loads or creates the shared client for this configuration. It
+// does not contact Redis: Caddy starts while Redis is down, and handshakes
+// fail closed until it is up.
+func (s *RedisNonceStore) Provision(caddy.Context) error {
+	repl := caddy.NewReplacer()
+	opts := challenge.RedisOptions{
+		URL:       repl.ReplaceAll(s.URL, ""),
+		Addr:      repl.ReplaceAll(s.Address, ""),
+		Username:  repl.ReplaceAll(s.Username, ""),
+		Password:  repl.ReplaceAll(s.Password, ""),
+		DB:        s.DB,
+		KeyPrefix: s.KeyPrefix,
+	}
+	if opts.URL == "" && opts.Addr == "" {
+		return errors.New("mcpi: redis nonce store: url or address is required")
+	}
+	if s.DB < 0 {
+		return errors.New("mcpi: redis nonce store: db must not be negative")
+	}
+	if s.Timeout < 0 {
+		return errors.New("mcpi: redis nonce store: timeout must not be negative")
+	}
+	if t := time.Duration(s.Timeout); t > 0 {
+		opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout, opts.PoolTimeout = t, t, t, t
+	}
+	if s.TLS || s.TLSServerName != "" {
+		opts.TLS = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: s.TLSServerName}
+	}
+	// The key holds the secrets only as a hash: pool keys can end up in
+	// debug output.
+	sum := sha256.Sum256(fmt.Appendf(nil, "%q %q %q %q %d %t %q %q %d",
+		opts.URL, opts.Addr, opts.Username, opts.Password, opts.DB, opts.TLS != nil, s.TLSServerName, opts.KeyPrefix, s.Timeout))
+	key := "redis " + hex.EncodeToString(sum[:])
+	store, err := poolStore(key, func() (pooledStore, error) {
+		rs, err := challenge.NewRedisStore(opts)
+		if err != nil {
+			return pooledStore{}, err
+		}
+		return pooledStore{rs, rs.Close}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("mcpi: redis nonce store: %v", err)
+	}
+	s.store, s.key = store, key
+	return nil
+}
+
+// Cleanup releases this config's hold on the client.
+func (s *RedisNonceStore) Cleanup() error { return releaseStore(&s.key) }
+
+// Put implements challenge.NonceStore.
+func (s *RedisNonceStore) Put(ctx context.Context, nonce string, rec challenge.Record, ttl time.Duration) error {
+	if s.store == nil {
+		return fmt.Errorf("%w: not provisioned", challenge.ErrStoreUnavailable)
+	}
+	return s.store.Put(ctx, nonce, rec, ttl)
+}
+
+// Consume implements challenge.NonceStore.
+func (s *RedisNonceStore) Consume(ctx context.Context, nonce string) (challenge.Record, error) {
+	if s.store == nil {
+		return challenge.Record{}, fmt.Errorf("%w: not provisioned", challenge.ErrStoreUnavailable)
+	}
+	return s.store.Consume(ctx, nonce)
+}
+
+// UnmarshalCaddyfile sets up the store from Caddyfile tokens:
+//
+//	nonce_store redis <url>
+//	nonce_store redis [<url>] {
+//		url <url>
+//		address <host:port>
+//		username <user>
+//		password <password>
+//		db <n>
+//		tls
+//		tls_server_name <name>
+//		key_prefix <prefix>
+//		timeout <duration>
+//	}
+func (s *RedisNonceStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // "redis"
+	if d.NextArg() {
+		s.URL = d.Val()
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+	}
+	seen := map[string]bool{}
+	for d.NextBlock(0) {
+		name := d.Val()
+		if seen[name] || (name == "url" && s.URL != "") {
+			return d.Errf("%s already specified", name)
+		}
+		seen[name] = true
+		switch name {
+		case "url", "address", "username", "password", "db", "tls", "tls_server_name", "key_prefix", "timeout":
+		default:
+			return d.Errf("unrecognized redis nonce store option %q", name)
+		}
+		if name == "tls" {
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			s.TLS = true
+			continue
+		}
+		var v string
+		if !d.AllArgs(&v) {
+			return d.ArgErr()
+		}
+		switch name {
+		case "url":
+			s.URL = v
+		case "address":
+			s.Address = v
+		case "username":
+			s.Username = v
+		case "password":
+			s.Password = v
+		case "db":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return d.Errf("db must be a non-negative integer, got %q", v)
+			}
+			s.DB = n
+		case "tls_server_name":
+			s.TLSServerName = v
+		case "key_prefix":
+			s.KeyPrefix = v
+		case "timeout":
+			dur, err := caddy.ParseDuration(v)
+			if err != nil || dur <= 0 {
+				return d.Errf("timeout: invalid duration %q", v)
+			}
+			s.Timeout = caddy.Duration(dur)
+		}
+	}
+	if s.URL == "" && s.Address == "" {
+		return d.Err("redis nonce store: url or address is required")
+	}
+	return nil
+}
+
+// Interface guards
+var (
+	_ challenge.NonceStore  = (*MemoryNonceStore)(nil)
+	_ caddy.Provisioner     = (*MemoryNonceStore)(nil)
+	_ caddy.CleanerUpper    = (*MemoryNonceStore)(nil)
+	_ caddyfile.Unmarshaler = (*MemoryNonceStore)(nil)
+	_ challenge.NonceStore  = (*RedisNonceStore)(nil)
+	_ caddy.Provisioner     = (*RedisNonceStore)(nil)
+	_ caddy.CleanerUpper    = (*RedisNonceStore)(nil)
+	_ caddyfile.Unmarshaler = (*RedisNonceStore)(nil)
+)

@@ -1,0 +1,294 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/integration/mcpserver"
+	"github.com/mcpi-edge/caddy-mcpi/vc"
+)
+
+// Level 3 edge paths (the defaults).
+const (
+	l3HandshakePath = "/api/mcp/handshake"
+	l3VerifyPath    = "/api/mcp/verify"
+)
+
+// level3Site is one route: mcpi (trust any, plus the extra lines) in front
+// of upstream.
+func level3Site(port int, upstream, extra string) string {
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(extra), "\n") {
+		lines = append(lines, "\t\t\t"+strings.TrimSpace(l))
+	}
+	return fmt.Sprintf(`:%d {
+	bind 127.0.0.1
+	handle {
+		mcpi {
+			trust any
+%s
+		}
+		reverse_proxy %s
+	}
+}
+`, port, strings.Join(lines, "\n"), upstream)
+}
+
+// startL3Edge starts Caddy with level3Site in front of upstream (nil: the
+// demo MCP server), recorded, with Caddy's storage at storageRoot so that
+// instances can share it like a cluster does.
+func startL3Edge(t *testing.T, extra string, upstream http.Handler, storageRoot string) *harness {
+	t.Helper()
+	if upstream == nil {
+		upstream = mcpserver.Handler(mcpserver.Options{CountInterval: countInterval})
+	}
+	rec := &recorder{next: upstream}
+	up := httptest.NewServer(rec)
+	t.Cleanup(func() {
+		up.CloseClientConnections()
+		up.Close()
+	})
+	h := &harness{t: t, port: freePort(t), upstream: rec, output: &syncBuffer{}}
+	h.base = "http://127.0.0.1:" + strconv.Itoa(h.port)
+	dir := t.TempDir()
+	caddyfile := fmt.Sprintf(`{
+	admin 127.0.0.1:%d
+	auto_https off
+	persist_config off
+	skip_install_trust
+	grace_period 1ns
+	storage file_system {
+		root %s
+	}
+}
+
+%s`, freePort(t), storageRoot, level3Site(h.port, up.Listener.Addr().String(), extra))
+	startCaddy(t, dir, caddyfile, h.base+"/.well-known/oauth-protected-resource", h.output)
+	rec.Reset()
+	return h
+}
+
+// rpcError returns the JSON-RPC error code of the response to id, 0 if it
+// is a result.
+func (r rpcResponse) rpcError(t *testing.T, id int) int {
+	t.Helper()
+	for _, m := range r.Msgs {
+		if n, ok := m["id"].(float64); ok && int(n) == id {
+			if e, ok := m["error"].(map[string]any); ok {
+				code, _ := e["code"].(float64)
+				return int(code)
+			}
+			return 0
+		}
+	}
+	t.Fatalf("no JSON-RPC response with id %d (HTTP %d): %s", id, r.Status, r.Body)
+	return 0
+}
+
+// agentHandshake is the agent's side of a handshake at the edge h: it asks
+// for a challenge and returns it.
+func agentHandshake(ctx context.Context, t *testing.T, h *harness, agent party, id int) challenge.HandshakeResult {
+	t.Helper()
+	resp := h.post(ctx, l3HandshakePath, nil, "", map[string]any{"jsonrpc": "2.0", "id": id, "method": "handshake",
+		"params": map[string]any{"agentDid": agent.did, "supportedMethods": []string{"Ed25519"}, "version": "1.0"}})
+	if resp.Status != http.StatusOK {
+		t.Fatalf("handshake at %s: HTTP %d %s", h.base, resp.Status, resp.Body)
+	}
+	var hr challenge.HandshakeResult
+	raw, _ := json.Marshal(resp.result(t, id))
+	if err := json.Unmarshal(raw, &hr); err != nil || hr.Challenge == "" || hr.Nonce == "" {
+		t.Fatalf("handshake result %s: %v", raw, err)
+	}
+	return hr
+}
+
+// signAnswer signs hr as the agent would (challenge.SignChallenge).
+func signAnswer(t *testing.T, key crypto.PrivateKey, did string, hr challenge.HandshakeResult) challenge.SignedChallenge {
+	t.Helper()
+	sc, err := challenge.SignChallenge(key, challenge.SignedChallenge{
+		Challenge: hr.Challenge, Nonce: hr.Nonce, AgentDID: did, Timestamp: challenge.TimestampRFC3339(time.Now()),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+// agentVerify posts the signed answer and the credential.
+func agentVerify(ctx context.Context, h *harness, hdr http.Header, sc challenge.SignedChallenge, cred string, id int) rpcResponse {
+	h.t.Helper()
+	return h.post(ctx, l3VerifyPath, hdr, "", map[string]any{"jsonrpc": "2.0", "id": id, "method": "verify",
+		"params": map[string]any{"signedChallenge": sc, "credential": cred}})
+}
+
+// redisServer is a real redis-server started by the test on a free port.
+type redisServer struct {
+	t    *testing.T
+	bin  string
+	port int
+	dir  string
+	cmd  *exec.Cmd
+}
+
+func startRedis(t *testing.T) *redisServer {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("redis-server not found in PATH: install it with `apt-get install -y redis-server` (the Level 3 replica tests need it)")
+	}
+	r := &redisServer{t: t, bin: bin, port: freePort(t), dir: t.TempDir()}
+	r.start()
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *redisServer) url() string { return fmt.Sprintf("redis://127.0.0.1:%d", r.port) }
+
+func (r *redisServer) start() {
+	r.t.Helper()
+	addr := "127.0.0.1:" + strconv.Itoa(r.port)
+	r.cmd = exec.Command(r.bin, "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", r.dir, "--loglevel", "warning")
+	if err := r.cmd.Start(); err != nil {
+		r.t.Fatalf("starting redis-server: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			_ = c.SetDeadline(time.Now().Add(time.Second))
+			fmt.Fprint(c, "PING\r\n")
+			buf := make([]byte, 7)
+			n, _ := c.Read(buf)
+			c.Close()
+			if bytes.HasPrefix(buf[:n], []byte("+PONG")) {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.t.Fatalf("redis-server did not answer on %s", addr)
+}
+
+func (r *redisServer) stop() {
+	if r.cmd != nil && r.cmd.Process != nil {
+		_ = r.cmd.Process.Kill()
+		_ = r.cmd.Wait()
+		r.cmd = nil
+	}
+}
+
+// handshakeUpstream is an MCP-I-aware upstream with its own Level 3
+// handshake (a challenge.Service of its own) at /rpc/handshake and
+// /rpc/verify, announced in its /.well-known/mcp-i.json, plus the demo MCP
+// server at /mcp. It records the verify calls it got.
+type handshakeUpstream struct {
+	svc *challenge.Service
+	mcp http.Handler
+
+	mu       sync.Mutex
+	verifies []record
+	results  []error
+}
+
+func newHandshakeUpstream(t *testing.T, audience string) *handshakeUpstream {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	res := didresolver.New()
+	svc, err := challenge.New(
+		challenge.WithStore(challenge.NewMemoryStore(ctx)),
+		challenge.WithResolver(res),
+		challenge.WithCredentialVerifier(vc.NewVerifier(res, vc.WithTrustedIssuers(vc.AnyIssuer))),
+		challenge.WithCredentialChecks(vc.ForAudience(audience)),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &handshakeUpstream{svc: svc, mcp: mcpserver.Handler(mcpserver.Options{CountInterval: countInterval})}
+}
+
+func (u *handshakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/.well-known/mcp-i.json":
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"mcp_i":{"version":"2.0.0","endpoints":{"handshake":"/rpc/handshake","verify":"/rpc/verify"},"supportedMethods":["Ed25519"]}}`))
+	case "/rpc/handshake", "/rpc/verify":
+		var body bytes.Buffer
+		_, _ = body.ReadFrom(r.Body)
+		call, err := challenge.ParseRequest(body.Bytes(), 0)
+		var resp *challenge.Response
+		switch {
+		case err != nil:
+			id := json.RawMessage(nil)
+			if call != nil {
+				id = call.ID
+			}
+			resp = challenge.ErrorResponse(id, err)
+		case call.Kind == challenge.KindHandshake:
+			hr, err := u.svc.Issue(r.Context(), *call.Handshake)
+			if err != nil {
+				resp = challenge.ErrorResponse(call.ID, err)
+			} else {
+				resp = challenge.ResultResponse(call.ID, hr)
+			}
+		case call.Kind == challenge.KindVerify:
+			v, err := u.svc.Verify(r.Context(), *call.Verify)
+			u.mu.Lock()
+			u.verifies = append(u.verifies, record{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body.Bytes()})
+			u.results = append(u.results, err)
+			u.mu.Unlock()
+			if err != nil {
+				resp = challenge.ErrorResponse(call.ID, err)
+			} else {
+				res := v.Result()
+				res.SessionID = "upstream-session-1"
+				resp = challenge.ResultResponse(call.ID, res)
+			}
+		default:
+			resp = challenge.ErrorResponse(call.ID, challenge.ErrMethodNotFound)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(resp)
+	default:
+		u.mcp.ServeHTTP(w, r)
+	}
+}
+
+// verified returns the verify calls the upstream got and how its own
+// check of each went.
+func (u *handshakeUpstream) verified() ([]record, []error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]record(nil), u.verifies...), append([]error(nil), u.results...)
+}
+
+// sharedStorage is a storage root for Caddy instances that act as one
+// cluster.
+func sharedStorage(t *testing.T) string { return filepath.Join(t.TempDir(), "storage") }
+
+// l3Eventually retries f until it returns true or limit passes.
+func l3Eventually(t *testing.T, limit time.Duration, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, limit)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
