@@ -69,6 +69,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			continue
 		}
+		if handled, err := h.unmarshalObservability(d, name); handled || err != nil {
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		if seen[name] {
 			return d.Errf("%s already specified", name)
 		}

@@ -121,6 +121,8 @@ type Handler struct {
 	Level3Config
 	// Per-tool policy settings (policy.go).
 	PolicyConfig
+	// Metrics and audit log settings (observe.go).
+	ObservabilityConfig
 
 	l2     level2
 	l3     level3

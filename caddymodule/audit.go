@@ -1,0 +1,123 @@
+package caddymodule
+
+import (
+	"net"
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// The audit log: one INFO entry per admission decision, from the logger
+// http.handlers.mcpi.audit. Operators send it to its own file with
+//
+//	log mcpi_audit {
+//		include http.handlers.mcpi.audit
+//		output file /var/log/caddy/mcpi-audit.log
+//		format json
+//	}
+//
+// (the Caddyfile then keeps it out of the default log), or drop it with
+// `audit_log off`.
+//
+// An entry says who was admitted or refused and why, never with what: no
+// token, signature, nonce, presentation or header value is ever written.
+// The DIDs are those of the verified delegation; a rejected request has
+// none (what an unverified credential claims is not evidence).
+
+// auditMessage is the message of every audit entry.
+const auditMessage = "mcpi decision"
+
+// maxAuditTool bounds the tool name in an entry: it is the client's choice.
+const maxAuditTool = 128
+
+// auditLogger returns the audit logger, nil when the audit log is off. It
+// is derived from h.logger for each entry rather than kept from Provision,
+// so that it always follows the handler's logger (tests swap that for a
+// Nop); naming costs a fraction of a microsecond, little beside writing the
+// entry.
+func (h *Handler) auditLogger() *zap.Logger {
+	if !h.obs.auditOn || h.logger == nil || !h.logger.Core().Enabled(zapcore.InfoLevel) {
+		return nil
+	}
+	return h.logger.Named(auditLoggerName)
+}
+
+// audit writes the audit entry for d.
+func (h *Handler) audit(r *http.Request, d decision) {
+	l := h.auditLogger()
+	if l == nil {
+		return
+	}
+	c := l.Check(zapcore.InfoLevel, auditMessage)
+	if c == nil {
+		return
+	}
+	fields := make([]zap.Field, 0, 17)
+	fields = append(fields,
+		zap.String("outcome", d.outcome),
+		zap.String("reason", d.reason),
+		zap.Int("status", d.status),
+	)
+	if del := d.delegation; del != nil {
+		fields = append(fields,
+			zap.String("agent_did", del.AgentDID),
+			zap.String("user_did", del.UserDID),
+			zap.String("delegation_id", del.DelegationID),
+			zap.String("issuer", del.Issuer),
+			zap.Strings("scopes", del.Scopes),
+		)
+	}
+	if d.carrier != "" {
+		fields = append(fields, zap.String("carrier", d.carrier))
+	}
+	if d.tool != "" {
+		tool := d.tool
+		if len(tool) > maxAuditTool {
+			tool = tool[:maxAuditTool]
+		}
+		fields = append(fields, zap.String("tool", tool))
+	}
+	if r != nil {
+		fields = append(fields, requestFields(r)...)
+	}
+	c.Write(fields...)
+}
+
+// requestFields describe the request of an audit entry: method, host and
+// path as the client sent them (before any handle_path stripping; the query
+// is left out, as it may hold someone else's secrets), Caddy's request id
+// and the peer's address.
+func requestFields(r *http.Request) []zap.Field {
+	method, path := r.Method, ""
+	if r.URL != nil {
+		path = r.URL.Path
+	}
+	if orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok && orig.URL != nil {
+		method, path = orig.Method, orig.URL.Path
+	}
+	fields := []zap.Field{
+		zap.String("method", method),
+		zap.String("host", r.Host),
+		zap.String("path", path),
+	}
+	// {http.request.uuid} is generated on first use and kept for the
+	// request; using it also adds it to the access log entry as "uuid",
+	// which is how an audit entry and an access log entry are matched.
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		if id, ok := repl.GetString("http.request.uuid"); ok && id != "" {
+			fields = append(fields, zap.String("request_id", id))
+		}
+	}
+	ip, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		ip = r.RemoteAddr
+	}
+	fields = append(fields, zap.String("remote_ip", ip))
+	if clientIP, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && clientIP != "" && clientIP != ip {
+		fields = append(fields, zap.String("client_ip", clientIP))
+	}
+	return fields
+}

@@ -1,0 +1,4 @@
+package caddymodule
+
+// observabilityConfig returns the handler's ObservabilityConfig.
+func (h *Handler) observabilityConfig() *ObservabilityConfig { return &h.ObservabilityConfig }
