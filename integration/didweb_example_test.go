@@ -118,7 +118,8 @@ func TestDIDWebIssuer(t *testing.T) {
 // http://localhost:<port>/mcp, and an SDK client with a credential minted for
 // the audience http://localhost:<port> — by the library and by the
 // `caddy mcpi keygen` / `caddy mcpi issue` CLI — reaching the tools, with
-// the verified identity forwarded by header_up.
+// the verified identity forwarded at Level 2 and the edge's signed
+// assertion verified by the demo server.
 func TestCaddyfileExample(t *testing.T) {
 	src, err := os.ReadFile(filepath.Join("..", "Caddyfile.example"))
 	if err != nil {
@@ -178,7 +179,9 @@ func TestCaddyfileExample(t *testing.T) {
 	t.Run("run", func(t *testing.T) {
 		edgePort, adminPort, demoPort := freePort(t), freePort(t), freePort(t)
 		demoAddr := "127.0.0.1:" + strconv.Itoa(demoPort)
-		demo := exec.Command(demoBin, "-addr", demoAddr)
+		demo := exec.Command(demoBin, "-addr", demoAddr,
+			"-edge-jwks", fmt.Sprintf("http://localhost:%d/.well-known/jwks.json", edgePort),
+			"-audience", "http://"+demoAddr)
 		demoOut := &syncBuffer{}
 		demo.Stdout, demo.Stderr = demoOut, demoOut
 		if err := demo.Start(); err != nil {
@@ -219,9 +222,11 @@ func TestCaddyfileExample(t *testing.T) {
 		keyFile := filepath.Join(dir, "issuer.jwk")
 		keygen := exec.Command(caddyBin, "mcpi", "keygen", "--out", keyFile)
 		keygen.Env = env
-		if out, err := keygen.Output(); err != nil {
-			t.Errorf("caddy mcpi keygen: %v\n%s%s", err, out, stderrOf(err))
+		keygenOut, err := keygen.Output()
+		if err != nil {
+			t.Errorf("caddy mcpi keygen: %v\n%s%s", err, keygenOut, stderrOf(err))
 		}
+		cliUser := strings.TrimSpace(string(keygenOut)) // --out prints the DID
 		issue := exec.Command(caddyBin, "mcpi", "issue", "--issuer-key", keyFile, "--agent", agent.did,
 			"--audience", origin, "--scopes", "greet:execute", "--ttl", "1h")
 		issue.Env = env
@@ -231,7 +236,7 @@ func TestCaddyfileExample(t *testing.T) {
 		}
 		cliTok := strings.TrimSpace(string(cliOut))
 
-		for _, c := range []struct{ name, tok string }{{"library credential", libTok}, {"CLI credential", cliTok}} {
+		for _, c := range []struct{ name, tok, user string }{{"library credential", libTok, issuer.did}, {"CLI credential", cliTok, cliUser}} {
 			t.Run(c.name, func(t *testing.T) {
 				if c.tok == "" {
 					t.Skip("no credential (see the CLI error above)")
@@ -242,8 +247,14 @@ func TestCaddyfileExample(t *testing.T) {
 				if err != nil || res.IsError {
 					t.Fatalf("whoami: %v %+v", err, res)
 				}
-				if id, _ := res.StructuredContent.(map[string]any); id["agent_did"] != agent.did {
-					t.Errorf("whoami = %v, want agent_did %s", res.StructuredContent, agent.did)
+				id, _ := res.StructuredContent.(map[string]any)
+				if id["agent_did"] != agent.did || id["user_did"] != c.user {
+					t.Errorf("whoami = %v, want agent_did %s, user_did %s", res.StructuredContent, agent.did, c.user)
+				}
+				// Level 2: the demo server verified the edge's signed
+				// assertion against the JWKS the edge publishes.
+				if id["edge_verified"] != true {
+					t.Errorf("whoami = %v, want edge_verified true", res.StructuredContent)
 				}
 			})
 		}

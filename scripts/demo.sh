@@ -8,7 +8,10 @@ mkdir -p bin
 echo "== building bin/caddy (Caddy + caddy-mcpi) and bin/mcpi-demo"
 go build -o bin/caddy ./cmd/caddy
 go build -o bin/mcpi-demo ./cmd/mcpi-demo
-./bin/mcpi-demo -addr 127.0.0.1:9000 &
+# The demo server checks the edge's signed identity assertion against the
+# edge's published keys, as an MCP-I-aware service would.
+./bin/mcpi-demo -addr 127.0.0.1:9000 \
+	-edge-jwks http://localhost:8080/.well-known/jwks.json -audience http://127.0.0.1:9000 &
 demo=$!
 trap 'kill $demo 2>/dev/null || true' EXIT INT TERM
 echo "== demo MCP server on http://127.0.0.1:9000/mcp; edge on http://localhost:8080/mcp"

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/integration/mcpserver"
+	"github.com/mcpi-edge/caddy-mcpi/mcpiverify"
 )
 
 func main() {
@@ -32,10 +33,24 @@ func main() {
 	interval := flag.Duration("count-interval", 300*time.Millisecond, "pause between two progress notifications of the count tool")
 	allowAnyHost := flag.Bool("allow-any-host", false, "disable the SDK's DNS-rebinding guard (needed if a proxy forwards a non-localhost Host header to this loopback listener)")
 	verbose := flag.Bool("v", false, "log MCP SDK activity")
+	edgeJWKS := flag.String("edge-jwks", "", "the edge's JWKS URL (e.g. http://localhost:8080/.well-known/jwks.json): whoami then verifies the edge's X-Verified-Delegation assertion")
+	audience := flag.String("audience", "", "this server's identifier, the aud the edge signs assertions for (default: http://<addr>)")
 	flag.Parse()
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	opts := mcpserver.Options{CountInterval: *interval, AllowAnyHost: *allowAnyHost}
+	if *edgeJWKS != "" {
+		aud := *audience
+		if aud == "" {
+			aud = "http://" + *addr
+		}
+		v, err := mcpiverify.NewVerifier(mcpiverify.WithJWKSURL(*edgeJWKS), mcpiverify.WithAudience(aud))
+		if err != nil {
+			logger.Error("edge verifier", "error", err)
+			os.Exit(2)
+		}
+		opts.EdgeVerifier = v
+	}
 	if *verbose {
 		opts.Logger = logger
 	}

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpi-edge/caddy-mcpi/mcpiverify"
 )
 
 // Path is where the MCP endpoint is served.
@@ -45,6 +47,10 @@ type Options struct {
 	AllowAnyHost bool
 	// Logger receives SDK logs; nil means none.
 	Logger *slog.Logger
+	// EdgeVerifier, when set, checks the edge's X-Verified-Delegation
+	// assertion in whoami, as an MCP-I-aware service would: the identity
+	// headers are only as good as the edge's signature over them.
+	EdgeVerifier *mcpiverify.Verifier
 }
 
 // Identity is what whoami reports: the identity headers exactly as the
@@ -56,6 +62,11 @@ type Identity struct {
 	VerifiedDelegation bool   `json:"verified_delegation" jsonschema:"whether an X-Verified-Delegation header was received"`
 	ReputationScore    string `json:"reputation_score,omitempty" jsonschema:"X-Agent-Reputation-Score as received"`
 	Authorization      bool   `json:"authorization" jsonschema:"whether an Authorization header reached the server"`
+	// EdgeVerified: the X-Verified-Delegation assertion verified against the
+	// edge's JWKS and names the same agent and user as the headers.
+	EdgeVerified bool     `json:"edge_verified" jsonschema:"whether the edge's signed assertion verified (only when the server checks it)"`
+	EdgeError    string   `json:"edge_error,omitempty" jsonschema:"why the edge assertion did not verify"`
+	Scopes       []string `json:"scopes,omitempty" jsonschema:"scopes named by the verified edge assertion"`
 }
 
 // GreetInput is the argument of greet.
@@ -98,10 +109,13 @@ func New(opts Options) *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{
 		Name:        "whoami",
 		Description: "Report the identity headers this server received (set by the edge, never by the client).",
-	}, func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, Identity, error) {
+	}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, Identity, error) {
 		id := identityOf(req)
-		text := fmt.Sprintf("agent: %s\nuser: %s\nverified delegation header: %t",
-			orNone(id.AgentDID), orNone(id.UserDID), id.VerifiedDelegation)
+		if opts.EdgeVerifier != nil && id.VerifiedDelegation {
+			verifyEdge(ctx, opts.EdgeVerifier, req.Extra.Header.Get("X-Verified-Delegation"), &id)
+		}
+		text := fmt.Sprintf("agent: %s\nuser: %s\nverified delegation header: %t\nedge assertion verified: %t",
+			orNone(id.AgentDID), orNone(id.UserDID), id.VerifiedDelegation, id.EdgeVerified)
 		return &mcp.CallToolResult{
 			Content: []mcp.Content{&mcp.TextContent{Text: text}},
 		}, id, nil
@@ -182,6 +196,21 @@ func identityOf(req *mcp.CallToolRequest) Identity {
 		VerifiedDelegation: verified,
 		ReputationScore:    h.Get("X-Agent-Reputation-Score"),
 		Authorization:      h.Get("Authorization") != "",
+	}
+}
+
+// verifyEdge checks the edge's signed assertion and that it vouches for the
+// same agent and user as the plain headers.
+func verifyEdge(ctx context.Context, v *mcpiverify.Verifier, token string, id *Identity) {
+	got, err := v.Verify(ctx, token)
+	switch {
+	case err != nil:
+		id.EdgeError = err.Error()
+	case got.AgentDID != id.AgentDID || got.UserDID != id.UserDID:
+		id.EdgeError = "assertion names another agent or user than the headers"
+	default:
+		id.EdgeVerified = true
+		id.Scopes = got.Scopes
 	}
 }
 
