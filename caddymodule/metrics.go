@@ -68,6 +68,8 @@ var (
 		// The handler's own rejections (respond.go).
 		"no_credential", "conflicting_credentials", "body_too_large",
 		"body_unreadable", "not_a_delegation", "edge_identity",
+		// Per-tool policy denials (policy.go).
+		"insufficient_scope", "no_matching_rule", "handshake_tool", "tool_not_allowed",
 	)
 )
 

@@ -1,0 +1,125 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpi-edge/caddy-mcpi/integration/mcpserver"
+)
+
+// policyJSONPath is where newPolicyHarness's upstream answers POSTs with
+// application/json instead of an SSE stream.
+const policyJSONPath = "/mcp-json"
+
+// newPolicyHarness starts the demo MCP server with the policy tools (at
+// mcpserver.Path answering with SSE streams, at policyJSONPath with JSON
+// bodies) and Caddy in front of it, with one route:
+//
+//	mcpi {
+//		trust any
+//		<policy>
+//	}
+//	reverse_proxy <upstream>
+func newPolicyHarness(t *testing.T, policy string) *harness {
+	t.Helper()
+	s := mcpserver.New(mcpserver.Options{CountInterval: countInterval})
+	mcpserver.AddPolicyTools(s)
+	mux := http.NewServeMux()
+	mux.Handle(mcpserver.Path, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	mux.Handle(policyJSONPath, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
+		&mcp.StreamableHTTPOptions{JSONResponse: true}))
+	rec := &recorder{next: mux}
+	up := httptest.NewServer(rec)
+	t.Cleanup(func() {
+		up.CloseClientConnections()
+		up.Close()
+	})
+
+	h := &harness{t: t, port: freePort(t), upstream: rec, output: &syncBuffer{}}
+	h.base = "http://127.0.0.1:" + strconv.Itoa(h.port)
+	dir := t.TempDir()
+	caddyfile := fmt.Sprintf(`{
+	admin 127.0.0.1:%d
+	auto_https off
+	persist_config off
+	skip_install_trust
+	grace_period 1ns
+	storage file_system {
+		root %s
+	}
+}
+
+:%d {
+	bind 127.0.0.1
+	mcpi {
+		trust any
+		%s
+	}
+	reverse_proxy %s
+}
+`, freePort(t), filepath.Join(dir, "storage"), h.port, policy, up.Listener.Addr().String())
+	startCaddy(t, dir, caddyfile, h.base+"/.well-known/oauth-protected-resource", h.output)
+	rec.Reset()
+	return h
+}
+
+// listedTools returns the sorted tool names of a tools/list answer.
+func listedTools(res *mcp.ListToolsResult) []string {
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// handshakeAction returns structuredContent._meta.handshakeAction of a tool
+// result, or nil.
+func handshakeAction(res *mcp.CallToolResult) map[string]any {
+	sc, _ := res.StructuredContent.(map[string]any)
+	meta, _ := sc["_meta"].(map[string]any)
+	a, _ := meta["handshakeAction"].(map[string]any)
+	return a
+}
+
+// calledTools returns the names of the tools/call requests the upstream
+// received.
+func calledTools(reqs []record) []string {
+	var out []string
+	for _, m := range rpcRequests(reqs) {
+		if m.Method == "tools/call" {
+			out = append(out, m.Params.Name)
+		}
+	}
+	return out
+}
+
+type rpcRequest struct {
+	Method string `json:"method"`
+	Params struct {
+		Name string `json:"name"`
+	} `json:"params"`
+}
+
+// rpcRequests decodes the single JSON-RPC messages POSTed upstream.
+func rpcRequests(reqs []record) []rpcRequest {
+	var out []rpcRequest
+	for _, r := range reqs {
+		if r.Method != http.MethodPost {
+			continue
+		}
+		var m rpcRequest
+		if json.Unmarshal(r.Body, &m) == nil && m.Method != "" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
