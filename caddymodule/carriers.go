@@ -121,6 +121,8 @@ func stripIdentityHeaders(h http.Header, enabled carrierSet) {
 	}
 }
 
+var headerSeparators = strings.NewReplacer("_", "-", ".", "-")
+
 func isIdentityHeader(k string, enabled carrierSet) bool {
 	// Cheap filter: every name we strip starts with x, k or m.
 	if len(k) < 4 {
@@ -143,7 +145,9 @@ func isIdentityHeader(k string, enabled carrierSet) bool {
 	case hdrMCPICred, hdrMCPIDelegation:
 		return false
 	}
-	n := strings.ToLower(strings.ReplaceAll(k, "_", "-"))
+	// Some upstream stacks (PHP, CGI) fold "_" and "." into "-": strip every
+	// spelling that an upstream could read as one of our names.
+	n := strings.ToLower(headerSeparators.Replace(k))
 	switch n {
 	case "x-agent-did", "x-user-did", "x-agent-reputation-score", "x-verified-delegation":
 		return true

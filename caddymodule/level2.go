@@ -638,7 +638,7 @@ func stripInjected(h http.Header) {
 		default:
 			continue
 		}
-		n := strings.ToLower(strings.ReplaceAll(k, "_", "-"))
+		n := strings.ToLower(headerSeparators.Replace(k))
 		for _, name := range injectedHeaders {
 			if n == name {
 				delete(h, k)

@@ -42,7 +42,9 @@ var vcSentinels = []error{
 	vc.ErrTooLarge, vc.ErrMalformed, vc.ErrUnsupportedFormat, vc.ErrAlgorithm,
 	vc.ErrIssuerUnresolved, vc.ErrUnknownKey, vc.ErrKeyNotAuthorized, vc.ErrSignature,
 	vc.ErrType, vc.ErrExpired, vc.ErrNotYetValid, vc.ErrAudience, vc.ErrUntrustedIssuer,
-	vc.ErrMissingScope,
+	vc.ErrMissingScope, vc.ErrChainIncomplete, vc.ErrChain, vc.ErrStatusUnavailable,
+	vc.ErrStatusList, vc.ErrRevoked, vc.ErrPresentationRequired, vc.ErrPresentation,
+	vc.ErrHolder, vc.ErrReplay,
 }
 
 // rejectionFor maps every error the handler can refuse a request with to its
@@ -64,6 +66,12 @@ func (h *Handler) rejectionFor(err error) rejection {
 		return rejection{status: http.StatusUnauthorized, code: "invalid_token", description: vc.ErrExpired.Error(), reason: "expired", challenge: true, tag: "expired"}
 	case errors.Is(err, errEdgeIdentity):
 		return rejection{status: http.StatusInternalServerError, code: "server_error", description: errEdgeIdentity.Error(), tag: "edge_identity"}
+	case errors.Is(err, vc.ErrStatusUnavailable):
+		// The credential may be fine but its revocation status cannot be
+		// read right now: the edge fails closed, and 503 tells the client
+		// to retry rather than to fetch a new credential.
+		return rejection{status: http.StatusServiceUnavailable, code: "temporarily_unavailable", description: vc.ErrStatusUnavailable.Error(),
+			reason: "status_unavailable", tag: "status_unavailable"}
 	case errors.Is(err, vc.ErrMissingScope):
 		// Verified, but not allowed here: 403, and the scopes to ask for.
 		reason := vc.Reason(err)

@@ -166,6 +166,9 @@ func (c *sessionClaims) delegation() *vc.Delegation {
 		Format:       vc.Format(c.Format),
 		IssuedAt:     time.Unix(c.IssuedAt, 0),
 		ExpiresAt:    time.Unix(c.ExpiresAt, 0),
+		// The session was issued for a signed challenge: the agent proved
+		// it holds its key, as a presentation would.
+		Presented: true,
 	}
 	if h, err := base64.RawURLEncoding.DecodeString(c.Hash); err == nil && len(h) == len(d.Hash) {
 		copy(d.Hash[:], h)
