@@ -65,8 +65,8 @@ func (s algSet) allows(alg string) bool {
 }
 
 // Verifier verifies delegation credentials. Safe for concurrent use: its
-// configuration is not changed after NewVerifier, and its status-list
-// cache is synchronized.
+// configuration is not changed after NewVerifier, and its status-list and
+// result caches are synchronized.
 type Verifier struct {
 	resolver didresolver.Resolver
 	now      func() time.Time
@@ -82,6 +82,8 @@ type Verifier struct {
 	vpLifetime time.Duration
 	replay     ReplayGuard // nil: presentation ids are not tracked
 	statusCfg  statusConfig
+	results    *resultCache // nil: every call verifies (see resultcache.go)
+	resultCfg  resultCacheConfig
 }
 
 // statusConfig is what the status options set; NewVerifier builds the
@@ -252,6 +254,7 @@ func NewVerifier(r didresolver.Resolver, opts ...Option) *Verifier {
 		maxDepth:   MaxChainDepth,
 		vpLifetime: defaultPresentationLifetime,
 		statusCfg:  statusConfig{ttl: defaultStatusTTL},
+		resultCfg:  resultCacheConfig{ttl: defaultResultCacheTTL},
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -261,12 +264,17 @@ func NewVerifier(r didresolver.Resolver, opts ...Option) *Verifier {
 	if !v.statusCfg.off {
 		v.status = newStatusLists(v, v.statusCfg)
 	}
+	if v.resultCfg.maxEntries > 0 {
+		v.results = newResultCache(v.resultCfg)
+	}
 	return v
 }
 
 // CheckOption adds per-request rules to one Verify call.
 type CheckOption func(*checks)
 
+// checks are the per-call rules. Every field must be part of the result
+// cache key (Verifier.keyOf) or make the call bypass the cache.
 type checks struct {
 	audiences           []string
 	requireAudience     bool

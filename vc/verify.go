@@ -74,6 +74,9 @@ type parsed struct {
 //
 // Surrounding ASCII whitespace is trimmed; Delegation.Hash is over the
 // trimmed bytes.
+//
+// With WithResultCache, a credential verified before under the same rules
+// is served from the cache (see resultcache.go).
 func (v *Verifier) Verify(ctx context.Context, raw []byte, opts ...CheckOption) (*Delegation, error) {
 	if len(raw) > v.maxSize {
 		return nil, fail(ErrTooLarge, "")
@@ -88,38 +91,47 @@ func (v *Verifier) Verify(ctx context.Context, raw []byte, opts ...CheckOption) 
 			o(&c)
 		}
 	}
+	if v.results != nil {
+		return v.results.verify(ctx, v, raw, &c)
+	}
+	d, _, err := v.verify(ctx, raw, &c)
+	return d, err
+}
 
+// verify verifies the trimmed, non-empty raw under c. statusChecked
+// reports whether a credentialStatus of the chain was checked.
+func (v *Verifier) verify(ctx context.Context, raw []byte, c *checks) (d *Delegation, statusChecked bool, err error) {
 	leaf, vp, err := parseAny(raw, v.ld)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var pool []*parsed
 	if vp == nil {
 		if c.requirePresentation {
-			return nil, fail(ErrPresentationRequired, "")
+			return nil, false, fail(ErrPresentationRequired, "")
 		}
 	} else {
-		if leaf, pool, err = v.openPresentation(ctx, vp, &c); err != nil {
-			return nil, err
+		if leaf, pool, err = v.openPresentation(ctx, vp, c); err != nil {
+			return nil, false, err
 		}
 	}
 
 	if err := v.verifyCredential(ctx, leaf); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	if err := checkAudience(leaf.audiences, &c); err != nil {
-		return nil, err
+	if err := checkAudience(leaf.audiences, c); err != nil {
+		return nil, false, err
 	}
 	if leaf.parentID != "" && len(c.ancestors) > 0 {
 		more, err := v.parseAncestors(c.ancestors)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		pool = append(pool, more...)
 	}
-	chain, err := v.chainOf(ctx, leaf, pool, &c)
+	chain, err := v.chainOf(ctx, leaf, pool, c)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if v.status != nil {
 		// Leaf first: it is the likeliest to be revoked. Revoking any link
@@ -129,26 +141,27 @@ func (v *Verifier) Verify(ctx context.Context, raw []byte, opts ...CheckOption) 
 			if !present(l.status) {
 				continue
 			}
+			statusChecked = true
 			if err := v.status.check(ctx, l.d.Issuer, l.status); err != nil {
 				if i != len(chain)-1 {
 					err = within(err, "ancestor credential")
 				}
-				return nil, err
+				return nil, false, err
 			}
 		}
 	}
-	d := delegationOf(chain)
+	d = delegationOf(chain)
 	if !d.HasScopes(c.requiredScopes...) {
-		return nil, fail(ErrMissingScope, "")
+		return nil, false, fail(ErrMissingScope, "")
 	}
 	if vp != nil {
-		if err := v.bindPresentation(ctx, vp, &c); err != nil {
-			return nil, err
+		if err := v.bindPresentation(ctx, vp, c); err != nil {
+			return nil, false, err
 		}
 		d.Presented = true
 	}
 	d.Hash = sha256.Sum256(raw)
-	return d, nil
+	return d, statusChecked, nil
 }
 
 // parseAny parses a trimmed, non-empty credential or presentation.

@@ -1,0 +1,438 @@
+package vc
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+)
+
+// The verified-delegation cache (WithResultCache). An edge sees the same
+// credential on every request of a session; once it has verified, a
+// repeat costs a SHA-256 of the token and a map lookup: nothing is parsed,
+// resolved or verified again.
+//
+// Key. SHA-256 over the SHA-256 of the trimmed credential (Delegation.Hash)
+// and an encoding of every per-call rule that can change the outcome:
+// ForAudience, RequireAudience, RequireScopes and the SHA-256 of each
+// WithAncestors credential. A credential accepted for one audience or set
+// of scopes is therefore never served for another. The Verifier's own
+// configuration (trust, algorithms, skew, …) is fixed, and the cache
+// belongs to it.
+//
+// Bypass. Presentations are never stored: their nonce and replay checks
+// hold per use. Calls with WithPresentationNonce or RequirePresentation
+// skip the cache altogether; a presentation sent without them is looked up
+// (and misses), and neither its result nor its verification is shared.
+//
+// Lifetime. An entry is served while the clock is before the earliest of:
+// the chain's ExpiresAt (exactly, without the clock skew Verify allows), the
+// cache TTL after it was stored (WithResultCacheTTL, default 60s: how long
+// a rotated or removed issuer key may still be honoured), and, when any
+// credential of the chain has a credentialStatus that was checked, the
+// status list TTL after it was stored (WithStatusListTTL). The list itself
+// may have been fetched up to one TTL before, so a revocation takes effect
+// within two status TTLs (plus WithStatusStaleIfError, if set). Every hit
+// also re-checks NotBefore and IssuedAt, with the skew, against the clock
+// (which matters only if the clock steps back). Failures are
+// never stored (an attacker could fill the cache with them) and a failure
+// removes the entry for its key.
+//
+// Bursts. One verification runs per key at a time (singleflight): N
+// concurrent requests with the same new token, good or bad, cost one
+// verification. It runs under the context of the caller that started it;
+// the others wait for it whatever their own context (it is bounded by the
+// resolver's and the status fetch's timeouts). A caller that joined
+// another's verification redoes its own when that one was a presentation,
+// or failed because its caller's context ended.
+//
+// Bound and eviction. At most maxEntries entries, in 16 shards (one below
+// 256 entries) chosen by key; each shard holds its share and evicts with
+// CLOCK (second chance): a hit sets the entry's reference bit, and an
+// insertion into a full shard sweeps the hand past referenced entries,
+// clearing their bits, and replaces the first unreferenced or expired one.
+// A flood of one-off tokens thus displaces entries that are not being used
+// before the ones that are; a hit takes only a read lock.
+//
+// Results are copies: every caller gets a Delegation of its own, with its
+// own slices, so no caller can change what the next one gets.
+
+const defaultResultCacheTTL = 60 * time.Second
+
+// resultCacheConfig is what the result cache options set.
+type resultCacheConfig struct {
+	maxEntries int
+	ttl        time.Duration
+	observe    func(hit bool)
+}
+
+// WithResultCache keeps up to maxEntries verified delegations and serves
+// a credential verified before, under the same CheckOptions, without
+// parsing, resolving or verifying it again. Default 0: off.
+//
+// An entry is served until the earliest of the chain's ExpiresAt, the
+// cache TTL (WithResultCacheTTL) and, when the chain has a
+// credentialStatus, the status list TTL (WithStatusListTTL); so a revoked
+// credential, or one whose issuer rotated its key, may still be accepted
+// for that long. Presentations are never cached. Failures are not cached;
+// concurrent calls with the same token share one verification. Eviction is
+// CLOCK (second chance) in 16 shards. Each call gets its own copy of the
+// Delegation. See resultcache.go for the details.
+func WithResultCache(maxEntries int) Option {
+	return func(v *Verifier) { v.resultCfg.maxEntries = max(maxEntries, 0) }
+}
+
+// WithResultCacheTTL bounds how long a verified delegation is served from
+// the cache, whatever its expiry, so that a rotated issuer key (or a
+// changed DID document) stops being honoured within d. Default 60s;
+// d <= 0 keeps the default.
+func WithResultCacheTTL(d time.Duration) Option {
+	return func(v *Verifier) {
+		if d > 0 {
+			v.resultCfg.ttl = d
+		}
+	}
+}
+
+// WithCacheObserver calls fn once per Verify that consulted the result
+// cache, with whether it was served from it (for hit/miss metrics). fn runs
+// on the request path, concurrently: it must be quick and safe for
+// concurrent use.
+func WithCacheObserver(fn func(hit bool)) Option {
+	return func(v *Verifier) { v.resultCfg.observe = fn }
+}
+
+// resultKey names a verification: the credential and the per-call rules.
+type resultKey [sha256.Size]byte
+
+// resultKeyVersion starts the key encoding; change it with the encoding.
+const resultKeyVersion = 1
+
+// keyOf returns the cache key of the trimmed raw under c, and false when
+// the call must bypass the cache.
+//
+// Every field of checks is either encoded here or makes the call bypass
+// the cache; TestResultCacheKeyCoversChecks fails when checks grows.
+func (v *Verifier) keyOf(raw []byte, c *checks) (resultKey, bool) {
+	if c.nonce != nil || c.requirePresentation || len(c.ancestors) > maxPooled {
+		return resultKey{}, false
+	}
+	var buf [320]byte
+	b := append(buf[:0], resultKeyVersion)
+	h := sha256.Sum256(raw)
+	b = append(b, h[:]...)
+	if c.requireAudience {
+		b = append(b, 1)
+	} else {
+		b = append(b, 0)
+	}
+	b = appendStrings(b, c.audiences)
+	b = appendStrings(b, c.requiredScopes)
+	b = binary.AppendUvarint(b, uint64(len(c.ancestors)))
+	for _, a := range c.ancestors {
+		if len(a) > v.maxSize {
+			return resultKey{}, false // Verify refuses it without hashing it
+		}
+		h := sha256.Sum256(trimSpace(a))
+		b = append(b, h[:]...)
+	}
+	return sha256.Sum256(b), true
+}
+
+// appendStrings appends a length-prefixed list.
+func appendStrings(b []byte, l []string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(l)))
+	for _, s := range l {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	return b
+}
+
+// resultCache is the verified-delegation cache of a Verifier.
+type resultCache struct {
+	ttl     time.Duration
+	observe func(hit bool)
+	shards  []resultShard
+	mask    uint8
+	flights singleflight.Group
+}
+
+// resultShard is one CLOCK-evicted part of the cache.
+type resultShard struct {
+	mu      sync.RWMutex
+	entries map[resultKey]*resultEntry
+	// ring holds the entries in CLOCK order (nil where one was removed);
+	// it grows to capacity and then entries are replaced in place.
+	ring     []*resultEntry
+	free     []int32 // indexes of nil slots in ring
+	hand     int
+	capacity int
+	_        [64]byte // keep shards' locks off each other's cache lines
+}
+
+// resultEntry is one cached verification; immutable once stored but for
+// ref.
+type resultEntry struct {
+	key resultKey
+	d   Delegation // private: callers get copies
+	// until is when the entry stops being served (unix ns); notBefore is
+	// the later of the delegation's NotBefore and IssuedAt, less the skew
+	// (unix ns), math.MinInt64 when it has neither.
+	until, notBefore int64
+	slot             int32
+	ref              atomic.Bool
+}
+
+func newResultCache(cfg resultCacheConfig) *resultCache {
+	n := 1
+	if cfg.maxEntries >= 256 {
+		n = 16
+	}
+	cfg.maxEntries = min(cfg.maxEntries, 1<<30) // slots are int32
+	rc := &resultCache{
+		ttl:     cfg.ttl,
+		observe: cfg.observe,
+		shards:  make([]resultShard, n),
+		mask:    uint8(n - 1),
+	}
+	for i := range rc.shards {
+		s := &rc.shards[i]
+		s.capacity = cfg.maxEntries / n
+		if i < cfg.maxEntries%n {
+			s.capacity++
+		}
+		s.entries = make(map[resultKey]*resultEntry, min(s.capacity, 1024))
+	}
+	return rc
+}
+
+func (rc *resultCache) shard(k *resultKey) *resultShard { return &rc.shards[k[0]&rc.mask] }
+
+// Len is the number of entries held, including expired ones not yet
+// evicted.
+func (rc *resultCache) Len() int {
+	n := 0
+	for i := range rc.shards {
+		s := &rc.shards[i]
+		s.mu.RLock()
+		n += len(s.entries)
+		s.mu.RUnlock()
+	}
+	return n
+}
+
+// get returns the entry for k if it may be served at now.
+func (rc *resultCache) get(k *resultKey, now time.Time) *resultEntry {
+	s := rc.shard(k)
+	s.mu.RLock()
+	e := s.entries[*k]
+	s.mu.RUnlock()
+	if e == nil {
+		return nil
+	}
+	t := now.UnixNano()
+	if t >= e.until || t < e.notBefore {
+		return nil
+	}
+	if !e.ref.Load() {
+		e.ref.Store(true)
+	}
+	return e
+}
+
+// put stores d for k, verified at now; statusChecked says a
+// credentialStatus of the chain was checked, capping the entry at
+// statusTTL.
+func (rc *resultCache) put(k *resultKey, d *Delegation, now time.Time, statusChecked bool, statusTTL, skew time.Duration) {
+	until := now.Add(rc.ttl)
+	if statusChecked {
+		until = earliest(until, now.Add(statusTTL))
+	}
+	until = earliest(until, d.ExpiresAt)
+	if !until.After(now) {
+		return
+	}
+	e := &resultEntry{key: *k, until: until.UnixNano(), notBefore: math.MinInt64}
+	copyDelegation(&e.d, d, make([]string, 0, len(d.Scopes)+len(d.Audience)+len(d.Chain)))
+	if start := latest(d.NotBefore, d.IssuedAt); !start.IsZero() {
+		e.notBefore = start.Add(-skew).UnixNano()
+	}
+
+	s := rc.shard(k)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.entries[*k]; old != nil {
+		e.slot = old.slot
+		s.ring[e.slot] = e
+		s.entries[*k] = e
+		return
+	}
+	switch {
+	case len(s.free) > 0:
+		e.slot = s.free[len(s.free)-1]
+		s.free = s.free[:len(s.free)-1]
+	case len(s.ring) < s.capacity:
+		e.slot = int32(len(s.ring))
+		s.ring = append(s.ring, nil)
+	default:
+		e.slot = s.evict(now.UnixNano())
+	}
+	s.ring[e.slot] = e
+	s.entries[*k] = e
+}
+
+// evict frees the slot of the first entry, from the hand on, that has
+// expired or has not been used since the hand last passed it, and returns
+// it. The ring is full; s.mu is held. It stops within two turns: the first
+// clears every reference bit.
+func (s *resultShard) evict(now int64) int32 {
+	for {
+		i := s.hand
+		s.hand++
+		if s.hand == len(s.ring) {
+			s.hand = 0
+		}
+		e := s.ring[i]
+		if e == nil {
+			return int32(i)
+		}
+		if now < e.until && e.ref.Swap(false) {
+			continue
+		}
+		delete(s.entries, e.key)
+		s.ring[i] = nil
+		return int32(i)
+	}
+}
+
+// remove drops the entry for k, if any. A flood of bad tokens finds none
+// and takes only the read lock.
+func (rc *resultCache) remove(k *resultKey) {
+	s := rc.shard(k)
+	s.mu.RLock()
+	e := s.entries[*k]
+	s.mu.RUnlock()
+	if e == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.entries[*k]; e != nil {
+		delete(s.entries, *k)
+		s.ring[e.slot] = nil
+		s.free = append(s.free, e.slot)
+	}
+}
+
+// flightResult is what one verification hands to every caller that waited
+// for it.
+type flightResult struct {
+	d         *Delegation // read only
+	err       error
+	presented bool
+}
+
+// verify is Verify with the cache, for a trimmed raw and applied checks.
+func (rc *resultCache) verify(ctx context.Context, v *Verifier, raw []byte, c *checks) (*Delegation, error) {
+	key, ok := v.keyOf(raw, c)
+	if !ok {
+		d, _, err := v.verify(ctx, raw, c)
+		return d, err
+	}
+	if e := rc.get(&key, v.now()); e != nil {
+		if rc.observe != nil {
+			rc.observe(true)
+		}
+		return cloneDelegation(&e.d), nil
+	}
+	if rc.observe != nil {
+		rc.observe(false)
+	}
+
+	leader := false
+	r, _, _ := rc.flights.Do(string(key[:]), func() (any, error) {
+		leader = true
+		// Another flight may have stored it between our lookup and now.
+		if e := rc.get(&key, v.now()); e != nil {
+			return &flightResult{d: &e.d}, nil
+		}
+		d, statusChecked, err := v.verify(ctx, raw, c)
+		if err != nil {
+			rc.remove(&key)
+			return &flightResult{err: err}, nil
+		}
+		if !d.Presented {
+			rc.put(&key, d, v.now(), statusChecked, v.statusCfg.ttl, v.skew)
+		}
+		return &flightResult{d: d, presented: d.Presented}, nil
+	})
+	res := r.(*flightResult)
+	switch {
+	case leader && res.d != nil && !res.presented:
+		// d may be the entry's own Delegation (the recheck above).
+		return cloneDelegation(res.d), nil
+	case leader:
+		return res.d, res.err
+	case res.presented, res.err != nil && ctx.Err() == nil && isContextError(res.err):
+		// A presentation is checked per use; and the leader's context
+		// ending says nothing about this credential.
+		d, _, err := v.verify(ctx, raw, c)
+		return d, err
+	case res.err != nil:
+		return nil, res.err
+	}
+	return cloneDelegation(res.d), nil
+}
+
+func isContextError(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// cloneDelegation returns a copy of src whose slices are its own, in one
+// backing array; each is capped so that appending to one reallocates
+// rather than writing over the next. A delegation with a few scopes,
+// audiences and chain links (the usual) is copied in one allocation.
+func cloneDelegation(src *Delegation) *Delegation {
+	n := len(src.Scopes) + len(src.Audience) + len(src.Chain)
+	if n <= len(delegationBox{}.strs) {
+		b := new(delegationBox)
+		copyDelegation(&b.d, src, b.strs[:0:n])
+		return &b.d
+	}
+	d := new(Delegation)
+	copyDelegation(d, src, make([]string, 0, n))
+	return d
+}
+
+// delegationBox holds a Delegation and the strings of its slices.
+type delegationBox struct {
+	d    Delegation
+	strs [6]string
+}
+
+// copyDelegation sets *d to a copy of *src with its slices in buf, which
+// has room for them all.
+func copyDelegation(d, src *Delegation, buf []string) {
+	*d = *src
+	d.Scopes, buf = carve(buf, src.Scopes)
+	d.Audience, buf = carve(buf, src.Audience)
+	d.Chain, _ = carve(buf, src.Chain)
+}
+
+// carve appends src to buf and returns the appended part (nil for a nil
+// src, so that JSON output is unchanged) and buf.
+func carve(buf, src []string) ([]string, []string) {
+	if src == nil {
+		return nil, buf
+	}
+	start := len(buf)
+	buf = append(buf, src...)
+	return buf[start:len(buf):len(buf)], buf
+}

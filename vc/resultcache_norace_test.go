@@ -1,0 +1,5 @@
+//go:build !race
+
+package vc
+
+const raceEnabled = false
