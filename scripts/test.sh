@@ -6,11 +6,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v redis-server >/dev/null 2>&1; then
-	echo "== installing redis-server (tests start their own on a free port)"
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v wrk >/dev/null 2>&1; then
+	echo "== installing redis-server (tests start their own on a free port) and wrk (integration/bench)"
 	SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 	$SUDO apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server wrk >/dev/null
 fi
 
 echo "== go vet"

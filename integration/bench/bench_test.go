@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testLog sends the harness's progress to t.Log.
+type testLog struct{ t *testing.T }
+
+func (w testLog) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// TestBenchQuick runs the whole harness in quick mode (1 round × 1 s per
+// configuration): it builds Caddy, runs every configuration through wrk or
+// the handshake driver, and checks that each served requests and that none
+// failed. It asserts nothing about speed. A missing wrk or redis-server
+// fails it: CI installs both (scripts/test.sh).
+func TestBenchQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs Caddy under load; skipped under -short")
+	}
+	for _, tool := range []string{"wrk", "redis-server"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s not found in PATH: install it with `apt-get install -y %s` (scripts/test.sh does)", tool, tool)
+		}
+	}
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := QuickOptions()
+	opts.Root = root
+	opts.Log = testLog{t}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, opts)
+	if rep != nil {
+		t.Logf("report:\n%s", rep.Markdown("TestBenchQuick"))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ran := make(map[string]bool)
+	for _, s := range rep.Samples {
+		ran[s.Config] = true
+		if s.Load.Ops == 0 {
+			t.Errorf("%s round %d: no request completed", s.Config, s.Round+1)
+		}
+		if s.Load.Failed != 0 {
+			t.Errorf("%s round %d: %d failed: %s", s.Config, s.Round+1, s.Load.Failed, s.Load.FirstError)
+		}
+		if s.CPU <= 0 && s.Load.Seconds >= 1 {
+			t.Errorf("%s round %d: no Caddy CPU time measured", s.Config, s.Round+1)
+		}
+		if s.Mallocs <= 0 {
+			t.Errorf("%s round %d: no Caddy allocations measured", s.Config, s.Round+1)
+		}
+	}
+	skipped := strings.Join(rep.Notes, "\n")
+	for _, c := range allConfigs {
+		switch {
+		case ran[c.name]:
+		case c.optional && strings.Contains(skipped, "configuration "+c.name+" "):
+			t.Logf("%s skipped: its feature has not landed", c.name)
+		default:
+			t.Errorf("configuration %s did not run", c.name)
+		}
+	}
+	if len(rep.Floors) != 3 {
+		t.Errorf("vc floors: got %d benchmarks, want 3", len(rep.Floors))
+	}
+}

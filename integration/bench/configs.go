@@ -1,0 +1,168 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// loadKind is how a configuration is driven.
+type loadKind int
+
+const (
+	// loadHeader: wrk, one credential in Authorization, reused.
+	loadHeader loadKind = iota
+	// loadPool: wrk, a fresh credential from the pre-minted pool on every
+	// request.
+	loadPool
+	// loadBody: wrk, one credential in params.delegationToken, reused.
+	loadBody
+	// loadHandshake: the peer's Level 3 handshake driver.
+	loadHandshake
+)
+
+// config is one configuration of the bench: a route of the one Caddy
+// process (/<name>/*) and how it is driven.
+type config struct {
+	name  string
+	label string
+	load  loadKind
+	// mcpi is the body of the route's mcpi block; "" for no mcpi.
+	mcpi string
+	// redis: the route's nonce store is the bench's redis-server.
+	redis bool
+	// check is what the upstream must have seen on this route; nil for
+	// none.
+	check func(s routeStats) error
+	// optional: a feature still landing. If the built Caddy does not
+	// accept the route's Caddyfile, the configuration is skipped with a
+	// note instead of failing the run.
+	optional bool
+}
+
+// allConfigs are the configurations, in their order in the report. a is
+// the ceiling every ratio is taken against.
+var allConfigs = []config{
+	{name: "a", label: "plain reverse_proxy (the ceiling)", load: loadHeader},
+	{name: "b", label: "level 1, one credential reused", load: loadHeader,
+		mcpi: "level 1", check: noLeak},
+	{name: "b-hdr", label: "level 1, one credential reused, `carriers authorization` (no body read)", load: loadHeader,
+		mcpi: "level 1\ncarriers authorization", check: noLeak},
+	{name: "c", label: "level 1, a fresh credential on every request", load: loadPool,
+		mcpi: "level 1", check: noLeak},
+	{name: "d", label: "level 2, signed X-Verified-Delegation (assertion reused while fresh, the default)", load: loadHeader,
+		mcpi: "level 2", check: allAsserted, optional: true},
+	{name: "d-sign", label: "level 2, `assertion_reuse off` (one signature per request)", load: loadHeader,
+		mcpi: "level 2\nassertion_reuse off", check: allAsserted, optional: true},
+	{name: "e", label: "level 1, credential in params.delegationToken (body read and rewritten; the stand-in for per-tool policy)", load: loadBody,
+		mcpi: "level 1", check: noLeak},
+	{name: "e-tool", label: "level 1 + per-tool policy `tool greet { scopes greet:execute }` (tools/call body parsed, result checked)", load: loadHeader,
+		mcpi: "level 1\ntool greet {\n\tscopes greet:execute\n}", check: noLeak, optional: true},
+	{name: "f-mem", label: "level 3 handshakes, memory nonce store", load: loadHandshake,
+		mcpi: "level 3\nhandshake terminate\nhandshake_paths /f-mem/handshake /f-mem/verify\nnonce_store memory", check: noUpstream, optional: true},
+	{name: "f-redis", label: "level 3 handshakes, Redis nonce store", load: loadHandshake, redis: true,
+		mcpi: "level 3\nhandshake terminate\nhandshake_paths /f-redis/handshake /f-redis/verify", check: noUpstream, optional: true},
+}
+
+// routeStats is what the upstream saw on one route during one run
+// (peer.RouteStats, as a difference).
+type routeStats struct {
+	Requests int64 `json:"requests"`
+	Leaked   int64 `json:"leaked"`
+	Asserted int64 `json:"asserted"`
+}
+
+func (s routeStats) minus(o routeStats) routeStats {
+	return routeStats{s.Requests - o.Requests, s.Leaked - o.Leaked, s.Asserted - o.Asserted}
+}
+
+func noLeak(s routeStats) error {
+	if s.Leaked != 0 {
+		return fmt.Errorf("%d of %d requests reached the upstream still carrying the credential", s.Leaked, s.Requests)
+	}
+	return nil
+}
+
+func allAsserted(s routeStats) error {
+	if err := noLeak(s); err != nil {
+		return err
+	}
+	if s.Asserted != s.Requests {
+		return fmt.Errorf("%d of %d requests reached the upstream without X-Verified-Delegation", s.Requests-s.Asserted, s.Requests)
+	}
+	return nil
+}
+
+func noUpstream(s routeStats) error {
+	if s.Requests != 0 {
+		return fmt.Errorf("%d handshake calls reached the upstream (terminate mode answers them at the edge)", s.Requests)
+	}
+	return nil
+}
+
+// selectConfigs returns the configurations named in names (all for none),
+// in report order.
+func selectConfigs(names []string) ([]config, error) {
+	if len(names) == 0 {
+		return allConfigs, nil
+	}
+	want := make(map[string]bool)
+	for _, n := range names {
+		want[strings.TrimSpace(n)] = true
+	}
+	var out []config
+	for _, c := range allConfigs {
+		if want[c.name] {
+			out = append(out, c)
+			delete(want, c.name)
+		}
+	}
+	for n := range want {
+		return nil, fmt.Errorf("unknown configuration %q (have %s)", n, configNames(allConfigs))
+	}
+	return out, nil
+}
+
+func configNames(cs []config) string {
+	names := make([]string, len(cs))
+	for i, c := range cs {
+		names[i] = c.name
+	}
+	return strings.Join(names, ",")
+}
+
+// caddyfile renders the bench's Caddyfile: one site with a route per
+// configuration, all in front of the same upstream.
+func caddyfile(cs []config, port, adminPort int, storage, upstream, issuerDID, redisURL string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `{
+	admin 127.0.0.1:%d
+	auto_https off
+	persist_config off
+	skip_install_trust
+	grace_period 1ns
+	storage file_system {
+		root %s
+	}
+}
+
+:%d {
+	bind 127.0.0.1
+`, adminPort, storage, port)
+	for _, c := range cs {
+		fmt.Fprintf(&b, "\thandle /%s/* {\n", c.name)
+		if c.mcpi != "" {
+			b.WriteString("\t\tmcpi {\n")
+			fmt.Fprintf(&b, "\t\t\ttrust %s\n", issuerDID)
+			for _, line := range strings.Split(c.mcpi, "\n") {
+				fmt.Fprintf(&b, "\t\t\t%s\n", line)
+			}
+			if c.redis {
+				fmt.Fprintf(&b, "\t\t\tnonce_store redis %s\n", redisURL)
+			}
+			b.WriteString("\t\t}\n")
+		}
+		fmt.Fprintf(&b, "\t\treverse_proxy %s\n\t}\n", upstream)
+	}
+	b.WriteString("}\n")
+	return b.String()
+}

@@ -1,0 +1,145 @@
+// Command bench is the whole-proxy benchmark of caddy-mcpi. It builds Caddy
+// with the plugin (./cmd/caddy), starts a fast upstream and one Caddy with
+// a route per configuration, and drives each from a separate process over
+// keep-alive connections (wrk; a Go handshake driver for Level 3),
+// alternating the configurations in rounds so that the noise of a shared
+// machine falls on all of them alike:
+//
+//	a        plain reverse_proxy: the ceiling every ratio is taken against
+//	b        mcpi level 1, one credential reused
+//	b-hdr    b with `carriers authorization`: no body read
+//	c        level 1, a fresh credential on every request (pre-minted pool)
+//	d        level 2: signed X-Verified-Delegation, reused while fresh
+//	d-sign   level 2 with assertion_reuse off: one signature per request
+//	e        level 1, credential in params.delegationToken: the body is
+//	         read and rewritten (stands in for per-tool policy)
+//	f-mem    level 3 handshakes per second, memory nonce store
+//	f-redis  level 3 handshakes per second, Redis nonce store
+//
+// For each it reports requests/s, p50/p99 latency, Caddy's CPU time and
+// allocations per request, and each one's ratio to (a) in the same round;
+// with the bare Ed25519/P-256 verification cost from vc's benchmarks and a
+// CPU profile of (b). The result is printed and written between the
+// markers of BENCHMARKS.md.
+//
+//	scripts/bench.sh                  # full run, about 2.5 minutes
+//	go run ./integration/bench -quick # 1 round × 1 s, what CI runs
+//
+// It needs wrk and redis-server (scripts/bench.sh installs them with apt)
+// and talks to loopback only.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+)
+
+func main() {
+	opts := DefaultOptions()
+	quick := flag.Bool("quick", false, "CI mode: 1 round × 1s, a 5k pool, no warmup, no profile (flags given explicitly still win)")
+	duration := flag.Duration("duration", opts.Duration, "length of one measured run (rounded up to whole seconds)")
+	rounds := flag.Int("rounds", opts.Rounds, "rounds; each runs every configuration once, in a rotated order")
+	conns := flag.Int("connections", opts.Connections, "keep-alive connections (wrk -c, and the handshake driver's)")
+	threads := flag.Int("threads", opts.Threads, "wrk threads")
+	pool := flag.Int("pool", opts.Pool, "fresh credentials minted for configuration c")
+	warmup := flag.Duration("warmup", opts.Warmup, "unrecorded run of every configuration before round 1; 0 for none")
+	pprof := flag.Duration("pprof", opts.Pprof, "CPU profile of b after the rounds; 0 for none")
+	vcBench := flag.String("vcbench", opts.VCBenchTime, `-benchtime of the vc verification floors; "" to skip`)
+	configs := flag.String("configs", "", "comma-separated configurations to run (default all: "+configNames(allConfigs)+")")
+	pin := flag.Bool("pin", opts.Pin, "taskset: Caddy on CPU 0, the load side (wrk, upstream, handshake driver, redis) on CPU 1")
+	keep := flag.Bool("keep", false, "keep the working directory (binaries, Caddyfile, pool, profile)")
+	out := flag.String("out", "", `file whose generated section to rewrite (default BENCHMARKS.md at the repository root; "-" for none; -quick writes none unless given)`)
+	flag.Parse()
+
+	if *quick {
+		q := QuickOptions()
+		opts.Duration, opts.Rounds, opts.Pool, opts.Warmup, opts.Pprof, opts.VCBenchTime = q.Duration, q.Rounds, q.Pool, q.Warmup, q.Pprof, q.VCBenchTime
+	}
+	set := make(map[string]bool)
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	apply := func(name string, fn func()) {
+		if set[name] {
+			fn()
+		}
+	}
+	apply("duration", func() { opts.Duration = *duration })
+	apply("rounds", func() { opts.Rounds = *rounds })
+	apply("connections", func() { opts.Connections = *conns })
+	apply("threads", func() { opts.Threads = *threads })
+	apply("pool", func() { opts.Pool = *pool })
+	apply("warmup", func() { opts.Warmup = *warmup })
+	apply("pprof", func() { opts.Pprof = *pprof })
+	apply("vcbench", func() { opts.VCBenchTime = *vcBench })
+	opts.Pin, opts.Keep = *pin, *keep
+	if *configs != "" {
+		opts.Configs = strings.Split(*configs, ",")
+	}
+
+	root, err := repoRoot()
+	if err != nil {
+		fatal(err)
+	}
+	opts.Root = root
+	outPath := *out
+	switch {
+	case outPath == "-":
+		outPath = ""
+	case outPath == "" && !*quick:
+		outPath = filepath.Join(root, "BENCHMARKS.md")
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	rep, runErr := Run(ctx, opts)
+	if rep != nil && len(rep.Samples) > 0 {
+		md := rep.Markdown(commandLine())
+		fmt.Println(md)
+		if outPath != "" {
+			if err := writeMarkdown(outPath, md); err != nil {
+				fatal(err)
+			}
+			fmt.Fprintf(os.Stderr, "bench: wrote %s\n", outPath)
+		}
+	}
+	if runErr != nil {
+		fatal(runErr)
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}
+
+// repoRoot is the directory of the main module's go.mod.
+func repoRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %v", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("not inside the caddy-mcpi module")
+	}
+	return filepath.Dir(mod), nil
+}
+
+func commandLine() string {
+	if os.Getenv("MCPI_BENCH_COMMAND") != "" {
+		return os.Getenv("MCPI_BENCH_COMMAND")
+	}
+	args := []string{"go", "run", "./integration/bench"}
+	for _, a := range os.Args[1:] {
+		if a == "" || strings.ContainsAny(a, " '\"|*?$") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		args = append(args, a)
+	}
+	return strings.Join(args, " ")
+}

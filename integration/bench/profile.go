@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const modulePath = "github.com/mcpi-edge/caddy-mcpi/"
+
+// profileSummary is what the CPU profile of configuration b shows.
+type profileSummary struct {
+	Seconds int
+	// Samples is pprof's "Total samples" line.
+	Total string
+	// Mcpi are the module's functions by cumulative share, largest first.
+	Mcpi []profileFunc
+	// Flat are the functions with the largest own (flat) share.
+	Flat []profileFunc
+	// Buckets add up the flat shares by where the code lives.
+	Buckets []bucket
+}
+
+type profileFunc struct {
+	Name      string
+	Flat, Cum float64 // percent of all samples
+}
+
+type bucket struct {
+	Name string
+	Flat float64
+}
+
+// buckets classify a function by its name; the first match wins.
+var bucketRules = []struct {
+	name     string
+	prefixes []string
+}{
+	{"caddy-mcpi (every package of this module)", []string{modulePath}},
+	{"crypto (crypto/*, x/crypto, filippo.io)", []string{"crypto/", "golang.org/x/crypto", "filippo.io/", "vendor/golang.org/x/crypto"}},
+	{"encoding (json, base64, …)", []string{"encoding/", "github.com/gowebpki/jcs"}},
+	{"Caddy and net/http (routing, reverse_proxy, HTTP/1 parsing)", []string{"github.com/caddyserver/", "net/http", "net/textproto", "net/url", "bufio"}},
+	{"network syscalls and poller", []string{"syscall.", "internal/poll", "net.", "internal/runtime/syscall", "runtime.netpoll"}},
+	{"runtime (GC, allocation, scheduling)", []string{"runtime.", "internal/runtime", "sync", "gcWriteBarrier", "internal/"}},
+}
+
+func classify(fn string) string {
+	for _, r := range bucketRules {
+		for _, p := range r.prefixes {
+			if strings.HasPrefix(fn, p) {
+				return r.name
+			}
+		}
+	}
+	return "other"
+}
+
+// profile runs configuration b under wrk while taking a CPU profile from
+// Caddy's admin endpoint, and summarizes it with go tool pprof.
+func (b *bench) profile(ctx context.Context) (*profileSummary, error) {
+	c, _ := selectConfigs([]string{"b"})
+	secs := wrkSeconds(b.opts.Pprof)
+	b.logf("CPU profile of b: %ds from %s/debug/pprof/profile while wrk runs", secs, b.admin)
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.runWrk(ctx, c[0], time.Duration(secs+2)*time.Second)
+		done <- err
+	}()
+	time.Sleep(time.Second) // let the connections settle
+	path := filepath.Join(b.dir, "b.cpu.pprof")
+	fetchErr := fetch(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", b.admin, secs), path, time.Duration(secs+30)*time.Second)
+	if err := <-done; err != nil {
+		return nil, err
+	}
+	if fetchErr != nil {
+		return nil, fetchErr
+	}
+	p := &profileSummary{Seconds: secs}
+	all, total, err := pprofTop(b.opts.Root, b.caddyBin, path)
+	if err != nil {
+		return nil, err
+	}
+	p.Total = total
+	sums := make(map[string]float64)
+	for _, f := range all {
+		sums[classify(f.Name)] += f.Flat
+		if strings.HasPrefix(f.Name, modulePath) {
+			p.Mcpi = append(p.Mcpi, profileFunc{Name: strings.TrimPrefix(f.Name, modulePath), Flat: f.Flat, Cum: f.Cum})
+		}
+	}
+	slices.SortStableFunc(p.Mcpi, func(x, y profileFunc) int { return cmpDesc(x.Cum, y.Cum) })
+	p.Mcpi = p.Mcpi[:min(len(p.Mcpi), 15)]
+	flat := slices.Clone(all)
+	slices.SortStableFunc(flat, func(x, y profileFunc) int { return cmpDesc(x.Flat, y.Flat) })
+	p.Flat = flat[:min(len(flat), 15)]
+	for _, r := range bucketRules {
+		p.Buckets = append(p.Buckets, bucket{r.name, sums[r.name]})
+	}
+	p.Buckets = append(p.Buckets, bucket{"other", sums["other"]})
+	return p, nil
+}
+
+func cmpDesc(a, b float64) int {
+	switch {
+	case a > b:
+		return -1
+	case a < b:
+		return 1
+	}
+	return 0
+}
+
+func fetch(url, path string, timeout time.Duration) error {
+	client := &http.Client{Timeout: timeout}
+	resp, err := client.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 500))
+		return fmt.Errorf("GET %s: HTTP %d %s", url, resp.StatusCode, msg)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// pprofTop returns every function of the profile with its flat and cum
+// percentages (go tool pprof -top), and the "Total samples" line.
+func pprofTop(root, bin, profile string) ([]profileFunc, string, error) {
+	cmd := exec.Command("go", "tool", "pprof", "-top", "-nodecount=100000", bin, profile)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, "", fmt.Errorf("go tool pprof: %v", err)
+	}
+	var fns []profileFunc
+	var total string
+	header := false
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, "Total samples") {
+			total = strings.TrimSpace(l)
+		}
+		f := strings.Fields(l)
+		if !header {
+			header = len(f) >= 5 && f[0] == "flat" && f[1] == "flat%"
+			continue
+		}
+		if len(f) < 6 {
+			continue
+		}
+		flat, err1 := strconv.ParseFloat(strings.TrimSuffix(f[1], "%"), 64)
+		cum, err2 := strconv.ParseFloat(strings.TrimSuffix(f[4], "%"), 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		name := strings.TrimSuffix(strings.Join(f[5:], " "), " (inline)")
+		fns = append(fns, profileFunc{Name: name, Flat: flat, Cum: cum})
+	}
+	if len(fns) == 0 {
+		return nil, "", fmt.Errorf("go tool pprof printed no functions:\n%s", tail(string(out), 1000))
+	}
+	return fns, total, nil
+}
