@@ -25,6 +25,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		trust any | <did>...
 //		audience <id>...
 //		require_audience
+//		require_presentation
 //		require_scopes <scope>...
 //		carriers <name>...
 //		non_delegation_bearer pass|reject
@@ -36,10 +37,14 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		allow_private_did_web
 //		authorization_servers <url>...
 //		passthrough_credential
+//		status_list_ttl <duration>
+//		status_stale_if_error <duration>
+//		jsonld on|off
+//		jsonld_context <url> <file>
 //	}
 //
-// Each subdirective may appear once; `trust` has no default and Validate
-// refuses a config without it.
+// Each subdirective may appear once (jsonld_context once per URL); `trust`
+// has no default and Validate refuses a config without it.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
 	if d.NextArg() {
@@ -70,6 +75,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			continue
 		}
 		if handled, err := h.unmarshalObservability(d, name); handled || err != nil {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if handled, err := h.unmarshalDelegation(d, name); handled || err != nil {
 			if err != nil {
 				return err
 			}
@@ -118,6 +129,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			h.RequireAudience = true
+
+		case "require_presentation":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.RequirePresentation = true
 
 		case "require_scopes":
 			if h.RequiredScopes = d.RemainingArgs(); len(h.RequiredScopes) == 0 {

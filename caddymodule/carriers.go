@@ -25,6 +25,10 @@ const (
 	carrierMCPICredential
 	carrierDelegationToken
 	carrierMCPIDelegation
+	// carrierKYAOSDelegationChain carries the ancestors of the credential
+	// (KYA-OS-Delegation-Chain), never a credential: it does not count for
+	// conflicts or for "no credential" (delegation.go).
+	carrierKYAOSDelegationChain
 	numCarriers
 )
 
@@ -35,6 +39,7 @@ var carrierNames = [numCarriers]string{
 	"mcp_i_credential",
 	"delegation_token",
 	"mcpi_delegation",
+	"kya_os_delegation_chain",
 }
 
 func (c carrier) String() string {
@@ -89,6 +94,8 @@ const (
 	// hdrMCPIDelegation names the credential sent in Mcp-I-Credential; it
 	// travels with that carrier and is removed with it.
 	hdrMCPIDelegation = "Mcp-I-Delegation"
+	// hdrDelegationChain holds the ancestors of the credential.
+	hdrDelegationChain = "Kya-Os-Delegation-Chain"
 )
 
 // headerCarriers maps the single-token header carriers to their header.
@@ -140,6 +147,10 @@ func isIdentityHeader(k string, enabled carrierSet) bool {
 		}
 	case hdrKYAOSCred:
 		if enabled.has(carrierKYAOSDelegationCredential) {
+			return false
+		}
+	case hdrDelegationChain:
+		if enabled.has(carrierKYAOSDelegationChain) {
 			return false
 		}
 	case hdrMCPICred, hdrMCPIDelegation:

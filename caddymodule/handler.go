@@ -20,6 +20,8 @@ import (
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	// 1. Identity headers are the edge's to set; a client's are lies.
 	stripIdentityHeaders(r.Header, h.enabled)
+	// The ancestors of a chain are read now and never travel on.
+	chain := h.takeChain(r)
 
 	// 2. The RFC 9728 document is how a client learns what to present, so
 	// it needs no credential.
@@ -63,8 +65,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	} else {
 		// 5. One verification path for every carrier and format.
 		cred = &ex.found[0]
+		opts, bind, err := h.requestChecks(r, cred.raw, chain)
+		if err != nil {
+			return h.reject(w, r, err, cred)
+		}
 		start := time.Now()
-		d, err = h.verifier.Verify(r.Context(), cred.raw, h.checksFor(r)...)
+		d, err = h.verifier.Verify(r.Context(), cred.raw, opts...)
+		if err == nil {
+			err = bind.check(d)
+		}
 		h.observeVerification(time.Since(start), err)
 		if err != nil {
 			return h.reject(w, r, err, cred)

@@ -109,6 +109,9 @@ type level3 struct {
 	hsPath, vfPath string
 
 	service *challenge.Service
+	// store keeps issued challenges; the verifier's replay guard shares it
+	// (delegation.go).
+	store challenge.NonceStore
 	// ownStore is the default store, provisioned here (a store loaded
 	// with ctx.LoadModule is cleaned up by Caddy).
 	ownStore *MemoryNonceStore
@@ -125,8 +128,10 @@ type level3 struct {
 	client    *http.Client
 }
 
-// provisionLevel3 runs at the end of Provision (after provisionLevel2).
-func (h *Handler) provisionLevel3(ctx caddy.Context) error {
+// provisionNonceStore loads the Level 3 nonce store into h.l3.store. It
+// runs before the verifier is built, which uses the store as its replay
+// guard, and before provisionLevel3.
+func (h *Handler) provisionNonceStore(ctx caddy.Context) error {
 	if h.Level < 3 {
 		return nil
 	}
@@ -134,6 +139,33 @@ func (h *Handler) provisionLevel3(ctx caddy.Context) error {
 	// or touch the storage first.
 	if err := h.validateLevel3(); err != nil {
 		return err
+	}
+	l := &h.l3
+	if h.NonceStoreRaw != nil {
+		mod, err := ctx.LoadModule(&h.Level3Config, "NonceStoreRaw")
+		if err != nil {
+			return fmt.Errorf("mcpi: loading nonce store: %v", err)
+		}
+		s, ok := mod.(challenge.NonceStore)
+		if !ok {
+			return fmt.Errorf("mcpi: nonce store module %T is not a challenge.NonceStore", mod)
+		}
+		l.store = s
+	} else {
+		m := new(MemoryNonceStore)
+		if err := m.Provision(ctx); err != nil {
+			return err
+		}
+		l.ownStore, l.store = m, m
+	}
+	return nil
+}
+
+// provisionLevel3 runs at the end of Provision (after provisionLevel2),
+// with the store that provisionNonceStore loaded.
+func (h *Handler) provisionLevel3(ctx caddy.Context) error {
+	if h.Level < 3 {
+		return nil
 	}
 	l := &h.l3
 	l.enabled = true
@@ -158,25 +190,6 @@ func (h *Handler) provisionLevel3(ctx caddy.Context) error {
 		h.LegacyHandshake = legacyVerify
 	}
 
-	var store challenge.NonceStore
-	if h.NonceStoreRaw != nil {
-		mod, err := ctx.LoadModule(&h.Level3Config, "NonceStoreRaw")
-		if err != nil {
-			return fmt.Errorf("mcpi: loading nonce store: %v", err)
-		}
-		s, ok := mod.(challenge.NonceStore)
-		if !ok {
-			return fmt.Errorf("mcpi: nonce store module %T is not a challenge.NonceStore", mod)
-		}
-		store = s
-	} else {
-		m := new(MemoryNonceStore)
-		if err := m.Provision(ctx); err != nil {
-			return err
-		}
-		l.ownStore, store = m, m
-	}
-
 	// The agent DIDs resolve through the handler's shared DID cache; this
 	// hold on it is released in cleanupLevel3.
 	val, _, err := didCaches.LoadOrNew(h.cacheKey, func() (caddy.Destructor, error) {
@@ -189,7 +202,7 @@ func (h *Handler) provisionLevel3(ctx caddy.Context) error {
 	l.resolver = val.(pooledCache).Cache
 
 	opts := []challenge.Option{
-		challenge.WithStore(store),
+		challenge.WithStore(l.store),
 		challenge.WithResolver(l.resolver),
 		challenge.WithCredentialVerifier(h.verifier),
 		challenge.WithChallengeTTL(time.Duration(h.ChallengeTTL)),

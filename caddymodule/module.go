@@ -71,13 +71,22 @@ type Handler struct {
 	// credentials minted by KYA-OS carry no aud.
 	RequireAudience bool `json:"require_audience,omitempty"`
 
+	// Accept the credential only inside a Verifiable Presentation signed
+	// by the agent (VP-JWT or JSON VP), which proves it holds the agent's
+	// key; a bare credential gets 401 presentation_required. A Level 3
+	// handshake proves possession too: its verify call takes a bare
+	// credential, and its session admits.
+	RequirePresentation bool `json:"require_presentation,omitempty"`
+
 	// Scopes every request on this route needs (exact match). A verified
 	// credential lacking one gets 403 insufficient_scope.
 	RequiredScopes []string `json:"required_scopes,omitempty"`
 
 	// Carriers read for the credential: authorization, kya_delegation,
 	// kya_os_delegation_credential, mcp_i_credential, delegation_token,
-	// mcpi_delegation. Default: all of them.
+	// mcpi_delegation; and kya_os_delegation_chain, the
+	// KYA-OS-Delegation-Chain header, which carries the ancestors of a
+	// delegation chain, not a credential. Default: all of them.
 	Carriers []string `json:"carriers,omitempty"`
 
 	// What to do with an Authorization bearer that is not a VC/VP JWT (an
@@ -119,6 +128,8 @@ type Handler struct {
 	Level2Config
 	// Level 3 settings (level3.go).
 	Level3Config
+	// Revocation and Linked Data proof settings (delegation.go).
+	DelegationConfig
 	// Per-tool policy settings (policy.go).
 	PolicyConfig
 	// Metrics and audit log settings (observe.go).
@@ -208,13 +219,21 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	h.cacheKey = key
 
-	// Always given, so that a config that somehow skipped Validate trusts
-	// no issuer rather than every issuer.
-	h.verifier = vc.NewVerifier(val.(pooledCache).Cache,
+	// The Level 3 nonce store is also the verifier's replay guard.
+	if err := h.provisionNonceStore(ctx); err != nil {
+		return err
+	}
+	more, err := h.delegationOptions()
+	if err != nil {
+		return err
+	}
+	// Trust is always given, so that a config that somehow skipped
+	// Validate trusts no issuer rather than every issuer.
+	h.verifier = vc.NewVerifier(val.(pooledCache).Cache, append([]vc.Option{
 		vc.WithClockSkew(time.Duration(h.ClockSkew)),
 		vc.WithMaxSize(int(h.MaxCredentialSize)),
 		vc.WithTrustedIssuers(h.TrustedIssuers...),
-	)
+	}, more...)...)
 
 	h.checks = nil
 	if h.RequireAudience {
@@ -283,6 +302,9 @@ func (h *Handler) Validate() error {
 		return err
 	}
 	if err := h.validateLevel3(); err != nil {
+		return err
+	}
+	if err := h.validateDelegation(); err != nil {
 		return err
 	}
 	return h.validatePolicy()

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"errors"
 	"net/http"
 	"time"
 
@@ -88,6 +89,9 @@ func (h *Handler) recordDecision(r *http.Request, d decision) {
 func (h *Handler) observeVerification(elapsed time.Duration, err error) {
 	if m := h.metrics(); m != nil {
 		m.verification.WithLabelValues(okOrError(err)).Observe(elapsed.Seconds())
+	}
+	if errors.Is(err, vc.ErrStatusUnavailable) || errors.Is(err, vc.ErrStatusList) {
+		h.metricStatusListError(vc.Reason(err))
 	}
 }
 

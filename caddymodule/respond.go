@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mcpi-edge/caddy-mcpi/assertion"
+	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -64,6 +65,15 @@ func (h *Handler) rejectionFor(err error) rejection {
 	case errors.Is(err, assertion.ErrDelegationExpired):
 		// Level 2: the delegation expired between verification and signing.
 		return rejection{status: http.StatusUnauthorized, code: "invalid_token", description: vc.ErrExpired.Error(), reason: "expired", challenge: true, tag: "expired"}
+	case errors.Is(err, errChainTooLarge):
+		return rejection{status: http.StatusBadRequest, code: "invalid_request", description: errChainTooLarge.Error(), tag: "chain_too_large"}
+	case errors.Is(err, errChainMalformed):
+		return rejection{status: http.StatusBadRequest, code: "invalid_request", description: errChainMalformed.Error(), tag: "bad_chain_header"}
+	case errors.Is(err, challenge.ErrStoreUnavailable):
+		// The presentation's nonce or replay record could not be checked:
+		// fail closed, and tell the client to retry.
+		return rejection{status: http.StatusServiceUnavailable, code: "temporarily_unavailable", description: "presentation could not be checked",
+			tag: "nonce_store_unavailable"}
 	case errors.Is(err, errEdgeIdentity):
 		return rejection{status: http.StatusInternalServerError, code: "server_error", description: errEdgeIdentity.Error(), tag: "edge_identity"}
 	case errors.Is(err, vc.ErrStatusUnavailable):

@@ -1,0 +1,389 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/vc"
+	"github.com/mcpi-edge/caddy-mcpi/vc/ldproof"
+)
+
+// Complete delegation verification: chains (ancestors from the
+// KYA-OS-Delegation-Chain header), revocation (status lists), presentations
+// (replay guard and handshake nonces) and JSON-LD Linked Data proofs. The
+// rules themselves are vc's; this file wires them to the request and the
+// config.
+
+const (
+	defaultStatusListTTL = 60 * time.Second
+
+	// maxAncestors is the most credentials the chain header may carry (vc
+	// refuses more: WithAncestors).
+	maxAncestors = 2 * vc.MaxChainDepth
+
+	// replayKeyPrefix starts every vc replay-guard id ("vp:<hash>"), which
+	// share the Level 3 nonce store with issued challenges.
+	replayKeyPrefix = "vp:"
+)
+
+// DelegationConfig holds the settings of revocation checking and Linked
+// Data proofs. It is embedded in Handler, so its fields are top-level JSON
+// config fields of http.handlers.mcpi.
+type DelegationConfig struct {
+	// How long a fetched status list (a credential's credentialStatus,
+	// StatusList2021 or Bitstring Status List) is used before it is fetched
+	// again. Default: 60s.
+	StatusListTTL caddy.Duration `json:"status_list_ttl,omitempty"`
+
+	// How long past its TTL a status list that can no longer be fetched
+	// (or whose new copy does not verify) is still used. Default: 0: a
+	// revocation status that cannot be established fails closed with 503
+	// status_unavailable. A longer window keeps the edge up through a
+	// status server outage, at the cost of learning of revocations later.
+	StatusStaleIfError caddy.Duration `json:"status_stale_if_error,omitempty"`
+
+	// Turn off JSON-LD Linked Data proofs (Ed25519Signature2018, the
+	// JSON-LD Ed25519Signature2020, JsonWebSignature2020,
+	// EcdsaSecp256k1Signature2019, eddsa-rdfc-2022). On by default; their
+	// contexts are embedded, never fetched. Off, such credentials get 401
+	// unsupported_format.
+	DisableJSONLD bool `json:"disable_jsonld,omitempty"`
+
+	// Extra JSON-LD context documents, context URL → file, read at
+	// provisioning, for credentials naming contexts that are not embedded.
+	// A context decides what a signature covers: supply only documents
+	// you trust.
+	JSONLDContexts map[string]string `json:"jsonld_contexts,omitempty"`
+
+	// jsonldSet: the Caddyfile already gave `jsonld`.
+	jsonldSet bool
+	// statusClient fetches status lists; nil is vc's default client. Tests
+	// set it to trust their TLS server.
+	statusClient *http.Client
+}
+
+// Errors of the chain carrier; respond.go maps them.
+var (
+	errChainTooLarge  = errors.New("delegation chain too large")
+	errChainMalformed = errors.New("delegation chain malformed")
+)
+
+// delegationOptions are the verifier options of this file: status lists,
+// the replay guard (with a Level 3 nonce store, so provisionNonceStore
+// must have run) and Linked Data proofs.
+func (h *Handler) delegationOptions() ([]vc.Option, error) {
+	if h.StatusListTTL == 0 {
+		h.StatusListTTL = caddy.Duration(defaultStatusListTTL)
+	}
+	opts := []vc.Option{
+		// Status lists are fetched like did:web documents: private
+		// addresses only when allowed (tests and development).
+		vc.WithStatusLists(h.statusClient, h.AllowPrivateDIDWeb),
+		vc.WithStatusListTTL(time.Duration(h.StatusListTTL)),
+		vc.WithStatusStaleIfError(time.Duration(h.StatusStaleIfError)),
+	}
+	if h.l3.store != nil {
+		opts = append(opts, vc.WithReplayGuard(storeReplayGuard{h.l3.store}))
+	}
+	if !h.DisableJSONLD {
+		var ldOpts []ldproof.Option
+		for u, file := range h.JSONLDContexts {
+			ldOpts = append(ldOpts, ldproof.WithContextFile(u, file))
+		}
+		ld, err := ldproof.New(ldOpts...)
+		if err != nil {
+			return nil, fmt.Errorf("mcpi: JSON-LD: %v", err)
+		}
+		opts = append(opts, vc.WithLinkedDataVerifier(ld))
+	}
+	return opts, nil
+}
+
+// validateDelegation runs from Validate.
+func (h *Handler) validateDelegation() error {
+	c := &h.DelegationConfig
+	if c.StatusListTTL < 0 || c.StatusStaleIfError < 0 {
+		return errors.New("mcpi: durations must not be negative")
+	}
+	if c.DisableJSONLD && len(c.JSONLDContexts) > 0 {
+		return errors.New("mcpi: jsonld_context needs JSON-LD on")
+	}
+	for u, file := range c.JSONLDContexts {
+		if p, err := url.Parse(u); err != nil || p.Scheme == "" || (p.Host == "" && p.Opaque == "") {
+			return fmt.Errorf("mcpi: JSON-LD context %q is not an absolute URL", u)
+		}
+		if file == "" {
+			return fmt.Errorf("mcpi: JSON-LD context %q: no file", u)
+		}
+	}
+	return nil
+}
+
+// unmarshalDelegation parses a subdirective of this file; handled is false
+// for a name it does not know. Syntax:
+//
+//	status_list_ttl <duration>          # default 60s
+//	status_stale_if_error <duration>    # default 0
+//	jsonld on|off                       # default on
+//	jsonld_context <url> <file>         # repeatable, once per URL
+func (h *Handler) unmarshalDelegation(d *caddyfile.Dispenser, name string) (handled bool, err error) {
+	c := &h.DelegationConfig
+	switch name {
+	case "status_list_ttl", "status_stale_if_error":
+		dst := &c.StatusListTTL
+		if name == "status_stale_if_error" {
+			dst = &c.StatusStaleIfError
+		}
+		if *dst != 0 {
+			return true, d.Errf("%s already specified", name)
+		}
+		return true, parseDuration(d, dst)
+
+	case "jsonld":
+		if c.jsonldSet {
+			return true, d.Errf("%s already specified", name)
+		}
+		c.jsonldSet = true
+		var v string
+		if !d.AllArgs(&v) {
+			return true, d.ArgErr()
+		}
+		switch v {
+		case "on":
+			c.DisableJSONLD = false
+		case "off":
+			c.DisableJSONLD = true
+		default:
+			return true, d.Errf("jsonld must be on or off, got %q", v)
+		}
+		return true, nil
+
+	case "jsonld_context":
+		var u, file string
+		if !d.AllArgs(&u, &file) {
+			return true, d.ArgErr()
+		}
+		if _, dup := c.JSONLDContexts[u]; dup {
+			return true, d.Errf("jsonld_context %q already specified", u)
+		}
+		if c.JSONLDContexts == nil {
+			c.JSONLDContexts = map[string]string{}
+		}
+		c.JSONLDContexts[u] = file
+		return true, nil
+	}
+	return false, nil
+}
+
+// takeChain returns the values of the chain header and, unless the
+// credential passes through, removes it from the request: it never reaches
+// the upstream, whether the request is then admitted, rejected, admitted
+// anonymously or handed to the handshake. Nil when the carrier is off.
+func (h *Handler) takeChain(r *http.Request) []string {
+	if !h.enabled.has(carrierKYAOSDelegationChain) {
+		return nil
+	}
+	vals := r.Header.Values(hdrDelegationChain)
+	if !h.PassthroughCredential {
+		r.Header.Del(hdrDelegationChain)
+	}
+	return vals
+}
+
+// parseChain reads the ancestors in the values of the chain header. Each
+// value is a JSON array of credentials (VC-JWT strings or JSON VC
+// objects), one JSON VC object, or VC-JWTs separated by commas. At most
+// maxBytes in all and maxAncestors credentials.
+func parseChain(vals []string, maxBytes int64) ([][]byte, error) {
+	var total int64
+	for _, v := range vals {
+		total += int64(len(v))
+	}
+	if total > maxBytes {
+		return nil, errChainTooLarge
+	}
+	var out [][]byte
+	for _, v := range vals {
+		v = strings.TrimSpace(v)
+		switch {
+		case v == "":
+		case v[0] == '[':
+			var elems []json.RawMessage
+			if err := json.Unmarshal([]byte(v), &elems); err != nil {
+				return nil, errChainMalformed
+			}
+			for _, e := range elems {
+				e = bytes.TrimSpace(e)
+				switch e[0] { // json.Unmarshal leaves no empty element
+				case '"':
+					var s string
+					if json.Unmarshal(e, &s) != nil || strings.TrimSpace(s) == "" {
+						return nil, errChainMalformed
+					}
+					out = append(out, []byte(strings.TrimSpace(s)))
+				case '{':
+					out = append(out, e)
+				default:
+					return nil, errChainMalformed
+				}
+			}
+		case v[0] == '{':
+			if !json.Valid([]byte(v)) {
+				return nil, errChainMalformed
+			}
+			out = append(out, []byte(v))
+		default:
+			// A JWS has no commas.
+			for tok := range strings.SplitSeq(v, ",") {
+				if tok = strings.TrimSpace(tok); tok != "" {
+					out = append(out, []byte(tok))
+				}
+			}
+		}
+		if len(out) > maxAncestors {
+			return nil, errChainTooLarge
+		}
+	}
+	return out, nil
+}
+
+// requestChecks are the verification rules for the credential raw of r:
+// checksFor's, require_presentation, the ancestors given in chain, and at
+// Level 3 the binding of a presentation nonce to a challenge of the nonce
+// store. The binding's check must run on the verified delegation.
+//
+// require_presentation is not among checksFor's rules (h.checks), which
+// the handshake's verify call also applies: a handshake is signed with the
+// agent's key, so a bare credential there is holder-bound already.
+func (h *Handler) requestChecks(r *http.Request, raw []byte, chain []string) ([]vc.CheckOption, *nonceBinding, error) {
+	opts := h.checksFor(r)
+	if h.RequirePresentation {
+		opts = append(opts, vc.RequirePresentation())
+	}
+	if len(chain) > 0 {
+		ancestors, err := parseChain(chain, maxAncestors*h.MaxCredentialSize)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(ancestors) > 0 {
+			opts = append(opts, vc.WithAncestors(ancestors...))
+		}
+	}
+	var bind *nonceBinding
+	if h.l3.enabled && h.l3.store != nil && hasPresentationNonce(raw) {
+		bind = &nonceBinding{ctx: r.Context(), store: h.l3.store}
+		opts = append(opts, vc.WithPresentationNonce(bind.consume))
+	}
+	return opts, bind, nil
+}
+
+// nonceBinding binds a presentation to a challenge the edge issued (or, in
+// proxy mode, saw the upstream issue): its nonce must be a live challenge
+// of the nonce store, consumed by this use, and issued to the presenting
+// agent. A presentation without a nonce is bound to the edge by its
+// audience and made single-use by the replay guard instead.
+type nonceBinding struct {
+	ctx   context.Context
+	store challenge.NonceStore
+	rec   challenge.Record
+	used  bool
+}
+
+// consume is the vc.WithPresentationNonce check. vc calls it only for a
+// presentation that passed every other check, so forgeries burn no nonce.
+func (b *nonceBinding) consume(nonce string) error {
+	if strings.HasPrefix(nonce, replayKeyPrefix) {
+		return challenge.ErrNonceNotFound // a replay record, not a challenge
+	}
+	rec, err := b.store.Consume(b.ctx, nonce)
+	if err != nil {
+		return err
+	}
+	if !time.Now().Before(rec.ExpiresAt) {
+		return challenge.ErrExpired
+	}
+	b.rec, b.used = rec, true
+	return nil
+}
+
+// check: a challenge issued to one agent binds only that agent's
+// presentations. Nil-safe.
+func (b *nonceBinding) check(d *vc.Delegation) error {
+	if b == nil || !b.used || b.rec.AgentDID == "" || b.rec.AgentDID == d.AgentDID {
+		return nil
+	}
+	return fmt.Errorf("%w: nonce issued to another agent", vc.ErrPresentation)
+}
+
+// hasPresentationNonce reports whether raw, unverified, carries a
+// presentation nonce (VP-JWT "nonce", JSON VP proof.challenge). Only then is
+// the nonce checked against the store: vc requires a nonce of every
+// presentation once a nonce check is given. A credential the peek misreads
+// is no risk: a nonce it misses is ignored as it would be at Level 1, one it
+// imagines fails closed.
+func hasPresentationNonce(raw []byte) bool {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return false
+	}
+	if raw[0] == '{' {
+		var vp struct {
+			Proof json.RawMessage `json:"proof"`
+		}
+		if json.Unmarshal(raw, &vp) != nil {
+			return false
+		}
+		p := bytes.TrimSpace(vp.Proof)
+		if len(p) > 0 && p[0] == '[' {
+			var ps []json.RawMessage
+			if json.Unmarshal(p, &ps) != nil || len(ps) != 1 {
+				return false
+			}
+			p = ps[0]
+		}
+		var pf struct {
+			Challenge string `json:"challenge"`
+		}
+		return json.Unmarshal(p, &pf) == nil && pf.Challenge != ""
+	}
+	_, rest, _ := strings.Cut(string(raw), ".")
+	payload, _, ok := strings.Cut(rest, ".")
+	if !ok {
+		return false
+	}
+	pb, err := b64url(payload)
+	if err != nil {
+		return false
+	}
+	var c struct {
+		Nonce string `json:"nonce"`
+	}
+	return json.Unmarshal(pb, &c) == nil && c.Nonce != ""
+}
+
+// storeReplayGuard makes presentations single-use with the Level 3 nonce
+// store (vc.ReplayGuard): a presentation id is stored set-if-absent, so a
+// second use finds it (ErrNonceExists, which vc turns into ErrReplay) on
+// every replica sharing the store. A store outage is an error too: the
+// presentation is refused (503, respond.go), never let through.
+type storeReplayGuard struct{ store challenge.NonceStore }
+
+func (g storeReplayGuard) Consume(ctx context.Context, id string, ttl time.Duration) error {
+	now := time.Now()
+	// ExpiresAt = IssuedAt: the record is no challenge, and a handshake
+	// verify or presentation nonce naming it finds it expired.
+	return g.store.Put(ctx, id, challenge.Record{IssuedAt: now, ExpiresAt: now}, ttl)
+}
+
+var _ vc.ReplayGuard = storeReplayGuard{}
