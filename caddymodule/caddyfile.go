@@ -37,6 +37,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		allow_private_did_web
 //		authorization_servers <url>...
 //		passthrough_credential
+//		verification_cache <entries>|off
 //		status_list_ttl <duration>
 //		status_stale_if_error <duration>
 //		jsonld on|off
@@ -206,6 +207,21 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			h.PassthroughCredential = true
+
+		case "verification_cache":
+			var v string
+			if !d.AllArgs(&v) {
+				return d.ArgErr()
+			}
+			if v == "off" {
+				h.VerificationCacheSize = -1
+				break
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return d.Errf("verification_cache must be a positive number of entries or off, got %q", v)
+			}
+			h.VerificationCacheSize = n
 
 		default:
 			return d.Errf("unrecognized mcpi subdirective %q", name)

@@ -96,6 +96,10 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{name: "size two args", input: "mcpi {\n max_body_size 1 MB\n}", wantErr: "wrong argument count"},
 		{name: "authorization_servers without args", input: "mcpi {\n authorization_servers\n}", wantErr: "wrong argument count"},
 		{name: "passthrough with arg", input: "mcpi {\n passthrough_credential on\n}", wantErr: "wrong argument count"},
+		{name: "verification cache size", input: "mcpi {\n trust any\n verification_cache 500\n}", want: Handler{TrustedIssuers: []string{"*"}, VerificationCacheSize: 500}},
+		{name: "verification cache off", input: "mcpi {\n trust any\n verification_cache off\n}", want: Handler{TrustedIssuers: []string{"*"}, VerificationCacheSize: -1}},
+		{name: "verification cache zero", input: "mcpi {\n verification_cache 0\n}", wantErr: "positive number of entries or off"},
+		{name: "verification cache no arg", input: "mcpi {\n verification_cache\n}", wantErr: "wrong argument count"},
 		{name: "allow_private_did_web with arg", input: "mcpi {\n allow_private_did_web true\n}", wantErr: "wrong argument count"},
 	}
 	for _, tt := range tests {

@@ -386,12 +386,24 @@ func normalizeCredential(raw []byte) []byte {
 // removeCarriers deletes every carrier that held the credential (CONTRACT
 // step 6). A foreign bearer in Authorization stays: it belongs to the
 // upstream.
+// foundIn reports whether tok is a credential extract found in carrier c:
+// extract already decided which bearers are delegations, and deciding again
+// would decode every payload twice.
+func (ex *extraction) foundIn(c carrier, tok string) bool {
+	for i := range ex.found {
+		if ex.found[i].carrier == c && string(ex.found[i].raw) == tok {
+			return true
+		}
+	}
+	return false
+}
+
 func removeCarriers(r *http.Request, ex extraction, enabled carrierSet) {
 	if enabled.has(carrierAuthorization) {
 		if vals := r.Header.Values(hdrAuthorization); len(vals) > 0 {
 			kept := vals[:0:0]
 			for _, v := range vals {
-				if tok, ok := bearerToken(v); ok && isDelegationJWT(tok) {
+				if tok, ok := bearerToken(v); ok && ex.foundIn(carrierAuthorization, tok) {
 					continue
 				}
 				kept = append(kept, v)

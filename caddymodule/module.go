@@ -35,6 +35,7 @@ const (
 	defaultMaxBodySize       = 1 << 20
 	defaultDIDCacheTTL       = 5 * time.Minute
 	defaultDIDWebTimeout     = 5 * time.Second
+	defaultVerificationCache = 10000
 
 	// anyIssuer in TrustedIssuers accepts every resolvable issuer.
 	anyIssuer = vc.AnyIssuer
@@ -123,6 +124,13 @@ type Handler struct {
 	// credential was presented to the edge, and passing it on would let the
 	// upstream (or anyone it leaks to) replay it.
 	PassthroughCredential bool `json:"passthrough_credential,omitempty"`
+
+	// How many verified delegations are kept, keyed by the SHA-256 of the
+	// presented credential and the request's checks, so that a credential
+	// presented again is not parsed or verified again. Entries never outlive
+	// the credential, its revocation-status TTL, or 60s. -1 turns the cache
+	// off. Default: 10000.
+	VerificationCacheSize int `json:"verification_cache_size,omitempty"`
 
 	// Level 2 settings (level2.go).
 	Level2Config
@@ -233,7 +241,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		vc.WithClockSkew(time.Duration(h.ClockSkew)),
 		vc.WithMaxSize(int(h.MaxCredentialSize)),
 		vc.WithTrustedIssuers(h.TrustedIssuers...),
-	}, more...)...)
+	}, append(more, h.verificationCacheOptions()...)...)...)
 
 	h.checks = nil
 	if h.RequireAudience {
@@ -249,6 +257,22 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	return h.provisionPolicy(ctx)
+}
+
+// verificationCacheOptions turns on the verified-delegation cache and
+// counts its hits and misses.
+func (h *Handler) verificationCacheOptions() []vc.Option {
+	size := h.VerificationCacheSize
+	switch {
+	case size < 0:
+		return nil
+	case size == 0:
+		size = defaultVerificationCache
+	}
+	return []vc.Option{
+		vc.WithResultCache(size),
+		vc.WithCacheObserver(func(hit bool) { h.metricCache("delegation", hit) }),
+	}
 }
 
 // Validate checks the configuration. It works on an unprovisioned Handler
