@@ -109,8 +109,8 @@ var headerCarriers = [...]struct {
 }
 
 // stripIdentityHeaders deletes every header a client could use to pose as a
-// verified agent or user toward the upstream (CONTRACT step 1). Only the
-// edge may set those. Names are compared after mapping '_' to '-' and
+// verified agent or user toward the upstream (step 1 of ServeHTTP). Only the
+// edge may set those. Names are compared after mapping '_' and '.' to '-' and
 // lowering case, because many upstream stacks (CGI, PHP, nginx with
 // underscores_in_headers, some Node frameworks) treat X_Agent_DID as
 // X-Agent-DID while Go keeps the two apart.
@@ -383,8 +383,8 @@ func normalizeCredential(raw []byte) []byte {
 	return c
 }
 
-// removeCarriers deletes every carrier that held the credential (CONTRACT
-// step 6). A foreign bearer in Authorization stays: it belongs to the
+// removeCarriers deletes every carrier that held the credential (step 6
+// of ServeHTTP). A foreign bearer in Authorization stays: it belongs to the
 // upstream.
 // foundIn reports whether tok is a credential extract found in carrier c:
 // extract already decided which bearers are delegations, and deciding again

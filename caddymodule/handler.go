@@ -15,8 +15,9 @@ import (
 )
 
 // ServeHTTP admits the request if it carries a valid delegation credential
-// (the steps are those of CONTRACT.md). The ResponseWriter is never wrapped,
-// so SSE responses stream through untouched.
+// (or a Level 3 session, or calls only anonymous tools); the numbered steps
+// below are documented in docs/configuration.md. Only the per-tool policy
+// may wrap the ResponseWriter, and it never buffers an SSE stream.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	// 1. Identity headers are the edge's to set; a client's are lies.
 	stripIdentityHeaders(r.Header, h.enabled)

@@ -54,7 +54,7 @@ type alogCase struct {
 //
 // Caddy logs the request headers as they arrived: it clones the request for
 // the access log before any handler runs (caddyhttp/server.go, ServeHTTP),
-// so the handler removing the carriers (CONTRACT step 6) protects the
+// so the handler removing the carriers (step 6 of ServeHTTP) protects the
 // upstream but not the access log. Caddy itself redacts Authorization; the
 // other header carriers need the filter. The plain site pins that finding:
 // if it starts failing, Caddy changed and docs/security.md must follow.

@@ -393,7 +393,7 @@ func TestSpoofedIdentityHeaders(t *testing.T) {
 			if got := identityHeaders(r.Header); !slices.Equal(got, []string{"X-Agent-Did", "X-User-Did"}) {
 				t.Errorf("upstream request %d identity headers %v", i, got)
 			}
-			// The other placeholders of CONTRACT §7.
+			// The other placeholders the handler sets.
 			if got := r.Header.Get("X-Edge-Scopes"); got != "greet:execute files:read" {
 				t.Errorf("{mcpi.scopes} = %q", got)
 			}

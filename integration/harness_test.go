@@ -163,7 +163,7 @@ type siteConfig struct {
 }
 
 // hostAudience is the audience the edge derives by default for requests to
-// this harness (CONTRACT: did:web:<host> with the port %3A-encoded).
+// this harness (did:web:<host> with the port %3A-encoded).
 func (h *harness) hostAudience() string {
 	return "did:web:127.0.0.1%3A" + strconv.Itoa(h.port)
 }
