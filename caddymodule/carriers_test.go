@@ -499,3 +499,24 @@ func FuzzExtractCarriers(f *testing.F) {
 		}
 	})
 }
+
+// hasTopLevelMember must agree with decoding the object into a map, which
+// is what it replaces on the hot path.
+func TestHasTopLevelMember(t *testing.T) {
+	for _, in := range []string{
+		`{"vc":{}}`, `{"vp":1}`, `{"a":1,"vc":null}`, `{"a":{"vc":1}}`, `{"a":["vc"]}`,
+		`{"VC":1}`, `{"v\u0063":1}`, `{}`, `[]`, `"vc"`, `{"vc":1`, `{"a":"}","vc":2}`,
+		` { "x" : [1,{"vp":2}] , "vp" : true } `, `{"vcx":1}`, `null`, ``,
+	} {
+		var m map[string]json.RawMessage
+		want := false
+		if json.Unmarshal([]byte(in), &m) == nil && m != nil {
+			_, vc := m["vc"]
+			_, vp := m["vp"]
+			want = vc || vp
+		}
+		if got := hasTopLevelMember([]byte(in), "vc", "vp"); got != want {
+			t.Errorf("hasTopLevelMember(%s) = %v, want %v", in, got, want)
+		}
+	}
+}
