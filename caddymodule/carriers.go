@@ -130,6 +130,43 @@ func stripIdentityHeaders(h http.Header, enabled carrierSet) {
 
 var headerSeparators = strings.NewReplacer("_", "-", ".", "-")
 
+// stripIdentityTrailers keeps identity headers and credentials out of
+// request trailers, which reverse_proxy forwards. Trailers are declared in
+// the headers but their values arrive after the body, so they are stripped
+// now (the declared names) and again when the body reaches EOF (the values
+// net/http merged in); nothing is read from them: the edge never takes a
+// credential from a trailer.
+func stripIdentityTrailers(r *http.Request) {
+	if len(r.Trailer) == 0 || r.Body == nil {
+		return
+	}
+	stripTrailer(r.Trailer)
+	r.Body = &trailerStripper{ReadCloser: r.Body, r: r}
+}
+
+func stripTrailer(t http.Header) {
+	for k := range t {
+		if isIdentityHeader(k, 0) || strings.EqualFold(k, hdrMCPICred) || strings.EqualFold(k, hdrMCPIDelegation) {
+			delete(t, k)
+		}
+	}
+}
+
+// trailerStripper strips the trailers once the body is read to EOF, before
+// the reader above it (reverse_proxy) copies them.
+type trailerStripper struct {
+	io.ReadCloser
+	r *http.Request
+}
+
+func (b *trailerStripper) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		stripTrailer(b.r.Trailer)
+	}
+	return n, err
+}
+
 func isIdentityHeader(k string, enabled carrierSet) bool {
 	// Cheap filter: every name we strip starts with x, k or m.
 	if len(k) < 4 {

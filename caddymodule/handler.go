@@ -21,6 +21,7 @@ import (
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	// 1. Identity headers are the edge's to set; a client's are lies.
 	stripIdentityHeaders(r.Header, h.enabled)
+	stripIdentityTrailers(r)
 	// The ancestors of a chain are read now and never travel on.
 	chain := h.takeChain(r)
 
