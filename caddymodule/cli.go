@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
+	"github.com/mcpi-edge/caddy-mcpi/vc/ldproof"
 )
 
 // Registering a command is what Caddy plugins do from init (like
@@ -213,7 +214,12 @@ audience is only accepted with a matching --audience.`,
 				didresolver.WithAllowPrivateAddresses(allowPrivate),
 				didresolver.WithAllowHTTP(allowPrivate),
 			)
-			var opts []vc.Option
+			// Linked Data proofs too, as the handler verifies them by default.
+			ld, err := ldproof.New()
+			if err != nil {
+				return err
+			}
+			opts := []vc.Option{vc.WithLinkedDataVerifier(ld)}
 			if issuers := splitList(trust); len(issuers) > 0 && !(len(issuers) == 1 && issuers[0] == "any") {
 				opts = append(opts, vc.WithTrustedIssuers(issuers...))
 			}
