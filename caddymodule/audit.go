@@ -22,6 +22,9 @@ import (
 // (the Caddyfile then keeps it out of the default log), or drop it with
 // `audit_log off`.
 //
+// Level 3 handshake and verify calls the edge answers or forwards get an
+// entry too (recordHandshake), with the handshake mode and the call.
+//
 // An entry says who was admitted or refused and why, never with what: no
 // token, signature, nonce, presentation or header value is ever written.
 // The DIDs are those of the verified delegation; a rejected request has
@@ -55,12 +58,19 @@ func (h *Handler) audit(r *http.Request, d decision) {
 	if c == nil {
 		return
 	}
-	fields := make([]zap.Field, 0, 17)
+	fields := make([]zap.Field, 0, 19)
 	fields = append(fields,
 		zap.String("outcome", d.outcome),
 		zap.String("reason", d.reason),
-		zap.Int("status", d.status),
 	)
+	if d.status != 0 {
+		fields = append(fields, zap.Int("status", d.status))
+	}
+	if d.handshake != "" {
+		// A Level 3 handshake or verify call: no nonce, challenge, proof
+		// or credential is logged, only who (once verified) and the result.
+		fields = append(fields, zap.String("handshake", d.handshake), zap.String("call", d.call))
+	}
 	if del := d.delegation; del != nil {
 		fields = append(fields,
 			zap.String("agent_did", del.AgentDID),

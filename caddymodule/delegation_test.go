@@ -257,7 +257,7 @@ func TestPresentationReplayAndNonce(t *testing.T) {
 			h.NonceStoreRaw = json.RawMessage(`{"backend":"memory","max_entries":4242}`)
 		})
 		wantAdmitted(t, serve(t, h, bearer(vpOf(t, f.agent, "", nil, cred))))
-		if err := h.l3.store.(*MemoryNonceStore).Cleanup(); err != nil {
+		if err := h.l3.store.(*measuredNonceStore).store.(*MemoryNonceStore).Cleanup(); err != nil {
 			t.Fatal(err)
 		}
 		res := serve(t, h, bearer(vpOf(t, f.agent, "", nil, cred)))

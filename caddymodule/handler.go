@@ -76,7 +76,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		if err == nil {
 			err = bind.check(d)
 		}
-		h.observeVerification(time.Since(start), err)
+		h.observeVerification(time.Since(start), err, cred.raw)
 		if err != nil {
 			return h.reject(w, r, err, cred)
 		}

@@ -62,7 +62,7 @@ func (h *Handler) serveHandshakeCall(w http.ResponseWriter, r *http.Request, nex
 		return false, nil
 	}
 	if perr != nil {
-		h.writeRPCError(w, call.ID, perr)
+		h.failCall(w, r, call, perr, nil)
 		return true, nil
 	}
 	if h.l3.mode == handshakeProxy {
@@ -78,15 +78,16 @@ func (h *Handler) terminateCall(w http.ResponseWriter, r *http.Request, call *ch
 	if call.Kind == challenge.KindHandshake {
 		res, err := svc.Issue(r.Context(), *call.Handshake)
 		if err != nil {
-			h.writeRPCError(w, call.ID, err)
+			h.failCall(w, r, call, err, nil)
 			return
 		}
 		h.writeRPC(w, http.StatusOK, challenge.ResultResponse(call.ID, res))
+		h.recordHandshake(r, call.Kind, "issued", http.StatusOK, nil)
 		return
 	}
 	v, err := svc.Verify(r.Context(), *call.Verify, h.checksFor(r)...)
 	if err != nil {
-		h.writeRPCError(w, call.ID, err)
+		h.failCall(w, r, call, err, nil)
 		return
 	}
 	h.setIdentity(r, v.Delegation)
@@ -94,6 +95,7 @@ func (h *Handler) terminateCall(w http.ResponseWriter, r *http.Request, call *ch
 		c.Write(zap.String("agent_did", v.AgentDID), zap.String("key_id", v.KeyID), zap.Time("expires_at", v.ExpiresAt))
 	}
 	h.writeRPC(w, http.StatusOK, challenge.ResultResponse(call.ID, v.Result()))
+	h.recordHandshake(r, call.Kind, "verified", http.StatusOK, v.Delegation)
 }
 
 // proxyCall forwards a handshake or verify to the upstream's endpoint.
@@ -113,19 +115,24 @@ func (h *Handler) proxyCall(w http.ResponseWriter, r *http.Request, next caddyht
 	// never reaches the upstream.
 	v, err := h.l3.service.Verify(r.Context(), *call.Verify, h.checksFor(r)...)
 	if err != nil {
-		h.writeRPCError(w, call.ID, err)
+		h.failCall(w, r, call, err, nil)
 		return nil
 	}
 	h.setIdentity(r, v.Delegation)
 	if err := h.injectIdentity(r, v.Delegation); err != nil {
 		h.logger.Error("adding identity headers to a verified handshake", zap.Error(err))
-		h.writeRPCError(w, call.ID, err)
+		h.failCall(w, r, call, err, v.Delegation)
 		return nil
 	}
 	if c := h.logger.Check(zapcore.DebugLevel, "handshake verified at the edge, forwarding"); c != nil {
 		c.Write(zap.String("agent_did", v.AgentDID), zap.String("key_id", v.KeyID), zap.Stringer("endpoint", eps.verify))
 	}
 	_, err = h.forwardCall(w, r, next, eps.verify, body, false)
+	result := "verified"
+	if err != nil {
+		result = "upstream_error"
+	}
+	h.recordHandshake(r, call.Kind, result, 0, v.Delegation)
 	return err
 }
 
@@ -135,6 +142,7 @@ func (h *Handler) proxyCall(w http.ResponseWriter, r *http.Request, next caddyht
 func (h *Handler) proxyHandshake(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, call *challenge.Call, body []byte, ep endpointRef) error {
 	resp, err := h.forwardCall(w, r, next, ep, body, true)
 	if err != nil {
+		h.recordHandshake(r, call.Kind, "upstream_error", 0, nil)
 		return err
 	}
 	res, ok, err := handshakeResultOf(resp)
@@ -142,7 +150,7 @@ func (h *Handler) proxyHandshake(w http.ResponseWriter, r *http.Request, next ca
 		if c := h.logger.Check(zapcore.DebugLevel, "upstream handshake response not usable"); c != nil {
 			c.Write(zap.Stringer("endpoint", ep), zap.Int("status", resp.status), zap.Error(err))
 		}
-		h.writeRPCError(w, call.ID, err)
+		h.failCall(w, r, call, err, nil)
 		return nil
 	}
 	if ok {
@@ -153,11 +161,17 @@ func (h *Handler) proxyHandshake(w http.ResponseWriter, r *http.Request, next ca
 				// fault, not the agent's params.
 				err = fmt.Errorf("%w: %v", errUpstreamResponse, err)
 			}
-			h.writeRPCError(w, call.ID, err)
+			h.failCall(w, r, call, err, nil)
 			return nil
 		}
 	}
 	resp.writeTo(w)
+	result := "issued"
+	if !ok {
+		// The upstream's own HTTP or JSON-RPC error, relayed as is.
+		result = "upstream_rejected"
+	}
+	h.recordHandshake(r, call.Kind, result, resp.status, nil)
 	return nil
 }
 
@@ -382,6 +396,17 @@ func (h *Handler) writeRPCError(w http.ResponseWriter, id json.RawMessage, err e
 		c.Write(zap.Int("code", resp.Error.Code), zap.Error(err))
 	}
 	h.writeRPC(w, status, resp)
+}
+
+// failCall answers call with the JSON-RPC error for err and records the
+// failure (d: the delegation, when it was verified before the failure).
+func (h *Handler) failCall(w http.ResponseWriter, r *http.Request, call *challenge.Call, err error, d *vc.Delegation) {
+	h.writeRPCError(w, call.ID, err)
+	status := http.StatusOK
+	if errors.Is(err, challenge.ErrStoreUnavailable) {
+		status = http.StatusServiceUnavailable // as writeRPCError answers
+	}
+	h.recordHandshake(r, call.Kind, handshakeResult(err), status, d)
 }
 
 func (h *Handler) writeRPC(w http.ResponseWriter, status int, resp *challenge.Response) {

@@ -110,7 +110,8 @@ type level3 struct {
 
 	service *challenge.Service
 	// store keeps issued challenges; the verifier's replay guard shares it
-	// (delegation.go).
+	// (delegation.go). It is the loaded store wrapped in a
+	// measuredNonceStore.
 	store challenge.NonceStore
 	// ownStore is the default store, provisioned here (a store loaded
 	// with ctx.LoadModule is cleaned up by Caddy).
@@ -150,13 +151,14 @@ func (h *Handler) provisionNonceStore(ctx caddy.Context) error {
 		if !ok {
 			return fmt.Errorf("mcpi: nonce store module %T is not a challenge.NonceStore", mod)
 		}
-		l.store = s
+		// Measured as the module's name ("memory", "redis").
+		l.store = &measuredNonceStore{store: s, name: mod.(caddy.Module).CaddyModule().ID.Name(), h: h}
 	} else {
 		m := new(MemoryNonceStore)
 		if err := m.Provision(ctx); err != nil {
 			return err
 		}
-		l.ownStore, l.store = m, m
+		l.ownStore, l.store = m, &measuredNonceStore{store: m, name: "memory", h: h}
 	}
 	return nil
 }

@@ -289,7 +289,8 @@ func didMethodLabel(m string) string {
 // safe for concurrent use.
 
 // metricHandshake counts one handshake (mode: how it was served, e.g.
-// "terminate" or "proxy"; result: "ok" or a snake_case failure tag).
+// "terminate" or "proxy"; result: a snake_case tag, "issued", "verified"
+// or a failure, see recordHandshake and handshakeResult).
 func (h *Handler) metricHandshake(mode, result string) {
 	m := h.metrics()
 	if m == nil {

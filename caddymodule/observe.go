@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -8,6 +9,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -27,6 +30,10 @@ type decision struct {
 	// tool is the tools/call name, if any, already reduced to a bounded
 	// label by the caller when used as a metric label.
 	tool string
+	// handshake is the Level 3 mode ("terminate", "proxy") of a handshake
+	// or verify call the edge answered or forwarded, call its kind
+	// ("handshake", "verify"); both "" for any other request.
+	handshake, call string
 }
 
 // ObservabilityConfig holds the metrics and audit log settings. It is
@@ -85,14 +92,115 @@ func (h *Handler) recordDecision(r *http.Request, d decision) {
 }
 
 // observeVerification records how long one credential verification took
-// and whether it succeeded (err nil).
-func (h *Handler) observeVerification(elapsed time.Duration, err error) {
+// and whether it succeeded (err nil). raw is the presented credential: on
+// a DID resolution failure, the DID method of the issuer it claims labels
+// caddy_mcpi_did_resolution_errors_total.
+func (h *Handler) observeVerification(elapsed time.Duration, err error, raw []byte) {
 	if m := h.metrics(); m != nil {
 		m.verification.WithLabelValues(okOrError(err)).Observe(elapsed.Seconds())
 	}
 	if errors.Is(err, vc.ErrStatusUnavailable) || errors.Is(err, vc.ErrStatusList) {
 		h.metricStatusListError(vc.Reason(err))
 	}
+	if errors.Is(err, vc.ErrIssuerUnresolved) && h.metrics() != nil {
+		h.metricDIDError(claimedDIDMethod(raw), didErrorReason(err))
+	}
+}
+
+// claimedDIDMethod is the method of the issuer DID raw claims (unverified):
+// one the resolver knows, "other" for any other, "unknown" without one. A
+// fixed set, so that credentials cannot fill the label's cap.
+func claimedDIDMethod(raw []byte) string {
+	did, err := didresolver.ParseDID(claimedIssuer(raw))
+	if err != nil {
+		return "unknown"
+	}
+	switch did.Method {
+	case "key", "web", "jwk":
+		return did.Method
+	}
+	return labelOther
+}
+
+// didErrorReason tags a DID resolution failure by the resolver's sentinel
+// that err wraps.
+func didErrorReason(err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, didresolver.ErrNotFound):
+		return "not_found"
+	case errors.Is(err, didresolver.ErrFetch):
+		return "fetch"
+	case errors.Is(err, didresolver.ErrTooLarge):
+		return "too_large"
+	case errors.Is(err, didresolver.ErrForbiddenAddress):
+		return "forbidden_address"
+	case errors.Is(err, didresolver.ErrInvalidDocument):
+		return "invalid_document"
+	case errors.Is(err, didresolver.ErrIDMismatch):
+		return "id_mismatch"
+	case errors.Is(err, didresolver.ErrInvalidDID):
+		return "invalid_did"
+	case errors.Is(err, didresolver.ErrUnsupportedMethod):
+		return "unsupported_method"
+	}
+	return labelOther
+}
+
+// recordHandshake counts one handshake or verify call that the edge
+// answered or forwarded (caddy_mcpi_handshakes_total{mode,result}) and
+// writes its audit entry. result is "issued" (a handshake answered or
+// forwarded), "verified" (a verify that passed) or a handshakeResult
+// failure tag; d is the verified delegation of a verify, else nil; status
+// is the HTTP status of the answer, 0 when the upstream's is not known.
+// It is not an admission of a request: caddy_mcpi_decisions_total does not
+// count it.
+func (h *Handler) recordHandshake(r *http.Request, kind challenge.Kind, result string, status int, d *vc.Delegation) {
+	if h == nil {
+		return
+	}
+	mode := h.l3.mode
+	h.metricHandshake(mode, result)
+	dec := decision{outcome: "rejected", reason: result, status: status, delegation: d, handshake: mode, call: "verify"}
+	if result == "issued" || result == "verified" {
+		dec.outcome = "admitted"
+	}
+	if kind == challenge.KindHandshake {
+		dec.call = "handshake"
+	}
+	h.audit(r, dec)
+}
+
+// handshakeResult is the failure tag of a handshake or verify call, by the
+// sentinel err wraps (with challenge's precedence, as its JSON-RPC code).
+func handshakeResult(err error) string {
+	if errors.Is(err, errUpstreamResponse) || errors.Is(err, errResponseTooLarge) {
+		return "upstream_error"
+	}
+	switch challenge.Code(err) {
+	case challenge.CodeParseError:
+		return "parse_error"
+	case challenge.CodeInvalidRequest:
+		return "invalid_request"
+	case challenge.CodeMethodNotFound:
+		return "method_not_found"
+	case challenge.CodeInvalidParams:
+		return "invalid_params"
+	case challenge.CodeStoreUnavailable:
+		return "store_unavailable"
+	case challenge.CodeExpired:
+		return "expired"
+	case challenge.CodeBadProof:
+		return "bad_proof"
+	case challenge.CodeReplay:
+		return "replay"
+	case challenge.CodeUntrustedCredential:
+		return "untrusted_credential"
+	}
+	return "internal_error"
 }
 
 // unmarshalObservability parses an observability subdirective of the mcpi

@@ -386,7 +386,7 @@ func TestObservabilityNilSafe(t *testing.T) {
 		r := newRequest(http.MethodGet, "/mcp", "")
 		if h != nil {
 			h.recordDecision(r, decision{outcome: "admitted", reason: "ok", status: 200})
-			h.observeVerification(time.Millisecond, nil)
+			h.observeVerification(time.Millisecond, nil, nil)
 		}
 		h.metricHandshake("terminate", "ok")
 		h.metricNonceStore("memory", "put", time.Millisecond, nil)
