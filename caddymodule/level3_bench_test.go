@@ -3,6 +3,8 @@ package caddymodule
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/redistest"
 )
 
 // BenchmarkHandshake measures complete handshakes (handshake: issue a
@@ -18,10 +20,10 @@ func BenchmarkHandshake(b *testing.B) {
 		benchHandshake(b, f, f.l3Handler(b, nil))
 	})
 	b.Run("redis", func(b *testing.B) {
-		redis := startRedisServer(b)
+		redis := redistest.Start(b)
 		f := newFixture(b)
 		benchHandshake(b, f, f.l3Handler(b, func(h *Handler) {
-			h.NonceStoreRaw = json.RawMessage(`{"backend":"redis","address":"` + redis.addr() + `"}`)
+			h.NonceStoreRaw = json.RawMessage(`{"backend":"redis","address":"` + redis.Addr() + `"}`)
 		}))
 	})
 }

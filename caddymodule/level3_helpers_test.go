@@ -1,15 +1,12 @@
 package caddymodule
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -126,70 +123,6 @@ func (f fixture) l3Handler(t testing.TB, mod func(*Handler)) *Handler {
 			mod(h)
 		}
 	})
-}
-
-// redisProc is a redis-server owned by one test.
-type redisProc struct {
-	t    testing.TB
-	bin  string
-	port int
-	dir  string
-	cmd  *exec.Cmd
-}
-
-// startRedisServer starts redis-server on a free loopback port. A missing
-// binary fails the test: the Redis store is part of what must be tested.
-func startRedisServer(t testing.TB) *redisProc {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatalf("redis-server not found in PATH: install it with `apt-get install -y redis-server` (the Redis nonce store tests need it)")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	r := &redisProc{t: t, bin: bin, port: port, dir: t.TempDir()}
-	r.start()
-	t.Cleanup(r.stop)
-	return r
-}
-
-func (r *redisProc) addr() string { return fmt.Sprintf("127.0.0.1:%d", r.port) }
-
-func (r *redisProc) start() {
-	r.t.Helper()
-	r.cmd = exec.Command(r.bin, "--port", fmt.Sprint(r.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", r.dir, "--loglevel", "warning")
-	if err := r.cmd.Start(); err != nil {
-		r.t.Fatalf("starting redis-server: %v", err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		c, err := net.DialTimeout("tcp", r.addr(), 200*time.Millisecond)
-		if err == nil {
-			_ = c.SetDeadline(time.Now().Add(time.Second))
-			fmt.Fprint(c, "PING\r\n")
-			buf := make([]byte, 7)
-			n, _ := c.Read(buf)
-			c.Close()
-			if bytes.HasPrefix(buf[:n], []byte("+PONG")) {
-				return
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	r.t.Fatalf("redis-server did not answer on %s", r.addr())
-}
-
-func (r *redisProc) stop() {
-	if r.cmd != nil && r.cmd.Process != nil {
-		_ = r.cmd.Process.Kill()
-		_ = r.cmd.Wait()
-		r.cmd = nil
-	}
 }
 
 // fakeUpstream is an MCP-I-aware upstream with its own handshake

@@ -14,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/internal/redistest"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -189,15 +190,15 @@ func TestNonceStoreMemoryModule(t *testing.T) {
 }
 
 func TestNonceStoreRedisModule(t *testing.T) {
-	redis := startRedisServer(t)
+	redis := redistest.Start(t)
 	ctx := bareContext(t)
-	s := &RedisNonceStore{Address: redis.addr(), KeyPrefix: "test:", Timeout: caddy.Duration(300 * time.Millisecond)}
+	s := &RedisNonceStore{Address: redis.Addr(), KeyPrefix: "test:", Timeout: caddy.Duration(300 * time.Millisecond)}
 	if err := s.Provision(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Cleanup() })
 	// The URL form of the same server is another configuration.
-	u := &RedisNonceStore{URL: "redis://" + redis.addr() + "/0", KeyPrefix: "test:"}
+	u := &RedisNonceStore{URL: "redis://" + redis.Addr() + "/0", KeyPrefix: "test:"}
 	if err := u.Provision(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -218,11 +219,11 @@ func TestNonceStoreRedisModule(t *testing.T) {
 		t.Fatalf("replay = %v, want ErrNonceNotFound", err)
 	}
 
-	redis.stop()
+	redis.Stop()
 	if err := s.Put(bg, "n2", rec, time.Minute); !errors.Is(err, challenge.ErrStoreUnavailable) {
 		t.Fatalf("Put with Redis down = %v, want ErrStoreUnavailable", err)
 	}
-	redis.start()
+	redis.Restart()
 	if err := s.Put(bg, "n2", rec, time.Minute); err != nil {
 		t.Fatalf("Put after Redis came back = %v", err)
 	}
@@ -514,14 +515,14 @@ func TestHandshakeErrors(t *testing.T) {
 
 func TestHandshakeStoreUnavailable(t *testing.T) {
 	f := newFixture(t)
-	redis := startRedisServer(t)
+	redis := redistest.Start(t)
 	h := f.l3Handler(t, func(h *Handler) {
-		h.NonceStoreRaw = json.RawMessage(`{"backend":"redis","address":"` + redis.addr() + `","timeout":300000000}`)
+		h.NonceStoreRaw = json.RawMessage(`{"backend":"redis","address":"` + redis.Addr() + `","timeout":300000000}`)
 	})
 	cred := f.jwt(t, nil)
 	hr := doHandshake(t, h, defaultHandshakePath, f.agent, nil)
 
-	redis.stop()
+	redis.Stop()
 	rep := rpcCall(t, h, defaultHandshakePath, handshakeMsg(7, f.agent.did), nil)
 	if rep.Status != http.StatusServiceUnavailable || rep.code() != challenge.CodeStoreUnavailable || string(rep.ID) != "7" {
 		t.Fatalf("handshake with Redis down: HTTP %d %s", rep.Status, rep.Raw)
@@ -532,7 +533,7 @@ func TestHandshakeStoreUnavailable(t *testing.T) {
 	}
 
 	// Back on the same port, empty (no persistence): new handshakes work.
-	redis.start()
+	redis.Restart()
 	hr = doHandshake(t, h, defaultHandshakePath, f.agent, nil)
 	if rep := rpcCall(t, h, defaultVerifyPath, verifyMsg(9, answer(t, f.agent, hr), cred), nil); rep.Error != nil {
 		t.Fatalf("after Redis came back: %s", rep.Raw)

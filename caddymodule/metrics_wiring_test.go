@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/internal/redistest"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -230,11 +231,11 @@ func TestNonceStoreMetrics(t *testing.T) {
 // presentation replay guard's Put goes through the measured store too.
 func TestNonceStoreMetricsRedis(t *testing.T) {
 	f := newFixture(t)
-	redis := startRedisServer(t)
+	redis := redistest.Start(t)
 	ctx, reg := obsContext(t)
 	h, _ := obsHandler(t, ctx, f, func(h *Handler) {
 		h.Level = 3
-		h.NonceStoreRaw = json.RawMessage(`{"backend":"redis","address":"` + redis.addr() + `"}`)
+		h.NonceStoreRaw = json.RawMessage(`{"backend":"redis","address":"` + redis.Addr() + `"}`)
 	})
 	wantAdmitted(t, serve(t, h, bearer(vpOf(t, f.agent, "", nil, f.jwt(t, nil)))))
 	const ns = "caddy_mcpi_nonce_store_duration_seconds"

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/internal/redistest"
 )
 
 // benchHandshake runs, per op, a full handshake: Issue, the agent's
@@ -43,7 +44,7 @@ func BenchmarkHandshakeMemory(b *testing.B) {
 }
 
 func BenchmarkHandshakeRedis(b *testing.B) {
-	srv := startRedis(b)
-	store := newTestRedisStore(b, srv.addr())
+	srv := redistest.Start(b)
+	store := newTestRedisStore(b, srv.Addr())
 	benchHandshake(b, store)
 }

@@ -4,79 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/internal/redistest"
 )
-
-// redisServer is a redis-server process owned by one test.
-type redisServer struct {
-	t    testing.TB
-	bin  string
-	port int
-	dir  string
-	cmd  *exec.Cmd
-}
-
-// startRedis starts redis-server on a free loopback port. A missing binary
-// fails the test: CI installs it, and so must a developer.
-func startRedis(t testing.TB) *redisServer {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatalf("redis-server not found in PATH: install it with `apt-get install -y redis-server` (CI does; the Redis store tests need it)")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	r := &redisServer{t: t, bin: bin, port: port, dir: t.TempDir()}
-	r.start()
-	t.Cleanup(r.stop)
-	return r
-}
-
-func (r *redisServer) addr() string { return fmt.Sprintf("127.0.0.1:%d", r.port) }
-
-func (r *redisServer) start() {
-	r.t.Helper()
-	r.cmd = exec.Command(r.bin, "--port", fmt.Sprint(r.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", r.dir, "--loglevel", "warning")
-	if err := r.cmd.Start(); err != nil {
-		r.t.Fatalf("starting redis-server: %v", err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		c, err := net.DialTimeout("tcp", r.addr(), 200*time.Millisecond)
-		if err == nil {
-			c.SetDeadline(time.Now().Add(time.Second))
-			fmt.Fprint(c, "PING\r\n")
-			buf := make([]byte, 7)
-			n, _ := c.Read(buf)
-			c.Close()
-			if strings.HasPrefix(string(buf[:n]), "+PONG") {
-				return
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	r.t.Fatalf("redis-server did not answer on %s", r.addr())
-}
-
-func (r *redisServer) stop() {
-	if r.cmd != nil && r.cmd.Process != nil {
-		_ = r.cmd.Process.Kill()
-		_ = r.cmd.Wait()
-		r.cmd = nil
-	}
-}
 
 func newTestRedisStore(t testing.TB, addr string) *RedisStore {
 	t.Helper()
@@ -90,8 +25,8 @@ func newTestRedisStore(t testing.TB, addr string) *RedisStore {
 
 func TestRedisStore(t *testing.T) {
 	ctx := context.Background()
-	srv := startRedis(t)
-	s := newTestRedisStore(t, srv.addr())
+	srv := redistest.Start(t)
+	s := newTestRedisStore(t, srv.Addr())
 	if err := s.Ping(ctx); err != nil {
 		t.Fatalf("Ping: %v", err)
 	}
@@ -129,7 +64,7 @@ func TestRedisStore(t *testing.T) {
 		}
 	})
 	t.Run("key prefix", func(t *testing.T) {
-		other := newTestRedisStore(t, srv.addr()) // another prefix
+		other := newTestRedisStore(t, srv.Addr()) // another prefix
 		if err := s.Put(ctx, "shared-name", rec, time.Minute); err != nil {
 			t.Fatal(err)
 		}
@@ -141,8 +76,8 @@ func TestRedisStore(t *testing.T) {
 
 func TestRedisStoreTwoReplicas(t *testing.T) {
 	ctx := context.Background()
-	srv := startRedis(t)
-	opts := RedisOptions{Addr: srv.addr(), KeyPrefix: "replicas:"}
+	srv := redistest.Start(t)
+	opts := RedisOptions{Addr: srv.Addr(), KeyPrefix: "replicas:"}
 	a, err := NewRedisStore(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -213,14 +148,14 @@ func TestRedisStoreTwoReplicas(t *testing.T) {
 
 func TestRedisStoreOutageAndRecovery(t *testing.T) {
 	ctx := context.Background()
-	srv := startRedis(t)
-	s := newTestRedisStore(t, srv.addr())
+	srv := redistest.Start(t)
+	s := newTestRedisStore(t, srv.Addr())
 	rec := testRecord(time.Now)
 	if err := s.Put(ctx, "before", rec, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 
-	srv.stop()
+	srv.Stop()
 	start := time.Now()
 	if err := s.Put(ctx, "during", rec, time.Minute); !errors.Is(err, ErrStoreUnavailable) || Code(err) != -32000 {
 		t.Fatalf("Put with Redis down = %v, want ErrStoreUnavailable", err)
@@ -235,7 +170,7 @@ func TestRedisStoreOutageAndRecovery(t *testing.T) {
 		t.Fatalf("failing took %v; the store must fail fast", d)
 	}
 
-	srv.start() // same port, empty (no persistence)
+	srv.Restart() // same port, empty (no persistence)
 	var err error
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
@@ -257,10 +192,10 @@ func TestRedisStoreOutageAndRecovery(t *testing.T) {
 
 func TestRedisStoreServiceAcrossReplicas(t *testing.T) {
 	ctx := context.Background()
-	srv := startRedis(t)
+	srv := redistest.Start(t)
 	fA, fB := newFixture(t), newFixture(t)
 	mk := func(f *fixture) *Service {
-		st := newTestRedisStore(t, srv.addr()) // same prefix: same test name
+		st := newTestRedisStore(t, srv.Addr()) // same prefix: same test name
 		svc, err := New(WithStore(st), WithClock(f.clock.Now), WithResolver(f.resolver), WithCredentialVerifier(f.verifier))
 		if err != nil {
 			t.Fatal(err)

@@ -223,20 +223,41 @@ func siteBlock(port int, upstream string, cfg siteConfig) string {
 func newHarness(t *testing.T, cfg siteConfig) *harness {
 	t.Helper()
 	rec := &recorder{next: mcpserver.Handler(mcpserver.Options{CountInterval: countInterval})}
-	up := httptest.NewServer(rec)
+	up := serveUpstream(t, rec)
+	h := newEdgeHarness(t, rec)
+	dir := t.TempDir()
+	caddyfile := testCaddyfile(freePort(t), filepath.Join(dir, "storage"), siteBlock(h.port, up.Listener.Addr().String(), cfg))
+	h.start(dir, caddyfile)
+	return h
+}
+
+// serveUpstream serves hd on a loopback httptest.Server closed when the test
+// ends.
+func serveUpstream(t *testing.T, hd http.Handler) *httptest.Server {
+	t.Helper()
+	up := httptest.NewServer(hd)
 	t.Cleanup(func() {
 		// Streams still open from the upstream's side (the SDK's standalone
 		// GET stream) would make Close wait for them.
 		up.CloseClientConnections()
 		up.Close()
 	})
+	return up
+}
 
+// newEdgeHarness is the harness of a Caddy about to listen on a free
+// loopback port in front of rec.
+func newEdgeHarness(t *testing.T, rec *recorder) *harness {
 	h := &harness{t: t, port: freePort(t), upstream: rec, output: &syncBuffer{}}
 	h.base = "http://127.0.0.1:" + strconv.Itoa(h.port)
-	adminPort := freePort(t)
-	dir := t.TempDir()
+	return h
+}
 
-	caddyfile := fmt.Sprintf(`{
+// testCaddyfile is site after the tests' global options: the admin API on
+// adminPort, no HTTPS, nothing persisted or installed, Caddy's storage at
+// storageRoot.
+func testCaddyfile(adminPort int, storageRoot, site string) string {
+	return fmt.Sprintf(`{
 	admin 127.0.0.1:%d
 	auto_https off
 	persist_config off
@@ -247,18 +268,25 @@ func newHarness(t *testing.T, cfg siteConfig) *harness {
 	}
 }
 
-%s`, adminPort, filepath.Join(dir, "storage"), siteBlock(h.port, up.Listener.Addr().String(), cfg))
-	startCaddy(t, dir, caddyfile, h.base+"/.well-known/oauth-protected-resource", h.output)
-	// The probe is not part of any test's story.
-	rec.Reset()
-	return h
+%s`, adminPort, storageRoot, site)
+}
+
+// start runs Caddy on caddyfile (written into dir, with env added to its
+// environment) until the test ends, probing h's protected resource
+// metadata, then forgets the requests the upstream saw: the probe is not
+// part of any test's story.
+func (h *harness) start(dir, caddyfile string, env ...string) {
+	h.t.Helper()
+	startCaddy(h.t, dir, caddyfile, h.base+"/.well-known/oauth-protected-resource", h.output, env...)
+	h.upstream.Reset()
 }
 
 // startCaddy writes caddyfile into dir and runs the Caddy binary on it until
 // the test ends, returning once probe answers HTTP (any status: the listener
 // is bound only after the whole config provisioned). Output goes to out and
-// is logged, with the Caddyfile, if the test failed.
-func startCaddy(t *testing.T, dir, caddyfile, probe string, out *syncBuffer) {
+// is logged, with the Caddyfile, if the test failed. env is added to Caddy's
+// environment (not to the test process's).
+func startCaddy(t *testing.T, dir, caddyfile, probe string, out *syncBuffer, env ...string) {
 	t.Helper()
 	path := filepath.Join(dir, "Caddyfile")
 	if err := os.WriteFile(path, []byte(caddyfile), 0o600); err != nil {
@@ -268,6 +296,7 @@ func startCaddy(t *testing.T, dir, caddyfile, probe string, out *syncBuffer) {
 	// Keep Caddy's data and config dirs (autosave, locks) out of the
 	// developer's home.
 	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdout = out
 	cmd.Stderr = out
 	if err := cmd.Start(); err != nil {

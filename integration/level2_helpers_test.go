@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,12 +37,7 @@ func newRecordedUpstream(t *testing.T, wrap func(http.Handler) http.Handler) (*r
 	if wrap != nil {
 		hd = wrap(rec)
 	}
-	up := httptest.NewServer(hd)
-	t.Cleanup(func() {
-		up.CloseClientConnections()
-		up.Close()
-	})
-	return rec, up
+	return rec, serveUpstream(t, hd)
 }
 
 // edge is one Caddy process of a Level 2 test.
@@ -84,24 +78,11 @@ func indentLines(s, prefix string) string {
 // origin.
 func startEdge(t *testing.T, rec *recorder, up *httptest.Server, storageDir, extra string) *edge {
 	t.Helper()
-	e := &edge{harness: &harness{t: t, port: freePort(t), upstream: rec, output: &syncBuffer{}}, dir: t.TempDir()}
-	e.base = "http://127.0.0.1:" + strconv.Itoa(e.port)
+	e := &edge{harness: newEdgeHarness(t, rec), dir: t.TempDir()}
 	e.caddyfile = filepath.Join(e.dir, "Caddyfile")
 	extra = strings.ReplaceAll(extra, "{upstream}", up.URL)
-	caddyfile := fmt.Sprintf(`{
-	admin 127.0.0.1:%d
-	auto_https off
-	persist_config off
-	skip_install_trust
-	grace_period 1ns
-	storage file_system {
-		root %s
-	}
-}
-
-%s`, freePort(t), storageDir, level2Site(e.port, up.Listener.Addr().String(), extra))
-	startCaddy(t, e.dir, caddyfile, e.base+"/.well-known/oauth-protected-resource", e.output)
-	rec.Reset()
+	caddyfile := testCaddyfile(freePort(t), storageDir, level2Site(e.port, up.Listener.Addr().String(), extra))
+	e.start(e.dir, caddyfile)
 	return e
 }
 

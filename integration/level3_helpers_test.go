@@ -5,14 +5,8 @@ import (
 	"context"
 	"crypto"
 	"encoding/json"
-	"fmt"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,27 +23,7 @@ const (
 	l3VerifyPath    = "/api/mcp/verify"
 )
 
-// level3Site is one route: mcpi (trust any, plus the extra lines) in front
-// of upstream.
-func level3Site(port int, upstream, extra string) string {
-	var lines []string
-	for _, l := range strings.Split(strings.TrimSpace(extra), "\n") {
-		lines = append(lines, "\t\t\t"+strings.TrimSpace(l))
-	}
-	return fmt.Sprintf(`:%d {
-	bind 127.0.0.1
-	handle {
-		mcpi {
-			trust any
-%s
-		}
-		reverse_proxy %s
-	}
-}
-`, port, strings.Join(lines, "\n"), upstream)
-}
-
-// startL3Edge starts Caddy with level3Site in front of upstream (nil: the
+// startL3Edge starts Caddy with level2Site in front of upstream (nil: the
 // demo MCP server), recorded, with Caddy's storage at storageRoot so that
 // instances can share it like a cluster does.
 func startL3Edge(t *testing.T, extra string, upstream http.Handler, storageRoot string) *harness {
@@ -58,28 +32,11 @@ func startL3Edge(t *testing.T, extra string, upstream http.Handler, storageRoot 
 		upstream = mcpserver.Handler(mcpserver.Options{CountInterval: countInterval})
 	}
 	rec := &recorder{next: upstream}
-	up := httptest.NewServer(rec)
-	t.Cleanup(func() {
-		up.CloseClientConnections()
-		up.Close()
-	})
-	h := &harness{t: t, port: freePort(t), upstream: rec, output: &syncBuffer{}}
-	h.base = "http://127.0.0.1:" + strconv.Itoa(h.port)
+	up := serveUpstream(t, rec)
+	h := newEdgeHarness(t, rec)
 	dir := t.TempDir()
-	caddyfile := fmt.Sprintf(`{
-	admin 127.0.0.1:%d
-	auto_https off
-	persist_config off
-	skip_install_trust
-	grace_period 1ns
-	storage file_system {
-		root %s
-	}
-}
-
-%s`, freePort(t), storageRoot, level3Site(h.port, up.Listener.Addr().String(), extra))
-	startCaddy(t, dir, caddyfile, h.base+"/.well-known/oauth-protected-resource", h.output)
-	rec.Reset()
+	caddyfile := testCaddyfile(freePort(t), storageRoot, level2Site(h.port, up.Listener.Addr().String(), extra))
+	h.start(dir, caddyfile)
 	return h
 }
 
@@ -134,63 +91,6 @@ func agentVerify(ctx context.Context, h *harness, hdr http.Header, sc challenge.
 	h.t.Helper()
 	return h.post(ctx, l3VerifyPath, hdr, "", map[string]any{"jsonrpc": "2.0", "id": id, "method": "verify",
 		"params": map[string]any{"signedChallenge": sc, "credential": cred}})
-}
-
-// redisServer is a real redis-server started by the test on a free port.
-type redisServer struct {
-	t    *testing.T
-	bin  string
-	port int
-	dir  string
-	cmd  *exec.Cmd
-}
-
-func startRedis(t *testing.T) *redisServer {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatalf("redis-server not found in PATH: install it with `apt-get install -y redis-server` (the Level 3 replica tests need it)")
-	}
-	r := &redisServer{t: t, bin: bin, port: freePort(t), dir: t.TempDir()}
-	r.start()
-	t.Cleanup(r.stop)
-	return r
-}
-
-func (r *redisServer) url() string { return fmt.Sprintf("redis://127.0.0.1:%d", r.port) }
-
-func (r *redisServer) start() {
-	r.t.Helper()
-	addr := "127.0.0.1:" + strconv.Itoa(r.port)
-	r.cmd = exec.Command(r.bin, "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", r.dir, "--loglevel", "warning")
-	if err := r.cmd.Start(); err != nil {
-		r.t.Fatalf("starting redis-server: %v", err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			_ = c.SetDeadline(time.Now().Add(time.Second))
-			fmt.Fprint(c, "PING\r\n")
-			buf := make([]byte, 7)
-			n, _ := c.Read(buf)
-			c.Close()
-			if bytes.HasPrefix(buf[:n], []byte("+PONG")) {
-				return
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	r.t.Fatalf("redis-server did not answer on %s", addr)
-}
-
-func (r *redisServer) stop() {
-	if r.cmd != nil && r.cmd.Process != nil {
-		_ = r.cmd.Process.Kill()
-		_ = r.cmd.Wait()
-		r.cmd = nil
-	}
 }
 
 // handshakeUpstream is an MCP-I-aware upstream with its own Level 3

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/internal/redistest"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -198,9 +199,9 @@ func TestLevel3Proxy(t *testing.T) {
 // once; the same answer fails at either; with Redis down both fail closed
 // (503, -32000) and they recover by themselves when it is back.
 func TestLevel3Replicas(t *testing.T) {
-	redis := startRedis(t)
+	redis := redistest.Start(t)
 	storage := sharedStorage(t)
-	extra := "level 3\nhandshake terminate\nnonce_store redis " + redis.url()
+	extra := "level 3\nhandshake terminate\nnonce_store redis " + redis.URL()
 	a := startL3Edge(t, extra, nil, storage)
 	b := startL3Edge(t, extra, nil, storage)
 	w := newWorld(t, a)
@@ -224,7 +225,7 @@ func TestLevel3Replicas(t *testing.T) {
 	greet(ctx, t, cs)
 
 	hr = agentHandshake(ctx, t, b, w.agent, 4) // issued before the outage
-	redis.stop()
+	redis.Stop()
 	for _, e := range []*harness{a, b} {
 		resp := e.post(ctx, l3HandshakePath, nil, "", map[string]any{"jsonrpc": "2.0", "id": 5, "method": "handshake",
 			"params": map[string]any{"agentDid": w.agent.did}})
@@ -239,7 +240,7 @@ func TestLevel3Replicas(t *testing.T) {
 	// Sessions are stateless: they keep working during the outage.
 	greet(ctx, t, cs)
 
-	redis.start() // same port, empty
+	redis.Restart() // same port, empty
 	l3Eventually(t, 10*time.Second, "handshakes after Redis came back", func() bool {
 		resp := a.post(ctx, l3HandshakePath, nil, "", map[string]any{"jsonrpc": "2.0", "id": 7, "method": "handshake",
 			"params": map[string]any{"agentDid": w.agent.did}})

@@ -4,10 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -37,27 +35,10 @@ func newPolicyHarness(t *testing.T, policy string) *harness {
 	mux.Handle(policyJSONPath, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
 		&mcp.StreamableHTTPOptions{JSONResponse: true}))
 	rec := &recorder{next: mux}
-	up := httptest.NewServer(rec)
-	t.Cleanup(func() {
-		up.CloseClientConnections()
-		up.Close()
-	})
-
-	h := &harness{t: t, port: freePort(t), upstream: rec, output: &syncBuffer{}}
-	h.base = "http://127.0.0.1:" + strconv.Itoa(h.port)
+	up := serveUpstream(t, rec)
+	h := newEdgeHarness(t, rec)
 	dir := t.TempDir()
-	caddyfile := fmt.Sprintf(`{
-	admin 127.0.0.1:%d
-	auto_https off
-	persist_config off
-	skip_install_trust
-	grace_period 1ns
-	storage file_system {
-		root %s
-	}
-}
-
-:%d {
+	caddyfile := testCaddyfile(freePort(t), filepath.Join(dir, "storage"), fmt.Sprintf(`:%d {
 	bind 127.0.0.1
 	mcpi {
 		trust any
@@ -65,9 +46,8 @@ func newPolicyHarness(t *testing.T, policy string) *harness {
 	}
 	reverse_proxy %s
 }
-`, freePort(t), filepath.Join(dir, "storage"), h.port, policy, up.Listener.Addr().String())
-	startCaddy(t, dir, caddyfile, h.base+"/.well-known/oauth-protected-resource", h.output)
-	rec.Reset()
+`, h.port, policy, up.Listener.Addr().String()))
+	h.start(dir, caddyfile)
 	return h
 }
 

@@ -9,7 +9,6 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -72,34 +71,17 @@ func newPolicyMoreHarness(t *testing.T) *pmHarness {
 	mux.Handle(policyJSONPath, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
 		&mcp.StreamableHTTPOptions{JSONResponse: true, DisableLocalhostProtection: true}))
 	rec := &recorder{next: mux}
-	up := httptest.NewServer(rec)
-	t.Cleanup(func() {
-		up.CloseClientConnections()
-		up.Close()
-	})
-
-	h := &harness{t: t, port: freePort(t), upstream: rec, output: &syncBuffer{}}
-	h.base = "http://127.0.0.1:" + strconv.Itoa(h.port)
+	up := serveUpstream(t, rec)
+	h := newEdgeHarness(t, rec)
 	dir := t.TempDir()
-	caddyfile := fmt.Sprintf(`{
-	admin 127.0.0.1:%[1]d
-	auto_https off
-	persist_config off
-	skip_install_trust
-	grace_period 1ns
-	storage file_system {
-		root %[2]s
-	}
-}
-
-:%[3]d {
+	caddyfile := testCaddyfile(freePort(t), filepath.Join(dir, "storage"), fmt.Sprintf(`:%[1]d {
 	bind 127.0.0.1
 	handle_path /observe/* {
 		mcpi {
 			trust any
 			handshake_actions observe
 		}
-		reverse_proxy %[4]s
+		reverse_proxy %[2]s
 	}
 	handle_path /small/* {
 		mcpi {
@@ -110,7 +92,7 @@ func newPolicyMoreHarness(t *testing.T) *pmHarness {
 			}
 			tool_default allow
 		}
-		reverse_proxy %[4]s
+		reverse_proxy %[2]s
 	}
 	handle {
 		mcpi {
@@ -128,15 +110,14 @@ func newPolicyMoreHarness(t *testing.T) *pmHarness {
 			tool link_*
 			tool action_*
 			tool_default deny
-			consent_url %[5]s
+			consent_url %[3]s
 			handshake_actions enforce
 		}
-		reverse_proxy %[4]s
+		reverse_proxy %[2]s
 	}
 }
-`, freePort(t), filepath.Join(dir, "storage"), h.port, up.Listener.Addr().String(), pmConsentURL)
-	startCaddy(t, dir, caddyfile, h.base+"/.well-known/oauth-protected-resource", h.output)
-	rec.Reset()
+`, h.port, up.Listener.Addr().String(), pmConsentURL))
+	h.start(dir, caddyfile)
 	return &pmHarness{harness: h, host: pmHostName + ":" + strconv.Itoa(h.port), addr: "127.0.0.1:" + strconv.Itoa(h.port)}
 }
 

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -178,29 +177,12 @@ func (s *statusListServer) hitCount(path string) int {
 func newRevocationHarness(t *testing.T, st *statusListServer) *harness {
 	t.Helper()
 	rec := &recorder{next: mcpserver.Handler(mcpserver.Options{CountInterval: countInterval})}
-	up := httptest.NewServer(rec)
-	t.Cleanup(func() {
-		up.CloseClientConnections()
-		up.Close()
-	})
-
-	h := &harness{t: t, port: freePort(t), upstream: rec, output: &syncBuffer{}}
-	h.base = "http://127.0.0.1:" + strconv.Itoa(h.port)
+	up := serveUpstream(t, rec)
+	h := newEdgeHarness(t, rec)
 	adminPort := freePort(t)
 	dir := t.TempDir()
 
-	caddyfile := fmt.Sprintf(`{
-	admin 127.0.0.1:%d
-	auto_https off
-	persist_config off
-	skip_install_trust
-	grace_period 1ns
-	storage file_system {
-		root %s
-	}
-}
-
-:%d {
+	caddyfile := testCaddyfile(adminPort, filepath.Join(dir, "storage"), fmt.Sprintf(`:%d {
 	bind 127.0.0.1
 	handle {
 		mcpi {
@@ -211,38 +193,9 @@ func newRevocationHarness(t *testing.T, st *statusListServer) *harness {
 		reverse_proxy %s
 	}
 }
-`, adminPort, filepath.Join(dir, "storage"), h.port, st.issuer.did, revocationTTL, up.Listener.Addr().String())
-	startCaddyEnv(t, dir, caddyfile, h.base+"/.well-known/oauth-protected-resource", h.output, "SSL_CERT_FILE="+st.certFile)
-	rec.Reset()
+`, h.port, st.issuer.did, revocationTTL, up.Listener.Addr().String()))
+	h.start(dir, caddyfile, "SSL_CERT_FILE="+st.certFile)
 	return h
-}
-
-// startCaddyEnv is startCaddy with env added to Caddy's environment (and
-// not to the test process's).
-func startCaddyEnv(t *testing.T, dir, caddyfile, probe string, out *syncBuffer, env ...string) {
-	t.Helper()
-	path := filepath.Join(dir, "Caddyfile")
-	if err := os.WriteFile(path, []byte(caddyfile), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(caddyBin, "run", "--config", path, "--adapter", "caddyfile")
-	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
-	cmd.Env = append(cmd.Env, env...)
-	cmd.Stdout = out
-	cmd.Stderr = out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("Caddyfile:\n%s\nCaddy output:\n%s", caddyfile, out.String())
-		}
-	})
-	waitHTTP(t, probe, exited)
 }
 
 // revocableJWT is a VC-JWT of the world's delegation with id, signed by the
