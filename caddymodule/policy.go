@@ -120,6 +120,12 @@ type PolicyConfig struct {
 	// filter tools/list or check tool results, in bytes. A larger one is
 	// replaced by a JSON-RPC error. Default: 4194304.
 	MaxResponseSize int64 `json:"max_response_size,omitempty"`
+
+	// Scopes by annotation class (read_only, destructive, other) for the
+	// tools no tool rule matches, the class learned from the upstream's
+	// tools/list annotations; see ToolAnnotationsPolicy. Off when unset.
+	// With it, tool_default defaults to deny even without tool rules.
+	ToolAnnotationsPolicy *ToolAnnotationsPolicy `json:"tool_annotations_policy,omitempty"`
 }
 
 // policyState is the runtime state of the per-tool policy.
@@ -132,6 +138,8 @@ type policyState struct {
 	actions         mcp.ActionMode
 	// listed remembers tool names the upstream listed, for log labels.
 	listed *toolNames
+	// annotations is nil unless tool_annotations_policy is set.
+	annotations *annotationPolicy
 }
 
 // policy builds the mcp.Policy of the config; nil when nothing is to be
@@ -141,7 +149,10 @@ func (c *PolicyConfig) policy() (*mcp.Policy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcpi: tool_default must be allow or deny, got %q", c.ToolDefault)
 	}
-	if len(c.Tools) == 0 && def != mcp.DefaultDeny {
+	if c.ToolAnnotationsPolicy != nil && def == mcp.DefaultUnset {
+		def = mcp.DefaultDeny // an unseen tool never gets more than tool_default
+	}
+	if len(c.Tools) == 0 && def != mcp.DefaultDeny && c.ToolAnnotationsPolicy == nil {
 		return nil, nil
 	}
 	p := &mcp.Policy{Default: def, Rules: make([]mcp.ToolRule, len(c.Tools))}
@@ -183,7 +194,8 @@ func (h *Handler) provisionPolicy(caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	st := policyState{pol: pol, actions: mode, listed: &toolNames{m: make(map[string]struct{})}}
+	st := policyState{pol: pol, actions: mode, listed: &toolNames{m: make(map[string]struct{})},
+		annotations: newAnnotationPolicy(h.ToolAnnotationsPolicy)}
 	for _, t := range h.Tools {
 		st.anyAnonymous = st.anyAnonymous || t.AllowAnonymous
 		st.anyPresentation = st.anyPresentation || t.RequirePresentation
@@ -226,6 +238,9 @@ func (h *Handler) validatePolicy() error {
 			return fmt.Errorf("mcpi: handshake_action_hosts: %q is not a host name or *.domain", host)
 		}
 	}
+	if err := c.ToolAnnotationsPolicy.validate(); err != nil {
+		return err
+	}
 	if c.MaxResponseSize < 0 {
 		return errors.New("mcpi: sizes must not be negative")
 	}
@@ -256,6 +271,11 @@ func validActionHost(s string) bool {
 //	handshake_actions enforce|observe|off   # default enforce
 //	handshake_action_hosts <host|*.domain>...
 //	max_response_size <size>         # default 4MiB
+//	tool_annotations_policy {        # off by default; see ToolAnnotationsPolicy
+//		read_only <scope>...
+//		destructive <scope>...
+//		other <scope>...
+//	}
 func (h *Handler) unmarshalPolicy(d *caddyfile.Dispenser, name string) (handled bool, err error) {
 	c := &h.PolicyConfig
 	once := func(set bool) error {
@@ -318,6 +338,8 @@ func (h *Handler) unmarshalPolicy(d *caddyfile.Dispenser, name string) (handled 
 				return true, d.Errf("handshake_action_hosts: %q is not a host name or *.domain", host)
 			}
 		}
+	case "tool_annotations_policy":
+		err = h.unmarshalToolAnnotationsPolicy(d)
 	case "max_response_size":
 		if err = once(c.MaxResponseSize != 0); err == nil {
 			err = parseSize(d, &c.MaxResponseSize)
@@ -439,7 +461,13 @@ func (h *Handler) decide(tool string, d *vc.Delegation, presented bool) mcp.Deci
 	if slices.Contains(handshakeTools, tool) && !pol.KnownTool(tool) {
 		return mcp.Decision{Allowed: true, Reason: reasonHandshakeTool}
 	}
-	return pol.Decide(tool, d.Scopes, false, presented)
+	dec := pol.Decide(tool, d.Scopes, false, presented)
+	if dec.Rule == nil { // no tool rule: the annotation class, if known, replaces tool_default
+		if ad, ok := h.policy.annotations.decide(tool, d.Scopes); ok {
+			return ad
+		}
+	}
+	return dec
 }
 
 // handshakeTools are the tools through which older MCP-I and KYA-OS agents
@@ -555,6 +583,11 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 	}
 	c := h.newResponseCheck(r, d, msgs, batch, filter, actions)
 	c.presented = presented
+	if filter {
+		// Learn the listed tools' annotation classes before the filter
+		// decides on them (no-op unless tool_annotations_policy is set).
+		return p.annotations.learnFrom(c.wrap(w, r), c.ids, h.MaxResponseSize), false, nil
+	}
 	return c.wrap(w, r), false, nil
 }
 
