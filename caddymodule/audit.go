@@ -37,16 +37,27 @@ const auditMessage = "mcpi decision"
 const maxAuditTool = 128
 
 // auditLogger returns the audit logger, nil when the audit log is off. It
-// is derived from h.logger for each entry rather than kept from Provision,
-// so that it always follows the handler's logger (tests swap that for a
-// Nop); naming costs a fraction of a microsecond, little beside writing the
-// entry.
+// follows the handler's logger (tests swap that for a Nop): the named
+// logger is kept only as long as it was derived from h.logger, since
+// naming clones the logger on every call.
 func (h *Handler) auditLogger() *zap.Logger {
 	if !h.obs.auditOn || h.logger == nil || !h.logger.Core().Enabled(zapcore.InfoLevel) {
 		return nil
 	}
-	return h.logger.Named(auditLoggerName)
+	c := h.obs.auditNamed
+	if c == nil {
+		return h.logger.Named(auditLoggerName)
+	}
+	if p := c.Load(); p != nil && p.base == h.logger {
+		return p.named
+	}
+	named := h.logger.Named(auditLoggerName)
+	c.Store(&namedLogger{base: h.logger, named: named})
+	return named
 }
+
+// namedLogger is the audit logger and the logger it was derived from.
+type namedLogger struct{ base, named *zap.Logger }
 
 // audit writes the audit entry for d.
 func (h *Handler) audit(r *http.Request, d decision) {
@@ -91,16 +102,16 @@ func (h *Handler) audit(r *http.Request, d decision) {
 		fields = append(fields, zap.String("tool", tool))
 	}
 	if r != nil {
-		fields = append(fields, requestFields(r)...)
+		fields = appendRequestFields(fields, r)
 	}
 	c.Write(fields...)
 }
 
-// requestFields describe the request of an audit entry: method, host and
-// path as the client sent them (before any handle_path stripping; the query
-// is left out, as it may hold someone else's secrets), Caddy's request id
-// and the peer's address.
-func requestFields(r *http.Request) []zap.Field {
+// appendRequestFields appends the fields that describe the request of an
+// audit entry: method, host and path as the client sent them (before any
+// handle_path stripping; the query is left out, as it may hold someone
+// else's secrets), Caddy's request id and the peer's address.
+func appendRequestFields(fields []zap.Field, r *http.Request) []zap.Field {
 	method, path := r.Method, ""
 	if r.URL != nil {
 		path = r.URL.Path
@@ -108,11 +119,11 @@ func requestFields(r *http.Request) []zap.Field {
 	if orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok && orig.URL != nil {
 		method, path = orig.Method, orig.URL.Path
 	}
-	fields := []zap.Field{
+	fields = append(fields,
 		zap.String("method", method),
 		zap.String("host", r.Host),
 		zap.String("path", path),
-	}
+	)
 	// {http.request.uuid} is generated on first use and kept for the
 	// request; using it also adds it to the access log entry as "uuid",
 	// which is how an audit entry and an access log entry are matched.

@@ -520,3 +520,58 @@ func TestHasTopLevelMember(t *testing.T) {
 		}
 	}
 }
+
+// hasTopLevelMemberRef is what hasTopLevelMember must agree with.
+func hasTopLevelMemberRef(in []byte) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(in, &m) != nil || m == nil {
+		return false
+	}
+	_, vc := m["vc"]
+	_, vp := m["vp"]
+	return vc || vp
+}
+
+// The scanner validates as it goes: every way of being malformed, and the
+// nesting limit of encoding/json, must give the map decode's answer.
+func TestHasTopLevelMemberMalformed(t *testing.T) {
+	in := []string{
+		`{"vc":1}x`, `{"vc":1}}`, `{"vc":01}`, `{"vc":-}`, `{"vc":1.}`, `{"vc":1e}`, `{"vc":1e+}`,
+		`{"vc":-0.5e-3}`, `{"vc":tru}`, `{"vc":truex}`, `{"vc":nul}`, `{"vc":"\x}`, `{"vc":"\u12g4"}`,
+		`{"vc":"\u12"}`, "{\"vc\":\"a\x01\"}", "{\"vc\":\"\xff\"}", `{"vc":[1,]}`, `{"vc":[,1]}`,
+		`{"vc":{"a"}}`, `{"vc":{"a":}}`, `{"vc":{,}}`, `{"vc":1,}`, `{,"vc":1}`, `{"vc" 1}`, `{vc:1}`,
+		`{"vc":1 "vp":2}`, `{"a":1,"vc":[`, `{"vc":"`, `{"vc":"\`, `{"vc":"\u`, `{"vc`, `{`, `{"vc":+1}`,
+		`{"vc":.5}`, `{"vc":1.5E+10}`, `{"vc":[true,false,null,{},[],""]}`, "\t{\"vp\"\n:\r1 }\n",
+		`{"v\u0063":1,"a":[}`, `{"a":[}],"vc":1}`, `{"vc":1}` + "\x00", `{"\u0076p":null}`,
+		`{"vc":{"x":"}"}, "y":]}`, `{"a":"\"","vc":2}`, `{"vc":"\/\b\f\n\r\t\\\""}`,
+	}
+	const maxJSONDepth = 10000 // encoding/json's nesting limit
+	for _, depth := range []int{maxJSONDepth - 1, maxJSONDepth, maxJSONDepth + 1} {
+		// The top-level object is one level: depth levels in all.
+		in = append(in, `{"vc":`+strings.Repeat("[", depth-1)+strings.Repeat("]", depth-1)+`}`)
+		in = append(in, `{"vc":1,"a":`+strings.Repeat(`{"a":`, depth-1)+"1"+strings.Repeat("}", depth-1)+`}`)
+	}
+	for _, s := range in {
+		want := hasTopLevelMemberRef([]byte(s))
+		if got := hasTopLevelMember([]byte(s), "vc", "vp"); got != want {
+			t.Errorf("hasTopLevelMember(%.80q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+func FuzzHasTopLevelMember(f *testing.F) {
+	for _, s := range []string{
+		`{"vc":{}}`, `{"vp":1}`, `{"a":1,"vc":null}`, `{"a":{"vc":1}}`, `{"a":["vc"]}`, `{"VC":1}`,
+		`{"v\u0063":1}`, `{}`, `[]`, `"vc"`, `{"vc":1`, `{"a":"}","vc":2}`, `{"vcx":1}`, `null`, ``,
+		` { "x" : [1,{"vp":2}] , "vp" : true } `, `{"vc":-1.5e+3,"b":[true,false,null]}`,
+		`{"vc":"\ud800\"x"}`, `{"vc":01}`, `{"vc":1}x`, `{"vp":[1,]}`, "{\"vc\":\"\x01\"}",
+		`{"iss":"did:key:z6Mk","vc":{"@context":["https://www.w3.org/2018/credentials/v1"],"type":["VerifiableCredential"]}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if got, want := hasTopLevelMember(in, "vc", "vp"), hasTopLevelMemberRef(in); got != want {
+			t.Errorf("hasTopLevelMember(%q) = %v, want %v", in, got, want)
+		}
+	})
+}

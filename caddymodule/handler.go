@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -127,15 +128,72 @@ func (h *Handler) serveAdmitted(w http.ResponseWriter, r *http.Request, next cad
 }
 
 // checksFor returns the verification rules for r: the configured ones plus
-// the audiences, derived from the Host when none are configured.
+// the audiences, derived from the Host when none are configured. The slice
+// is shared between requests (its capacity is its length, so a caller's
+// append copies it): callers must not modify its elements.
 func (h *Handler) checksFor(r *http.Request) []vc.CheckOption {
-	auds := h.Audiences
-	if len(auds) == 0 {
-		auds = requestAudiences(r.Host)
+	if h.hostChecks != nil {
+		return h.hostChecks.get(r.Host)
 	}
-	opts := make([]vc.CheckOption, 0, len(h.checks)+1)
+	return buildChecks(h.Audiences, r.Host, h.checks)
+}
+
+// buildChecks is checksFor without the cache.
+func buildChecks(configured []string, host string, checks []vc.CheckOption) []vc.CheckOption {
+	auds := configured
+	if len(auds) == 0 {
+		auds = requestAudiences(host)
+	}
+	opts := make([]vc.CheckOption, 0, len(checks)+1)
 	opts = append(opts, vc.ForAudience(auds...))
-	return append(opts, h.checks...)
+	opts = append(opts, checks...)
+	return opts[:len(opts):len(opts)]
+}
+
+// maxCachedHosts bounds checkCache: the Host is the client's choice.
+const maxCachedHosts = 64
+
+// checkCache keeps checksFor's rules per Host, so that a request does not
+// build its audiences and options again. Provision makes a new one, since
+// the rules depend on the configuration. With configured audiences the
+// rules do not depend on the Host and are built once.
+type checkCache struct {
+	configured []string
+	checks     []vc.CheckOption
+	fixed      []vc.CheckOption // with configured audiences
+
+	mu     sync.RWMutex
+	byHost map[string][]vc.CheckOption
+}
+
+func newCheckCache(configured []string, checks []vc.CheckOption) *checkCache {
+	c := &checkCache{configured: configured, checks: checks}
+	if len(configured) > 0 {
+		c.fixed = buildChecks(configured, "", checks)
+	}
+	return c
+}
+
+func (c *checkCache) get(host string) []vc.CheckOption {
+	if c.fixed != nil {
+		return c.fixed
+	}
+	c.mu.RLock()
+	opts, ok := c.byHost[host]
+	c.mu.RUnlock()
+	if ok {
+		return opts
+	}
+	opts = buildChecks(nil, host, c.checks)
+	c.mu.Lock()
+	if len(c.byHost) >= maxCachedHosts || c.byHost == nil {
+		// Many Hosts (or a client making them up): start over rather than
+		// keep the first ones forever.
+		c.byHost = make(map[string][]vc.CheckOption, maxCachedHosts)
+	}
+	c.byHost[host] = opts
+	c.mu.Unlock()
+	return opts
 }
 
 // requestAudiences are the names a credential may use for this host:

@@ -112,6 +112,35 @@ type metrics struct {
 	mode, result, cacheName, store, op, method *cappedLabel
 	didReason, statusReason                    *cappedLabel
 	tool, toolOutcome                          *cappedLabel
+
+	// The series every admitted request with a reused credential counts
+	// into, looked up once (WithLabelValues hashes the labels and allocates
+	// on every call). They are looked up on first use, not here, so that a
+	// series appears in the output only once counted, as the others do.
+	admittedOK, delegationHit hotCounter
+	verifiedOK                hotObserver
+}
+
+// hotCounter is one series of a CounterVec, looked up on first use.
+type hotCounter struct {
+	once sync.Once
+	c    prometheus.Counter
+}
+
+func (h *hotCounter) get(lookup func() prometheus.Counter) prometheus.Counter {
+	h.once.Do(func() { h.c = lookup() })
+	return h.c
+}
+
+// hotObserver is one series of a HistogramVec, looked up on first use.
+type hotObserver struct {
+	once sync.Once
+	o    prometheus.Observer
+}
+
+func (h *hotObserver) get(lookup func() prometheus.Observer) prometheus.Observer {
+	h.once.Do(func() { h.o = lookup() })
+	return h.o
 }
 
 // newMetrics creates the collectors and registers them in reg. A collector
@@ -314,6 +343,14 @@ func (h *Handler) metricNonceStore(store, op string, d time.Duration, err error)
 func (h *Handler) metricCache(cache string, hit bool) {
 	m := h.metrics()
 	if m == nil {
+		return
+	}
+	if hit && cache == "delegation" {
+		// cacheName.value is stable once a name was seen (or the cap was
+		// reached without it), so the first lookup holds for every later one.
+		m.delegationHit.get(func() prometheus.Counter {
+			return m.cache.WithLabelValues(m.cacheName.value(cache), "hit")
+		}).Inc()
 		return
 	}
 	result := "miss"

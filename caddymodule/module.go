@@ -153,8 +153,10 @@ type Handler struct {
 	enabled  carrierSet
 	// checks are the per-request verification rules that do not depend on
 	// the request (everything but derived audiences).
-	checks   []vc.CheckOption
-	cacheKey string // key in didCaches; empty until Provision got one
+	checks []vc.CheckOption
+	// hostChecks caches checksFor's rules; nil before Provision.
+	hostChecks *checkCache
+	cacheKey   string // key in didCaches; empty until Provision got one
 }
 
 // CaddyModule returns the Caddy module information.
@@ -250,6 +252,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if len(h.RequiredScopes) > 0 {
 		h.checks = append(h.checks, vc.RequireScopes(h.RequiredScopes...))
 	}
+	h.hostChecks = newCheckCache(h.Audiences, h.checks)
 	if err := h.provisionLevel2(ctx); err != nil {
 		return err
 	}

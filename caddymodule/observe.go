@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
@@ -61,6 +63,9 @@ type observability struct {
 	metrics *metrics
 	// auditOn: write audit entries (provisioned, and not turned off).
 	auditOn bool
+	// auditNamed keeps the audit logger (audit.go auditLogger); nil before
+	// provisioning.
+	auditNamed *atomic.Pointer[namedLogger]
 }
 
 // provisionObservability runs early in Provision (before the levels), so
@@ -76,6 +81,7 @@ func (h *Handler) provisionObservability(ctx caddy.Context) error {
 		h.obs.metrics = m
 	}
 	h.obs.auditOn = !h.observabilityConfig().DisableAuditLog
+	h.obs.auditNamed = new(atomic.Pointer[namedLogger])
 	return nil
 }
 
@@ -86,7 +92,11 @@ func (h *Handler) recordDecision(r *http.Request, d decision) {
 		return
 	}
 	if m := h.obs.metrics; m != nil {
-		m.decisions.WithLabelValues(fromSet(decisionOutcomes, d.outcome), fromSet(decisionReasons, d.reason)).Inc()
+		if d.outcome == "admitted" && d.reason == "ok" {
+			m.admittedOK.get(func() prometheus.Counter { return m.decisions.WithLabelValues("admitted", "ok") }).Inc()
+		} else {
+			m.decisions.WithLabelValues(fromSet(decisionOutcomes, d.outcome), fromSet(decisionReasons, d.reason)).Inc()
+		}
 	}
 	h.audit(r, d)
 }
@@ -97,7 +107,11 @@ func (h *Handler) recordDecision(r *http.Request, d decision) {
 // caddy_mcpi_did_resolution_errors_total.
 func (h *Handler) observeVerification(elapsed time.Duration, err error, raw []byte) {
 	if m := h.metrics(); m != nil {
-		m.verification.WithLabelValues(okOrError(err)).Observe(elapsed.Seconds())
+		if err == nil {
+			m.verifiedOK.get(func() prometheus.Observer { return m.verification.WithLabelValues("ok") }).Observe(elapsed.Seconds())
+		} else {
+			m.verification.WithLabelValues("error").Observe(elapsed.Seconds())
+		}
 	}
 	if errors.Is(err, vc.ErrStatusUnavailable) || errors.Is(err, vc.ErrStatusList) {
 		h.metricStatusListError(vc.Reason(err))
