@@ -769,7 +769,7 @@ func vmRSS() uint64 {
 // (MCPI_MEMTEST_MAX) and reports the heap and RSS, for BENCHMARKS.md.
 func TestResultCacheMemory(t *testing.T) {
 	if os.Getenv("MCPI_MEMTEST") != "1" {
-		t.Skip("set MCPI_MEMTEST=1")
+		t.Skip("a measurement for BENCHMARKS.md (a million credentials, about a minute), not a check: set MCPI_MEMTEST=1 to run it")
 	}
 	envInt := func(name string, def int) int {
 		if s := os.Getenv(name); s != "" {
