@@ -44,6 +44,9 @@ type jsonVC struct {
 	// using the ed25519-2020 JSON-LD context, so possibly a real Linked Data
 	// proof rather than the MCP-I JCS variant.
 	maybeLD bool
+	// viaLD: the proof verified as a JSON-LD Ed25519Signature2020 after it
+	// failed as the MCP-I JCS variant, so the format is the Linked Data one.
+	viaLD bool
 }
 
 // parseJSONVC parses a JSON credential with an embedded proof.
@@ -185,7 +188,9 @@ func (j *jsonVC) verify(ctx context.Context, key didresolver.Key, ld ldProofVeri
 		// Only a proof that looks like JSON-LD is worth one RDF
 		// canonicalization (~1.5 ms); a forged JCS proof is not.
 		if j.maybeLD && ld != nil && ld.supports("Ed25519Signature2020", "") {
-			return ld.verify(ctx, j.raw, key)
+			err := ld.verify(ctx, j.raw, key)
+			j.viaLD = err == nil
+			return err
 		}
 		if j.maybeLD {
 			return fail(ErrUnsupportedFormat, "Linked Data proof needs RDF canonicalization")

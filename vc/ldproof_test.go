@@ -64,8 +64,8 @@ func TestLinkedDataDelegation(t *testing.T) {
 			d["@context"] = append(d["@context"].([]any), "https://w3id.org/security/suites/ed25519-2020/v1")
 			return signer.ed25519Signature2020(t, d, issuerKey, kid)
 			// jsonvc.go tries the MCP-I JCS variant of this proof type
-			// first and keeps its Format when the JSON-LD proof verifies.
-		}, vc.FormatEd25519JCS},
+			// first; the format says which one verified.
+		}, vc.Format("Ed25519Signature2020")},
 		{"eddsa-rdfc-2022", func(d map[string]any) map[string]any {
 			d["@context"] = append(d["@context"].([]any), "https://w3id.org/security/data-integrity/v2")
 			return signer.eddsaRdfc2022(t, d, issuerKey, kid)

@@ -246,7 +246,11 @@ func (v *Verifier) verifySignature(ctx context.Context, p *parsed) error {
 		return err
 	}
 	if p.json != nil {
-		return p.json.verify(ctx, key, v.ld)
+		err := p.json.verify(ctx, key, v.ld)
+		if err == nil && p.json.viaLD {
+			p.d.Format = Format("Ed25519Signature2020")
+		}
+		return err
 	}
 	return verifyJWS(p.alg, key.Public, p.signingInput, p.sig)
 }
