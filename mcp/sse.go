@@ -321,7 +321,16 @@ func (s *sseRewriter) finishEvent(terminated bool) {
 	first := true
 	for _, l := range s.lines {
 		if l.vs < 0 {
-			s.out = append(s.out, s.buf[l.start:l.end]...)
+			line := s.buf[l.start:l.end]
+			// A line ended by a lone CR may have been followed by a data
+			// line that is now gone; the event's blank line, if it is a
+			// lone LF, would then merge with that CR into one CRLF ending
+			// and the event would never end. Ending the CR line with CRLF
+			// (one line ending to a client) keeps the blank line.
+			if line[0] == '\n' && len(s.out) > 0 && s.out[len(s.out)-1] == '\r' {
+				s.out = append(s.out, '\n')
+			}
+			s.out = append(s.out, line...)
 			continue
 		}
 		if first && len(nd) > 0 {
