@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
 	"github.com/mcpi-edge/caddy-mcpi/assertion"
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
@@ -182,9 +184,21 @@ func isResourceMetadataPath(p string) bool {
 	return p == wellKnownResource || strings.HasPrefix(p, wellKnownResource+"/")
 }
 
+// requestScheme is the scheme the client used: https when the connection
+// to Caddy is TLS, or when a proxy the server trusts (`trusted_proxies`)
+// terminated TLS and says so in X-Forwarded-Proto. The URLs the edge
+// publishes (resource metadata, discovery documents) must name the scheme
+// clients reach it at, not the hop behind a load balancer.
 func requestScheme(r *http.Request) string {
 	if r.TLS != nil {
 		return "https"
+	}
+	if trusted, _ := caddyhttp.GetVar(r.Context(), caddyhttp.TrustedProxyVarKey).(bool); trusted {
+		// The first value is what the outermost proxy saw from the client.
+		proto, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
+		if strings.EqualFold(strings.TrimSpace(proto), "https") {
+			return "https"
+		}
 	}
 	return "http"
 }
