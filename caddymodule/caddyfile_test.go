@@ -104,22 +104,36 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var h Handler
-			err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tt.input))
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tt.wantErr)
-				}
+			h, ok := parseForTest(t, tt.input, tt.wantErr, false)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(h, tt.want) {
 				t.Errorf("got  %+v\nwant %+v", h, tt.want)
 			}
 		})
 	}
+}
+
+// parseForTest parses input as an mcpi block, and validates it when
+// validate is set. With wantErr it checks the error contains wantErr and
+// returns ok false: the row ends there. Without, any error fails the test.
+func parseForTest(t *testing.T, input, wantErr string, validate bool) (h Handler, ok bool) {
+	t.Helper()
+	err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input))
+	if err == nil && validate {
+		err = h.Validate()
+	}
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("err = %v, want one containing %q", err, wantErr)
+		}
+		return h, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, true
 }
 
 func TestValidate(t *testing.T) {

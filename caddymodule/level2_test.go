@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	_ "github.com/caddyserver/caddy/v2/modules/filestorage" // caddy.storage.file_system, for rotate-key configs
@@ -115,16 +114,9 @@ func TestLevel2Caddyfile(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var h Handler
-			err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tt.input))
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tt.wantErr)
-				}
+			h, ok := parseForTest(t, tt.input, tt.wantErr, false)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(h.Level2Config, tt.want) {
 				t.Errorf("got  %+v\nwant %+v", h.Level2Config, tt.want)

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
@@ -44,19 +42,9 @@ func TestToolAnnotationsPolicyCaddyfile(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var h Handler
-			err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tt.input))
-			if err == nil {
-				err = h.Validate()
-			}
-			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("error %v, want one containing %q", err, tt.err)
-				}
+			h, ok := parseForTest(t, tt.input, tt.err, true)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(h.ToolAnnotationsPolicy, tt.want) {
 				t.Errorf("got %+v, want %+v", h.ToolAnnotationsPolicy, tt.want)

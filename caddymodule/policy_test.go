@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -93,19 +92,9 @@ func TestPolicyCaddyfile(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var h Handler
-			err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tt.input))
-			if err == nil {
-				err = h.Validate()
-			}
-			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("error %v, want one containing %q", err, tt.err)
-				}
+			h, ok := parseForTest(t, tt.input, tt.err, true)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(h.PolicyConfig, tt.want) {
 				t.Errorf("got %+v\nwant %+v", h.PolicyConfig, tt.want)
