@@ -183,19 +183,7 @@ func TestCaddyfileExample(t *testing.T) {
 			"-edge-jwks", fmt.Sprintf("http://localhost:%d/.well-known/jwks.json", edgePort),
 			"-audience", "http://"+demoAddr)
 		demoOut := &syncBuffer{}
-		demo.Stdout, demo.Stderr = demoOut, demoOut
-		if err := demo.Start(); err != nil {
-			t.Fatal(err)
-		}
-		demoExited := make(chan error, 1)
-		go func() { demoExited <- demo.Wait() }()
-		t.Cleanup(func() {
-			_ = demo.Process.Kill()
-			<-demoExited
-			if t.Failed() {
-				t.Logf("mcpi-demo output:\n%s", demoOut.String())
-			}
-		})
+		demoExited := startProcess(t, demo, demoOut, func() string { return "mcpi-demo output:\n" + demoOut.String() })
 		waitHTTP(t, "http://"+demoAddr+"/healthz", demoExited)
 
 		caddyfile := strings.NewReplacer(

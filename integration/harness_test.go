@@ -297,8 +297,19 @@ func startCaddy(t *testing.T, dir, caddyfile, probe string, out *syncBuffer, env
 	// developer's home.
 	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
 	cmd.Env = append(cmd.Env, env...)
-	cmd.Stdout = out
-	cmd.Stderr = out
+	exited := startProcess(t, cmd, out, func() string {
+		return fmt.Sprintf("Caddyfile:\n%s\nCaddy output:\n%s", caddyfile, out.String())
+	})
+	waitHTTP(t, probe, exited)
+}
+
+// startProcess starts cmd with its output going to out, and kills it when
+// the test ends, logging report() if the test failed. The returned channel
+// receives cmd's exit, so a caller waiting for readiness can notice a
+// process that died during startup.
+func startProcess(t *testing.T, cmd *exec.Cmd, out *syncBuffer, report func() string) chan error {
+	t.Helper()
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -308,10 +319,10 @@ func startCaddy(t *testing.T, dir, caddyfile, probe string, out *syncBuffer, env
 		_ = cmd.Process.Kill()
 		<-exited
 		if t.Failed() {
-			t.Logf("Caddyfile:\n%s\nCaddy output:\n%s", caddyfile, out.String())
+			t.Log(report())
 		}
 	})
-	waitHTTP(t, probe, exited)
+	return exited
 }
 
 // waitHTTP polls url until it answers HTTP, failing after 20s or if the

@@ -73,20 +73,10 @@ func startOpsEdge(t *testing.T, dir string, adminPort int, caddyfile string, rea
 	}
 	cmd := exec.Command(caddyBin, "run", "--config", path, "--adapter", "caddyfile")
 	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
-	cmd.Stdout, cmd.Stderr = e.out, e.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	e.pid = cmd.Process.Pid
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("Caddyfile:\n%s\nCaddy output:\n%s", caddyfile, e.out.String())
-		}
+	exited := startProcess(t, cmd, e.out, func() string {
+		return fmt.Sprintf("Caddyfile:\n%s\nCaddy output:\n%s", caddyfile, e.out.String())
 	})
+	e.pid = cmd.Process.Pid
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		select {
