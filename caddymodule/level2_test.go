@@ -346,8 +346,13 @@ func TestInjectIdentityStripsThenSets(t *testing.T) {
 func tamperJWS(s string) string {
 	i := strings.LastIndexByte(s, '.') + (len(s)-strings.LastIndexByte(s, '.'))/2
 	b := []byte(s)
-	b[i] ^= 1
-	if b[i] == '.' || b[i] == s[i] {
+	// Swap for another base64url letter: flipping a bit could turn '-' or
+	// '_' into a character outside the alphabet, and the credential would be
+	// rejected as malformed rather than as badly signed. Not the last
+	// character either, whose low bits may be padding.
+	if b[i] == 'A' {
+		b[i] = 'B'
+	} else {
 		b[i] = 'A'
 	}
 	return string(b)
