@@ -35,7 +35,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if handled, err := h.serveLevel2(w, r); handled {
 		return err
 	}
-	if handled, err := h.serveLevel3(w, r, next); handled {
+	if handled, err := h.serveLevel3(w, r, next, chain); handled {
 		return err
 	}
 

@@ -43,7 +43,7 @@ var (
 )
 
 // serveHandshakeCall takes a POST on a handshake path.
-func (h *Handler) serveHandshakeCall(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) (bool, error) {
+func (h *Handler) serveHandshakeCall(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, chain []string) (bool, error) {
 	body, err := readBody(w, r, h.MaxBodySize)
 	if err != nil {
 		return true, h.reject(w, r, err, nil)
@@ -66,14 +66,14 @@ func (h *Handler) serveHandshakeCall(w http.ResponseWriter, r *http.Request, nex
 		return true, nil
 	}
 	if h.l3.mode == handshakeProxy {
-		return true, h.proxyCall(w, r, next, call, body)
+		return true, h.proxyCall(w, r, next, call, body, chain)
 	}
-	h.terminateCall(w, r, call)
+	h.terminateCall(w, r, call, chain)
 	return true, nil
 }
 
 // terminateCall answers a handshake or verify at the edge.
-func (h *Handler) terminateCall(w http.ResponseWriter, r *http.Request, call *challenge.Call) {
+func (h *Handler) terminateCall(w http.ResponseWriter, r *http.Request, call *challenge.Call, chain []string) {
 	svc := h.l3.service
 	if call.Kind == challenge.KindHandshake {
 		res, err := svc.Issue(r.Context(), *call.Handshake)
@@ -85,7 +85,12 @@ func (h *Handler) terminateCall(w http.ResponseWriter, r *http.Request, call *ch
 		h.recordHandshake(r, call.Kind, "issued", http.StatusOK, nil)
 		return
 	}
-	v, err := svc.Verify(r.Context(), *call.Verify, h.checksFor(r)...)
+	opts, err := h.verifyCallChecks(r, chain)
+	if err != nil {
+		h.failCall(w, r, call, err, nil)
+		return
+	}
+	v, err := svc.Verify(r.Context(), *call.Verify, opts...)
 	if err != nil {
 		h.failCall(w, r, call, err, nil)
 		return
@@ -98,8 +103,31 @@ func (h *Handler) terminateCall(w http.ResponseWriter, r *http.Request, call *ch
 	h.recordHandshake(r, call.Kind, "verified", http.StatusOK, v.Delegation)
 }
 
+// verifyCallChecks are the rules for the credential of a verify call:
+// checksFor's, and the ancestors of a chained credential when the request
+// carries them in the chain header (inside a presentation they need none).
+// require_presentation is not among them: the signed challenge already
+// proves the agent holds its key.
+func (h *Handler) verifyCallChecks(r *http.Request, chain []string) ([]vc.CheckOption, error) {
+	opts := h.checksFor(r)
+	if len(chain) == 0 {
+		return opts, nil
+	}
+	ancestors, err := parseChain(chain, maxAncestors*h.MaxCredentialSize)
+	if err != nil {
+		// An unreadable chain leaves the credential unverifiable (-32004).
+		return nil, fmt.Errorf("%w: %w", challenge.ErrUntrustedCredential, err)
+	}
+	if len(ancestors) > 0 {
+		// checksFor's slice is shared; its capacity is its length, so
+		// this append copies it.
+		opts = append(opts, vc.WithAncestors(ancestors...))
+	}
+	return opts, nil
+}
+
 // proxyCall forwards a handshake or verify to the upstream's endpoint.
-func (h *Handler) proxyCall(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, call *challenge.Call, body []byte) error {
+func (h *Handler) proxyCall(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, call *challenge.Call, body []byte, chain []string) error {
 	eps := h.upstreamEndpoints(r, next)
 	if !h.PassthroughCredential {
 		// The call needs no carrier; one sent anyway was for the edge.
@@ -113,7 +141,12 @@ func (h *Handler) proxyCall(w http.ResponseWriter, r *http.Request, next caddyht
 	// The edge checks the answer first, consuming the challenge it
 	// recorded: a replay, a bad signature or an unacceptable credential
 	// never reaches the upstream.
-	v, err := h.l3.service.Verify(r.Context(), *call.Verify, h.checksFor(r)...)
+	opts, err := h.verifyCallChecks(r, chain)
+	if err != nil {
+		h.failCall(w, r, call, err, nil)
+		return nil
+	}
+	v, err := h.l3.service.Verify(r.Context(), *call.Verify, opts...)
 	if err != nil {
 		h.failCall(w, r, call, err, nil)
 		return nil

@@ -381,7 +381,9 @@ func (h *Handler) cleanupLevel3() error {
 // serveLevel3 answers or proxies handshake traffic (the handshake/verify
 // endpoints, /.well-known/mcp-i.json) and reports whether it did. Runs after
 // the identity headers were stripped and before any credential is required.
-func (h *Handler) serveLevel3(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) (handled bool, err error) {
+// chain holds the values of the chain header, already taken off r: a
+// verify call's credential may need its ancestors like any other.
+func (h *Handler) serveLevel3(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, chain []string) (handled bool, err error) {
 	if !h.l3.enabled {
 		return false, nil
 	}
@@ -392,7 +394,7 @@ func (h *Handler) serveLevel3(w http.ResponseWriter, r *http.Request, next caddy
 		return true, nil
 	case p == h.l3.hsPath || p == h.l3.vfPath:
 		if r.Method == http.MethodPost {
-			return h.serveHandshakeCall(w, r, next)
+			return h.serveHandshakeCall(w, r, next, chain)
 		}
 		if h.l3.mode == handshakeTerminate {
 			w.Header().Set("Allow", http.MethodPost)
