@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Runs the whole-proxy benchmark (integration/bench): builds Caddy with the
-# plugin, measures every configuration in alternating rounds, prints the
-# figures and rewrites the generated part of BENCHMARKS.md. Installs wrk
+# plugin, measures every configuration in alternating rounds (wrk), then
+# a and b at a constant rate (open-loop, vegeta in the bench peer), prints
+# the figures and rewrites the generated part of BENCHMARKS.md. Installs wrk
 # and redis-server with apt when they are missing. Loopback only.
 #
 # Usage: scripts/bench.sh [flags]   (from anywhere; flags go to the harness)
-#   scripts/bench.sh                       # 3 rounds × 10 configs × 4 s, ~3 min
-#   scripts/bench.sh -quick                # 1 round × 1 s, writes nothing
+#   scripts/bench.sh                       # 3 rounds × 10 configs × 4 s, then
+#                                          # open-loop 3 rounds × a, b × 5 s, ~3.5 min
+#   scripts/bench.sh -quick                # 1 round × 1 s, open-loop 1 s; writes nothing
+#   scripts/bench.sh -openloop 10s -openloop-frac 0.5
 #   scripts/bench.sh -rounds 5 -duration 10s -connections 64
 #   scripts/bench.sh -configs a,b,c -pin=false
 #   go run ./integration/bench -h          # every flag

@@ -76,4 +76,33 @@ func TestBenchQuick(t *testing.T) {
 	if len(rep.Floors) != 3 {
 		t.Errorf("vc floors: got %d benchmarks, want 3", len(rep.Floors))
 	}
+
+	// The open-loop phase: a and b each served requests at the fixed
+	// quick rate, none failed. Nothing about latency.
+	if rep.Open.Rate != quickOpenLoopRate || !rep.Open.Fixed {
+		t.Errorf("open-loop phase: rate %d (fixed %v), want %d fixed", rep.Open.Rate, rep.Open.Fixed, quickOpenLoopRate)
+	}
+	openRan := make(map[string]bool)
+	for _, s := range rep.OpenRuns {
+		o := s.Load.Open
+		if o == nil {
+			t.Errorf("%s open-loop round %d: no driver result", s.Config, s.Round+1)
+			continue
+		}
+		openRan[s.Config] = true
+		if o.Requests == 0 {
+			t.Errorf("%s open-loop round %d: no request sent", s.Config, s.Round+1)
+		}
+		if o.Errors != 0 {
+			t.Errorf("%s open-loop round %d: %d failed: %s", s.Config, s.Round+1, o.Errors, o.FirstError)
+		}
+		if s.Upstream.Requests < o.Requests {
+			t.Errorf("%s open-loop round %d: the upstream saw %d of %d requests", s.Config, s.Round+1, s.Upstream.Requests, o.Requests)
+		}
+	}
+	for _, name := range []string{"a", "b"} {
+		if !openRan[name] {
+			t.Errorf("configuration %s did not run in the open-loop phase", name)
+		}
+	}
 }

@@ -55,6 +55,16 @@ type Options struct {
 	// VCBenchTime is the -benchtime of the vc verification floors; "" skips
 	// them.
 	VCBenchTime string
+	// OpenLoop is the length of one run of the open-loop phase: after the
+	// rounds, a and b alternately at a constant rate, as many rounds as
+	// the closed-loop phase; 0 skips it.
+	OpenLoop time.Duration
+	// OpenLoopFrac is the open-loop rate as a fraction of a's peak: the
+	// median req/s of a over the closed-loop rounds.
+	OpenLoopFrac float64
+	// OpenLoopRate, when positive, is the open-loop rate in req/s instead
+	// of OpenLoopFrac × a's peak.
+	OpenLoopRate int
 	// Configs are the configuration names to run; nil for all.
 	Configs []string
 	// Pin runs Caddy on CPU 0 and the load side on CPU 1 with taskset.
@@ -69,27 +79,30 @@ type Options struct {
 }
 
 // DefaultOptions are the full run's settings: 3 rounds × 10
-// configurations × 4 s, about three minutes with a warm build cache
-// (minting the 200k credentials of c takes 20–30 s of that, beside the
-// build).
+// configurations × 4 s, then 3 open-loop rounds × 2 configurations × 5 s,
+// about three and a half minutes with a warm build cache (minting the
+// 200k credentials of c takes 20–30 s of that, beside the build).
 func DefaultOptions() Options {
 	return Options{
-		Duration:    4 * time.Second,
-		Rounds:      3,
-		Connections: 32,
-		Threads:     1,
-		Pool:        200_000,
-		Warmup:      time.Second,
-		Pprof:       5 * time.Second,
-		VCBenchTime: "1s",
-		Pin:         false,
-		Log:         os.Stderr,
+		Duration:     4 * time.Second,
+		Rounds:       3,
+		Connections:  32,
+		Threads:      1,
+		Pool:         200_000,
+		Warmup:       time.Second,
+		Pprof:        5 * time.Second,
+		VCBenchTime:  "1s",
+		OpenLoop:     5 * time.Second,
+		OpenLoopFrac: 0.5,
+		Pin:          false,
+		Log:          os.Stderr,
 	}
 }
 
 // QuickOptions are the CI settings: 1 round × 1 s, a small pool, no
-// warmup and no profile. The figures mean nothing; the run proves every
-// configuration works end to end.
+// warmup and no profile, and the open-loop phase for 1 s at a modest
+// fixed rate. The figures mean nothing; the run proves every
+// configuration and the open-loop driver work end to end.
 func QuickOptions() Options {
 	o := DefaultOptions()
 	o.Duration = time.Second
@@ -98,8 +111,15 @@ func QuickOptions() Options {
 	o.Warmup = 0
 	o.Pprof = 0
 	o.VCBenchTime = "200x"
+	o.OpenLoop = time.Second
+	o.OpenLoopRate = quickOpenLoopRate
 	return o
 }
+
+// quickOpenLoopRate is the open-loop rate of quick mode: well under what
+// a busy CI machine serves, so that the check is of the driver, not of
+// the machine.
+const quickOpenLoopRate = 500
 
 // sample is one measured run of one configuration.
 type sample struct {
@@ -119,9 +139,12 @@ type sample struct {
 
 // Report is everything a run found.
 type Report struct {
-	Opts     Options
-	Configs  []config
-	Samples  []sample
+	Opts    Options
+	Configs []config
+	Samples []sample
+	// Open is the open-loop phase: its rate, and its runs of a and b.
+	Open     openLoopInfo
+	OpenRuns []sample
 	Machine  machine
 	Floors   []floor
 	Pool     poolInfo
@@ -173,6 +196,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	if opts.Rounds < 1 || opts.Duration <= 0 || opts.Connections < 1 || opts.Threads < 1 || opts.Pool < 1 {
 		return nil, errors.New("rounds, duration, connections, threads and pool must be positive")
+	}
+	if opts.OpenLoop < 0 || opts.OpenLoopRate < 0 || (opts.OpenLoop > 0 && opts.OpenLoopRate == 0 && !(opts.OpenLoopFrac > 0)) {
+		return nil, errors.New("the open-loop duration and rate must not be negative, and its fraction of a's peak must be positive")
 	}
 	if opts.Connections < opts.Threads {
 		return nil, errors.New("connections must be at least threads (wrk gives each thread connections/threads)")
@@ -631,6 +657,9 @@ func (b *bench) measureAll(ctx context.Context) error {
 			b.logf("  %-7s %s", c.name, s.brief())
 		}
 	}
+	if err := b.openLoopPhase(ctx); err != nil {
+		return err
+	}
 	b.rep.Pool.Used = b.poolUsed
 	if b.rep.Pool.Repeats() > 0 {
 		b.note("configuration c sent %d credentials from a pool of %d: %d were repeats", b.poolUsed, b.rep.Pool.Size, b.rep.Pool.Repeats())
@@ -653,6 +682,28 @@ func (b *bench) measureAll(ctx context.Context) error {
 // measure runs c once for d and takes Caddy's CPU time and allocations
 // around it. Round -1 is the warmup.
 func (b *bench) measure(ctx context.Context, c config, round int, d time.Duration) (sample, error) {
+	where, counter := c.name, "wrk"
+	if round >= 0 {
+		where += " round " + strconv.Itoa(round+1)
+	} else {
+		where += " warmup"
+	}
+	if c.load == loadHandshake {
+		counter = "the handshake driver"
+	}
+	return b.measureLoad(c, round, where, counter, func() (loadResult, error) {
+		if c.load == loadHandshake {
+			return b.runHandshakes(ctx, c, d)
+		}
+		return b.runWrk(ctx, c, d)
+	})
+}
+
+// measureLoad runs one load of c and takes Caddy's CPU time and
+// allocations and the upstream's counters around it; what went wrong is
+// recorded as a problem of where. counter names what counted the
+// responses.
+func (b *bench) measureLoad(c config, round int, where, counter string, run func() (loadResult, error)) (sample, error) {
 	s := sample{Config: c.name, Round: round, Handshakes: c.load == loadHandshake}
 	up0, err1 := upstreamStats(b.upstream)
 	m0, err2 := scrapeMemStats(b.admin)
@@ -660,13 +711,7 @@ func (b *bench) measure(ctx context.Context, c config, round int, d time.Duratio
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return s, err
 	}
-	var res loadResult
-	var err error
-	if c.load == loadHandshake {
-		res, err = b.runHandshakes(ctx, c, d)
-	} else {
-		res, err = b.runWrk(ctx, c, d)
-	}
+	res, err := run()
 	if err != nil {
 		return s, err
 	}
@@ -682,12 +727,6 @@ func (b *bench) measure(ctx context.Context, c config, round int, d time.Duratio
 	s.Bytes = m1.bytes - m0.bytes - b.scrape.bytes
 	s.Upstream = up1[c.name].minus(up0[c.name])
 
-	where := c.name
-	if round >= 0 {
-		where += " round " + strconv.Itoa(round+1)
-	} else {
-		where += " warmup"
-	}
 	if res.Ops == 0 {
 		b.problem("%s: no request completed", where)
 	}
@@ -695,7 +734,7 @@ func (b *bench) measure(ctx context.Context, c config, round int, d time.Duratio
 		b.problem("%s: %d failed (%s)", where, res.Failed, res.FirstError)
 	}
 	if c.load != loadHandshake && s.Upstream.Requests < res.Ops {
-		b.problem("%s: wrk counted %d responses but the upstream saw %d requests", where, res.Ops, s.Upstream.Requests)
+		b.problem("%s: %s counted %d responses but the upstream saw %d requests", where, counter, res.Ops, s.Upstream.Requests)
 	}
 	if c.check != nil {
 		if err := c.check(s.Upstream); err != nil {

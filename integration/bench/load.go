@@ -26,6 +26,8 @@ type loadResult struct {
 	FirstError string
 	// TokensUsed is how many pool tokens wrk sent (loadPool).
 	TokensUsed int64
+	// Open is set by the open-loop driver only.
+	Open *openLoopResult
 }
 
 // wrkResult is the MCPI_RESULT line of bench.lua.

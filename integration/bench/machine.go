@@ -42,7 +42,7 @@ func describeMachine(p pinning) machine {
 		LoadStart:  loadAverage(),
 	}
 	if p.on {
-		m.Pinning = fmt.Sprintf("taskset: Caddy on CPU %s; wrk, the upstream, the handshake driver and redis-server on CPU %s", p.edge, p.other)
+		m.Pinning = fmt.Sprintf("taskset: Caddy on CPU %s; wrk, the upstream, the handshake and open-loop drivers and redis-server on CPU %s", p.edge, p.other)
 	} else {
 		m.Pinning = "none: every process may run on every CPU"
 	}

@@ -19,10 +19,14 @@
 // For each it reports requests/s, p50/p99 latency, Caddy's CPU time and
 // allocations per request, and each one's ratio to (a) in the same round;
 // with the bare Ed25519/P-256 verification cost from vc's benchmarks and a
-// CPU profile of (b). The result is printed and written between the
+// CPU profile of (b). wrk is closed-loop, so an open-loop phase follows
+// the rounds: the bench peer drives (a) and (b) alternately at a constant
+// rate, 50 % of (a)'s peak by default, with vegeta's attacker, and the
+// report gives their latency percentiles and the p99 that (b) adds to (a)
+// in the same round. The result is printed and written between the
 // markers of BENCHMARKS.md.
 //
-//	scripts/bench.sh                  # full run, about 2.5 minutes
+//	scripts/bench.sh                  # full run, about 3.5 minutes
 //	go run ./integration/bench -quick # 1 round × 1 s, what CI runs
 //
 // It needs wrk and redis-server (scripts/bench.sh installs them with apt)
@@ -42,17 +46,20 @@ import (
 
 func main() {
 	opts := DefaultOptions()
-	quick := flag.Bool("quick", false, "CI mode: 1 round × 1s, a 5k pool, no warmup, no profile (flags given explicitly still win)")
+	quick := flag.Bool("quick", false, fmt.Sprintf("CI mode: 1 round × 1s, a 5k pool, no warmup, no profile, open-loop 1s at %d req/s (flags given explicitly still win)", quickOpenLoopRate))
 	duration := flag.Duration("duration", opts.Duration, "length of one measured run (rounded up to whole seconds)")
 	rounds := flag.Int("rounds", opts.Rounds, "rounds; each runs every configuration once, in a rotated order")
-	conns := flag.Int("connections", opts.Connections, "keep-alive connections (wrk -c, and the handshake driver's)")
+	conns := flag.Int("connections", opts.Connections, "keep-alive connections (wrk -c, and the handshake and open-loop drivers' at most)")
 	threads := flag.Int("threads", opts.Threads, "wrk threads")
 	pool := flag.Int("pool", opts.Pool, "fresh credentials minted for configuration c")
 	warmup := flag.Duration("warmup", opts.Warmup, "unrecorded run of every configuration before round 1; 0 for none")
 	pprof := flag.Duration("pprof", opts.Pprof, "CPU profile of b after the rounds; 0 for none")
 	vcBench := flag.String("vcbench", opts.VCBenchTime, `-benchtime of the vc verification floors; "" to skip`)
+	openLoop := flag.Duration("openloop", opts.OpenLoop, "length of one open-loop run (a and b at a constant rate after the rounds, as many rounds); 0 to skip")
+	openFrac := flag.Float64("openloop-frac", opts.OpenLoopFrac, "open-loop rate as a fraction of a's peak (its median req/s over the rounds)")
+	openRate := flag.Int("openloop-rate", opts.OpenLoopRate, "open-loop rate in req/s instead of -openloop-frac of a's peak; 0 for the fraction")
 	configs := flag.String("configs", "", "comma-separated configurations to run (default all: "+configNames(allConfigs)+")")
-	pin := flag.Bool("pin", opts.Pin, "taskset: Caddy on CPU 0, the load side (wrk, upstream, handshake driver, redis) on CPU 1")
+	pin := flag.Bool("pin", opts.Pin, "taskset: Caddy on CPU 0, the load side (wrk, upstream, handshake and open-loop drivers, redis) on CPU 1")
 	keep := flag.Bool("keep", false, "keep the working directory (binaries, Caddyfile, pool, profile)")
 	out := flag.String("out", "", `file whose generated section to rewrite (default BENCHMARKS.md at the repository root; "-" for none; -quick writes none unless given)`)
 	flag.Parse()
@@ -60,6 +67,7 @@ func main() {
 	if *quick {
 		q := QuickOptions()
 		opts.Duration, opts.Rounds, opts.Pool, opts.Warmup, opts.Pprof, opts.VCBenchTime = q.Duration, q.Rounds, q.Pool, q.Warmup, q.Pprof, q.VCBenchTime
+		opts.OpenLoop, opts.OpenLoopRate = q.OpenLoop, q.OpenLoopRate
 	}
 	set := make(map[string]bool)
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -76,6 +84,14 @@ func main() {
 	apply("warmup", func() { opts.Warmup = *warmup })
 	apply("pprof", func() { opts.Pprof = *pprof })
 	apply("vcbench", func() { opts.VCBenchTime = *vcBench })
+	apply("openloop", func() { opts.OpenLoop = *openLoop })
+	apply("openloop-rate", func() { opts.OpenLoopRate = *openRate })
+	apply("openloop-frac", func() {
+		opts.OpenLoopFrac = *openFrac
+		if !set["openloop-rate"] {
+			opts.OpenLoopRate = 0 // a fraction given, even in quick mode, is what is wanted
+		}
+	})
 	opts.Pin, opts.Keep = *pin, *keep
 	if *configs != "" {
 		opts.Configs = strings.Split(*configs, ",")

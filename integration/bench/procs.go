@@ -19,9 +19,9 @@ import (
 
 // pinning says where the processes run. With -pin and two or more cores,
 // Caddy gets CPU 0 and everything that generates load (wrk, the upstream,
-// the handshake driver, redis-server) shares CPU 1, so the load side never
-// takes cycles from the process being measured. Without it (the default)
-// the scheduler places everything.
+// the handshake and open-loop drivers, redis-server) shares CPU 1, so the
+// load side never takes cycles from the process being measured. Without
+// it (the default) the scheduler places everything.
 type pinning struct {
 	on          bool
 	edge, other string // taskset CPU lists

@@ -124,8 +124,12 @@ func (r *Report) Markdown(command string) string {
 	}
 	fmt.Fprintf(&b, "| pinning | %s (Caddy's GOMAXPROCS: %s) |\n", m.Pinning, gmp)
 	fmt.Fprintf(&b, "| load average (1/5/15 min) | %s at the start, %s at the end |\n", m.LoadStart, m.LoadEnd)
-	fmt.Fprintf(&b, "| runs | %d rounds × %d configurations × %ds, %d connections, %d wrk thread(s), warmup %v |\n\n",
+	fmt.Fprintf(&b, "| runs | %d rounds × %d configurations × %ds, %d connections, %d wrk thread(s), warmup %v |\n",
 		o.Rounds, len(r.Configs), wrkSeconds(o.Duration), o.Connections, o.Threads, o.Warmup)
+	if r.Open.ran() {
+		fmt.Fprintf(&b, "| open-loop runs | %d rounds × a, b × %v at %d req/s, vegeta %s |\n", o.Rounds, r.Open.Duration, r.Open.Rate, orUnknown(r.Open.Vegeta))
+	}
+	b.WriteString("\n")
 
 	sums := r.summaries()
 	b.WriteString("### Requests\n\n")
@@ -144,6 +148,7 @@ func (r *Report) Markdown(command string) string {
 			s.allocs, ratio(s.allocRatio), s.kb,
 			s.opsPerSec, ratio(s.rpsRatio), ratioRange(s.rpsRatioLo, s.rpsRatioHi), ms(s.p50), ms(s.p99), 100*s.share)
 	}
+	r.openLoopMarkdown(&b)
 	var aCPU float64 = math.NaN()
 	for _, s := range sums {
 		if s.c.name == "a" {
@@ -201,6 +206,7 @@ func (r *Report) Markdown(command string) string {
 			ms(s.Load.P50), ms(s.Load.P99), float64(s.CPU)/ops/1e3, 100*s.CPU.Seconds()/s.Load.Seconds, s.Mallocs/ops, s.Upstream.Requests)
 	}
 	b.WriteString("\n</details>\n")
+	r.openLoopRunsMarkdown(&b)
 	if len(r.Notes) > 0 {
 		b.WriteString("\nNotes:\n\n")
 		for _, n := range r.Notes {

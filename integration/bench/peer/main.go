@@ -15,6 +15,12 @@
 //		drives Level 3 handshakes (handshake, sign the challenge, verify)
 //		from -c keep-alive connections for -d, and prints one JSON line of
 //		results.
+//
+//	peer openloop -url http://127.0.0.1:8080/a/mcp -cred <file> -rate 5000 -d 5s
+//		sends the bench's tools/call POST at a constant rate for -d with
+//		vegeta's open-loop attacker over keep-alive connections, and
+//		prints one JSON line: latency percentiles, errors, how late the
+//		sends were against the schedule, connections opened.
 package main
 
 import (
@@ -41,7 +47,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: peer upstream|handshakes [flags]")
+		fmt.Fprintln(os.Stderr, "usage: peer upstream|handshakes|openloop [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -50,6 +56,8 @@ func main() {
 		err = upstream(os.Args[2:])
 	case "handshakes":
 		err = handshakes(os.Args[2:])
+	case "openloop":
+		err = openLoop(os.Args[2:], os.Stdout)
 	default:
 		err = fmt.Errorf("unknown mode %q", os.Args[1])
 	}
