@@ -42,6 +42,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		status_stale_if_error <duration>
 //		jsonld on|off
 //		jsonld_context <url> <file>
+//		chain_fetch off | [on | <url-prefix>...] [{ allow, timeout, max_size, cache_ttl }]
 //	}
 //
 // Each subdirective may appear once (jsonld_context once per URL); `trust`

@@ -66,8 +66,14 @@ type DelegationConfig struct {
 	// you trust.
 	JSONLDContexts map[string]string `json:"jsonld_contexts,omitempty"`
 
-	// jsonldSet: the Caddyfile already gave `jsonld`.
-	jsonldSet bool
+	// Fetch a chain's missing parent credentials from the https URL their
+	// child names, within an allow-list of URL prefixes (chainfetch.go).
+	// Off unless set.
+	ChainFetch *ChainFetchConfig `json:"chain_fetch,omitempty"`
+
+	// jsonldSet: the Caddyfile already gave `jsonld`; chainFetchSet:
+	// `chain_fetch`.
+	jsonldSet, chainFetchSet bool
 	// statusClient fetches status lists; nil is vc's default client. Tests
 	// set it to trust their TLS server.
 	statusClient *http.Client
@@ -96,6 +102,9 @@ func (h *Handler) delegationOptions() ([]vc.Option, error) {
 	if h.l3.store != nil {
 		opts = append(opts, vc.WithReplayGuard(storeReplayGuard{h.l3.store}))
 	}
+	if o := h.chainFetchOption(); o != nil {
+		opts = append(opts, o)
+	}
 	if !h.DisableJSONLD {
 		var ldOpts []ldproof.Option
 		for u, file := range h.JSONLDContexts {
@@ -115,6 +124,9 @@ func (h *Handler) validateDelegation() error {
 	c := &h.DelegationConfig
 	if c.StatusListTTL < 0 || c.StatusStaleIfError < 0 {
 		return errors.New("mcpi: durations must not be negative")
+	}
+	if err := c.ChainFetch.validate(); err != nil {
+		return err
 	}
 	if c.DisableJSONLD && len(c.JSONLDContexts) > 0 {
 		return errors.New("mcpi: jsonld_context needs JSON-LD on")
@@ -137,6 +149,7 @@ func (h *Handler) validateDelegation() error {
 //	status_stale_if_error <duration>    # default 0
 //	jsonld on|off                       # default on
 //	jsonld_context <url> <file>         # repeatable, once per URL
+//	chain_fetch ...                     # see unmarshalChainFetch
 func (h *Handler) unmarshalDelegation(d *caddyfile.Dispenser, name string) (handled bool, err error) {
 	c := &h.DelegationConfig
 	switch name {
@@ -168,6 +181,9 @@ func (h *Handler) unmarshalDelegation(d *caddyfile.Dispenser, name string) (hand
 			return true, d.Errf("jsonld must be on or off, got %q", v)
 		}
 		return true, nil
+
+	case "chain_fetch":
+		return true, h.unmarshalChainFetch(d)
 
 	case "jsonld_context":
 		var u, file string

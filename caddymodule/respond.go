@@ -45,7 +45,7 @@ var vcSentinels = []error{
 	vc.ErrTooLarge, vc.ErrMalformed, vc.ErrUnsupportedFormat, vc.ErrAlgorithm,
 	vc.ErrIssuerUnresolved, vc.ErrUnknownKey, vc.ErrKeyNotAuthorized, vc.ErrSignature,
 	vc.ErrType, vc.ErrExpired, vc.ErrNotYetValid, vc.ErrAudience, vc.ErrUntrustedIssuer,
-	vc.ErrMissingScope, vc.ErrChainIncomplete, vc.ErrChain, vc.ErrStatusUnavailable,
+	vc.ErrMissingScope, vc.ErrChainIncomplete, vc.ErrChainFetch, vc.ErrChain, vc.ErrStatusUnavailable,
 	vc.ErrStatusList, vc.ErrRevoked, vc.ErrPresentationRequired, vc.ErrPresentation,
 	vc.ErrHolder, vc.ErrReplay,
 }
@@ -84,6 +84,12 @@ func (h *Handler) rejectionFor(err error) rejection {
 		// to retry rather than to fetch a new credential.
 		return rejection{status: http.StatusServiceUnavailable, code: "temporarily_unavailable", description: vc.ErrStatusUnavailable.Error(),
 			reason: "status_unavailable", tag: "status_unavailable"}
+	case errors.Is(err, vc.ErrChainFetch):
+		// An ancestor named by URL (chain_fetch) could not be fetched right
+		// now: like a status list, fail closed with 503. The client may
+		// retry, or present the ancestors itself.
+		return rejection{status: http.StatusServiceUnavailable, code: "temporarily_unavailable", description: vc.ErrChainFetch.Error(),
+			reason: "chain_fetch_failed", tag: "chain_fetch_failed"}
 	case errors.Is(err, vc.ErrMissingScope):
 		// Verified, but not allowed here: 403, and the scopes to ask for.
 		reason := vc.Reason(err)

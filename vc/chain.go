@@ -22,6 +22,10 @@ import (
 //     which keeps the single-credential behaviour of earlier versions:
 //     trusting any issuer, nothing is gained by cutting a chain). Otherwise
 //     it is ErrChainIncomplete: the presenter must send the ancestors.
+//   - Fetching: with WithChainFetch, a parent that was not given is fetched
+//     from the https URL its child names, unless the child's issuer is
+//     trusted directly (chainfetch.go); it is then linked and verified like
+//     every other ancestor.
 //   - Every ancestor is verified like the leaf (signature by a key in its
 //     issuer's assertionMethod, type, validity window now, audience),
 //     after the trust check, so chains that would be refused anyway cause
@@ -34,10 +38,19 @@ import (
 //     nest); and the user never changes (userOf).
 func (v *Verifier) chainOf(ctx context.Context, leaf *parsed, pool []*parsed, c *checks) ([]*parsed, error) {
 	links := []*parsed{leaf} // leaf first while linking
+	var fetched map[string]bool
 	for cur := leaf; cur.parentID != ""; {
 		parent, err := findParent(pool, cur.parentID)
 		if err != nil {
 			return nil, err
+		}
+		if parent == nil && v.fetch != nil {
+			if fetched == nil {
+				fetched = map[string]bool{}
+			}
+			if parent, err = v.fetchParent(ctx, cur, len(links), fetched); err != nil {
+				return nil, err
+			}
 		}
 		if parent == nil {
 			break

@@ -53,6 +53,9 @@ type delegationClaim struct {
 	Scopes      scopeList    `json:"scopes"`
 	ParentID    string       `json:"parentId"`
 	Constraints *constraints `json:"constraints"`
+	// ParentURL [ours] says where the parent may be fetched from
+	// (chainfetch.go).
+	ParentURL string `json:"parentCredentialUrl"`
 }
 
 // constraints narrow a delegation; notBefore/notAfter are unix seconds.

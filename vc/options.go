@@ -84,6 +84,8 @@ type Verifier struct {
 	statusCfg  statusConfig
 	results    *resultCache // nil: every call verifies (see resultcache.go)
 	resultCfg  resultCacheConfig
+	fetch      *chainFetcher // nil: parents are never fetched (see chainfetch.go)
+	fetchCfg   *ChainFetch
 }
 
 // statusConfig is what the status options set; NewVerifier builds the
@@ -266,6 +268,9 @@ func NewVerifier(r didresolver.Resolver, opts ...Option) *Verifier {
 	}
 	if v.resultCfg.maxEntries > 0 {
 		v.results = newResultCache(v.resultCfg)
+	}
+	if v.fetchCfg != nil {
+		v.fetch = newChainFetcher(v, *v.fetchCfg)
 	}
 	return v
 }

@@ -21,6 +21,7 @@ var reasons = [...]struct {
 	{ErrAudience, "wrong_audience"},
 	{ErrUntrustedIssuer, "untrusted_issuer"},
 	{ErrChainIncomplete, "chain_incomplete"},
+	{ErrChainFetch, "chain_fetch_failed"},
 	{ErrChain, "bad_chain"},
 	{ErrStatusUnavailable, "status_unavailable"},
 	{ErrStatusList, "bad_status_list"},

@@ -105,6 +105,7 @@ var (
 	ErrAudience          = errors.New("credential audience does not match")
 	ErrUntrustedIssuer   = errors.New("credential issuer not trusted")
 	ErrChainIncomplete   = errors.New("credential chain incomplete")
+	ErrChainFetch        = errors.New("ancestor credential could not be fetched")
 	ErrChain             = errors.New("credential chain invalid")
 	ErrStatusUnavailable = errors.New("credential status unavailable")
 	ErrStatusList        = errors.New("credential status list invalid")
