@@ -31,8 +31,9 @@ import (
 // checks like any request, so a handshake path may also be an MCP endpoint.
 
 const (
-	// maxHandshakeResponse bounds the upstream handshake response the edge
-	// reads (proxy mode) to record the challenge.
+	// maxHandshakeResponse bounds the upstream handshake and verify
+	// responses the edge reads (proxy mode) to record the challenge and
+	// bind the session.
 	maxHandshakeResponse = 64 << 10
 	handshakeTimeout     = 10 * time.Second
 )
@@ -160,13 +161,21 @@ func (h *Handler) proxyCall(w http.ResponseWriter, r *http.Request, next caddyht
 	if c := h.logger.Check(zapcore.DebugLevel, "handshake verified at the edge, forwarding"); c != nil {
 		c.Write(zap.String("agent_did", v.AgentDID), zap.String("key_id", v.KeyID), zap.Stringer("endpoint", eps.verify))
 	}
-	_, err = h.forwardCall(w, r, next, eps.verify, body, false)
-	result := "verified"
+	// The answer is read before the agent gets it: a session the upstream
+	// opened is bound first (proxysession.go), so the agent's next request
+	// finds it at any replica.
+	resp, err := h.forwardCall(w, r, next, eps.verify, body, true)
 	if err != nil {
-		result = "upstream_error"
+		h.recordHandshake(r, call.Kind, "upstream_error", 0, v.Delegation)
+		return err
 	}
-	h.recordHandshake(r, call.Kind, result, 0, v.Delegation)
-	return err
+	if err := h.bindUpstreamSession(r.Context(), resp, v); err != nil {
+		h.failCall(w, r, call, err, v.Delegation)
+		return nil
+	}
+	resp.writeTo(w)
+	h.recordHandshake(r, call.Kind, "verified", resp.status, v.Delegation)
+	return nil
 }
 
 // proxyHandshake forwards a handshake and records the upstream's challenge

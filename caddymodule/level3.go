@@ -87,8 +87,11 @@ type Level3Config struct {
 	// Tolerated difference between the signed timestamp and the edge's
 	// clock. Default: 2m.
 	HandshakeSkew caddy.Duration `json:"handshake_skew,omitempty"`
-	// Terminate mode: lifetime of an edge session, never beyond the
-	// credential's expiry. Default: 15m.
+	// Lifetime of a handshake session, never beyond the credential's
+	// expiry. Terminate mode: of the edge's session token. Proxy mode: of
+	// the edge's binding of the upstream's session id to the verified
+	// delegation (never beyond the upstream's expiresAt either). Default:
+	// 15m.
 	SessionTTL caddy.Duration `json:"session_ttl,omitempty"`
 
 	// The older KYA handshake forms (JSON-RPC handshake with {nonce,
@@ -127,6 +130,10 @@ type level3 struct {
 	upstream  *url.URL
 	discovery *discoveryCache
 	client    *http.Client
+
+	// proxySessions binds the upstream's handshake sessions
+	// (proxysession.go).
+	proxySessions *proxySessions
 }
 
 // provisionNonceStore loads the Level 3 nonce store into h.l3.store. It
@@ -191,6 +198,9 @@ func (h *Handler) provisionLevel3(ctx caddy.Context) error {
 	if h.LegacyHandshake == "" {
 		h.LegacyHandshake = legacyVerify
 	}
+	if h.SessionTTL == 0 {
+		h.SessionTTL = caddy.Duration(defaultSessionTTL)
+	}
 
 	// The agent DIDs resolve through the handler's shared DID cache; this
 	// hold on it is released in cleanupLevel3.
@@ -213,9 +223,6 @@ func (h *Handler) provisionLevel3(ctx caddy.Context) error {
 
 	switch l.mode {
 	case handshakeTerminate:
-		if h.SessionTTL == 0 {
-			h.SessionTTL = caddy.Duration(defaultSessionTTL)
-		}
 		key, err := h.sessionKey(ctx)
 		if err != nil {
 			return fmt.Errorf("mcpi: handshake session key: %v", err)
@@ -249,6 +256,11 @@ func (h *Handler) provisionLevel3(ctx caddy.Context) error {
 			l.explicit = h.localize(&upstreamEndpoints{handshake: hs, verify: vfe, source: "explicit"})
 		}
 		l.discovery = &discoveryCache{ttl: time.Duration(h.DiscoveryTTL)}
+		binder, err := h.proxySessionBinder()
+		if err != nil {
+			return err
+		}
+		l.proxySessions = &proxySessions{binder: binder, ttl: time.Duration(h.SessionTTL), now: time.Now}
 	}
 
 	svc, err := challenge.New(opts...)
@@ -298,8 +310,6 @@ func (h *Handler) validateLevel3() error {
 		if c.HandshakeEndpoint != "" || c.VerifyEndpoint != "" || c.UpstreamDID != "" || c.DiscoveryTTL != 0 {
 			return errors.New("mcpi: handshake endpoints, upstream_did and discovery_ttl apply to `handshake proxy`")
 		}
-	} else if c.SessionTTL != 0 {
-		return errors.New("mcpi: session_ttl applies to `handshake terminate`")
 	}
 	if c.VerifyEndpoint != "" && c.HandshakeEndpoint == "" {
 		return errors.New("mcpi: verify_endpoint needs handshake_endpoint")
@@ -415,14 +425,21 @@ func (h *Handler) serveLevel3(w http.ResponseWriter, r *http.Request, next caddy
 	return false, nil
 }
 
-// sessionDelegation returns the delegation bound to an edge-issued
-// handshake session presented by r (Mcp-Session-Id or
-// X-Mcpi-Handshake-Session), or nil when r presents none. It is consulted
-// only when the request carries no credential.
+// sessionDelegation returns the delegation bound to a handshake session
+// presented by r (Mcp-Session-Id or X-Mcpi-Handshake-Session), or nil when
+// r presents none: an edge-issued session in terminate mode, the
+// upstream's session bound at its verify in proxy mode (proxysession.go).
+// It is consulted only when the request carries no credential.
 func (h *Handler) sessionDelegation(r *http.Request) (*vc.Delegation, error) {
-	if !h.l3.enabled || h.l3.sessions == nil {
+	if !h.l3.enabled {
 		return nil, nil
 	}
 	// A rejected session is logged by reject, like a credential.
-	return h.sessionFrom(r)
+	switch {
+	case h.l3.sessions != nil:
+		return h.sessionFrom(r)
+	case h.l3.proxySessions != nil:
+		return h.boundSession(r)
+	}
+	return nil, nil
 }

@@ -95,11 +95,12 @@ func TestProxyThroughRoute(t *testing.T) {
 		t.Fatalf("verify: %s", rep.Raw)
 	}
 
-	// Proxy mode issues no edge sessions: later requests need a credential.
+	// The upstream's session is bound at the edge: later requests present
+	// only it (proxysession_test.go has the details).
 	r = newRequest(http.MethodPost, "/mcp", toolsCallBody)
 	r.Header.Set(hdrHandshakeSession, "upstream-session")
-	if res := serve(t, h, r); res.called {
-		t.Error("request admitted on an upstream session id")
+	if res := serve(t, h, r); !res.called || res.fwd.Header.Get(hdrHandshakeSession) != "upstream-session" {
+		t.Errorf("request on the bound upstream session: called=%t %d %s", res.called, res.rec.Code, res.rec.Body)
 	}
 }
 

@@ -107,6 +107,7 @@ func TestLevel3Validate(t *testing.T) {
 		{TrustedIssuers: []string{"*"}, Level: 3},
 		{TrustedIssuers: []string{"*"}, Level: 3, Level3Config: Level3Config{Handshake: "proxy", HandshakeEndpoint: "/hs", UpstreamDID: "did:web:up.example"}},
 		{TrustedIssuers: []string{"*"}, Level: 3, Level3Config: Level3Config{Handshake: "terminate", SessionTTL: caddy.Duration(time.Minute), LegacyHandshake: "pass"}},
+		{TrustedIssuers: []string{"*"}, Level: 3, Level3Config: Level3Config{Handshake: "proxy", SessionTTL: caddy.Duration(time.Minute)}},
 	}
 	for _, h := range ok {
 		if err := h.Validate(); err != nil {
@@ -121,7 +122,6 @@ func TestLevel3Validate(t *testing.T) {
 		{Handler{Level: 2, Level3Config: Level3Config{ChallengeTTL: caddy.Duration(time.Minute)}}, "need `level 3`"},
 		{Handler{Level: 3, Level3Config: Level3Config{Handshake: "relay"}}, "terminate or proxy"},
 		{Handler{Level: 3, Level3Config: Level3Config{UpstreamDID: "did:web:x"}}, "apply to `handshake proxy`"},
-		{Handler{Level: 3, Level3Config: Level3Config{Handshake: "proxy", SessionTTL: caddy.Duration(time.Minute)}}, "session_ttl applies"},
 		{Handler{Level: 3, Level3Config: Level3Config{Handshake: "proxy", VerifyEndpoint: "/vf"}}, "needs handshake_endpoint"},
 		{Handler{Level: 3, Level3Config: Level3Config{Handshake: "proxy", HandshakeEndpoint: "rpc"}}, "handshake endpoint"},
 		{Handler{Level: 3, Level3Config: Level3Config{Handshake: "proxy", UpstreamDID: "web:x"}}, "upstream_did"},

@@ -64,6 +64,24 @@ type sessionClaims struct {
 	ExpiresAt int64  `json:"exp"`
 }
 
+// newSessionClaims reduces d, verified for agentDID, to a session's claims,
+// valid from now until exp.
+func newSessionClaims(d *vc.Delegation, agentDID string, now, exp time.Time) sessionClaims {
+	return sessionClaims{
+		AgentDID:     agentDID,
+		UserDID:      d.UserDID,
+		Issuer:       d.Issuer,
+		Scopes:       d.Scopes,
+		Audience:     d.Audience,
+		DelegationID: d.DelegationID,
+		CredentialID: d.ID,
+		Format:       string(d.Format),
+		Hash:         base64.RawURLEncoding.EncodeToString(d.Hash[:]),
+		IssuedAt:     now.Unix(),
+		ExpiresAt:    exp.Unix(),
+	}
+}
+
 // sessions issues and checks session tokens. It implements
 // challenge.SessionIssuer.
 type sessions struct {
@@ -86,20 +104,7 @@ func (s *sessions) IssueSession(_ context.Context, d *vc.Delegation, agentDID st
 	if !exp.After(now) {
 		return "", time.Time{}, fmt.Errorf("%w: credential expires now", vc.ErrExpired)
 	}
-	c := sessionClaims{
-		AgentDID:     agentDID,
-		UserDID:      d.UserDID,
-		Issuer:       d.Issuer,
-		Scopes:       d.Scopes,
-		Audience:     d.Audience,
-		DelegationID: d.DelegationID,
-		CredentialID: d.ID,
-		Format:       string(d.Format),
-		Hash:         base64.RawURLEncoding.EncodeToString(d.Hash[:]),
-		IssuedAt:     now.Unix(),
-		ExpiresAt:    exp.Unix(),
-	}
-	payload, err := json.Marshal(c)
+	payload, err := json.Marshal(newSessionClaims(d, agentDID, now, exp))
 	if err != nil {
 		return "", time.Time{}, err
 	}

@@ -21,11 +21,16 @@ const (
 // ErrStoreFull (which wraps ErrStoreUnavailable): issuing fails closed
 // rather than dropping a live challenge.
 //
+// It is also a SessionBinder. Bindings are kept apart from the nonce
+// records, under the same bound counted separately (MaxEntries live
+// bindings, and as many live records), and expire the same way.
+//
 // A janitor goroutine removes expired records; it stops when Close is
 // called or the context given to NewMemoryStore is done.
 type MemoryStore struct {
 	mu       sync.Mutex
 	entries  map[string]*memEntry
+	bindings map[string]*memEntry
 	byExpiry expiryHeap
 	closed   bool
 
@@ -39,10 +44,13 @@ type MemoryStore struct {
 }
 
 type memEntry struct {
-	nonce  string
+	nonce  string // the key, for a binding
 	rec    Record
 	expiry time.Time
 	index  int // in byExpiry
+	// binding marks a SessionBinder entry (in bindings, value set).
+	binding bool
+	value   []byte
 }
 
 // MemoryOption configures NewMemoryStore.
@@ -81,6 +89,7 @@ func WithMemoryClock(now func() time.Time) MemoryOption {
 func NewMemoryStore(ctx context.Context, opts ...MemoryOption) *MemoryStore {
 	m := &MemoryStore{
 		entries:  make(map[string]*memEntry),
+		bindings: make(map[string]*memEntry),
 		max:      DefaultMemoryMaxEntries,
 		interval: DefaultMemoryJanitorInterval,
 		now:      time.Now,
@@ -121,6 +130,7 @@ func (m *MemoryStore) Close() error {
 		m.mu.Lock()
 		m.closed = true
 		m.entries = nil
+		m.bindings = nil
 		m.byExpiry = nil
 		m.mu.Unlock()
 	})
@@ -188,15 +198,24 @@ func (m *MemoryStore) Consume(ctx context.Context, nonce string) (Record, error)
 }
 
 func (m *MemoryStore) remove(e *memEntry) {
-	delete(m.entries, e.nonce)
+	m.forget(e)
 	heap.Remove(&m.byExpiry, e.index)
 }
 
-// evictExpired pops records whose expiry is not after now. m.mu is held.
+// forget deletes e from its map (not from the heap).
+func (m *MemoryStore) forget(e *memEntry) {
+	if e.binding {
+		delete(m.bindings, e.nonce)
+	} else {
+		delete(m.entries, e.nonce)
+	}
+}
+
+// evictExpired pops records and bindings whose expiry is not after now.
+// m.mu is held.
 func (m *MemoryStore) evictExpired(now time.Time) {
 	for len(m.byExpiry) > 0 && !now.Before(m.byExpiry[0].expiry) {
-		e := heap.Pop(&m.byExpiry).(*memEntry)
-		delete(m.entries, e.nonce)
+		m.forget(heap.Pop(&m.byExpiry).(*memEntry))
 	}
 }
 

@@ -1,0 +1,72 @@
+package challenge
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Bind implements SessionBinder. A binding replaces the one under key;
+// when MaxEntries live bindings are held, expired ones are evicted first,
+// and otherwise Bind fails with ErrStoreFull rather than drop a live one.
+func (m *MemoryStore) Bind(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+	}
+	if ttl <= 0 {
+		return fmt.Errorf("challenge: memory store: ttl must be positive")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return fmt.Errorf("%w: memory store closed", ErrStoreUnavailable)
+	}
+	now := m.now()
+	if e, ok := m.bindings[key]; ok {
+		m.remove(e)
+	}
+	if len(m.bindings) >= m.max {
+		m.evictExpired(now)
+		if len(m.bindings) >= m.max {
+			return ErrStoreFull
+		}
+	}
+	e := &memEntry{nonce: key, binding: true, value: slices.Clone(value), expiry: now.Add(ttl)}
+	m.bindings[key] = e
+	heap.Push(&m.byExpiry, e)
+	return nil
+}
+
+// Lookup implements SessionBinder.
+func (m *MemoryStore) Lookup(ctx context.Context, key string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, fmt.Errorf("%w: memory store closed", ErrStoreUnavailable)
+	}
+	e, ok := m.bindings[key]
+	if !ok {
+		return nil, ErrBindingNotFound
+	}
+	if !m.now().Before(e.expiry) {
+		m.remove(e)
+		return nil, ErrBindingNotFound
+	}
+	// Stored values are never modified (Bind replaces the entry), so the
+	// caller may share this one.
+	return e.value, nil
+}
+
+// Bindings returns the number of bindings held, expired or not.
+func (m *MemoryStore) Bindings() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.bindings)
+}
+
+var _ SessionBinder = (*MemoryStore)(nil)
