@@ -25,7 +25,7 @@ import (
 // so staying under the bound shows the edge cut the fetch short.
 const (
 	didWebTimeout = 500 * time.Millisecond
-	faultBound    = didWebTimeout + 1500*time.Millisecond
+	faultBound    = didWebTimeout + 4*time.Second
 )
 
 // didWebOf is the did:web of a host on 127.0.0.1:port.
