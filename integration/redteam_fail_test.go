@@ -157,3 +157,33 @@ func rawInitialize(ctx context.Context, t *testing.T, h *harness, path, version 
 	}
 	return session
 }
+
+// TestRedteamConnectionDropsIdentity: a client lists the edge's identity
+// headers in its Connection header. The edge sets them (injectIdentity),
+// then reverse_proxy, treating every name in Connection as hop-by-hop,
+// deletes them: the upstream receives an admitted request with no
+// X-Agent-DID, X-User-DID or X-Verified-Delegation. No identity is forged,
+// but the agent can appear anonymous to an upstream that serves anonymous
+// callers differently (and can keep X-Agent-DID while dropping only
+// X-Verified-Delegation, steering an upstream that falls back).
+func TestRedteamConnectionDropsIdentity(t *testing.T) {
+	rec := &recorder{next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })}
+	up := serveUpstream(t, rec)
+	h := newEdgeHarness(t, rec)
+	dir := t.TempDir()
+	h.start(dir, testCaddyfile(freePort(t), filepath.Join(dir, "storage"), level2Site(h.port, up.Listener.Addr().String(), "level 2")))
+	w := newWorld(t, h)
+	resp := rawPost(testContext(t), t, h, "/mcp", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, http.Header{
+		"Authorization": {"Bearer " + w.jwt(t)},
+		"Connection":    {"X-Agent-DID, X-User-DID, X-Verified-Delegation"},
+	})
+	reqs := h.upstream.Requests()
+	if resp.Status != http.StatusOK || len(reqs) != 1 {
+		t.Fatalf("precondition: HTTP %d, %d upstream requests", resp.Status, len(reqs))
+	}
+	for _, k := range []string{"X-Agent-Did", "X-User-Did", "X-Verified-Delegation"} {
+		if reqs[0].Header.Get(k) == "" {
+			t.Errorf("WEAK: admitted request reached the upstream without the edge's %s (dropped through Connection)", k)
+		}
+	}
+}
