@@ -231,3 +231,23 @@ func TestRedteamProxyVerifyCaseVariantCredential(t *testing.T) {
 		}
 	}
 }
+
+// TestRedteamPolicyOnlyForUppercasePOST: enforcePolicy (policy.go) applies
+// the per-tool policy when r.Method == "POST" only. Go's server keeps the
+// method as sent, and Caddy's reverse_proxy forwards it as is, so a
+// verified agent's denied tools/call sent as "post" (or PUT, PATCH) is
+// forwarded without the tool check. The Go SDK and Node refuse such
+// methods, but a server that routes methods case-insensitively, or takes
+// JSON-RPC over any method, runs the tool.
+func TestRedteamPolicyOnlyForUppercasePOST(t *testing.T) {
+	f := newFixture(t)
+	h := polHandler(t, f, nil)
+	tok := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })
+	for _, m := range []string{"post", "PUT", "PATCH"} {
+		r := polPost(polCall(1, "files_write"), tok)
+		r.Method = m
+		if res := polServe(t, h, r, nil); res.called {
+			t.Errorf("WEAK: denied tools/call sent with method %q forwarded to the upstream", m)
+		}
+	}
+}
