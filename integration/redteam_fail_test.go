@@ -1,0 +1,241 @@
+//go:build redteam
+
+// Red-team tests that FAIL on the current code, end to end through the real
+// Caddy binary: each demonstrates a bypass. Behind the redteam build tag so
+// the branch stays green; run with
+//
+//	go test -tags redteam ./integration/ -run Redteam
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/integration/mcpserver"
+	"github.com/mcpi-edge/caddy-mcpi/vc"
+)
+
+// TestRedteamSessionCrossRouteTrust: one Caddy, one storage, two routes to
+// the same MCP server: /open/* trusts any issuer, everything else trusts
+// only the operator's issuer. Both run Level 3 (terminate). Mallory mints
+// herself a credential (did:key issuer) naming the operator's user, runs the
+// handshake on /open/* and presents the edge session on the strict route:
+// it is admitted, and the upstream gets X-User-DID = the operator's user.
+// The session key is per storage (session.go sessionKeyName), and
+// checkSessionRoute checks audience and require_scopes, never trust.
+func TestRedteamSessionCrossRouteTrust(t *testing.T) {
+	operatorIssuer := newParty(t, didresolver.Ed25519)
+	user := newParty(t, didresolver.Ed25519)
+	mallory := newParty(t, didresolver.Ed25519)
+	agent := newParty(t, didresolver.Ed25519)
+
+	rec := &recorder{next: mcpserver.Handler(mcpserver.Options{CountInterval: countInterval})}
+	up := serveUpstream(t, rec)
+	h := newEdgeHarness(t, rec)
+	dir := t.TempDir()
+	site := fmt.Sprintf(`:%d {
+	bind 127.0.0.1
+	handle_path /open/* {
+		mcpi {
+			trust any
+			level 3
+		}
+		reverse_proxy %[2]s
+	}
+	handle {
+		mcpi {
+			trust %[3]s
+			require_audience
+			level 3
+		}
+		reverse_proxy %[2]s
+	}
+}
+`, h.port, up.Listener.Addr().String(), operatorIssuer.did)
+	h.start(dir, testCaddyfile(freePort(t), filepath.Join(dir, "storage"), site))
+	ctx := testContext(t)
+
+	now := time.Now()
+	cred := issueJWT(t, mallory.key, mallory.kid, vc.Template{
+		AgentDID: agent.did, UserDID: user.did,
+		Audience:  []string{h.hostAudience()},
+		Scopes:    []string{"greet:execute", "admin:all"},
+		NotBefore: now.Add(-time.Minute), ExpiresAt: now.Add(time.Hour),
+	})
+
+	// The strict route refuses the credential itself.
+	init := map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
+		"protocolVersion": legacyProtocol, "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "m", "version": "0"}}}
+	if resp := h.post(ctx, "/mcp", http.Header{"Authorization": {"Bearer " + cred}}, "", init); resp.Status != http.StatusUnauthorized {
+		t.Fatalf("precondition: strict route answered the untrusted credential with HTTP %d", resp.Status)
+	}
+
+	// Handshake on the open route.
+	resp := h.post(ctx, "/open"+l3HandshakePath, nil, "", map[string]any{"jsonrpc": "2.0", "id": 1, "method": "handshake",
+		"params": map[string]any{"agentDid": agent.did, "supportedMethods": []string{"Ed25519"}, "version": "1.0"}})
+	var hr challenge.HandshakeResult
+	raw, _ := json.Marshal(resp.result(t, 1))
+	if err := json.Unmarshal(raw, &hr); err != nil || hr.Nonce == "" {
+		t.Fatalf("handshake: %s", resp.Body)
+	}
+	resp = h.post(ctx, "/open"+l3VerifyPath, nil, "", map[string]any{"jsonrpc": "2.0", "id": 2, "method": "verify",
+		"params": map[string]any{"signedChallenge": signAnswer(t, agent.key, agent.did, hr), "credential": cred}})
+	session, _ := resp.result(t, 2)["sessionId"].(string)
+	if session == "" {
+		t.Fatalf("verify: %s", resp.Body)
+	}
+
+	h.upstream.Reset()
+	resp = h.post(ctx, "/mcp", http.Header{"X-Mcpi-Handshake-Session": {session}}, "", init)
+	if resp.Status == http.StatusOK {
+		var got string
+		for _, r := range h.upstream.Requests() {
+			got = r.Header.Get("X-User-Did")
+		}
+		t.Fatalf("BYPASS: the strict route (trust %s) admitted a session for mallory's self-issued credential; upstream saw X-User-DID %q (the operator's user is %s)",
+			operatorIssuer.did, got, user.did)
+	}
+}
+
+// TestRedteamToolsListDuplicateIDsSDK: the real Go-SDK server (batches are
+// accepted for protocol 2025-03-26). An anonymous agent sends tools/list and
+// ping under one id in a batch; the edge's request-id map keeps the last
+// method (ping), so the tools/list answer is not filtered.
+func TestRedteamToolsListDuplicateIDsSDK(t *testing.T) {
+	h := newPolicyHarness(t, policyConfig)
+	ctx := testContext(t)
+	const oldProtocol = "2025-03-26"
+	for _, path := range []string{policyJSONPath, mcpserver.Path} {
+		t.Run(path, func(t *testing.T) {
+			session := rawInitialize(ctx, t, h, path, oldProtocol)
+			batch := `[{"jsonrpc":"2.0","id":7,"method":"tools/list"},{"jsonrpc":"2.0","id":7,"method":"ping"}]`
+			resp := rawPost(ctx, t, h, path, batch, http.Header{"Mcp-Session-Id": {session}, "Mcp-Protocol-Version": {oldProtocol}})
+			if resp.Status != http.StatusOK {
+				t.Fatalf("batch: HTTP %d %s", resp.Status, resp.Body)
+			}
+			var listed []string
+			for _, m := range resp.Msgs {
+				res, _ := m["result"].(map[string]any)
+				tools, _ := res["tools"].([]any)
+				for _, tl := range tools {
+					name, _ := tl.(map[string]any)["name"].(string)
+					listed = append(listed, name)
+				}
+			}
+			// whoami is the only anonymous tool of policyConfig.
+			if slices.ContainsFunc(listed, func(n string) bool { return n != "whoami" }) {
+				t.Fatalf("BYPASS: anonymous agent got the unfiltered tool list %v", listed)
+			}
+			if len(listed) == 0 {
+				t.Logf("upstream did not answer the tools/list of the batch: %s", resp.Body)
+			}
+		})
+	}
+}
+
+// rawInitialize runs initialize + notifications/initialized with no
+// credential, at the given protocol version, and returns the session id.
+func rawInitialize(ctx context.Context, t *testing.T, h *harness, path, version string) string {
+	t.Helper()
+	resp := rawPost(ctx, t, h, path, fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":%q,"capabilities":{},"clientInfo":{"name":"rt","version":"0"}}}`, version), nil)
+	session := resp.Header.Get("Mcp-Session-Id")
+	if resp.Status != http.StatusOK || session == "" {
+		t.Fatalf("initialize: HTTP %d %s", resp.Status, resp.Body)
+	}
+	n := rawPost(ctx, t, h, path, `{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		http.Header{"Mcp-Session-Id": {session}, "Mcp-Protocol-Version": {version}})
+	if n.Status != http.StatusAccepted {
+		t.Fatalf("notifications/initialized: HTTP %d %s", n.Status, n.Body)
+	}
+	return session
+}
+
+// TestRedteamConnectionDropsIdentity: a client lists the edge's identity
+// headers in its Connection header. The edge sets them (injectIdentity),
+// then reverse_proxy, treating every name in Connection as hop-by-hop,
+// deletes them: the upstream receives an admitted request with no
+// X-Agent-DID, X-User-DID or X-Verified-Delegation. No identity is forged,
+// but the agent can appear anonymous to an upstream that serves anonymous
+// callers differently (and can keep X-Agent-DID while dropping only
+// X-Verified-Delegation, steering an upstream that falls back).
+func TestRedteamConnectionDropsIdentity(t *testing.T) {
+	rec := &recorder{next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })}
+	up := serveUpstream(t, rec)
+	h := newEdgeHarness(t, rec)
+	dir := t.TempDir()
+	h.start(dir, testCaddyfile(freePort(t), filepath.Join(dir, "storage"), level2Site(h.port, up.Listener.Addr().String(), "level 2")))
+	w := newWorld(t, h)
+	resp := rawPost(testContext(t), t, h, "/mcp", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, http.Header{
+		"Authorization": {"Bearer " + w.jwt(t)},
+		"Connection":    {"X-Agent-DID, X-User-DID, X-Verified-Delegation"},
+	})
+	reqs := h.upstream.Requests()
+	if resp.Status != http.StatusOK || len(reqs) != 1 {
+		t.Fatalf("precondition: HTTP %d, %d upstream requests", resp.Status, len(reqs))
+	}
+	for _, k := range []string{"X-Agent-Did", "X-User-Did", "X-Verified-Delegation"} {
+		if reqs[0].Header.Get(k) == "" {
+			t.Errorf("WEAK: admitted request reached the upstream without the edge's %s (dropped through Connection)", k)
+		}
+	}
+}
+
+// TestRedteamLegacyPassFoldedParamsE2E: the real Caddy with `level 3`,
+// `legacy_handshake pass` and a tool policy, in front of an upstream that
+// decodes JSON-RPC with encoding/json (as mark3labs/mcp-go does). A request
+// without any credential names _mcpi in "params" and another tool in
+// "paramſ" (U+017F): the edge passes it as a legacy handshake, the upstream
+// reads "paramſ" as params and runs the other tool.
+func TestRedteamLegacyPassFoldedParamsE2E(t *testing.T) {
+	var (
+		mu  sync.Mutex
+		ran []string
+	)
+	rec := &recorder{next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		body, _ := io.ReadAll(r.Body)
+		if json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" {
+			mu.Lock()
+			ran = append(ran, msg.Params.Name)
+			mu.Unlock()
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"ran %s"}]}}`, msg.ID, msg.Params.Name)
+	})}
+	up := serveUpstream(t, rec)
+	h := newEdgeHarness(t, rec)
+	dir := t.TempDir()
+	h.start(dir, testCaddyfile(freePort(t), filepath.Join(dir, "storage"), level2Site(h.port, up.Listener.Addr().String(), `level 3
+		legacy_handshake pass
+		tool delete_everything {
+			scopes admin:all
+		}`)))
+	ctx := testContext(t)
+
+	// Control: the plain call without a credential is refused.
+	if resp := rawPost(ctx, t, h, "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_everything"}}`, nil); resp.Status != http.StatusUnauthorized {
+		t.Fatalf("precondition: plain anonymous call answered HTTP %d", resp.Status)
+	}
+	resp := rawPost(ctx, t, h, "/mcp", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"_mcpi"},"paramſ":{"name":"delete_everything"}}`, nil)
+	mu.Lock()
+	defer mu.Unlock()
+	if slices.Contains(ran, "delete_everything") {
+		t.Fatalf("BYPASS: the upstream ran delete_everything for a request without credential (HTTP %d %s)", resp.Status, resp.Body)
+	}
+}
