@@ -193,8 +193,9 @@ func enforceActions(result []byte, opts ActionOptions, mode ActionMode, depth in
 // CheckResponseBody applies EnforceActions to the results in a JSON-RPC body
 // (a single message or a batch; an application/json answer or one SSE
 // event's data) that answer a tools/call, and to results whose id is not in
-// requestIDs (a replayed stream answers requests this edge never saw).
-// requestIDs maps IDKey(id) to the request's method (see RequestMethods).
+// requestIDs (a replayed stream answers requests this edge never saw) or
+// maps to "" (requests of different methods shared it). requestIDs maps
+// IDKey(id) to the request's method (see RequestMethods).
 // It returns the body, rewritten where needed (the input itself when
 // unchanged), and every issue found. On error the body could not be checked
 // and, in enforce mode, must not be forwarded.
@@ -208,7 +209,8 @@ func CheckResponseBody(body []byte, requestIDs map[string]string, opts ActionOpt
 	}
 	var all []ActionIssue
 	out, err := spliceResults(body, msgs, func(m *Message, depth int) ([]byte, bool, error) {
-		if method, known := requestIDs[IDKey(m.ID)]; known && method != MethodToolsCall {
+		// "" is an id that requests of different methods shared: unknown.
+		if method := requestIDs[IDKey(m.ID)]; method != "" && method != MethodToolsCall {
 			return nil, false, nil
 		}
 		res, issues, changed, err := enforceActions(m.Result, opts, mode, depth)

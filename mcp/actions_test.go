@@ -398,6 +398,16 @@ func TestCheckResponseBody(t *testing.T) {
 	if _, _, err := CheckResponseBody([]byte(`[]`), ids, opts, ActionsEnforce); !errors.Is(err, ErrEmptyBatch) {
 		t.Errorf("empty batch: %v", err)
 	}
+
+	// An id a tools/call shared with a ping is checked like an unknown one.
+	reqs, _, err := ParseMessages([]byte(`[{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"t"}},{"jsonrpc":"2.0","id":5,"method":"ping"}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, issues, err = CheckResponseBody([]byte(`{"jsonrpc":"2.0","id":5,"result":`+bad+`}`), RequestMethods(reqs), opts, ActionsEnforce)
+	if err != nil || len(issues) != 1 || strings.Contains(string(out), "https://evil") {
+		t.Errorf("shared id: %s %v %v", out, issues, err)
+	}
 }
 
 func TestParseActionMode(t *testing.T) {

@@ -30,6 +30,9 @@ var (
 	// ErrInvalidParams: a tools/call whose params is not an object with a
 	// single string "name" (-32602).
 	ErrInvalidParams = errors.New("mcp: invalid tools/call params")
+	// ErrDuplicateID: two requests of a batch have ids a server could take
+	// for the same id (-32600); see CheckUniqueIDs.
+	ErrDuplicateID = errors.New("mcp: request id repeated in the batch")
 	// ErrInvalidToolsList: a tools/list result whose "tools" member is not
 	// an array, or is given twice.
 	ErrInvalidToolsList = errors.New("mcp: invalid tools/list result")
@@ -77,8 +80,9 @@ const (
 	CodeInternalError  = -32603
 )
 
-// ErrorCode maps an error from ParseMessages to the JSON-RPC error code the
-// edge answers with, so the mapping lives in one place.
+// ErrorCode maps an error from ParseMessages or CheckUniqueIDs to the
+// JSON-RPC error code the edge answers with, so the mapping lives in one
+// place.
 func ErrorCode(err error) int {
 	switch {
 	case errors.Is(err, ErrEmpty), errors.Is(err, ErrParse):
@@ -86,7 +90,8 @@ func ErrorCode(err error) int {
 	case errors.Is(err, ErrInvalidParams):
 		return CodeInvalidParams
 	case errors.Is(err, ErrTooDeep), errors.Is(err, ErrEmptyBatch),
-		errors.Is(err, ErrNotObject), errors.Is(err, ErrInvalidMessage):
+		errors.Is(err, ErrNotObject), errors.Is(err, ErrInvalidMessage),
+		errors.Is(err, ErrDuplicateID):
 		return CodeInvalidRequest
 	default:
 		return CodeInternalError

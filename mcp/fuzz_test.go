@@ -13,6 +13,7 @@ func FuzzParseMessages(f *testing.F) {
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"checkout","arguments":{"a":[1,{"b":"}"}]}}}`,
 		`[{"jsonrpc":"2.0","id":"x","method":"tools/list"},{"jsonrpc":"2.0","method":"notifications/initialized"}]`,
 		`{"jsonrpc":"2.0","id":3,"result":{"tools":[{"name":"a"}]}}`,
+		`[{"jsonrpc":"2.0","id":3,"result":{"tools":[1,{"name":"b"}]}},{"jsonrpc":"2.0","id":3.0,"method":"ping"}]`,
 		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}`,
 		`{"jsonrpc":"2.0","id":4,"method":"tools\/call","params":{"n\u0061me":"a\"b"}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"a","method":"b"}`,
@@ -72,6 +73,18 @@ func FuzzParseMessages(f *testing.F) {
 			if m.Result != nil && !bytes.Equal(m.Raw[m.resultStart:m.resultEnd], m.Result) {
 				t.Fatal("result offsets")
 			}
+		}
+		if err := CheckUniqueIDs(msgs); err != nil && ErrorCode(err) != CodeInvalidRequest {
+			t.Fatalf("CheckUniqueIDs: %v", err)
+		}
+		// Every response answers a ping: only lookalike tool lists are
+		// filtered, and the output stays valid JSON.
+		ids := make(map[string]string)
+		for _, m := range msgs {
+			ids[IDKey(m.ID)] = "ping"
+		}
+		if out, err := FilterResponseBody(body, ids, func(n string) bool { return n == "a" }); err == nil && !json.Valid(out) {
+			t.Fatalf("filtered %q", out)
 		}
 	})
 }

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -246,13 +247,73 @@ func normalizeNumber(s string) string {
 
 // RequestMethods maps IDKey(id) to the method of every request in msgs, for
 // FilterResponseBody and CheckResponseBody to know what each response
-// answers.
+// answers. An id that requests of different methods share maps to "",
+// which those functions treat as an id they do not know: the last request
+// must not decide what a response to the first one is. Callers that police
+// requests refuse such batches anyway (CheckUniqueIDs).
 func RequestMethods(msgs []Message) map[string]string {
 	out := make(map[string]string, len(msgs))
 	for _, m := range msgs {
-		if IsRequest(m) {
-			out[IDKey(m.ID)] = m.Method
+		if !IsRequest(m) {
+			continue
 		}
+		k := IDKey(m.ID)
+		if prev, seen := out[k]; seen && prev != m.Method {
+			out[k] = ""
+			continue
+		}
+		out[k] = m.Method
 	}
 	return out
+}
+
+// CheckUniqueIDs reports requests of a batch whose ids a server could take
+// for one id, with a *MessageError wrapping ErrDuplicateID for the second
+// of them. A server answers both with that id, and nothing then tells the
+// edge which answer is the tools/list one (JSON-RPC 2.0 and MCP both want
+// ids unique). The comparison is looser than IDKey's, to cover every
+// server: numbers compare as float64 values, as JavaScript reads them
+// (1 and 1.0, 2^53 and 2^53+1), and a string that holds a number compares
+// equal to that number, for servers that coerce ids. Notifications and
+// responses are not compared: a client's responses carry the server's ids.
+func CheckUniqueIDs(msgs []Message) error {
+	if len(msgs) < 2 {
+		return nil
+	}
+	seen := make(map[string]struct{}, len(msgs))
+	for i, m := range msgs {
+		if !IsRequest(m) {
+			continue
+		}
+		k := looseIDKey(m.ID)
+		if _, dup := seen[k]; dup {
+			return &MessageError{Index: i, Member: "id", Err: ErrDuplicateID}
+		}
+		seen[k] = struct{}{}
+	}
+	return nil
+}
+
+// looseIDKey is the key under which CheckUniqueIDs compares ids.
+func looseIDKey(id json.RawMessage) string {
+	id = trimSpace(id)
+	if len(id) == 0 {
+		return ""
+	}
+	num := id
+	if id[0] == '"' {
+		s, err := unquote(id)
+		if err != nil {
+			return "x" + string(id)
+		}
+		num = []byte(strings.TrimSpace(string(s)))
+	}
+	f, err := strconv.ParseFloat(string(num), 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return IDKey(id) // a string that is no number, or null
+	}
+	if f == 0 {
+		f = 0 // -0
+	}
+	return "n" + strconv.FormatFloat(f, 'g', -1, 64)
 }

@@ -3,6 +3,7 @@ package mcp
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -210,6 +211,82 @@ func TestRequestMethods(t *testing.T) {
 	}
 }
 
+// TestRequestMethodsRepeatedID: an id shared by requests of different
+// methods maps to "", never to the last one's method.
+func TestRequestMethodsRepeatedID(t *testing.T) {
+	msgs, _, err := ParseMessages([]byte(`[{"jsonrpc":"2.0","id":1,"method":"tools/list"},{"jsonrpc":"2.0","id":1.0,"method":"ping"},` +
+		`{"jsonrpc":"2.0","id":"a","method":"ping"},{"jsonrpc":"2.0","id":"\u0061","method":"ping"}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := RequestMethods(msgs)
+	if m, ok := got[IDKey(json.RawMessage(`1`))]; !ok || m != "" {
+		t.Errorf("id 1 maps to %q (%t), want \"\"", m, ok)
+	}
+	if m := got[IDKey(json.RawMessage(`"a"`))]; m != "ping" {
+		t.Errorf(`id "a" maps to %q, want ping`, m)
+	}
+}
+
+func TestCheckUniqueIDs(t *testing.T) {
+	const (
+		list = `{"jsonrpc":"2.0","id":%s,"method":"tools/list"}`
+		ping = `{"jsonrpc":"2.0","id":%s,"method":"ping"}`
+	)
+	batch := func(a, b string) string {
+		return "[" + fmt.Sprintf(list, a) + "," + fmt.Sprintf(ping, b) + "]"
+	}
+	dup := [][2]string{
+		{`1`, `1`},
+		{`1`, `1.0`},
+		{`1`, `1e0`},
+		{`0`, `-0`},
+		{`9007199254740993`, `9007199254740992`}, // one float64
+		{`1e400`, `2e400`},                       // both +Inf
+		{`"a"`, `"\u0061"`},
+		{`1`, `"1"`},
+		{`"1.0"`, `1`},
+		{`null`, `null`},
+	}
+	for _, p := range dup {
+		msgs, _, err := ParseMessages([]byte(batch(p[0], p[1])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = CheckUniqueIDs(msgs)
+		var me *MessageError
+		if !errors.Is(err, ErrDuplicateID) || !errors.As(err, &me) || me.Index != 1 || me.Member != "id" || ErrorCode(err) != CodeInvalidRequest {
+			t.Errorf("ids %s and %s: %v", p[0], p[1], err)
+		}
+	}
+	distinct := [][2]string{
+		{`1`, `2`},
+		{`"a"`, `"A"`},
+		{`null`, `"null"`},
+		{`1.5`, `1`},
+		{`"x1"`, `1`},
+	}
+	for _, p := range distinct {
+		msgs, _, err := ParseMessages([]byte(batch(p[0], p[1])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := CheckUniqueIDs(msgs); err != nil {
+			t.Errorf("ids %s and %s: %v", p[0], p[1], err)
+		}
+	}
+	// Notifications have no id, and a client's responses carry the
+	// server's ids: neither is compared with the requests' ids.
+	msgs, _, err := ParseMessages([]byte(`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":1,"result":{}},` +
+		`{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","method":"notifications/initialized"}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckUniqueIDs(msgs); err != nil {
+		t.Error(err)
+	}
+}
+
 func TestErrorCode(t *testing.T) {
 	tests := []struct {
 		err  error
@@ -222,6 +299,7 @@ func TestErrorCode(t *testing.T) {
 		{ErrTooDeep, CodeInvalidRequest},
 		{&MessageError{Index: -1, Member: "method", Err: ErrInvalidMessage}, CodeInvalidRequest},
 		{&MessageError{Index: -1, Member: "params.name", Err: ErrInvalidParams}, CodeInvalidParams},
+		{&MessageError{Index: 1, Member: "id", Err: ErrDuplicateID}, CodeInvalidRequest},
 		{errors.New("other"), CodeInternalError},
 	}
 	for _, tt := range tests {

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"encoding/json"
+	"errors"
 )
 
 // FilterToolsList removes from a tools/list result every tool for which
@@ -105,14 +106,26 @@ func filterToolsList(result []byte, allow func(string) bool, depth int) (out []b
 
 // FilterResponseBody applies FilterToolsList to the responses in a JSON-RPC
 // body (a single message or a batch, e.g. an upstream's application/json
-// answer or one SSE event's data) that answer a tools/list request.
+// answer or one SSE event's data) that may carry a tool list.
 // requestIDs maps IDKey(id) to the request's method (see RequestMethods).
-// A response whose id is not in requestIDs but whose result has a "tools"
-// member is filtered too: a replayed stream (SSE resumption with
-// Last-Event-ID) carries responses to requests this edge never saw, and an
-// unfiltered list must not slip through that way. Responses to other known
-// requests, requests and notifications are left byte-identical; so is the
-// whole body when nothing is removed (the input itself is returned).
+// Which responses are filtered:
+//
+//   - an answer to a tools/list request;
+//   - a response whose id is not in requestIDs (or maps to "") but whose
+//     result has a "tools" member: a replayed stream (SSE resumption with
+//     Last-Event-ID) carries responses to requests this edge never saw,
+//     and an unfiltered list must not slip through that way;
+//   - an answer to another request whose result looks like a tools/list
+//     result: a "tools" array holding at least one object with a string
+//     "name". Ids are the client's: one it reuses, or one the server
+//     coerces or rounds, can make a tools/list answer carry the id of a
+//     ping, and a server that routes answers by id can deliver it on
+//     another request's stream. A result whose "tools" is anything else
+//     is left alone, so that other methods' answers are not damaged.
+//
+// Every other response, request and notification is left byte-identical;
+// so is the whole body when nothing is removed (the input itself is
+// returned).
 //
 // On error the body could not be checked; since it may hold a tool list the
 // caller must not forward it (answer with a JSON-RPC error instead).
@@ -125,10 +138,13 @@ func FilterResponseBody(body []byte, requestIDs map[string]string, allow func(to
 		return nil, err
 	}
 	return spliceResults(body, msgs, func(m *Message, depth int) ([]byte, bool, error) {
-		switch method, known := requestIDs[IDKey(m.ID)]; {
-		case known && method != MethodToolsList:
-			return nil, false, nil
-		case !known && !hasTools(m.Result, depth):
+		switch method := requestIDs[IDKey(m.ID)]; {
+		case method == MethodToolsList:
+		case method != "":
+			if !looksLikeToolsList(m.Result, depth) {
+				return nil, false, nil
+			}
+		case !hasTools(m.Result, depth):
 			return nil, false, nil
 		}
 		return filterToolsList(m.Result, allow, depth)
@@ -142,6 +158,44 @@ func hasTools(result []byte, depth int) bool {
 	}
 	f, _, _, err := findMembers(result, 0, depth+1, "tools")
 	return err == nil && f[0][0] >= 0
+}
+
+// errFound stops a scan early.
+var errFound = errors.New("found")
+
+// looksLikeToolsList reports whether result is an object whose "tools"
+// member is an array holding an object with a single string "name" (or
+// whose "tools" is given twice, or that cannot be scanned: then the filter
+// runs and refuses it). depth is the nesting level of the container holding
+// result.
+func looksLikeToolsList(result []byte, depth int) bool {
+	if len(result) == 0 || result[0] != '{' {
+		return false
+	}
+	f, dup, _, err := findMembers(result, 0, depth+1, "tools")
+	if err != nil || dup != "" {
+		return true
+	}
+	as := f[0][0]
+	if as < 0 || result[as] != '[' {
+		return false
+	}
+	_, err = eachElement(result, as, depth+2, func(_, start, _ int) error {
+		if result[start] != '{' {
+			return nil
+		}
+		f, dup, _, err := findMembers(result, start, depth+3, "name")
+		if err != nil {
+			return err
+		}
+		if dup == "" && f[0][0] >= 0 {
+			if _, ok := stringValue(result, f[0][0], f[0][1]); ok {
+				return errFound
+			}
+		}
+		return nil
+	})
+	return err != nil
 }
 
 // spliceResults calls fn on every response with a result and splices the

@@ -136,9 +136,10 @@ func TestFilterResponseBody(t *testing.T) {
 			" {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"},\n" +
 			" {\"jsonrpc\":\"2.0\",\"id\":99,\"result\":{\"tools\":[{\"name\":\"b\"},{\"name\":\"a\"}]}},\n" +
 			" {\"jsonrpc\":\"2.0\",\"id\":98,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"x\"}]}} ]"
-		want := "[ {\"jsonrpc\":\"2.0\",\"id\":\"two\",\"result\":{\"content\":[],\"tools\":[{\"name\":\"b\"}]}},\n" +
+		// The answers to "two" and 3 look like tool lists: filtered too.
+		want := "[ {\"jsonrpc\":\"2.0\",\"id\":\"two\",\"result\":{\"content\":[],\"tools\":[]}},\n" +
 			" {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{ \"tools\" : [{\"name\":\"a\",\"z\":[1]}] }} ,\n" +
-			" {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"tools\":[{\"name\":\"b\"}]}},\n" +
+			" {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"tools\":[]}},\n" +
 			" {\"jsonrpc\":\"2.0\",\"id\":4,\"error\":{\"code\":-1,\"message\":\"m\"}},\n" +
 			" {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"},\n" +
 			" {\"jsonrpc\":\"2.0\",\"id\":99,\"result\":{\"tools\":[{\"name\":\"a\"}]}},\n" +
@@ -149,10 +150,59 @@ func TestFilterResponseBody(t *testing.T) {
 		}
 	})
 	t.Run("untouched body is returned as is", func(t *testing.T) {
-		in := []byte(`[{"jsonrpc":"2.0","id":3,"result":{"tools":[{"name":"b"}]}},{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a"}], "x" : "\u00e9"}}]`)
+		in := []byte(`[{"jsonrpc":"2.0","id":3,"result":{"tools":["b"]}},{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a"}], "x" : "\u00e9"}}]`)
 		out, err := FilterResponseBody(in, ids, allow)
 		if err != nil || !sameArray(out, in) {
 			t.Errorf("got %s, %v", out, err)
+		}
+	})
+	// An answer to another request is filtered only when it looks like a
+	// tools/list result; any other "tools" member is left alone.
+	t.Run("other method", func(t *testing.T) {
+		for _, res := range []string{
+			`{"tools":["b","c"]}`,
+			`{"tools":[1,{"title":"b"},{"name":7},{"name":"b","name":"c"}]}`,
+			`{"tools":{"name":"b"}}`,
+			`{"tools":"b"}`,
+			`{"tools":null}`,
+			`{"tools":[]}`,
+			`{"Tools":[{"name":"b"}]}`,
+			`{"x":{"tools":[{"name":"b"}]}}`,
+			`[{"tools":[{"name":"b"}]}]`,
+		} {
+			in := []byte(`{"jsonrpc":"2.0","id":3,"result":` + res + `}`)
+			if out, err := FilterResponseBody(in, ids, allow); err != nil || !sameArray(out, in) {
+				t.Errorf("%s: got %s, %v", res, out, err)
+			}
+		}
+		for res, want := range map[string]string{
+			`{"tools":["junk",{"name":"b"},{"name":"a"}],"nextCursor":"n"}`: `{"tools":[{"name":"a"}],"nextCursor":"n"}`,
+			`{"tools":[{"name":"b","inputSchema":{}}]}`:                     `{"tools":[]}`,
+		} {
+			out, err := FilterResponseBody([]byte(`{"jsonrpc":"2.0","id":3,"result":`+res+`}`), ids, allow)
+			if err != nil || string(out) != `{"jsonrpc":"2.0","id":3,"result":`+want+`}` {
+				t.Errorf("%s: got %s, %v", res, out, err)
+			}
+		}
+		// "tools" twice: the filter cannot tell which one a client reads.
+		if out, err := FilterResponseBody([]byte(`{"jsonrpc":"2.0","id":3,"result":{"tools":[],"tools":[{"name":"b"}]}}`), ids, allow); !errors.Is(err, ErrInvalidToolsList) {
+			t.Errorf("tools twice: got %s, %v", out, err)
+		}
+	})
+	// An id that a tools/list and another request shared (RequestMethods
+	// maps it to "") is an unknown id: every "tools" member is filtered.
+	t.Run("shared id", func(t *testing.T) {
+		msgs, _, err := ParseMessages([]byte(`[{"jsonrpc":"2.0","id":1,"method":"tools/list"},{"jsonrpc":"2.0","id":1,"method":"ping"}]`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		shared := RequestMethods(msgs)
+		out, err := FilterResponseBody([]byte(`[{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a"},{"name":"b"}]}},{"jsonrpc":"2.0","id":1,"result":{}}]`), shared, allow)
+		if err != nil || string(out) != `[{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a"}]}},{"jsonrpc":"2.0","id":1,"result":{}}]` {
+			t.Errorf("got %s, %v", out, err)
+		}
+		if _, err := FilterResponseBody([]byte(`{"jsonrpc":"2.0","id":1,"result":{"tools":"all"}}`), shared, allow); !errors.Is(err, ErrInvalidToolsList) {
+			t.Errorf("malformed tools under a shared id: %v", err)
 		}
 	})
 	t.Run("nil allow", func(t *testing.T) {
