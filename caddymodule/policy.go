@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"net/url"
 	"slices"
@@ -38,10 +39,19 @@ import (
 //     their tools/list shows only the anonymous tools.
 //   - A response that must be checked but cannot be (too large, not JSON,
 //     compressed, malformed) is not forwarded: the client gets a JSON-RPC
-//     error instead. Only handshake_actions observe without tool rules lets
-//     such a response through unchecked.
+//     error instead. Only an answer to a request without tools/list whose
+//     tool results are not enforced (no tools/call, or handshake_actions
+//     observe) passes unchecked: there the tool-list filter is a second
+//     line of defence.
 //   - tools/list hides every tool the caller may not call now, including
 //     those a consent could unlock: list-time and call-time decisions agree.
+//     Any answer that looks like a tool list is filtered, whatever request
+//     id it carries, and a batch repeating a request id is refused: ids are
+//     the client's, and servers route answers by them.
+//   - A tool policy polices the body of every method that may carry one,
+//     in any letter case, and refuses what an upstream could decode into
+//     other JSON first (another charset, a Content-Encoding) or carry past
+//     it (a body on GET or DELETE, CONNECT, protocol upgrades).
 
 // Defaults and limits of the per-tool policy.
 const (
@@ -483,34 +493,43 @@ const reasonHandshakeTool = "handshake_tool"
 // for an anonymous one) and may wrap w to filter or check the response. It
 // returns handled when it answered the request itself.
 //
-// Only two kinds of request have their response wrapped: a POST holding a
-// tools/list request (when a tool policy exists) or a tools/call (when
-// handshake actions are checked), and a GET resuming an SSE stream
-// (Last-Event-ID), whose replayed events answer requests the edge has not
-// seen in this request. Other GET streams are never touched.
+// Methods are compared without regard to case, since a server may route
+// "post" as POST. Every method but GET, HEAD, OPTIONS, DELETE, TRACE and
+// CONNECT may carry JSON-RPC (PUT, PATCH and extension methods too): with a
+// tool policy its body is read and policed like a POST's. See policeHTTP for
+// what a tool policy refuses before that.
+//
+// Only two kinds of request have their response wrapped: one holding
+// JSON-RPC requests (when a tool policy exists, for tools/list filtering, or
+// a tools/call when handshake actions are checked), and a GET resuming an
+// SSE stream (Last-Event-ID), whose replayed events answer requests the edge
+// has not seen in this request. Other GET streams are never touched.
 func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.Delegation, body []byte) (_ http.ResponseWriter, handled bool, err error) {
 	p := &h.policy
 	if p.pol == nil && p.actions == mcp.ActionsOff {
 		return w, false, nil
 	}
-	switch r.Method {
-	case http.MethodPost:
-	case http.MethodGet:
-		if r.Header.Get("Last-Event-ID") == "" {
+	method := strings.ToUpper(r.Method)
+	if p.pol != nil {
+		if status, err := h.policeHTTP(r, method, body != nil); err != nil {
+			h.refuseBody(w, status, mcp.CodeInvalidRequest, err)
+			return w, true, nil
+		}
+	}
+	if bodyless(method) {
+		if method != http.MethodGet || r.Header.Get("Last-Event-ID") == "" {
 			return w, false, nil
 		}
 		c := h.newResponseCheck(r, d, nil, false, p.pol != nil, p.actions != mcp.ActionsOff)
 		c.presented = h.policy.anyPresentation && h.holderBound(r, d)
 		return c.wrap(w, r), false, nil
-	default:
-		return w, false, nil
 	}
 
 	if body == nil {
-		// A tool policy reads every POST body: a tools/call sent with
-		// another content type must not slip past it. Handshake-action
-		// checks alone look at JSON bodies only.
-		if !hasRequestBody(r) || (p.pol == nil && !wantsBody(r)) {
+		// A tool policy reads every body: a tools/call sent with another
+		// content type must not slip past it. Handshake-action checks
+		// alone look at JSON bodies only.
+		if !hasRequestBody(r) || (p.pol == nil && !isJSONContentType(r.Header.Get("Content-Type"))) {
 			return w, false, nil
 		}
 		if body, err = readBody(w, r, h.MaxBodySize); err != nil {
@@ -518,8 +537,14 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 		}
 	}
 	msgs, batch, err := mcp.ParseMessages(body)
-	if err == nil && p.pol != nil && confusable(msgs) {
-		err = errConfusable
+	if err == nil && p.pol != nil {
+		if confusable(msgs) {
+			err = errConfusable
+		} else {
+			// A repeated id would leave the edge unable to tell which
+			// answer is the tools/list one.
+			err = mcp.CheckUniqueIDs(msgs)
+		}
 	}
 	if err != nil {
 		if p.pol == nil {
@@ -527,21 +552,19 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 		}
 		// What the edge cannot read, it cannot authorize; an upstream
 		// reading it differently could run a tool the policy denies.
-		if c := h.logger.Check(zapcore.DebugLevel, "request body refused by tool policy"); c != nil {
-			c.Write(zap.Error(err))
-		}
 		code := mcp.ErrorCode(err)
 		if errors.Is(err, errConfusable) {
 			code = mcp.CodeInvalidRequest
 		}
-		writeJSON(w, http.StatusBadRequest, mcp.ErrorResponse(nil, code, err.Error()), "no-store")
+		h.refuseBody(w, http.StatusBadRequest, code, err)
 		return w, true, nil
 	}
 
-	var hasList, hasCall bool
+	var hasList, hasCall, hasRequest bool
 	for _, m := range msgs {
 		hasList = hasList || m.Method == mcp.MethodToolsList
 		hasCall = hasCall || m.Method == mcp.MethodToolsCall
+		hasRequest = hasRequest || mcp.IsRequest(m)
 	}
 	presented := false
 	if d != nil && p.anyPresentation && (hasCall || hasList) {
@@ -576,14 +599,18 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 		}
 	}
 
-	filter := p.pol != nil && hasList
+	// Any answer may carry a tool list: servers that route answers by
+	// request id (the TypeScript and Python SDKs) deliver a tools/list
+	// answer on the stream of another request that reused its id.
+	filter := p.pol != nil && hasRequest
 	actions := p.actions != mcp.ActionsOff && hasCall
 	if !filter && !actions {
 		return w, false, nil
 	}
 	c := h.newResponseCheck(r, d, msgs, batch, filter, actions)
 	c.presented = presented
-	if filter {
+	c.sniff = !hasList
+	if filter && hasList {
 		// Learn the listed tools' annotation classes before the filter
 		// decides on them (no-op unless tool_annotations_policy is set).
 		return p.annotations.learnFrom(c.wrap(w, r), c.ids, h.MaxResponseSize), false, nil
@@ -753,6 +780,103 @@ func confusable(msgs []mcp.Message) bool {
 		}
 	}
 	return false
+}
+
+// Refusals of requests whose body the tool policy will not read (policeHTTP).
+var (
+	errBodylessMethod = errors.New("mcpi: a body on a GET, HEAD, OPTIONS, DELETE or TRACE request is refused where a tool policy applies")
+	errConnect        = errors.New("mcpi: CONNECT is refused where a tool policy applies: the edge cannot police a tunnel")
+	errBodyEncoded    = errors.New("mcpi: a request body with a Content-Encoding is refused where a tool policy applies")
+	errBodyCharset    = errors.New("mcpi: where a tool policy applies, a request body needs one well-formed Content-Type, naming no charset but UTF-8")
+)
+
+// bodyless reports whether method (upper case) carries no JSON-RPC in MCP.
+func bodyless(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodDelete, http.MethodTrace, http.MethodConnect:
+		return true
+	}
+	return false
+}
+
+// policeHTTP is what a tool policy requires of a request before its body is
+// read: everything the upstream may read as JSON-RPC must be what the edge
+// reads. It returns the status to refuse r with, and why; or it may change
+// r so that nothing unpoliced goes on:
+//
+//   - A protocol upgrade (WebSocket, h2c) would open a tunnel the edge
+//     cannot see into: the Upgrade header is removed, so the request goes
+//     on as a plain one (RFC 9110 §7.8 lets a server ignore it). CONNECT
+//     (HTTP/2 and HTTP/3 WebSockets) gets 400.
+//   - GET, HEAD, OPTIONS, DELETE and TRACE carry no JSON-RPC: one with a
+//     declared body gets 400, and a body of unknown length (HTTP/2 and
+//     HTTP/3 send bodyless GETs that way) is dropped, never read, so a GET
+//     stream is not held up.
+//   - Any other method's body is read and parsed as JSON-RPC whatever its
+//     media type (or none), but a body in another charset than UTF-8, or
+//     with a Content-Encoding, gets 415: an upstream that decodes it (such
+//     as a Node.js server decoding charset=utf-7 or inflating gzip) would
+//     read other JSON than the edge did. read is whether the carriers
+//     already read the body.
+func (h *Handler) policeHTTP(r *http.Request, method string, read bool) (int, error) {
+	if method == http.MethodConnect {
+		return http.StatusBadRequest, errConnect
+	}
+	if r.Header.Get("Upgrade") != "" {
+		if c := h.logger.Check(zapcore.DebugLevel, "protocol upgrade ignored under the tool policy"); c != nil {
+			c.Write(zap.String("upgrade", r.Header.Get("Upgrade")))
+		}
+		r.Header.Del("Upgrade")
+	}
+	if bodyless(method) {
+		switch {
+		case r.ContentLength > 0:
+			return http.StatusBadRequest, errBodylessMethod
+		case r.ContentLength < 0:
+			r.Body, r.ContentLength, r.TransferEncoding, r.GetBody = http.NoBody, 0, nil, nil
+			r.Header.Del("Transfer-Encoding")
+		}
+		return 0, nil
+	}
+	if !read && !hasRequestBody(r) {
+		return 0, nil
+	}
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for ce := range strings.SplitSeq(v, ",") {
+			if ce = strings.TrimSpace(ce); ce != "" && !strings.EqualFold(ce, "identity") {
+				return http.StatusUnsupportedMediaType, errBodyEncoded
+			}
+		}
+	}
+	switch cts := r.Header.Values("Content-Type"); len(cts) {
+	case 0:
+	case 1:
+		if cts[0] == "" {
+			break
+		}
+		_, params, err := mime.ParseMediaType(cts[0])
+		if err != nil {
+			return http.StatusUnsupportedMediaType, errBodyCharset
+		}
+		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+			return http.StatusUnsupportedMediaType, errBodyCharset
+		}
+	default:
+		return http.StatusUnsupportedMediaType, errBodyCharset
+	}
+	return 0, nil
+}
+
+// refuseBody answers a request the tool policy will not authorize because
+// it cannot read it, with a JSON-RPC error (id null).
+func (h *Handler) refuseBody(w http.ResponseWriter, status, code int, err error) {
+	if c := h.logger.Check(zapcore.DebugLevel, "request body refused by tool policy"); c != nil {
+		c.Write(zap.Int("status", status), zap.Error(err))
+	}
+	if errors.Is(err, errBodyEncoded) {
+		w.Header().Set("Accept-Encoding", "identity")
+	}
+	writeJSON(w, status, mcp.ErrorResponse(nil, code, err.Error()), "no-store")
 }
 
 // hasRequestBody: r may carry a body.

@@ -952,6 +952,13 @@ func TestPolicyHandshakeActions(t *testing.T) {
 		}
 	})
 
+	t.Run("observe passes what it cannot read", func(t *testing.T) {
+		h := f.handler(t, func(h *Handler) { h.HandshakeActions = "observe" })
+		if res := polServe(t, h, call(), polJSONReply(`"not a container"`)); res.rec.Body.String() != `"not a container"` {
+			t.Errorf("observe withheld %s", res.rec.Body)
+		}
+	})
+
 	t.Run("off", func(t *testing.T) {
 		h := f.handler(t, func(h *Handler) { h.HandshakeActions = "off" })
 		res := polServe(t, h, call(), polJSONReply(polActionResult(4, foreign)))
@@ -1094,4 +1101,376 @@ func BenchmarkPolicyToolsCall(b *testing.B) {
 			b.Fatalf("%v %d", err, w.Code)
 		}
 	}
+}
+
+// TestPolicyToolsListDuplicateIDs: a batch sending tools/list and ping under
+// one id (or ids a server takes for one, such as 1 and 1.0) once made the
+// edge take the tools/list answer for the ping's and pass the full tool
+// list. Such a batch is refused (400, -32600) and never forwarded.
+func TestPolicyToolsListDuplicateIDs(t *testing.T) {
+	f := newFixture(t)
+	h := polHandler(t, f, nil)
+	tok := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })
+	for _, tc := range []struct{ name, body string }{
+		{"same id", `[{"jsonrpc":"2.0","id":1,"method":"tools/list"},{"jsonrpc":"2.0","id":1,"method":"ping"}]`},
+		{"1 and 1.0", `[{"jsonrpc":"2.0","id":1,"method":"tools/list"},{"jsonrpc":"2.0","id":1.0,"method":"ping"}]`},
+		{"1 and \"1\"", `[{"jsonrpc":"2.0","id":1,"method":"tools/list"},{"jsonrpc":"2.0","id":"1","method":"ping"}]`},
+		{"2^53+1 and 2^53", `[{"jsonrpc":"2.0","id":9007199254740993,"method":"tools/list"},{"jsonrpc":"2.0","id":9007199254740992,"method":"ping"}]`},
+	} {
+		for _, caller := range []struct{ name, tok string }{{"anonymous", ""}, {"verified", tok}} {
+			t.Run(tc.name+"/"+caller.name, func(t *testing.T) {
+				// An upstream answers each request with the id it carried
+				// (the go-sdk echoes 1.0 as 1).
+				reply := func(w http.ResponseWriter, _ *http.Request) {
+					w.Header().Set("Content-Type", "application/json")
+					fmt.Fprintf(w, "[%s,%s]", polToolsListResult(1), `{"jsonrpc":"2.0","id":1,"result":{}}`)
+				}
+				res := polServe(t, h, polPost(tc.body, caller.tok), reply)
+				if res.called {
+					var msgs []rpcMsg
+					if err := json.Unmarshal(res.rec.Body.Bytes(), &msgs); err != nil {
+						t.Fatalf("answer %s: %v", res.rec.Body, err)
+					}
+					var listed []string
+					for _, m := range msgs {
+						listed = append(listed, m.toolNames()...)
+					}
+					if slices.ContainsFunc(listed, func(n string) bool { return n != "public" && n != "echo" }) {
+						t.Fatalf("BYPASS: the caller got the unfiltered tool list %v", listed)
+					}
+					t.Fatal("a batch with a repeated id was forwarded")
+				}
+				m := decodeRPC(t, res.rec.Body.Bytes())
+				if res.rec.Code != http.StatusBadRequest || m.Error == nil || m.Error.Code != mcp.CodeInvalidRequest || string(m.ID) != "null" {
+					t.Fatalf("HTTP %d %s, want 400 with -32600", res.rec.Code, res.rec.Body)
+				}
+			})
+		}
+	}
+	t.Run("ids that only look alike", func(t *testing.T) {
+		body := `[{"jsonrpc":"2.0","id":1,"method":"tools/list"},{"jsonrpc":"2.0","id":"a","method":"ping"},{"jsonrpc":"2.0","id":1,"result":{}}]`
+		if res := polServe(t, h, polPost(body, tok), nil); !res.called {
+			t.Fatalf("HTTP %d %s", res.rec.Code, res.rec.Body)
+		}
+	})
+}
+
+// TestPolicyToolsListUnderAnotherID: a tools/list answer is filtered even
+// when it arrives under the id of another request: an upstream that mixes
+// ids up, or one that routes answers by id (the TypeScript and Python SDKs)
+// and puts a tools/list answer on the stream of another POST that reused
+// its id, must not hand out the full list. Answers to other methods that
+// merely have a "tools" member are not touched, and what cannot be read
+// passes as before: only a request with a tools/list fails closed.
+func TestPolicyToolsListUnderAnotherID(t *testing.T) {
+	f := newFixture(t)
+	h := polHandler(t, f, nil)
+	tok := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })
+	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	want := map[string][]string{"": {"public"}, tok: {"echo", "public"}}
+
+	for _, caller := range []struct{ name, tok string }{{"anonymous", ""}, {"verified", tok}} {
+		t.Run("ping answered with a tool list/"+caller.name, func(t *testing.T) {
+			res := polServe(t, h, polPost(ping, caller.tok), polJSONReply(polToolsListResult(1)))
+			if got := decodeRPC(t, res.rec.Body.Bytes()).toolNames(); !slices.Equal(got, want[caller.tok]) {
+				t.Errorf("tools = %v, want %v", got, want[caller.tok])
+			}
+		})
+	}
+	t.Run("ping answered with a tool list over SSE", func(t *testing.T) {
+		post := func(base string) *http.Request {
+			r, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(ping))
+			r.Header.Set("Content-Type", "application/json")
+			r.Header.Set("Authorization", "Bearer "+tok)
+			return r
+		}
+		events := polStream(t, h, post, `{"jsonrpc":"2.0","method":"notifications/progress","params":{}}`, polToolsListResult(1))
+		if got := decodeRPC(t, []byte(events[1])).toolNames(); !slices.Equal(got, want[tok]) {
+			t.Errorf("tools = %v, want %v", got, want[tok])
+		}
+	})
+	t.Run("batch answered with swapped ids", func(t *testing.T) {
+		body := `[{"jsonrpc":"2.0","id":1,"method":"tools/list"},{"jsonrpc":"2.0","id":2,"method":"ping"}]`
+		res := polServe(t, h, polPost(body, tok), polJSONReply(`[{"jsonrpc":"2.0","id":1,"result":{}},`+polToolsListResult(2)+`]`))
+		var msgs []rpcMsg
+		if err := json.Unmarshal(res.rec.Body.Bytes(), &msgs); err != nil || len(msgs) != 2 {
+			t.Fatalf("%v %s", err, res.rec.Body)
+		}
+		if got := msgs[1].toolNames(); !slices.Equal(got, want[tok]) {
+			t.Errorf("tools = %v, want %v", got, want[tok])
+		}
+	})
+	t.Run("other answers untouched", func(t *testing.T) {
+		for _, result := range []string{
+			`{"tools":["shell","files_write"]}`,
+			`{"tools":{"shell":true}}`,
+			`{"content":[{"type":"text","text":"{\"tools\":[{\"name\":\"shell\"}]}"}]}`,
+		} {
+			answer := `{"jsonrpc":"2.0","id":1,"result":` + result + `}`
+			res := polServe(t, h, polPost(`{"jsonrpc":"2.0","id":1,"method":"vendor/inventory"}`, tok), polJSONReply(answer))
+			if res.rec.Code != http.StatusOK || res.rec.Body.String() != answer {
+				t.Errorf("HTTP %d %s, want %s", res.rec.Code, res.rec.Body, answer)
+			}
+		}
+	})
+	t.Run("unreadable answers to other requests pass", func(t *testing.T) {
+		h := polHandler(t, f, func(h *Handler) { h.MaxResponseSize = 64 })
+		big := `{"jsonrpc":"2.0","id":1,"result":{"contents":[{"uri":"file:///a","text":"` + strings.Repeat("a", 200) + `"}]}}`
+		res := polServe(t, h, polPost(`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a"}}`, tok), polJSONReply(big))
+		if res.rec.Code != http.StatusOK || res.rec.Body.String() != big {
+			t.Errorf("large answer: HTTP %d %s", res.rec.Code, res.rec.Body)
+		}
+		gz := "\x1f\x8b\x08\x00"
+		res = polServe(t, polHandler(t, f, nil), polPost(ping, tok), func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Encoding", "gzip")
+			_, _ = io.WriteString(w, gz)
+		})
+		if res.rec.Body.String() != gz || res.rec.Header().Get("Content-Encoding") != "gzip" {
+			t.Errorf("compressed answer: %q", res.rec.Body)
+		}
+		res = polServe(t, polHandler(t, f, nil), polPost(ping, tok), polJSONReply(`"pong"`))
+		if res.rec.Body.String() != `"pong"` {
+			t.Errorf("not a JSON container: %s", res.rec.Body)
+		}
+		res = polServe(t, polHandler(t, f, nil), polPost(ping, tok), polJSONReply(`{"jsonrpc":"2.0","id":1,"result":{"tools":"x"}}`))
+		if res.rec.Body.String() != `{"jsonrpc":"2.0","id":1,"result":{"tools":"x"}}` {
+			t.Errorf("odd tools member: %s", res.rec.Body)
+		}
+	})
+	t.Run("notifications only: not wrapped", func(t *testing.T) {
+		res := polServe(t, h, polPost(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, tok), nil)
+		if _, wrapped := res.w.(*responseFilter); wrapped {
+			t.Error("a body without requests had its answer wrapped")
+		}
+	})
+}
+
+// TestPolicyMethods: with a tool policy every method that may carry
+// JSON-RPC is policed, whatever its spelling: a server may route "post" as
+// POST or take JSON-RPC over PUT. Methods without JSON-RPC keep working,
+// but may not smuggle a body, and no tunnel opens past the edge.
+func TestPolicyMethods(t *testing.T) {
+	f := newFixture(t)
+	h := polHandler(t, f, nil)
+	tok := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })
+
+	for _, m := range []string{"post", "PUT", "PATCH", "put", "QUERY", "MCP"} {
+		t.Run("denied call over "+m, func(t *testing.T) {
+			r := polPost(polCall(1, "files_write"), tok)
+			r.Method = m
+			res := polServe(t, h, r, nil)
+			if res.called {
+				t.Fatalf("WEAK: denied tools/call sent with method %q forwarded to the upstream", m)
+			}
+			if mm := decodeRPC(t, res.rec.Body.Bytes()); mm.Result == nil || !mm.Result.IsError {
+				t.Errorf("answer %s", res.rec.Body)
+			}
+		})
+	}
+	t.Run("allowed call over PUT", func(t *testing.T) {
+		r := polPost(polCall(1, "echo"), tok)
+		r.Method = http.MethodPut
+		if res := polServe(t, h, r, nil); !res.called || string(res.fwdBody) != polCall(1, "echo") {
+			t.Fatalf("called=%t HTTP %d %s", res.called, res.rec.Code, res.rec.Body)
+		}
+	})
+	t.Run("tools/list over PATCH is filtered", func(t *testing.T) {
+		r := polPost(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, tok)
+		r.Method = http.MethodPatch
+		res := polServe(t, h, r, polToolsListReply(2))
+		if got := decodeRPC(t, res.rec.Body.Bytes()).toolNames(); !slices.Equal(got, []string{"echo", "public"}) {
+			t.Errorf("tools = %v", got)
+		}
+	})
+	t.Run("unreadable body over PUT", func(t *testing.T) {
+		r := polPost("not json", tok)
+		r.Method = http.MethodPut
+		if res := polServe(t, h, r, nil); res.called || res.rec.Code != http.StatusBadRequest {
+			t.Fatalf("called=%t HTTP %d", res.called, res.rec.Code)
+		}
+	})
+
+	for _, m := range []string{http.MethodGet, "get", http.MethodDelete, http.MethodOptions, http.MethodHead} {
+		t.Run("body on "+m, func(t *testing.T) {
+			r := polPost(polCall(1, "files_write"), tok)
+			r.Method = m
+			res := polServe(t, h, r, nil)
+			if res.called || res.rec.Code != http.StatusBadRequest {
+				t.Fatalf("called=%t HTTP %d, want 400", res.called, res.rec.Code)
+			}
+			if m != http.MethodHead {
+				if e := decodeRPC(t, res.rec.Body.Bytes()).Error; e == nil || e.Code != mcp.CodeInvalidRequest {
+					t.Errorf("answer %s", res.rec.Body)
+				}
+			}
+		})
+	}
+	t.Run("body of unknown length on GET is dropped", func(t *testing.T) {
+		r := polPost(polCall(1, "files_write"), tok)
+		r.Method, r.ContentLength = http.MethodGet, -1
+		r.Header.Set("Accept", "text/event-stream")
+		res := polServe(t, h, r, nil)
+		if !res.called || res.fwd.Body != http.NoBody || res.fwd.ContentLength != 0 {
+			t.Fatalf("called=%t HTTP %d", res.called, res.rec.Code)
+		}
+		if _, wrapped := res.w.(*responseFilter); wrapped {
+			t.Error("GET stream wrapped")
+		}
+	})
+	t.Run("DELETE ends a session", func(t *testing.T) {
+		r := newRequest(http.MethodDelete, "/mcp", "")
+		r.Header.Set("Authorization", "Bearer "+tok)
+		r.Header.Set("Mcp-Session-Id", "s1")
+		if res := polServe(t, h, r, nil); !res.called || res.fwd.Header.Get("Mcp-Session-Id") != "s1" {
+			t.Fatalf("called=%t HTTP %d", res.called, res.rec.Code)
+		}
+	})
+	t.Run("lower-case get resuming a stream is filtered", func(t *testing.T) {
+		r := newRequest("get", "/mcp", "")
+		r.Header.Set("Authorization", "Bearer "+tok)
+		r.Header.Set("Last-Event-ID", "3")
+		res := polServe(t, h, r, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "id: 4\ndata: "+polToolsListResult(7)+"\n\n")
+		})
+		data, ok := strings.CutPrefix(strings.TrimSpace(res.rec.Body.String()), "id: 4\ndata: ")
+		if !ok || !slices.Equal(decodeRPC(t, []byte(data)).toolNames(), []string{"echo", "public"}) {
+			t.Errorf("stream %q", res.rec.Body)
+		}
+	})
+	t.Run("CONNECT is refused", func(t *testing.T) {
+		for _, m := range []string{http.MethodConnect, "connect"} {
+			r := newRequest(http.MethodGet, "/mcp", "")
+			r.Method, r.Proto, r.ProtoMajor = m, "HTTP/2.0", 2 // an HTTP/2 WebSocket
+			r.Header.Set("Authorization", "Bearer "+tok)
+			r.Header.Set(":protocol", "websocket")
+			if res := polServe(t, h, r, nil); res.called || res.rec.Code != http.StatusBadRequest {
+				t.Errorf("%s: called=%t HTTP %d", m, res.called, res.rec.Code)
+			}
+		}
+	})
+	t.Run("no protocol upgrade", func(t *testing.T) {
+		r := newRequest(http.MethodGet, "/mcp", "")
+		r.Header.Set("Authorization", "Bearer "+tok)
+		r.Header.Set("Connection", "Upgrade")
+		r.Header.Set("Upgrade", "websocket")
+		r.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+		res := polServe(t, h, r, nil)
+		if !res.called || res.fwd.Header.Get("Upgrade") != "" {
+			t.Fatalf("called=%t Upgrade %q", res.called, res.fwd.Header.Get("Upgrade"))
+		}
+	})
+	t.Run("without a tool policy nothing changes", func(t *testing.T) {
+		h := f.handler(t, nil)
+		r := newRequest(http.MethodGet, "/mcp", "")
+		r.Header.Set("Authorization", "Bearer "+tok)
+		r.Header.Set("Connection", "Upgrade")
+		r.Header.Set("Upgrade", "websocket")
+		if res := polServe(t, h, r, nil); !res.called || res.fwd.Header.Get("Upgrade") != "websocket" {
+			t.Fatalf("called=%t", res.called)
+		}
+		r = polPost(polCall(1, "files_write"), tok)
+		r.Method = http.MethodPut
+		if res := polServe(t, h, r, nil); !res.called {
+			t.Fatal("PUT refused without a tool policy")
+		}
+	})
+}
+
+// TestPolicyBodyEncoding: a tool policy reads every body as UTF-8 JSON,
+// whatever its media type. A body an upstream would decode into other
+// bytes first is refused with 415: another charset (a Node.js body parser
+// honours charset=utf-7, in which "+ACI-" is a quote the edge never saw),
+// or a Content-Encoding (gzip, or deflate, whose raw form can start with
+// "{"). A byte-order mark is no JSON: 400, like any unparsable body.
+func TestPolicyBodyEncoding(t *testing.T) {
+	f := newFixture(t)
+	h := polHandler(t, f, nil)
+	tok := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })
+	allowed := polCall(1, "echo")
+
+	refused := []struct {
+		name        string
+		contentType []string
+		encoding    string
+		body        string
+		status      int
+	}{
+		{"utf-7", []string{"application/json; charset=utf-7"}, "", allowed, http.StatusUnsupportedMediaType},
+		{"utf-16 declared, ASCII sent", []string{"application/json; charset=UTF-16LE"}, "", allowed, http.StatusUnsupportedMediaType},
+		{"latin-1 text", []string{"text/plain; charset=iso-8859-1"}, "", allowed, http.StatusUnsupportedMediaType},
+		{"two content types", []string{"application/json", "application/json; charset=utf-7"}, "", allowed, http.StatusUnsupportedMediaType},
+		{"charset twice", []string{"application/json; charset=utf-8; charset=utf-7"}, "", allowed, http.StatusUnsupportedMediaType},
+		{"malformed content type", []string{`application/json; charset="utf-8`}, "", allowed, http.StatusUnsupportedMediaType},
+		{"gzip", []string{"application/json"}, "gzip", allowed, http.StatusUnsupportedMediaType},
+		{"deflate after identity", []string{"application/json"}, "identity, deflate", allowed, http.StatusUnsupportedMediaType},
+		{"UTF-8 BOM", []string{"application/json"}, "", "\xef\xbb\xbf" + allowed, http.StatusBadRequest},
+		{"UTF-16 without BOM", []string{"application/json"}, "", "{\x00\"\x00j\x00", http.StatusBadRequest},
+	}
+	for _, tt := range refused {
+		t.Run("refused/"+tt.name, func(t *testing.T) {
+			r := polPost(tt.body, tok)
+			r.Header["Content-Type"] = tt.contentType
+			if tt.encoding != "" {
+				r.Header.Set("Content-Encoding", tt.encoding)
+			}
+			res := polServe(t, h, r, nil)
+			if res.called || res.rec.Code != tt.status {
+				t.Fatalf("called=%t HTTP %d %s, want %d", res.called, res.rec.Code, res.rec.Body, tt.status)
+			}
+			if e := decodeRPC(t, res.rec.Body.Bytes()).Error; e == nil {
+				t.Errorf("answer %s", res.rec.Body)
+			}
+			if tt.encoding != "" && res.rec.Header().Get("Accept-Encoding") != "identity" {
+				t.Errorf("Accept-Encoding %q", res.rec.Header().Get("Accept-Encoding"))
+			}
+		})
+	}
+
+	forwarded := []struct {
+		name        string
+		contentType []string
+		encoding    string
+	}{
+		{"UTF-8", []string{"application/json; charset=UTF-8"}, ""},
+		{"no content type", nil, ""},
+		{"text/plain", []string{"text/plain"}, ""},
+		{"identity", []string{"application/json"}, "identity"},
+	}
+	for _, tt := range forwarded {
+		t.Run("policed/"+tt.name, func(t *testing.T) {
+			r := polPost(allowed, tok)
+			r.Header["Content-Type"] = tt.contentType
+			if tt.encoding != "" {
+				r.Header.Set("Content-Encoding", tt.encoding)
+			}
+			if res := polServe(t, h, r, nil); !res.called || string(res.fwdBody) != allowed {
+				t.Fatalf("allowed call: called=%t HTTP %d %s", res.called, res.rec.Code, res.rec.Body)
+			}
+			r = polPost(polCall(2, "files_write"), tok)
+			r.Header["Content-Type"] = tt.contentType
+			if res := polServe(t, h, r, nil); res.called {
+				t.Fatal("denied call forwarded")
+			}
+		})
+	}
+
+	t.Run("empty POST with any encoding", func(t *testing.T) {
+		r := newRequest(http.MethodPost, "/mcp", "")
+		r.Header.Set("Authorization", "Bearer "+tok)
+		r.Header.Set("Content-Type", "application/json; charset=utf-7")
+		r.Header.Set("Content-Encoding", "gzip")
+		if res := polServe(t, h, r, nil); !res.called {
+			t.Fatalf("HTTP %d", res.rec.Code)
+		}
+	})
+	t.Run("without a tool policy", func(t *testing.T) {
+		h := f.handler(t, nil)
+		r := polPost(allowed, tok)
+		r.Header.Set("Content-Type", "application/json; charset=utf-7")
+		if res := polServe(t, h, r, nil); !res.called {
+			t.Fatalf("HTTP %d", res.rec.Code)
+		}
+	})
 }

@@ -148,8 +148,8 @@ func TestRedteamPolicyBodyForms(t *testing.T) {
 		r.Header.Set("Content-Type", "application/json; charset=utf-16")
 		res := polServe(t, h, r, nil)
 		rtNotForwarded(t, res, "utf-16")
-		if res.rec.Code != http.StatusBadRequest {
-			t.Errorf("HTTP %d, want 400", res.rec.Code)
+		if res.rec.Code != http.StatusUnsupportedMediaType {
+			t.Errorf("HTTP %d, want 415", res.rec.Code)
 		}
 	})
 	t.Run("gzip", func(t *testing.T) {
@@ -161,8 +161,8 @@ func TestRedteamPolicyBodyForms(t *testing.T) {
 		r.Header.Set("Content-Encoding", "gzip")
 		res := polServe(t, h, r, nil)
 		rtNotForwarded(t, res, "gzip")
-		if res.rec.Code != http.StatusBadRequest {
-			t.Errorf("HTTP %d, want 400", res.rec.Code)
+		if res.rec.Code != http.StatusUnsupportedMediaType {
+			t.Errorf("HTTP %d, want 415", res.rec.Code)
 		}
 	})
 	t.Run("chunked over the limit", func(t *testing.T) {

@@ -43,7 +43,11 @@ type responseCheck struct {
 	reqIDs []json.RawMessage
 	batch  bool
 
-	filter  bool
+	filter bool
+	// sniff: the request holds no tools/list, and filter only guards
+	// against a server that puts another request's tools/list answer here
+	// (answers routed by a reused id); what cannot be read passes.
+	sniff   bool
 	actions mcp.ActionMode
 	opts    mcp.ActionOptions
 	tool    string // log label of the called tool(s)
@@ -89,7 +93,7 @@ func (c *responseCheck) wrap(w http.ResponseWriter, r *http.Request) http.Respon
 // mayPassUnchecked: nothing is filtered and actions are only observed, so a
 // response that cannot be checked may still go through.
 func (c *responseCheck) mayPassUnchecked() bool {
-	return !c.filter && c.actions != mcp.ActionsEnforce
+	return (!c.filter || c.sniff) && c.actions != mcp.ActionsEnforce
 }
 
 func (c *responseCheck) allow(tool string) bool {
@@ -102,9 +106,14 @@ func (c *responseCheck) allow(tool string) bool {
 func (c *responseCheck) rewrite(data []byte) ([]byte, error) {
 	out := data
 	if c.filter {
-		var err error
-		if out, err = mcp.FilterResponseBody(out, c.ids, c.allow); err != nil {
+		filtered, err := mcp.FilterResponseBody(out, c.ids, c.allow)
+		switch {
+		case err == nil:
+			out = filtered
+		case !c.sniff:
 			return nil, err
+		default:
+			c.logUnchecked(err)
 		}
 	}
 	if c.actions == mcp.ActionsOff {
@@ -264,13 +273,11 @@ func (f *responseFilter) Write(p []byte) (int, error) {
 
 // writeJSON holds p until the JSON value is complete, then rewrites and
 // sends it. A body that outgrows the limit or is not a JSON container is
-// replaced by the failure answer; the rest of it is read and dropped so the
-// upstream exchange ends normally.
+// replaced by the failure answer (the rest of it is read and dropped so the
+// upstream exchange ends normally), or passes unchecked if it may.
 func (f *responseFilter) writeJSON(p []byte) {
 	end, bad := f.scan.feed(p)
 	switch {
-	case bad:
-		f.fail(errResponseNotJSON)
 	case end >= 0 && len(f.buf)+end <= f.max:
 		f.buf = append(f.buf, p[:end]...)
 		body := f.buf
@@ -285,9 +292,13 @@ func (f *responseFilter) writeJSON(p []byte) {
 			f.extra = true
 			f.check.logWithheld(errors.New("bytes after the JSON value dropped"))
 		}
-	case len(f.buf)+len(p) > f.max:
+	case bad, len(f.buf)+len(p) > f.max:
+		err := errResponseOversize
+		if bad {
+			err = errResponseNotJSON
+		}
 		if f.check.mayPassUnchecked() {
-			f.check.logUnchecked(errResponseOversize)
+			f.check.logUnchecked(err)
 			f.state = fsPass
 			f.ResponseWriter.WriteHeader(f.status)
 			held := f.buf
@@ -297,7 +308,7 @@ func (f *responseFilter) writeJSON(p []byte) {
 			}
 			return
 		}
-		f.fail(errResponseOversize)
+		f.fail(err)
 	default:
 		f.buf = append(f.buf, p...)
 	}

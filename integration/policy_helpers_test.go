@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -102,4 +103,21 @@ func rpcRequests(reqs []record) []rpcRequest {
 		}
 	}
 	return out
+}
+
+// rawInitialize runs initialize + notifications/initialized with no
+// credential, at the given protocol version, and returns the session id.
+func rawInitialize(ctx context.Context, t *testing.T, h *harness, path, version string) string {
+	t.Helper()
+	resp := rawPost(ctx, t, h, path, fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":%q,"capabilities":{},"clientInfo":{"name":"rt","version":"0"}}}`, version), nil)
+	session := resp.Header.Get("Mcp-Session-Id")
+	if resp.Status != http.StatusOK || session == "" {
+		t.Fatalf("initialize: HTTP %d %s", resp.Status, resp.Body)
+	}
+	n := rawPost(ctx, t, h, path, `{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		http.Header{"Mcp-Session-Id": {session}, "Mcp-Protocol-Version": {version}})
+	if n.Status != http.StatusAccepted {
+		t.Fatalf("notifications/initialized: HTTP %d %s", n.Status, n.Body)
+	}
+	return session
 }

@@ -169,3 +169,124 @@ func TestPolicySDK(t *testing.T) {
 		h.assertEdgeError(t, resp, http.StatusUnauthorized, "invalid_token")
 	})
 }
+
+// TestPolicyToolsListDuplicateIDsSDK: the real Go-SDK server (batches are
+// accepted for protocol 2025-03-26). An anonymous agent sends tools/list and
+// ping under one id in a batch; the edge once kept the last method (ping)
+// for the id and passed the tools/list answer unfiltered. The batch is now
+// refused at the edge (400, -32600) and never reaches the upstream; the
+// same batch with distinct ids goes through, filtered.
+func TestPolicyToolsListDuplicateIDsSDK(t *testing.T) {
+	h := newPolicyHarness(t, policyConfig)
+	ctx := testContext(t)
+	const oldProtocol = "2025-03-26"
+	listed := func(resp rpcResponse) []string {
+		var names []string
+		for _, m := range resp.Msgs {
+			res, _ := m["result"].(map[string]any)
+			tools, _ := res["tools"].([]any)
+			for _, tl := range tools {
+				name, _ := tl.(map[string]any)["name"].(string)
+				names = append(names, name)
+			}
+		}
+		return names
+	}
+	for _, path := range []string{policyJSONPath, mcpserver.Path} {
+		t.Run(path, func(t *testing.T) {
+			session := rawInitialize(ctx, t, h, path, oldProtocol)
+			hdr := http.Header{"Mcp-Session-Id": {session}, "Mcp-Protocol-Version": {oldProtocol}}
+			for _, batch := range []string{
+				`[{"jsonrpc":"2.0","id":7,"method":"tools/list"},{"jsonrpc":"2.0","id":7,"method":"ping"}]`,
+				`[{"jsonrpc":"2.0","id":7,"method":"tools/list"},{"jsonrpc":"2.0","id":7.0,"method":"ping"}]`,
+			} {
+				h.upstream.Reset()
+				resp := rawPost(ctx, t, h, path, batch, hdr)
+				// whoami is the only anonymous tool of policyConfig.
+				if got := listed(resp); slices.ContainsFunc(got, func(n string) bool { return n != "whoami" }) {
+					t.Fatalf("BYPASS: anonymous agent got the unfiltered tool list %v", got)
+				}
+				if resp.Status != http.StatusBadRequest || len(resp.Msgs) != 1 || resp.Msgs[0]["id"] != nil {
+					t.Fatalf("batch %s: HTTP %d %s, want 400 with a JSON-RPC error", batch, resp.Status, resp.Body)
+				}
+				if e, _ := resp.Msgs[0]["error"].(map[string]any); e["code"] != float64(-32600) {
+					t.Errorf("error %v, want -32600", e)
+				}
+				if n := len(h.upstream.Requests()); n != 0 {
+					t.Errorf("%d requests reached the upstream", n)
+				}
+			}
+			resp := rawPost(ctx, t, h, path, `[{"jsonrpc":"2.0","id":8,"method":"tools/list"},{"jsonrpc":"2.0","id":9,"method":"ping"}]`, hdr)
+			if got := listed(resp); resp.Status != http.StatusOK || !slices.Equal(got, []string{"whoami"}) {
+				t.Fatalf("distinct ids: HTTP %d, tools %v: %s", resp.Status, got, resp.Body)
+			}
+		})
+	}
+}
+
+// TestPolicyMethodsSDK: through the real Caddy, a tools/call the policy
+// denies is not forwarded whatever the method spelling; a GET may not
+// carry a body, and a compressed or non-UTF-8 body is refused, while the
+// SDK client's own GET stream and DELETE keep working.
+func TestPolicyMethodsSDK(t *testing.T) {
+	h := newPolicyHarness(t, policyConfig)
+	w := newWorld(t, h)
+	ctx := testContext(t)
+	auth := http.Header{"Authorization": {"Bearer " + w.jwt(t)}}
+	denied := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"files_write","arguments":{}}}`
+	send := func(method, body string, hdr http.Header) rpcResponse {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, h.base+mcpserver.Path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		for k, v := range auth {
+			req.Header[k] = v
+		}
+		for k, v := range hdr {
+			req.Header[k] = v
+		}
+		return h.do(req)
+	}
+	for _, tc := range []struct {
+		method string
+		hdr    http.Header
+		status int
+	}{
+		{"post", nil, http.StatusOK}, // answered by the edge: a tool error
+		{http.MethodPut, nil, http.StatusOK},
+		{http.MethodPatch, nil, http.StatusOK},
+		{http.MethodGet, nil, http.StatusBadRequest},
+		{http.MethodDelete, nil, http.StatusBadRequest},
+		{http.MethodPost, http.Header{"Content-Encoding": {"gzip"}}, http.StatusUnsupportedMediaType},
+		{http.MethodPost, http.Header{"Content-Type": {"application/json; charset=utf-7"}}, http.StatusUnsupportedMediaType},
+	} {
+		h.upstream.Reset()
+		resp := send(tc.method, denied, tc.hdr)
+		if calls := calledTools(h.upstream.Requests()); len(calls) != 0 || len(h.upstream.Requests()) != 0 {
+			t.Errorf("%s %v: forwarded (%v)", tc.method, tc.hdr, calls)
+		}
+		if resp.Status != tc.status {
+			t.Errorf("%s %v: HTTP %d %s, want %d", tc.method, tc.hdr, resp.Status, resp.Body, tc.status)
+		}
+	}
+
+	// The SDK client: initialize, its GET stream, a call, and DELETE at
+	// Close all go through.
+	cs := h.mustConnect(ctx, mcpserver.Path, auth, legacyProtocol, nil)
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "greet", Arguments: map[string]any{"name": "x"}}); err != nil {
+		t.Fatalf("greet: %v", err)
+	}
+	if err := cs.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	var deleted bool
+	for _, r := range h.upstream.Requests() {
+		deleted = deleted || r.Method == http.MethodDelete
+	}
+	if !deleted {
+		t.Error("the session's DELETE did not reach the upstream")
+	}
+}

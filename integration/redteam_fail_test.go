@@ -8,7 +8,6 @@
 package integration
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -105,59 +104,6 @@ func TestRedteamSessionCrossRouteTrust(t *testing.T) {
 		t.Fatalf("BYPASS: the strict route (trust %s) admitted a session for mallory's self-issued credential; upstream saw X-User-DID %q (the operator's user is %s)",
 			operatorIssuer.did, got, user.did)
 	}
-}
-
-// TestRedteamToolsListDuplicateIDsSDK: the real Go-SDK server (batches are
-// accepted for protocol 2025-03-26). An anonymous agent sends tools/list and
-// ping under one id in a batch; the edge's request-id map keeps the last
-// method (ping), so the tools/list answer is not filtered.
-func TestRedteamToolsListDuplicateIDsSDK(t *testing.T) {
-	h := newPolicyHarness(t, policyConfig)
-	ctx := testContext(t)
-	const oldProtocol = "2025-03-26"
-	for _, path := range []string{policyJSONPath, mcpserver.Path} {
-		t.Run(path, func(t *testing.T) {
-			session := rawInitialize(ctx, t, h, path, oldProtocol)
-			batch := `[{"jsonrpc":"2.0","id":7,"method":"tools/list"},{"jsonrpc":"2.0","id":7,"method":"ping"}]`
-			resp := rawPost(ctx, t, h, path, batch, http.Header{"Mcp-Session-Id": {session}, "Mcp-Protocol-Version": {oldProtocol}})
-			if resp.Status != http.StatusOK {
-				t.Fatalf("batch: HTTP %d %s", resp.Status, resp.Body)
-			}
-			var listed []string
-			for _, m := range resp.Msgs {
-				res, _ := m["result"].(map[string]any)
-				tools, _ := res["tools"].([]any)
-				for _, tl := range tools {
-					name, _ := tl.(map[string]any)["name"].(string)
-					listed = append(listed, name)
-				}
-			}
-			// whoami is the only anonymous tool of policyConfig.
-			if slices.ContainsFunc(listed, func(n string) bool { return n != "whoami" }) {
-				t.Fatalf("BYPASS: anonymous agent got the unfiltered tool list %v", listed)
-			}
-			if len(listed) == 0 {
-				t.Logf("upstream did not answer the tools/list of the batch: %s", resp.Body)
-			}
-		})
-	}
-}
-
-// rawInitialize runs initialize + notifications/initialized with no
-// credential, at the given protocol version, and returns the session id.
-func rawInitialize(ctx context.Context, t *testing.T, h *harness, path, version string) string {
-	t.Helper()
-	resp := rawPost(ctx, t, h, path, fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":%q,"capabilities":{},"clientInfo":{"name":"rt","version":"0"}}}`, version), nil)
-	session := resp.Header.Get("Mcp-Session-Id")
-	if resp.Status != http.StatusOK || session == "" {
-		t.Fatalf("initialize: HTTP %d %s", resp.Status, resp.Body)
-	}
-	n := rawPost(ctx, t, h, path, `{"jsonrpc":"2.0","method":"notifications/initialized"}`,
-		http.Header{"Mcp-Session-Id": {session}, "Mcp-Protocol-Version": {version}})
-	if n.Status != http.StatusAccepted {
-		t.Fatalf("notifications/initialized: HTTP %d %s", n.Status, n.Body)
-	}
-	return session
 }
 
 // TestRedteamConnectionDropsIdentity: a client lists the edge's identity
