@@ -72,11 +72,13 @@ func BenchmarkEd25519Verify(b *testing.B) {
 	}
 	sig := ed25519.Sign(priv, input)
 	b.ReportAllocs()
+	cpu := processCPU()
 	for b.Loop() {
 		if !ed25519.Verify(pub, input, sig) {
 			b.Fatal("verify failed")
 		}
 	}
+	reportCPU(b, cpu)
 }
 
 func BenchmarkP256Verify(b *testing.B) {
@@ -229,12 +231,14 @@ func BenchmarkVerifyMissEdDSA(b *testing.B) {
 	b.SetBytes(int64(len(pool[0])))
 	b.ReportAllocs()
 	i := 0
+	cpu := processCPU()
 	for b.Loop() {
 		verify(pool[i])
 		if i++; i == len(pool) {
 			i = 0
 		}
 	}
+	reportCPU(b, cpu)
 	if hits != 0 {
 		b.Fatalf("%d calls hit the result cache", hits)
 	}
