@@ -114,19 +114,18 @@ type resultKey [sha256.Size]byte
 // resultKeyVersion starts the key encoding; change it with the encoding.
 const resultKeyVersion = 1
 
-// keyOf returns the cache key of the trimmed raw under c, and false when
-// the call must bypass the cache.
+// keyOf returns the cache key of the trimmed credential whose SHA-256 is
+// sum under c, and false when the call must bypass the cache.
 //
 // Every field of checks is either encoded here or makes the call bypass
 // the cache; TestResultCacheKeyCoversChecks fails when checks grows.
-func (v *Verifier) keyOf(raw []byte, c *checks) (resultKey, bool) {
+func (v *Verifier) keyOf(sum *[sha256.Size]byte, c *checks) (resultKey, bool) {
 	if c.nonce != nil || c.requirePresentation || len(c.ancestors) > maxPooled {
 		return resultKey{}, false
 	}
 	var buf [320]byte
 	b := append(buf[:0], resultKeyVersion)
-	h := sha256.Sum256(raw)
-	b = append(b, h[:]...)
+	b = append(b, sum[:]...)
 	if c.requireAudience {
 		b = append(b, 1)
 	} else {
@@ -339,11 +338,12 @@ type flightResult struct {
 	presented bool
 }
 
-// verify is Verify with the cache, for a trimmed raw and applied checks.
-func (rc *resultCache) verify(ctx context.Context, v *Verifier, raw []byte, c *checks) (*Delegation, error) {
-	key, ok := v.keyOf(raw, c)
+// verify is Verify with the cache, for a trimmed raw whose SHA-256 is sum
+// and applied checks.
+func (rc *resultCache) verify(ctx context.Context, v *Verifier, raw []byte, sum *[sha256.Size]byte, c *checks) (*Delegation, error) {
+	key, ok := v.keyOf(sum, c)
 	if !ok {
-		d, _, err := v.verify(ctx, raw, c)
+		d, _, err := v.verify(ctx, raw, sum, c)
 		return d, err
 	}
 	if e := rc.get(&key, v.now()); e != nil {
@@ -363,7 +363,7 @@ func (rc *resultCache) verify(ctx context.Context, v *Verifier, raw []byte, c *c
 		if e := rc.get(&key, v.now()); e != nil {
 			return &flightResult{d: &e.d}, nil
 		}
-		d, statusChecked, err := v.verify(ctx, raw, c)
+		d, statusChecked, err := v.verify(ctx, raw, sum, c)
 		if err != nil {
 			rc.remove(&key)
 			return &flightResult{err: err}, nil
@@ -383,7 +383,7 @@ func (rc *resultCache) verify(ctx context.Context, v *Verifier, raw []byte, c *c
 	case res.presented, res.err != nil && ctx.Err() == nil && isContextError(res.err):
 		// A presentation is checked per use; and the leader's context
 		// ending says nothing about this credential.
-		d, _, err := v.verify(ctx, raw, c)
+		d, _, err := v.verify(ctx, raw, sum, c)
 		return d, err
 	case res.err != nil:
 		return nil, res.err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -410,7 +411,8 @@ func (v *Verifier) verifyStatusList(ctx context.Context, raw []byte) (*statusLis
 	if len(raw) == 0 {
 		return nil, fail(ErrStatusList, "empty status list")
 	}
-	p, vp, err := parseAny(raw, v.ld)
+	sum := sha256.Sum256(raw)
+	p, vp, err := parseAny(raw, &sum, v.ld)
 	if err == nil && vp != nil {
 		err = fail(ErrMalformed, "a presentation")
 	}

@@ -91,17 +91,21 @@ func (v *Verifier) Verify(ctx context.Context, raw []byte, opts ...CheckOption) 
 			o(&c)
 		}
 	}
+	// Hashed once: the cache key, the parsed credential and
+	// Delegation.Hash all start from it.
+	sum := sha256.Sum256(raw)
 	if v.results != nil {
-		return v.results.verify(ctx, v, raw, &c)
+		return v.results.verify(ctx, v, raw, &sum, &c)
 	}
-	d, _, err := v.verify(ctx, raw, &c)
+	d, _, err := v.verify(ctx, raw, &sum, &c)
 	return d, err
 }
 
-// verify verifies the trimmed, non-empty raw under c. statusChecked
-// reports whether a credentialStatus of the chain was checked.
-func (v *Verifier) verify(ctx context.Context, raw []byte, c *checks) (d *Delegation, statusChecked bool, err error) {
-	leaf, vp, err := parseAny(raw, v.ld)
+// verify verifies the trimmed, non-empty raw, whose SHA-256 is sum, under
+// c. statusChecked reports whether a credentialStatus of the chain was
+// checked.
+func (v *Verifier) verify(ctx context.Context, raw []byte, sum *[sha256.Size]byte, c *checks) (d *Delegation, statusChecked bool, err error) {
+	leaf, vp, err := parseAny(raw, sum, v.ld)
 	if err != nil {
 		return nil, false, err
 	}
@@ -160,12 +164,13 @@ func (v *Verifier) verify(ctx context.Context, raw []byte, c *checks) (d *Delega
 		}
 		d.Presented = true
 	}
-	d.Hash = sha256.Sum256(raw)
+	d.Hash = *sum
 	return d, statusChecked, nil
 }
 
-// parseAny parses a trimmed, non-empty credential or presentation.
-func parseAny(raw []byte, ld ldProofVerifier) (*parsed, *presentation, error) {
+// parseAny parses a trimmed, non-empty credential or presentation whose
+// SHA-256 is sum.
+func parseAny(raw []byte, sum *[sha256.Size]byte, ld ldProofVerifier) (*parsed, *presentation, error) {
 	var (
 		p   *parsed
 		vp  *presentation
@@ -183,7 +188,7 @@ func parseAny(raw []byte, ld ldProofVerifier) (*parsed, *presentation, error) {
 		return nil, nil, err
 	}
 	if p != nil {
-		p.hash = sha256.Sum256(raw)
+		p.hash = *sum
 	}
 	return p, vp, nil
 }
@@ -198,7 +203,8 @@ func (v *Verifier) parseCredential(raw []byte) (*parsed, error) {
 	if len(raw) == 0 {
 		return nil, fail(ErrMalformed, "empty")
 	}
-	p, vp, err := parseAny(raw, v.ld)
+	sum := sha256.Sum256(raw)
+	p, vp, err := parseAny(raw, &sum, v.ld)
 	if err != nil {
 		return nil, err
 	}
