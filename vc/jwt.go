@@ -98,7 +98,7 @@ func parseJWS(raw []byte) (*parsed, *presentation, error) {
 	}
 	var hdr jwsHeader
 	hb, err := decodeB64(h)
-	if err != nil || unmarshalObject(hb, &hdr) != nil {
+	if err != nil || decodeJWSHeader(hb, &hdr) != nil {
 		return nil, nil, fail(ErrMalformed, "JWS header")
 	}
 	typ := kindOfTyp(hdr.Typ)
@@ -107,7 +107,7 @@ func parseJWS(raw []byte) (*parsed, *presentation, error) {
 		return nil, nil, fail(ErrMalformed, "JWS payload")
 	}
 	var jp jwtPayload
-	if err := unmarshalObject(payload, &jp); err != nil {
+	if err := decodeJWTPayload(payload, &jp); err != nil {
 		var shape jwtShape
 		if unmarshalObject(payload, &shape) != nil || typ == typVC || typ == typVP ||
 			present(shape.VC) || present(shape.VP) || (present(shape.Context) && present(shape.Type)) {
