@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"unicode/utf8"
 )
 
 // jwsHeader is the protected header. The members that would take keys
@@ -62,15 +63,26 @@ const (
 // kindOfTyp classifies the header typ; media types compare without case
 // and with an optional "application/" prefix (RFC 7515 §4.1.9).
 func kindOfTyp(typ string) typKind {
-	t := strings.ToLower(typ)
-	t = strings.TrimPrefix(t, "application/")
-	switch t {
-	case "", "jwt":
-		return typPlain
-	case "vc+jwt", "vc+ld+jwt":
-		return typVC
-	case "vp+jwt", "vp+ld+jwt":
-		return typVP
+	// An ASCII typ (every real one) is compared with EqualFold, which for
+	// ASCII is lowering and comparing, without lowering's allocation;
+	// anything else is lowered as Unicode lowers it ("İ" to "i").
+	t := typ
+	for i := 0; i < len(t); i++ {
+		if t[i] >= utf8.RuneSelf {
+			t = strings.ToLower(t)
+			break
+		}
+	}
+	if len(t) >= len("application/") && strings.EqualFold(t[:len("application/")], "application/") {
+		t = t[len("application/"):]
+	}
+	for _, k := range [...]struct {
+		typ  string
+		kind typKind
+	}{{"", typPlain}, {"jwt", typPlain}, {"vc+jwt", typVC}, {"vc+ld+jwt", typVC}, {"vp+jwt", typVP}, {"vp+ld+jwt", typVP}} {
+		if strings.EqualFold(t, k.typ) {
+			return k.kind
+		}
 	}
 	return typOther
 }

@@ -183,7 +183,19 @@ func (s *jsonScan) subject(f *subjectField) error {
 		f.set = true
 		return err
 	case '[':
-		return s.viaUnmarshaler(f)
+		b, err := s.skip()
+		if err != nil {
+			return err
+		}
+		// Through a copy: UnmarshalJSON hands its receiver to
+		// encoding/json, which would move f, and the claims with it, to
+		// the heap on every call, not only on this rare path.
+		g := *f
+		if g.UnmarshalJSON(b) != nil {
+			return errJSON
+		}
+		*f = g
+		return nil
 	}
 	return errJSON
 }
@@ -270,18 +282,26 @@ func (s *jsonScan) raw(dst *json.RawMessage) error {
 }
 
 // strings decodes an array of strings; a null element is "". An empty
-// array gives an empty, non-nil slice.
+// array gives an empty, non-nil slice. The elements are gathered on the
+// stack first, so that a short array costs one allocation.
 func (s *jsonScan) strings() ([]string, error) {
-	out := []string{}
+	var buf [8]string
+	list := buf[:0]
 	err := s.array(func() error {
 		var v string
 		if err := s.str(&v); err != nil {
 			return err
 		}
-		out = append(out, v)
+		list = append(list, v)
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	if len(list) == 0 {
+		return []string{}, nil
+	}
+	return append([]string(nil), list...), nil
 }
 
 // stringList: a string or an array of strings; null clears it.
@@ -316,7 +336,16 @@ func (s *jsonScan) scopeList(l *scopeList) error {
 		return err
 	case '[':
 		if l.v != nil {
-			return s.viaUnmarshaler(l)
+			b, err := s.skip()
+			if err != nil {
+				return err
+			}
+			m := *l // through a copy, as in subject
+			if m.UnmarshalJSON(b) != nil {
+				return errJSON
+			}
+			*l = m
+			return nil
 		}
 		v, err := s.strings()
 		l.v, l.set = v, true
@@ -337,13 +366,23 @@ func (s *jsonScan) issuer(f *issuerField) error {
 		*f = issuerField(v)
 		return err
 	case '{':
-		return s.viaUnmarshaler(f)
+		b, err := s.skip()
+		if err != nil || f.UnmarshalJSON(b) != nil {
+			return errJSON
+		}
+		return nil
 	}
 	return errJSON
 }
 
 // numericDate is numericDate.UnmarshalJSON on the member's text.
-func (s *jsonScan) numericDate(n *numericDate) error { return s.viaUnmarshaler(n) }
+func (s *jsonScan) numericDate(n *numericDate) error {
+	b, err := s.skip()
+	if err != nil || n.UnmarshalJSON(b) != nil {
+		return errJSON
+	}
+	return nil
+}
 
 // dateTime: a dateTime string; null leaves it as it was.
 func (s *jsonScan) dateTime(d *dateTime) error {
@@ -363,17 +402,4 @@ func (s *jsonScan) dateTime(d *dateTime) error {
 		return nil
 	}
 	return errJSON
-}
-
-// viaUnmarshaler reads a value and hands its text to u, as encoding/json
-// does for a member whose type has an UnmarshalJSON method.
-func (s *jsonScan) viaUnmarshaler(u json.Unmarshaler) error {
-	b, err := s.skip()
-	if err != nil {
-		return err
-	}
-	if u.UnmarshalJSON(b) != nil {
-		return errJSON
-	}
-	return nil
 }

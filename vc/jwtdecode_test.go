@@ -209,3 +209,19 @@ func FuzzJWTDecodeMatchesJSON(f *testing.F) {
 		sameAsJSON(t, b)
 	})
 }
+
+func TestKindOfTyp(t *testing.T) {
+	for typ, want := range map[string]typKind{
+		"": typPlain, "JWT": typPlain, "jwt": typPlain, "application/JWT": typPlain,
+		"vc+jwt": typVC, "Application/VC+JWT": typVC, "vc+ld+jwt": typVC,
+		"vp+jwt": typVP, "VP+LD+JWT": typVP, "application/vp+jwt": typVP,
+		"applİcation/jwt": typPlain, // Unicode lowers İ to i
+		"application/":    typPlain,
+		"at+jwt":          typOther, "jose": typOther, "application/application/jwt": typOther,
+		"jwt ": typOther, "vc+jwt/": typOther,
+	} {
+		if got := kindOfTyp(typ); got != want {
+			t.Errorf("kindOfTyp(%q) = %v, want %v", typ, got, want)
+		}
+	}
+}
