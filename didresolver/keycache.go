@@ -1,6 +1,9 @@
 package didresolver
 
-import "sync"
+import (
+	"strings"
+	"sync"
+)
 
 // did:key documents are derived, not fetched, but deriving one costs more
 // than the signature it is needed for is worth hiding: base58 decoding
@@ -62,7 +65,9 @@ func (c *derivedKeys) get(d DID) (*derivedKey, error) {
 			break
 		}
 	}
-	c.m[d.ID] = e
+	// The id is usually part of a longer string (a credential's header):
+	// keep only the id.
+	c.m[strings.Clone(d.ID)] = e
 	return e, nil
 }
 

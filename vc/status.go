@@ -429,9 +429,11 @@ func (v *Verifier) verifyStatusList(ctx context.Context, raw []byte) (*statusLis
 		}
 		return nil, fail(ErrStatusList, detail)
 	}
+	// Cloned: decoded strings of a VC-JWT share the bytes of its whole
+	// claims, encodedList included, which the cached list must not keep.
 	l := &statusList{
-		id:        p.d.ID,
-		issuer:    p.d.Issuer,
+		id:        strings.Clone(p.d.ID),
+		issuer:    strings.Clone(p.d.Issuer),
 		notBefore: p.d.NotBefore,
 		expiresAt: p.d.ExpiresAt,
 	}
