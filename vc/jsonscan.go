@@ -26,6 +26,9 @@ type jsonScan struct {
 	src   string
 	i     int // next byte to read
 	depth int // open objects and arrays
+	// arena holds the decoded string lists, so that the few short lists
+	// of a credential cost one allocation, not one each.
+	arena []string
 }
 
 // errJSON: the text is not JSON, or a value does not have the type its

@@ -154,12 +154,12 @@ func parseJWS(raw []byte) (*parsed, *presentation, error) {
 	if err := checkJWSHeader(&hdr, typ); err != nil {
 		return nil, nil, err
 	}
-	sig, err := decodeB64(s)
-	if err != nil {
-		return nil, nil, fail(ErrMalformed, "JWS signature")
-	}
 	signingInput := raw[:len(h)+1+len(pl)]
 	if isVP {
+		sig, err := decodeB64(s)
+		if err != nil {
+			return nil, nil, fail(ErrMalformed, "JWS signature")
+		}
 		vp, err := parseVPClaims(payload)
 		if err != nil {
 			return nil, nil, err
@@ -168,12 +168,15 @@ func parseJWS(raw []byte) (*parsed, *presentation, error) {
 		return nil, vp, nil
 	}
 
-	p := &parsed{
-		alg:          hdr.Alg,
-		kid:          hdr.Kid,
-		signingInput: signingInput,
-		sig:          sig,
+	p := new(parsed)
+	sig := p.sigBuf[:0] // every allowed algorithm's signature fits
+	if b64url.DecodedLen(len(s)) > len(p.sigBuf) {
+		sig = nil
 	}
+	if sig, err = b64url.AppendDecode(sig, s); err != nil {
+		return nil, nil, fail(ErrMalformed, "JWS signature")
+	}
+	p.alg, p.kid, p.signingInput, p.sig = hdr.Alg, hdr.Kid, signingInput, sig
 	p.d.Format = format
 	if err := p.fill(cred, &jp); err != nil {
 		return nil, nil, err

@@ -301,7 +301,18 @@ func (s *jsonScan) strings() ([]string, error) {
 	if len(list) == 0 {
 		return []string{}, nil
 	}
-	return append([]string(nil), list...), nil
+	return s.keep(list...), nil
+}
+
+// keep copies list into the arena and returns the copy, capped so that
+// appending to it cannot write over the next.
+func (s *jsonScan) keep(list ...string) []string {
+	if cap(s.arena)-len(s.arena) < len(list) {
+		s.arena = make([]string, 0, max(8, len(list)))
+	}
+	start := len(s.arena)
+	s.arena = append(s.arena, list...)
+	return s.arena[start:len(s.arena):len(s.arena)]
 }
 
 // stringList: a string or an array of strings; null clears it.
@@ -312,7 +323,7 @@ func (s *jsonScan) stringList(l *stringList) error {
 		return s.null()
 	case '"':
 		v, err := s.stringValue()
-		*l = stringList{v}
+		*l = s.keep(v)
 		return err
 	case '[':
 		v, err := s.strings()

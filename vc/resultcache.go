@@ -473,15 +473,19 @@ func isContextError(err error) bool {
 // rather than writing over the next. A delegation with a few scopes,
 // audiences and chain links (the usual) is copied in one allocation.
 func cloneDelegation(src *Delegation) *Delegation {
-	n := len(src.Scopes) + len(src.Audience) + len(src.Chain)
+	d, buf := newDelegation(len(src.Scopes) + len(src.Audience) + len(src.Chain))
+	copyDelegation(d, src, buf)
+	return d
+}
+
+// newDelegation allocates a Delegation and room for n strings of its
+// slices, in one allocation when n is small.
+func newDelegation(n int) (*Delegation, []string) {
 	if n <= len(delegationBox{}.strs) {
 		b := new(delegationBox)
-		copyDelegation(&b.d, src, b.strs[:0:n])
-		return &b.d
+		return &b.d, b.strs[:0:n]
 	}
-	d := new(Delegation)
-	copyDelegation(d, src, make([]string, 0, n))
-	return d
+	return new(Delegation), make([]string, 0, n)
 }
 
 // delegationBox holds a Delegation and the strings of its slices.

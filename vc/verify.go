@@ -56,6 +56,14 @@ type parsed struct {
 	// Signature material: a JWS (signingInput, sig) or a JSON credential.
 	signingInput, sig []byte
 	json              *jsonVC
+
+	// Room for the short lists of a credential, so that parsing one does
+	// not allocate each: the audiences (at most three places name one),
+	// the scopes and the audience of d, and the signature.
+	audienceBuf [3][]string
+	scopeBuf    [4]string
+	audSetBuf   [4]string
+	sigBuf      [64]byte
 }
 
 // Verify verifies raw, in the order of MCPI-WIRE §2, and returns the
@@ -133,7 +141,8 @@ func (v *Verifier) verify(ctx context.Context, raw []byte, sum *[sha256.Size]byt
 		}
 		pool = append(pool, more...)
 	}
-	chain, err := v.chainOf(ctx, leaf, pool, c)
+	var links [4]*parsed // a chain this short stays on the stack
+	chain, err := v.chainOf(ctx, leaf, pool, c, links[:0])
 	if err != nil {
 		return nil, false, err
 	}
@@ -321,7 +330,7 @@ func (p *parsed) fill(cred *credential, jp *jwtPayload) error {
 	if d.DelegationID == "" {
 		d.DelegationID = id
 	}
-	d.Scopes = effectiveScopes(subj, deleg, jwt.Scope)
+	d.Scopes = effectiveScopes(subj, deleg, jwt.Scope, p.scopeBuf[:0])
 	p.parentID = deleg.ParentID
 	p.userDID = deleg.UserDID
 	p.subject = *subj
@@ -332,6 +341,8 @@ func (p *parsed) fill(cred *credential, jp *jwtPayload) error {
 		p.status = jwt.Status // KYA-OS native mints repeat it at the top level
 	}
 
+	p.audiences = p.audienceBuf[:0]
+	d.Audience = p.audSetBuf[:0]
 	p.addAudience(jwt.Aud)
 	if deleg.Constraints != nil {
 		p.addAudience(deleg.Constraints.Audience)
@@ -341,6 +352,9 @@ func (p *parsed) fill(cred *credential, jp *jwtPayload) error {
 	}
 	for _, a := range p.audiences {
 		d.Audience = appendUnique(d.Audience, a...)
+	}
+	if len(d.Audience) == 0 {
+		d.Audience = nil // as when none is named: omitted from JSON
 	}
 
 	// Validity: NotBefore is the latest start, ExpiresAt the earliest end.
@@ -371,8 +385,8 @@ func (p *parsed) addAudience(a []string) {
 // effectiveScopes: delegation.scopes, else delegation.constraints.scopes
 // (the intersection when both are present: constraints narrow), else
 // credentialSubject.scope or .scopes, else the JWT "scope" claim;
-// deduplicated, in credential order.
-func effectiveScopes(subj *subject, deleg *delegationClaim, jwtScope scopeList) []string {
+// deduplicated, in credential order, appended to buf.
+func effectiveScopes(subj *subject, deleg *delegationClaim, jwtScope scopeList, buf []string) []string {
 	var cons scopeList
 	if deleg.Constraints != nil {
 		cons = deleg.Constraints.Scopes
@@ -396,7 +410,7 @@ func effectiveScopes(subj *subject, deleg *delegationClaim, jwtScope scopeList) 
 	default:
 		src = jwtScope.v
 	}
-	return appendUnique(make([]string, 0, len(src)), src...)
+	return appendUnique(buf, src...)
 }
 
 // resolveKey resolves the signer's key named by kid, which must be in the
