@@ -243,3 +243,27 @@ func BenchmarkVerifyMissEdDSA(b *testing.B) {
 		b.Fatalf("%d calls hit the result cache", hits)
 	}
 }
+
+// BenchmarkParseJWT: parsing alone (no key, no signature check) of a
+// VC-JWT of the shape BenchmarkVerifyMissEdDSA verifies: the part of a
+// miss that is this package's own.
+func BenchmarkParseJWT(b *testing.B) {
+	issuer := newKey(b, didresolver.Ed25519)
+	agent := newKey(b, didresolver.Ed25519)
+	now := time.Now()
+	tok, err := IssueJWT(issuer.priv, issuer.kid, Template{
+		AgentDID: agent.did, UserDID: agent.did, Audience: []string{serverDID},
+		Scopes: []string{"greet:execute"}, NotBefore: now.Add(-time.Minute), ExpiresAt: now.Add(time.Hour),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw := []byte(tok)
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if p, _, err := parseJWS(raw); err != nil || p == nil {
+			b.Fatal(err)
+		}
+	}
+}
