@@ -200,9 +200,10 @@ type resultFlight struct {
 type resultEntry struct {
 	key resultKey
 	d   Delegation // private: callers get copies
-	// strs holds d's slices when they fit, so that an entry is one
-	// allocation besides its strings.
-	strs [6]string
+	// strs holds d's slices when they fit (a few scopes, an audience and
+	// a credential: the usual), so that an entry is one allocation besides
+	// its strings.
+	strs [4]string
 	// until is when the entry stops being served (unix ns); notBefore is
 	// the later of the delegation's NotBefore and IssuedAt, less the skew
 	// (unix ns), math.MinInt64 when it has neither.
@@ -282,8 +283,10 @@ func (rc *resultCache) put(k *resultKey, d *Delegation, now time.Time, statusChe
 	}
 	e := &resultEntry{key: *k, until: until.UnixNano(), notBefore: math.MinInt64}
 	n := len(d.Scopes) + len(d.Audience) + len(d.Chain)
-	buf := e.strs[:0:n]
-	if n > len(e.strs) {
+	var buf []string
+	if n <= len(e.strs) {
+		buf = e.strs[:0:n]
+	} else {
 		buf = make([]string, 0, n)
 	}
 	copyDelegation(&e.d, d, buf)
@@ -514,9 +517,11 @@ func carve(buf, src []string) ([]string, []string) {
 	return buf[start:len(buf):len(buf)], buf
 }
 
-// detachStrings copies every string of d into one new string, so that d
-// keeps alive only what it says: strings decoded from a credential share
-// the memory of the whole decoded claims. d's slices must be its own.
+// detachStrings copies the strings of d into one new string, each
+// distinct value once (the issuer is often the user, the credential id the
+// chain's), so that d keeps alive only what it says: strings decoded from
+// a credential share the memory of the whole decoded claims. d's slices
+// must be its own.
 func detachStrings(d *Delegation) {
 	each := func(f func(*string)) {
 		f(&d.AgentDID)
@@ -530,15 +535,29 @@ func detachStrings(d *Delegation) {
 			}
 		}
 	}
+	var room [16]string
+	distinct := room[:0]
 	n := 0
-	each(func(s *string) { n += len(*s) })
+	each(func(s *string) {
+		if !stringList(distinct).has(*s) {
+			distinct = append(distinct, *s)
+			n += len(*s)
+		}
+	})
 	var b strings.Builder
 	b.Grow(n)
-	each(func(s *string) { b.WriteString(*s) })
-	all, off := b.String(), 0
+	for _, s := range distinct {
+		b.WriteString(s)
+	}
+	all := b.String()
 	each(func(s *string) {
-		l := len(*s)
-		*s = all[off : off+l]
-		off += l
+		off := 0
+		for _, u := range distinct {
+			if u == *s {
+				break
+			}
+			off += len(u)
+		}
+		*s = all[off : off+len(*s)]
 	})
 }

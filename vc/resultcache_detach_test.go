@@ -3,6 +3,7 @@ package vc
 import (
 	"context"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -36,17 +37,30 @@ func TestResultCacheEntryOwnsStrings(t *testing.T) {
 	if got := cloneDelegation(&e.d); !reflect.DeepEqual(got, d) {
 		t.Fatalf("entry %+v, caller %+v", e.d, d)
 	}
-	// In the order detachStrings writes them, each string starts where
-	// the one before ended.
+	// One block holding each distinct value once, in the order
+	// detachStrings meets them: here the user is the issuer and the
+	// chain's one id the credential's.
 	strs := []string{e.d.AgentDID, e.d.UserDID, e.d.Issuer, e.d.ID, e.d.DelegationID}
 	strs = append(strs, e.d.Scopes...)
 	strs = append(strs, e.d.Audience...)
 	strs = append(strs, e.d.Chain...)
-	for i := 1; i < len(strs); i++ {
-		end := unsafe.Add(unsafe.Pointer(unsafe.StringData(strs[i-1])), len(strs[i-1]))
-		if unsafe.Pointer(unsafe.StringData(strs[i])) != end {
-			t.Fatalf("string %d (%q) is not in the entry's block", i, strs[i])
+	var distinct []string
+	for _, s := range strs {
+		if !slices.Contains(distinct, s) {
+			distinct = append(distinct, s)
 		}
+	}
+	if len(distinct) >= len(strs) {
+		t.Fatalf("fixture: no repeated value in %q", strs)
+	}
+	base, off := unsafe.Pointer(unsafe.StringData(e.d.AgentDID)), 0
+	for _, u := range distinct {
+		for _, s := range strs {
+			if s == u && unsafe.Pointer(unsafe.StringData(s)) != unsafe.Add(base, off) {
+				t.Fatalf("%q is not at its place in the entry's block", s)
+			}
+		}
+		off += len(u)
 	}
 	if unsafe.StringData(e.d.AgentDID) == unsafe.StringData(d.AgentDID) {
 		t.Fatal("the entry shares the caller's strings")
@@ -105,5 +119,29 @@ func TestResultCacheLeaderPanics(t *testing.T) {
 	}
 	if n := res.n.Load(); n != 2 {
 		t.Errorf("%d resolutions, want 2", n)
+	}
+}
+
+// TestResultCacheManyScopes: a delegation whose lists do not fit an
+// entry's own room is cached and served like any other.
+func TestResultCacheManyScopes(t *testing.T) {
+	f := newFixture(t)
+	v, _, hc := f.cachedVerifier(&testClock{t: fixedNow}, 100)
+	claims := f.vc11Claims(f.ed)
+	scopes := []any{"s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9"}
+	setPath(claims, "vc.credentialSubject.delegation.scopes", scopes)
+	setPath(claims, "vc.credentialSubject.delegation.constraints.scopes", scopes)
+	raw := mint(t, f.ed.priv, header("EdDSA", f.ed.kid), claims)
+	ctx := context.Background()
+	first, err := v.Verify(ctx, raw, ForAudience(serverDID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Scopes) != len(scopes) {
+		t.Fatalf("scopes %q", first.Scopes)
+	}
+	again, err := v.Verify(ctx, raw, ForAudience(serverDID))
+	if err != nil || hc.hits.Load() != 1 || !reflect.DeepEqual(again, first) {
+		t.Fatalf("hit: %v, %v; %+v", err, hc, again)
 	}
 }
