@@ -259,7 +259,17 @@ func (c *Cache) store(key string, doc *Document, err error) {
 	}
 }
 
+// didKey implements didKeyResolver when the wrapped resolver does: a
+// did:key bypasses the cache (see Cache).
+func (c *Cache) didKey(d DID) (*derivedKey, bool, error) {
+	if kr, ok := c.next.(didKeyResolver); ok {
+		return kr.didKey(d)
+	}
+	return nil, false, nil
+}
+
 var (
-	_ Resolver  = (*Cache)(nil)
-	_ Refresher = (*Cache)(nil)
+	_ Resolver       = (*Cache)(nil)
+	_ Refresher      = (*Cache)(nil)
+	_ didKeyResolver = (*Cache)(nil)
 )

@@ -42,7 +42,8 @@ const (
 )
 
 // Key is a public key from a DID document, with the id of its verification
-// method.
+// method. Resolvers may hand one key value to several callers (New's
+// resolver keeps the keys of did:key DIDs): treat Public as read-only.
 type Key struct {
 	// ID is the absolute verification method id, e.g. "did:key:z6Mk…#z6Mk…".
 	ID string

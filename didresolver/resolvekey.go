@@ -15,6 +15,9 @@ func ResolveKey(ctx context.Context, r Resolver, kid string, rel Relationship) (
 	if err != nil {
 		return Key{}, err
 	}
+	if k, ok, err := quickKey(r, d, rel); ok {
+		return k, err
+	}
 	did := d.String()
 	doc, err := r.Resolve(ctx, did)
 	if err != nil {

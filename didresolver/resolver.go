@@ -71,7 +71,8 @@ func WithAllowHTTP(allow bool) Option { return func(o *options) { o.allowHTTP = 
 // router dispatches on the DID method. did:key and did:jwk are computed
 // locally; only did:web does I/O.
 type router struct {
-	web *webResolver
+	web  *webResolver
+	keys derivedKeys
 }
 
 // New returns a resolver for did:key, did:jwk and did:web.
@@ -97,7 +98,11 @@ func (r *router) Resolve(ctx context.Context, did string) (*Document, error) {
 	d.Fragment = ""
 	switch d.Method {
 	case "key":
-		return resolveKeyDID(d)
+		e, err := r.keys.get(d)
+		if err != nil {
+			return nil, err
+		}
+		return e.doc, nil
 	case "jwk":
 		return resolveJWKDID(d)
 	case "web":
@@ -107,4 +112,13 @@ func (r *router) Resolve(ctx context.Context, did string) (*Document, error) {
 	}
 }
 
-var _ Resolver = (*router)(nil)
+// didKey implements didKeyResolver.
+func (r *router) didKey(d DID) (*derivedKey, bool, error) {
+	e, err := r.keys.get(d)
+	return e, true, err
+}
+
+var (
+	_ Resolver       = (*router)(nil)
+	_ didKeyResolver = (*router)(nil)
+)

@@ -36,8 +36,10 @@ import (
 //     child's start and end within the parent's, with the clock skew
 //     tolerated, a child without an end under a parent with one does not
 //     nest); and the user never changes (userOf).
-func (v *Verifier) chainOf(ctx context.Context, leaf *parsed, pool []*parsed, c *checks) ([]*parsed, error) {
-	links := []*parsed{leaf} // leaf first while linking
+//
+// The chain is appended to links (empty; the caller's room for it).
+func (v *Verifier) chainOf(ctx context.Context, leaf *parsed, pool []*parsed, c *checks, links []*parsed) ([]*parsed, error) {
+	links = append(links, leaf) // leaf first while linking
 	var fetched map[string]bool
 	for cur := leaf; cur.parentID != ""; {
 		parent, err := findParent(pool, cur.parentID)
@@ -216,11 +218,17 @@ func (v *Verifier) nests(child, parent *parsed) bool {
 }
 
 // delegationOf is the delegation a verified chain (root first) grants: the
-// leaf's, with the user and the validity window of the whole chain.
+// leaf's, with the user and the validity window of the whole chain. Its
+// slices are its own (the leaf's point into the parsed credential), in
+// one allocation with it when they are short.
 func delegationOf(chain []*parsed) *Delegation {
-	d := chain[len(chain)-1].d
+	leaf := &chain[len(chain)-1].d
+	d, buf := newDelegation(len(leaf.Scopes) + len(leaf.Audience) + len(chain))
+	*d = *leaf
+	d.Scopes, buf = carve(buf, leaf.Scopes)
+	d.Audience, buf = carve(buf, leaf.Audience)
 	d.UserDID = userOf(chain)
-	d.Chain = make([]string, 0, len(chain))
+	start := len(buf)
 	for _, l := range chain {
 		d.NotBefore = latest(d.NotBefore, l.d.NotBefore)
 		d.ExpiresAt = earliest(d.ExpiresAt, l.d.ExpiresAt)
@@ -228,7 +236,8 @@ func delegationOf(chain []*parsed) *Delegation {
 		if id == "" {
 			id = "sha256:" + hex.EncodeToString(l.hash[:])
 		}
-		d.Chain = append(d.Chain, id)
+		buf = append(buf, id)
 	}
-	return &d
+	d.Chain = buf[start:len(buf):len(buf)]
+	return d
 }

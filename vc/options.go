@@ -299,7 +299,7 @@ type checks struct {
 // credential that names an audience is rejected (RFC 7519 §4.1.3: a
 // recipient that does not identify itself with the audience must reject).
 func ForAudience(audiences ...string) CheckOption {
-	return func(c *checks) { c.audiences = append(c.audiences, audiences...) }
+	return func(c *checks) { c.audiences = appendShared(c.audiences, audiences) }
 }
 
 // RequireAudience rejects credentials that name no audience.
@@ -309,7 +309,18 @@ func RequireAudience() CheckOption {
 
 // RequireScopes: every scope must be granted (exact match).
 func RequireScopes(scopes ...string) CheckOption {
-	return func(c *checks) { c.requiredScopes = append(c.requiredScopes, scopes...) }
+	return func(c *checks) { c.requiredScopes = appendShared(c.requiredScopes, scopes) }
+}
+
+// appendShared appends l to dst, and into an empty dst gives l itself
+// rather than a copy made on every call: the rules only ever read their
+// lists, and l is capped so that a later append copies it instead of
+// writing into the caller's array.
+func appendShared(dst, l []string) []string {
+	if len(dst) == 0 {
+		return l[:len(l):len(l)]
+	}
+	return append(dst, l...)
 }
 
 // WithAncestors gives the ancestors of the credential (or of the leaf of a

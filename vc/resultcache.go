@@ -6,11 +6,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sync/singleflight"
 )
 
 // The verified-delegation cache (WithResultCache). An edge sees the same
@@ -44,13 +43,17 @@ import (
 // never stored (an attacker could fill the cache with them) and a failure
 // removes the entry for its key.
 //
-// Bursts. One verification runs per key at a time (singleflight): N
-// concurrent requests with the same new token, good or bad, cost one
-// verification. It runs under the context of the caller that started it;
-// the others wait for it whatever their own context (it is bounded by the
-// resolver's and the status fetch's timeouts). A caller that joined
-// another's verification redoes its own when that one was a presentation,
-// or failed because its caller's context ended.
+// Bursts. One verification runs per key at a time (a flight, registered
+// in the key's shard): N concurrent requests with the same new token,
+// good or bad, cost one verification. It runs under the context of the
+// caller that started it; the others wait for it whatever their own
+// context (it is bounded by the resolver's and the status fetch's
+// timeouts). A caller that joined another's verification redoes its own
+// when that one was a presentation, failed because its caller's context
+// ended, or did not finish (it panicked). The flights are this file's own
+// rather than x/sync/singleflight's: with a token never seen before, the
+// edge's miss case, a flight costs one allocation where a singleflight
+// call cost four (the string key, the call, the closure, the result).
 //
 // Bound and eviction. At most maxEntries entries, in 16 shards (one below
 // 256 entries) chosen by key; each shard holds its share and evicts with
@@ -61,7 +64,11 @@ import (
 // before the ones that are; a hit takes only a read lock.
 //
 // Results are copies: every caller gets a Delegation of its own, with its
-// own slices, so no caller can change what the next one gets.
+// own slices, so no caller can change what the next one gets. The caller
+// that verified gets the Delegation it verified, unless others waited for
+// it, which copy it. An entry's strings are copied into one string of its
+// own: a credential's decoded strings share the bytes of its whole claims
+// (see jsonScan), which an entry must not keep alive.
 
 const defaultResultCacheTTL = 60 * time.Second
 
@@ -114,19 +121,18 @@ type resultKey [sha256.Size]byte
 // resultKeyVersion starts the key encoding; change it with the encoding.
 const resultKeyVersion = 1
 
-// keyOf returns the cache key of the trimmed raw under c, and false when
-// the call must bypass the cache.
+// keyOf returns the cache key of the trimmed credential whose SHA-256 is
+// sum under c, and false when the call must bypass the cache.
 //
 // Every field of checks is either encoded here or makes the call bypass
 // the cache; TestResultCacheKeyCoversChecks fails when checks grows.
-func (v *Verifier) keyOf(raw []byte, c *checks) (resultKey, bool) {
+func (v *Verifier) keyOf(sum *[sha256.Size]byte, c *checks) (resultKey, bool) {
 	if c.nonce != nil || c.requirePresentation || len(c.ancestors) > maxPooled {
 		return resultKey{}, false
 	}
 	var buf [320]byte
 	b := append(buf[:0], resultKeyVersion)
-	h := sha256.Sum256(raw)
-	b = append(b, h[:]...)
+	b = append(b, sum[:]...)
 	if c.requireAudience {
 		b = append(b, 1)
 	} else {
@@ -161,7 +167,6 @@ type resultCache struct {
 	observe func(hit bool)
 	shards  []resultShard
 	mask    uint8
-	flights singleflight.Group
 }
 
 // resultShard is one CLOCK-evicted part of the cache.
@@ -174,7 +179,20 @@ type resultShard struct {
 	free     []int32 // indexes of nil slots in ring
 	hand     int
 	capacity int
-	_        [64]byte // keep shards' locks off each other's cache lines
+
+	// flights are the verifications in progress, by key.
+	flightMu sync.Mutex
+	flights  map[resultKey]*resultFlight
+
+	_ [64]byte // keep shards' locks off each other's cache lines
+}
+
+// resultFlight is one verification in progress; the callers that join it
+// wait on done and then read res, which the leader sets before done.
+type resultFlight struct {
+	done    sync.WaitGroup
+	waiters int // joined callers; under the shard's flightMu
+	res     flightResult
 }
 
 // resultEntry is one cached verification; immutable once stored but for
@@ -182,6 +200,10 @@ type resultShard struct {
 type resultEntry struct {
 	key resultKey
 	d   Delegation // private: callers get copies
+	// strs holds d's slices when they fit (a few scopes, an audience and
+	// a credential: the usual), so that an entry is one allocation besides
+	// its strings.
+	strs [4]string
 	// until is when the entry stops being served (unix ns); notBefore is
 	// the later of the delegation's NotBefore and IssuedAt, less the skew
 	// (unix ns), math.MinInt64 when it has neither.
@@ -260,7 +282,15 @@ func (rc *resultCache) put(k *resultKey, d *Delegation, now time.Time, statusChe
 		return
 	}
 	e := &resultEntry{key: *k, until: until.UnixNano(), notBefore: math.MinInt64}
-	copyDelegation(&e.d, d, make([]string, 0, len(d.Scopes)+len(d.Audience)+len(d.Chain)))
+	n := len(d.Scopes) + len(d.Audience) + len(d.Chain)
+	var buf []string
+	if n <= len(e.strs) {
+		buf = e.strs[:0:n]
+	} else {
+		buf = make([]string, 0, n)
+	}
+	copyDelegation(&e.d, d, buf)
+	detachStrings(&e.d)
 	if start := latest(d.NotBefore, d.IssuedAt); !start.IsZero() {
 		e.notBefore = start.Add(-skew).UnixNano()
 	}
@@ -337,13 +367,46 @@ type flightResult struct {
 	d         *Delegation // read only
 	err       error
 	presented bool
+	// unfinished: the leader never set the result (it panicked).
+	unfinished bool
 }
 
-// verify is Verify with the cache, for a trimmed raw and applied checks.
-func (rc *resultCache) verify(ctx context.Context, v *Verifier, raw []byte, c *checks) (*Delegation, error) {
-	key, ok := v.keyOf(raw, c)
+// join registers the caller for the verification of k: it leads a new
+// flight (leader true) or waits for the one in progress.
+func (s *resultShard) join(k *resultKey) (f *resultFlight, leader bool) {
+	s.flightMu.Lock()
+	defer s.flightMu.Unlock()
+	if f := s.flights[*k]; f != nil {
+		f.waiters++
+		return f, false
+	}
+	if s.flights == nil {
+		s.flights = make(map[resultKey]*resultFlight)
+	}
+	f = new(resultFlight)
+	f.done.Add(1)
+	s.flights[*k] = f
+	return f, true
+}
+
+// land ends the flight for k with res and wakes its waiters; it returns
+// how many there were. No caller joins a flight once it has landed.
+func (s *resultShard) land(k *resultKey, f *resultFlight, res flightResult) int {
+	s.flightMu.Lock()
+	delete(s.flights, *k)
+	n := f.waiters
+	s.flightMu.Unlock()
+	f.res = res
+	f.done.Done()
+	return n
+}
+
+// verify is Verify with the cache, for a trimmed raw whose SHA-256 is sum
+// and applied checks.
+func (rc *resultCache) verify(ctx context.Context, v *Verifier, raw []byte, sum *[sha256.Size]byte, c *checks) (*Delegation, error) {
+	key, ok := v.keyOf(sum, c)
 	if !ok {
-		d, _, err := v.verify(ctx, raw, c)
+		d, _, err := v.verify(ctx, raw, sum, c)
 		return d, err
 	}
 	if e := rc.get(&key, v.now()); e != nil {
@@ -356,39 +419,52 @@ func (rc *resultCache) verify(ctx context.Context, v *Verifier, raw []byte, c *c
 		rc.observe(false)
 	}
 
-	leader := false
-	r, _, _ := rc.flights.Do(string(key[:]), func() (any, error) {
-		leader = true
-		// Another flight may have stored it between our lookup and now.
-		if e := rc.get(&key, v.now()); e != nil {
-			return &flightResult{d: &e.d}, nil
+	s := rc.shard(&key)
+	f, leader := s.join(&key)
+	if !leader {
+		f.done.Wait()
+		res := &f.res
+		switch {
+		case res.presented, res.unfinished, res.err != nil && ctx.Err() == nil && isContextError(res.err):
+			// A presentation is checked per use; and the leader's context
+			// ending, or its panic, says nothing about this credential.
+			d, _, err := v.verify(ctx, raw, sum, c)
+			return d, err
+		case res.err != nil:
+			return nil, res.err
 		}
-		d, statusChecked, err := v.verify(ctx, raw, c)
-		if err != nil {
-			rc.remove(&key)
-			return &flightResult{err: err}, nil
-		}
-		if !d.Presented {
-			rc.put(&key, d, v.now(), statusChecked, v.statusCfg.ttl, v.skew)
-		}
-		return &flightResult{d: d, presented: d.Presented}, nil
-	})
-	res := r.(*flightResult)
-	switch {
-	case leader && res.d != nil && !res.presented:
-		// d may be the entry's own Delegation (the recheck above).
 		return cloneDelegation(res.d), nil
-	case leader:
-		return res.d, res.err
-	case res.presented, res.err != nil && ctx.Err() == nil && isContextError(res.err):
-		// A presentation is checked per use; and the leader's context
-		// ending says nothing about this credential.
-		d, _, err := v.verify(ctx, raw, c)
-		return d, err
-	case res.err != nil:
-		return nil, res.err
 	}
-	return cloneDelegation(res.d), nil
+
+	landed := false
+	defer func() {
+		if !landed { // v.verify panicked: let the waiters verify on their own
+			s.land(&key, f, flightResult{unfinished: true})
+		}
+	}()
+	// Another flight may have stored it between our lookup and now.
+	if e := rc.get(&key, v.now()); e != nil {
+		landed = true
+		s.land(&key, f, flightResult{d: &e.d})
+		return cloneDelegation(&e.d), nil
+	}
+	d, statusChecked, err := v.verify(ctx, raw, sum, c)
+	if err != nil {
+		rc.remove(&key)
+		landed = true
+		s.land(&key, f, flightResult{err: err})
+		return nil, err
+	}
+	if !d.Presented {
+		rc.put(&key, d, v.now(), statusChecked, v.statusCfg.ttl, v.skew)
+	}
+	landed = true
+	if s.land(&key, f, flightResult{d: d, presented: d.Presented}) > 0 && !d.Presented {
+		// The waiters copy d: the caller must not be able to change it
+		// under them.
+		return cloneDelegation(d), nil
+	}
+	return d, nil
 }
 
 func isContextError(err error) bool {
@@ -400,15 +476,19 @@ func isContextError(err error) bool {
 // rather than writing over the next. A delegation with a few scopes,
 // audiences and chain links (the usual) is copied in one allocation.
 func cloneDelegation(src *Delegation) *Delegation {
-	n := len(src.Scopes) + len(src.Audience) + len(src.Chain)
+	d, buf := newDelegation(len(src.Scopes) + len(src.Audience) + len(src.Chain))
+	copyDelegation(d, src, buf)
+	return d
+}
+
+// newDelegation allocates a Delegation and room for n strings of its
+// slices, in one allocation when n is small.
+func newDelegation(n int) (*Delegation, []string) {
 	if n <= len(delegationBox{}.strs) {
 		b := new(delegationBox)
-		copyDelegation(&b.d, src, b.strs[:0:n])
-		return &b.d
+		return &b.d, b.strs[:0:n]
 	}
-	d := new(Delegation)
-	copyDelegation(d, src, make([]string, 0, n))
-	return d
+	return new(Delegation), make([]string, 0, n)
 }
 
 // delegationBox holds a Delegation and the strings of its slices.
@@ -435,4 +515,49 @@ func carve(buf, src []string) ([]string, []string) {
 	start := len(buf)
 	buf = append(buf, src...)
 	return buf[start:len(buf):len(buf)], buf
+}
+
+// detachStrings copies the strings of d into one new string, each
+// distinct value once (the issuer is often the user, the credential id the
+// chain's), so that d keeps alive only what it says: strings decoded from
+// a credential share the memory of the whole decoded claims. d's slices
+// must be its own.
+func detachStrings(d *Delegation) {
+	each := func(f func(*string)) {
+		f(&d.AgentDID)
+		f(&d.UserDID)
+		f(&d.Issuer)
+		f(&d.ID)
+		f(&d.DelegationID)
+		for _, l := range [...][]string{d.Scopes, d.Audience, d.Chain} {
+			for i := range l {
+				f(&l[i])
+			}
+		}
+	}
+	var room [16]string
+	distinct := room[:0]
+	n := 0
+	each(func(s *string) {
+		if !stringList(distinct).has(*s) {
+			distinct = append(distinct, *s)
+			n += len(*s)
+		}
+	})
+	var b strings.Builder
+	b.Grow(n)
+	for _, s := range distinct {
+		b.WriteString(s)
+	}
+	all := b.String()
+	each(func(s *string) {
+		off := 0
+		for _, u := range distinct {
+			if u == *s {
+				break
+			}
+			off += len(u)
+		}
+		*s = all[off : off+len(*s)]
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -410,7 +411,8 @@ func (v *Verifier) verifyStatusList(ctx context.Context, raw []byte) (*statusLis
 	if len(raw) == 0 {
 		return nil, fail(ErrStatusList, "empty status list")
 	}
-	p, vp, err := parseAny(raw, v.ld)
+	sum := sha256.Sum256(raw)
+	p, vp, err := parseAny(raw, &sum, v.ld)
 	if err == nil && vp != nil {
 		err = fail(ErrMalformed, "a presentation")
 	}
@@ -427,9 +429,11 @@ func (v *Verifier) verifyStatusList(ctx context.Context, raw []byte) (*statusLis
 		}
 		return nil, fail(ErrStatusList, detail)
 	}
+	// Cloned: decoded strings of a VC-JWT share the bytes of its whole
+	// claims, encodedList included, which the cached list must not keep.
 	l := &statusList{
-		id:        p.d.ID,
-		issuer:    p.d.Issuer,
+		id:        strings.Clone(p.d.ID),
+		issuer:    strings.Clone(p.d.Issuer),
 		notBefore: p.d.NotBefore,
 		expiresAt: p.d.ExpiresAt,
 	}

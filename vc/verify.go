@@ -56,6 +56,14 @@ type parsed struct {
 	// Signature material: a JWS (signingInput, sig) or a JSON credential.
 	signingInput, sig []byte
 	json              *jsonVC
+
+	// Room for the short lists of a credential, so that parsing one does
+	// not allocate each: the audiences (at most three places name one),
+	// the scopes and the audience of d, and the signature.
+	audienceBuf [3][]string
+	scopeBuf    [4]string
+	audSetBuf   [4]string
+	sigBuf      [64]byte
 }
 
 // Verify verifies raw, in the order of MCPI-WIRE §2, and returns the
@@ -91,17 +99,21 @@ func (v *Verifier) Verify(ctx context.Context, raw []byte, opts ...CheckOption) 
 			o(&c)
 		}
 	}
+	// Hashed once: the cache key, the parsed credential and
+	// Delegation.Hash all start from it.
+	sum := sha256.Sum256(raw)
 	if v.results != nil {
-		return v.results.verify(ctx, v, raw, &c)
+		return v.results.verify(ctx, v, raw, &sum, &c)
 	}
-	d, _, err := v.verify(ctx, raw, &c)
+	d, _, err := v.verify(ctx, raw, &sum, &c)
 	return d, err
 }
 
-// verify verifies the trimmed, non-empty raw under c. statusChecked
-// reports whether a credentialStatus of the chain was checked.
-func (v *Verifier) verify(ctx context.Context, raw []byte, c *checks) (d *Delegation, statusChecked bool, err error) {
-	leaf, vp, err := parseAny(raw, v.ld)
+// verify verifies the trimmed, non-empty raw, whose SHA-256 is sum, under
+// c. statusChecked reports whether a credentialStatus of the chain was
+// checked.
+func (v *Verifier) verify(ctx context.Context, raw []byte, sum *[sha256.Size]byte, c *checks) (d *Delegation, statusChecked bool, err error) {
+	leaf, vp, err := parseAny(raw, sum, v.ld)
 	if err != nil {
 		return nil, false, err
 	}
@@ -129,7 +141,8 @@ func (v *Verifier) verify(ctx context.Context, raw []byte, c *checks) (d *Delega
 		}
 		pool = append(pool, more...)
 	}
-	chain, err := v.chainOf(ctx, leaf, pool, c)
+	var links [4]*parsed // a chain this short stays on the stack
+	chain, err := v.chainOf(ctx, leaf, pool, c, links[:0])
 	if err != nil {
 		return nil, false, err
 	}
@@ -160,12 +173,13 @@ func (v *Verifier) verify(ctx context.Context, raw []byte, c *checks) (d *Delega
 		}
 		d.Presented = true
 	}
-	d.Hash = sha256.Sum256(raw)
+	d.Hash = *sum
 	return d, statusChecked, nil
 }
 
-// parseAny parses a trimmed, non-empty credential or presentation.
-func parseAny(raw []byte, ld ldProofVerifier) (*parsed, *presentation, error) {
+// parseAny parses a trimmed, non-empty credential or presentation whose
+// SHA-256 is sum.
+func parseAny(raw []byte, sum *[sha256.Size]byte, ld ldProofVerifier) (*parsed, *presentation, error) {
 	var (
 		p   *parsed
 		vp  *presentation
@@ -183,7 +197,7 @@ func parseAny(raw []byte, ld ldProofVerifier) (*parsed, *presentation, error) {
 		return nil, nil, err
 	}
 	if p != nil {
-		p.hash = sha256.Sum256(raw)
+		p.hash = *sum
 	}
 	return p, vp, nil
 }
@@ -198,7 +212,8 @@ func (v *Verifier) parseCredential(raw []byte) (*parsed, error) {
 	if len(raw) == 0 {
 		return nil, fail(ErrMalformed, "empty")
 	}
-	p, vp, err := parseAny(raw, v.ld)
+	sum := sha256.Sum256(raw)
+	p, vp, err := parseAny(raw, &sum, v.ld)
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +330,7 @@ func (p *parsed) fill(cred *credential, jp *jwtPayload) error {
 	if d.DelegationID == "" {
 		d.DelegationID = id
 	}
-	d.Scopes = effectiveScopes(subj, deleg, jwt.Scope)
+	d.Scopes = effectiveScopes(subj, deleg, jwt.Scope, p.scopeBuf[:0])
 	p.parentID = deleg.ParentID
 	p.userDID = deleg.UserDID
 	p.subject = *subj
@@ -326,6 +341,8 @@ func (p *parsed) fill(cred *credential, jp *jwtPayload) error {
 		p.status = jwt.Status // KYA-OS native mints repeat it at the top level
 	}
 
+	p.audiences = p.audienceBuf[:0]
+	d.Audience = p.audSetBuf[:0]
 	p.addAudience(jwt.Aud)
 	if deleg.Constraints != nil {
 		p.addAudience(deleg.Constraints.Audience)
@@ -335,6 +352,9 @@ func (p *parsed) fill(cred *credential, jp *jwtPayload) error {
 	}
 	for _, a := range p.audiences {
 		d.Audience = appendUnique(d.Audience, a...)
+	}
+	if len(d.Audience) == 0 {
+		d.Audience = nil // as when none is named: omitted from JSON
 	}
 
 	// Validity: NotBefore is the latest start, ExpiresAt the earliest end.
@@ -365,8 +385,8 @@ func (p *parsed) addAudience(a []string) {
 // effectiveScopes: delegation.scopes, else delegation.constraints.scopes
 // (the intersection when both are present: constraints narrow), else
 // credentialSubject.scope or .scopes, else the JWT "scope" claim;
-// deduplicated, in credential order.
-func effectiveScopes(subj *subject, deleg *delegationClaim, jwtScope scopeList) []string {
+// deduplicated, in credential order, appended to buf.
+func effectiveScopes(subj *subject, deleg *delegationClaim, jwtScope scopeList, buf []string) []string {
 	var cons scopeList
 	if deleg.Constraints != nil {
 		cons = deleg.Constraints.Scopes
@@ -390,7 +410,7 @@ func effectiveScopes(subj *subject, deleg *delegationClaim, jwtScope scopeList) 
 	default:
 		src = jwtScope.v
 	}
-	return appendUnique(make([]string, 0, len(src)), src...)
+	return appendUnique(buf, src...)
 }
 
 // resolveKey resolves the signer's key named by kid, which must be in the

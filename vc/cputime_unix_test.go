@@ -1,0 +1,30 @@
+//go:build unix
+
+package vc
+
+import (
+	"syscall"
+	"testing"
+	"time"
+)
+
+// processCPU is the CPU time (user and system) this process has used so
+// far, every thread and the garbage collector included.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU adds "cpu-ns/op", the process CPU time per iteration since
+// start (a processCPU reading taken just before the loop). On a machine
+// shared with other work, wall time per op grows with what the others
+// take; CPU time per op hardly does, and, like the whole-proxy benchmark's
+// figure, it counts the garbage collection an iteration causes.
+func reportCPU(b *testing.B, start time.Duration) {
+	if b.N > 0 {
+		b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op")
+	}
+}

@@ -1,0 +1,416 @@
+package vc
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// Decoding a VC-JWT's header and claims with jsonScan, into the same
+// structs and with the same outcome as unmarshalObject (encoding/json and
+// the UnmarshalJSON methods of fields.go): the same member selection
+// (exact name, else case-folded), a repeated member decoded over the
+// earlier one, null leaving a string, date or scope list as it was and
+// clearing a pointer or a string list. The shapes a KYA-OS or VC 2.0
+// credential uses are decoded here; rarer ones (an array of subjects, an
+// issuer object, a scope list given twice as arrays) are handed, as text,
+// to their UnmarshalJSON, which is what encoding/json would call.
+// FuzzJWTDecodeMatchesJSON compares the two on arbitrary input.
+
+// Member names, as their json tags spell them.
+var (
+	headerNames = []string{"alg", "typ", "kid", "cty", "crit", "b64", "jku", "x5u", "jwk", "x5c"}
+	// payloadNames: the credential's (embedded in jwtPayload) and the
+	// claims'. None of them equals another under case folding, so the
+	// order does not matter.
+	payloadNames = []string{
+		"@context", "id", "type", "issuer", "issuanceDate", "expirationDate", "validFrom",
+		"validUntil", "credentialSubject", "credentialStatus",
+		"iss", "sub", "aud", "exp", "nbf", "iat", "jti", "scope", "vc", "vp",
+	}
+	credentialNames = payloadNames[:10]
+	subjectNames    = []string{"id", "scope", "scopes", "constraints", "delegation", "type", "statusPurpose", "encodedList"}
+	delegationNames = []string{"id", "subjectDid", "userDid", "scopes", "parentId", "constraints"}
+	constraintNames = []string{"scopes", "notBefore", "notAfter", "audience"}
+)
+
+// decodeJWSHeader decodes a protected header, which must be a JSON object.
+func decodeJWSHeader(b []byte, h *jwsHeader) error {
+	s := newJSONScan(b)
+	err := s.object(func(key string) error {
+		switch fieldName(key, headerNames) {
+		case "alg":
+			return s.str(&h.Alg)
+		case "typ":
+			return s.str(&h.Typ)
+		case "kid":
+			return s.str(&h.Kid)
+		case "cty":
+			return s.str(&h.Cty)
+		case "crit":
+			return s.raw(&h.Crit)
+		case "b64":
+			return s.raw(&h.B64)
+		case "jku":
+			return s.raw(&h.Jku)
+		case "x5u":
+			return s.raw(&h.X5u)
+		case "jwk":
+			return s.raw(&h.Jwk)
+		case "x5c":
+			return s.raw(&h.X5c)
+		}
+		_, err := s.skip()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return s.end()
+}
+
+// decodeJWTPayload decodes JWT claims, which must be a JSON object.
+func decodeJWTPayload(b []byte, jp *jwtPayload) error {
+	s := newJSONScan(b)
+	err := s.object(func(key string) error {
+		name := fieldName(key, payloadNames)
+		switch name {
+		case "iss":
+			return s.str(&jp.Iss)
+		case "sub":
+			return s.str(&jp.Sub)
+		case "aud":
+			return s.stringList(&jp.Aud)
+		case "exp":
+			return s.numericDate(&jp.Exp)
+		case "nbf":
+			return s.numericDate(&jp.Nbf)
+		case "iat":
+			return s.numericDate(&jp.Iat)
+		case "jti":
+			return s.str(&jp.Jti)
+		case "scope":
+			return s.scopeList(&jp.Scope)
+		case "vc":
+			return s.credential(&jp.VC)
+		case "vp":
+			return s.raw(&jp.VP)
+		}
+		return s.credentialMember(&jp.credential, name)
+	})
+	if err != nil {
+		return err
+	}
+	return s.end()
+}
+
+// credential decodes into *c, allocating it if nil; null sets it to nil.
+func (s *jsonScan) credential(c **credential) error {
+	switch s.peek() {
+	case 'n':
+		*c = nil
+		return s.null()
+	case '{':
+		if *c == nil {
+			*c = new(credential)
+		}
+		cred := *c
+		return s.object(func(key string) error {
+			return s.credentialMember(cred, fieldName(key, credentialNames))
+		})
+	}
+	return errJSON
+}
+
+// credentialMember decodes the member name of c ("" skips the value).
+func (s *jsonScan) credentialMember(c *credential, name string) error {
+	switch name {
+	case "@context":
+		return s.raw(&c.Context)
+	case "id":
+		return s.str(&c.ID)
+	case "type":
+		return s.stringList(&c.Type)
+	case "issuer":
+		return s.issuer(&c.Issuer)
+	case "issuanceDate":
+		return s.dateTime(&c.IssuanceDate)
+	case "expirationDate":
+		return s.dateTime(&c.ExpirationDate)
+	case "validFrom":
+		return s.dateTime(&c.ValidFrom)
+	case "validUntil":
+		return s.dateTime(&c.ValidUntil)
+	case "credentialSubject":
+		return s.subject(&c.Subject)
+	case "credentialStatus":
+		return s.raw(&c.Status)
+	}
+	_, err := s.skip()
+	return err
+}
+
+// subject decodes credentialSubject: an object is decoded over f's
+// subject (as encoding/json decodes into a struct that holds values
+// already); the array form is left to subjectField.UnmarshalJSON.
+func (s *jsonScan) subject(f *subjectField) error {
+	switch s.peek() {
+	case 'n':
+		return s.null()
+	case '{':
+		sub := &f.subject
+		err := s.object(func(key string) error {
+			switch fieldName(key, subjectNames) {
+			case "id":
+				return s.str(&sub.ID)
+			case "scope":
+				return s.scopeList(&sub.Scope)
+			case "scopes":
+				return s.scopeList(&sub.Scopes)
+			case "constraints":
+				return s.constraints(&sub.Constraints)
+			case "delegation":
+				return s.delegation(&sub.Delegation)
+			case "type":
+				return s.raw(&sub.Type)
+			case "statusPurpose":
+				return s.raw(&sub.StatusPurpose)
+			case "encodedList":
+				return s.raw(&sub.EncodedList)
+			}
+			_, err := s.skip()
+			return err
+		})
+		f.set = true
+		return err
+	case '[':
+		b, err := s.skip()
+		if err != nil {
+			return err
+		}
+		// Through a copy: UnmarshalJSON hands its receiver to
+		// encoding/json, which would move f, and the claims with it, to
+		// the heap on every call, not only on this rare path.
+		g := *f
+		if g.UnmarshalJSON(b) != nil {
+			return errJSON
+		}
+		*f = g
+		return nil
+	}
+	return errJSON
+}
+
+func (s *jsonScan) delegation(p **delegationClaim) error {
+	switch s.peek() {
+	case 'n':
+		*p = nil
+		return s.null()
+	case '{':
+		if *p == nil {
+			*p = new(delegationClaim)
+		}
+		d := *p
+		return s.object(func(key string) error {
+			switch fieldName(key, delegationNames) {
+			case "id":
+				return s.str(&d.ID)
+			case "subjectDid":
+				return s.str(&d.SubjectDID)
+			case "userDid":
+				return s.str(&d.UserDID)
+			case "scopes":
+				return s.scopeList(&d.Scopes)
+			case "parentId":
+				return s.str(&d.ParentID)
+			case "constraints":
+				return s.constraints(&d.Constraints)
+			}
+			_, err := s.skip()
+			return err
+		})
+	}
+	return errJSON
+}
+
+func (s *jsonScan) constraints(p **constraints) error {
+	switch s.peek() {
+	case 'n':
+		*p = nil
+		return s.null()
+	case '{':
+		if *p == nil {
+			*p = new(constraints)
+		}
+		c := *p
+		return s.object(func(key string) error {
+			switch fieldName(key, constraintNames) {
+			case "scopes":
+				return s.scopeList(&c.Scopes)
+			case "notBefore":
+				return s.numericDate(&c.NotBefore)
+			case "notAfter":
+				return s.numericDate(&c.NotAfter)
+			case "audience":
+				return s.stringList(&c.Audience)
+			}
+			_, err := s.skip()
+			return err
+		})
+	}
+	return errJSON
+}
+
+// str decodes a string member; null leaves it as it was.
+func (s *jsonScan) str(dst *string) error {
+	switch s.peek() {
+	case 'n':
+		return s.null()
+	case '"':
+		v, err := s.stringValue()
+		*dst = v
+		return err
+	}
+	return errJSON
+}
+
+// raw keeps a member's text, whatever its type (null too, as
+// json.RawMessage does). It shares the decoded bytes.
+func (s *jsonScan) raw(dst *json.RawMessage) error {
+	b, err := s.skip()
+	*dst = b
+	return err
+}
+
+// strings decodes an array of strings; a null element is "". An empty
+// array gives an empty, non-nil slice. The elements are gathered on the
+// stack first, so that a short array costs one allocation.
+func (s *jsonScan) strings() ([]string, error) {
+	var buf [8]string
+	list := buf[:0]
+	err := s.array(func() error {
+		var v string
+		if err := s.str(&v); err != nil {
+			return err
+		}
+		list = append(list, v)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(list) == 0 {
+		return []string{}, nil
+	}
+	return s.keep(list...), nil
+}
+
+// keep copies list into the arena and returns the copy, capped so that
+// appending to it cannot write over the next.
+func (s *jsonScan) keep(list ...string) []string {
+	if cap(s.arena)-len(s.arena) < len(list) {
+		s.arena = make([]string, 0, max(8, len(list)))
+	}
+	start := len(s.arena)
+	s.arena = append(s.arena, list...)
+	return s.arena[start:len(s.arena):len(s.arena)]
+}
+
+// stringList: a string or an array of strings; null clears it.
+func (s *jsonScan) stringList(l *stringList) error {
+	switch s.peek() {
+	case 'n':
+		*l = nil
+		return s.null()
+	case '"':
+		v, err := s.stringValue()
+		*l = s.keep(v)
+		return err
+	case '[':
+		v, err := s.strings()
+		*l = v
+		return err
+	}
+	return errJSON
+}
+
+// scopeList: an array, or a string of space-separated scopes; null
+// leaves it as it was. A second array over one already decoded is left
+// to scopeList.UnmarshalJSON: encoding/json decodes it over the earlier
+// slice, which keeps elements the new array gives as null.
+func (s *jsonScan) scopeList(l *scopeList) error {
+	switch s.peek() {
+	case 'n':
+		return s.null()
+	case '"':
+		v, err := s.stringValue()
+		l.v, l.set = strings.Fields(v), true
+		return err
+	case '[':
+		if l.v != nil {
+			b, err := s.skip()
+			if err != nil {
+				return err
+			}
+			m := *l // through a copy, as in subject
+			if m.UnmarshalJSON(b) != nil {
+				return errJSON
+			}
+			*l = m
+			return nil
+		}
+		v, err := s.strings()
+		l.v, l.set = v, true
+		return err
+	}
+	return errJSON
+}
+
+// issuer: a string; null clears it; an object is left to
+// issuerField.UnmarshalJSON.
+func (s *jsonScan) issuer(f *issuerField) error {
+	switch s.peek() {
+	case 'n':
+		*f = ""
+		return s.null()
+	case '"':
+		v, err := s.stringValue()
+		*f = issuerField(v)
+		return err
+	case '{':
+		b, err := s.skip()
+		if err != nil || f.UnmarshalJSON(b) != nil {
+			return errJSON
+		}
+		return nil
+	}
+	return errJSON
+}
+
+// numericDate is numericDate.UnmarshalJSON on the member's text.
+func (s *jsonScan) numericDate(n *numericDate) error {
+	b, err := s.skip()
+	if err != nil || n.UnmarshalJSON(b) != nil {
+		return errJSON
+	}
+	return nil
+}
+
+// dateTime: a dateTime string; null leaves it as it was.
+func (s *jsonScan) dateTime(d *dateTime) error {
+	switch s.peek() {
+	case 'n':
+		return s.null()
+	case '"':
+		v, err := s.stringValue()
+		if err != nil {
+			return err
+		}
+		t, err := parseDateTime(v)
+		if err != nil {
+			return errJSON
+		}
+		d.t, d.set = clampDate(t), true
+		return nil
+	}
+	return errJSON
+}

@@ -1,0 +1,147 @@
+package vc
+
+import (
+	"context"
+	"reflect"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+)
+
+// TestResultCacheEntryOwnsStrings: an entry's strings are one block of
+// their own, not views into the decoded claims of the credential (which
+// they would keep alive for as long as the entry lives), and say the same
+// as what the caller got.
+func TestResultCacheEntryOwnsStrings(t *testing.T) {
+	f := newFixture(t)
+	v, _, _ := f.cachedVerifier(&testClock{t: fixedNow}, 100)
+	raw := mint(t, f.ed.priv, header("EdDSA", f.ed.kid), f.vc11Claims(f.ed))
+	d, err := v.Verify(context.Background(), raw, ForAudience(serverDID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e *resultEntry
+	for i := range v.results.shards {
+		for _, x := range v.results.shards[i].entries {
+			e = x
+		}
+	}
+	if e == nil {
+		t.Fatal("not cached")
+	}
+	if got := cloneDelegation(&e.d); !reflect.DeepEqual(got, d) {
+		t.Fatalf("entry %+v, caller %+v", e.d, d)
+	}
+	// One block holding each distinct value once, in the order
+	// detachStrings meets them: here the user is the issuer and the
+	// chain's one id the credential's.
+	strs := []string{e.d.AgentDID, e.d.UserDID, e.d.Issuer, e.d.ID, e.d.DelegationID}
+	strs = append(strs, e.d.Scopes...)
+	strs = append(strs, e.d.Audience...)
+	strs = append(strs, e.d.Chain...)
+	var distinct []string
+	for _, s := range strs {
+		if !slices.Contains(distinct, s) {
+			distinct = append(distinct, s)
+		}
+	}
+	if len(distinct) >= len(strs) {
+		t.Fatalf("fixture: no repeated value in %q", strs)
+	}
+	base, off := unsafe.Pointer(unsafe.StringData(e.d.AgentDID)), 0
+	for _, u := range distinct {
+		for _, s := range strs {
+			if s == u && unsafe.Pointer(unsafe.StringData(s)) != unsafe.Add(base, off) {
+				t.Fatalf("%q is not at its place in the entry's block", s)
+			}
+		}
+		off += len(u)
+	}
+	if unsafe.StringData(e.d.AgentDID) == unsafe.StringData(d.AgentDID) {
+		t.Fatal("the entry shares the caller's strings")
+	}
+}
+
+// panicOnce panics in its first resolution, once gate is closed.
+type panicOnce struct {
+	next didresolver.Resolver
+	gate chan struct{}
+	n    atomic.Int32
+}
+
+func (r *panicOnce) Resolve(ctx context.Context, did string) (*didresolver.Document, error) {
+	if r.n.Add(1) == 1 {
+		<-r.gate
+		panic("resolver bug")
+	}
+	return r.next.Resolve(ctx, did)
+}
+
+// TestResultCacheLeaderPanics: when the verification others wait for
+// panics, the panic is the leader's, and each waiter verifies on its own.
+func TestResultCacheLeaderPanics(t *testing.T) {
+	f := newFixture(t)
+	res := &panicOnce{next: f.res, gate: make(chan struct{})}
+	hc := &hitCounter{}
+	v := NewVerifier(res, WithClock(func() time.Time { return fixedNow }), WithResultCache(100), WithCacheObserver(hc.observe))
+	raw := mint(t, f.ed.priv, header("EdDSA", f.ed.kid), f.vc11Claims(f.ed))
+	ctx := context.Background()
+	var (
+		wg        sync.WaitGroup
+		recovered any
+		d         *Delegation
+		err       error
+	)
+	wg.Go(func() {
+		defer func() { recovered = recover() }()
+		v.Verify(ctx, raw, ForAudience(serverDID))
+	})
+	for res.n.Load() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	wg.Go(func() { d, err = v.Verify(ctx, raw, ForAudience(serverDID)) })
+	for hc.misses.Load() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // from the observer into the flight
+	close(res.gate)
+	wg.Wait()
+	if recovered == nil {
+		t.Error("the leader did not panic")
+	}
+	if err != nil || d == nil {
+		t.Fatalf("waiter: %v", err)
+	}
+	if n := res.n.Load(); n != 2 {
+		t.Errorf("%d resolutions, want 2", n)
+	}
+}
+
+// TestResultCacheManyScopes: a delegation whose lists do not fit an
+// entry's own room is cached and served like any other.
+func TestResultCacheManyScopes(t *testing.T) {
+	f := newFixture(t)
+	v, _, hc := f.cachedVerifier(&testClock{t: fixedNow}, 100)
+	claims := f.vc11Claims(f.ed)
+	scopes := []any{"s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9"}
+	setPath(claims, "vc.credentialSubject.delegation.scopes", scopes)
+	setPath(claims, "vc.credentialSubject.delegation.constraints.scopes", scopes)
+	raw := mint(t, f.ed.priv, header("EdDSA", f.ed.kid), claims)
+	ctx := context.Background()
+	first, err := v.Verify(ctx, raw, ForAudience(serverDID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Scopes) != len(scopes) {
+		t.Fatalf("scopes %q", first.Scopes)
+	}
+	again, err := v.Verify(ctx, raw, ForAudience(serverDID))
+	if err != nil || hc.hits.Load() != 1 || !reflect.DeepEqual(again, first) {
+		t.Fatalf("hit: %v, %v; %+v", err, hc, again)
+	}
+}
