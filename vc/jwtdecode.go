@@ -29,7 +29,7 @@ var (
 	}
 	credentialNames = payloadNames[:10]
 	subjectNames    = []string{"id", "scope", "scopes", "constraints", "delegation", "type", "statusPurpose", "encodedList"}
-	delegationNames = []string{"id", "subjectDid", "userDid", "scopes", "parentId", "constraints"}
+	delegationNames = []string{"id", "subjectDid", "userDid", "scopes", "parentId", "parentCredentialUrl", "constraints"}
 	constraintNames = []string{"scopes", "notBefore", "notAfter", "audience"}
 )
 
@@ -222,6 +222,8 @@ func (s *jsonScan) delegation(p **delegationClaim) error {
 				return s.scopeList(&d.Scopes)
 			case "parentId":
 				return s.str(&d.ParentID)
+			case "parentCredentialUrl":
+				return s.str(&d.ParentURL)
 			case "constraints":
 				return s.constraints(&d.Constraints)
 			}
