@@ -492,6 +492,57 @@ func TestAuditEntries(t *testing.T) {
 	}
 }
 
+// TestToolDenialIsOneDecision: a request whose tools/call the per-tool
+// policy denies is one decision, denied: counted once in
+// caddy_mcpi_decisions_total (not also as admitted/ok for its verified
+// credential) and written once to the audit log, with the delegation and
+// carrier of the credential. An allowed call is one admission.
+func TestToolDenialIsOneDecision(t *testing.T) {
+	f := newFixture(t)
+	ctx, reg := obsContext(t)
+	h, logs := obsHandler(t, ctx, f, func(h *Handler) { h.Tools = polTools() })
+	tok := f.jwt(t, nil) // grants echo:execute, not files:write
+
+	if res := polServe(t, h, polPost(polCall(1, "files_write"), tok), nil); res.called {
+		t.Fatal("denied call forwarded")
+	}
+	all := gatherMCPI(t, reg)
+	const dec = "caddy_mcpi_decisions_total"
+	if got := obsValue(all, dec, "outcome", "denied", "reason", "insufficient_scope"); got != 1 {
+		t.Errorf("%s{denied,insufficient_scope} = %v, want 1", dec, got)
+	}
+	if n := len(all[dec]); n != 1 {
+		t.Errorf("%s has %d series after one denial, want 1: %v", dec, n, all[dec])
+	}
+	entries := logs.FilterLoggerName("http.handlers.mcpi.audit").All()
+	if len(entries) != 1 {
+		t.Fatalf("%d audit entries for one denied call, want 1: %v", len(entries), entries)
+	}
+	e := entries[0].ContextMap()
+	for k, v := range map[string]any{
+		"outcome": "denied", "reason": "insufficient_scope", "tool": "files_write",
+		"carrier": "authorization", "agent_did": f.agent.did, "status": int64(200),
+	} {
+		if e[k] != v {
+			t.Errorf("denial entry %s = %#v, want %#v", k, e[k], v)
+		}
+	}
+
+	if res := polServe(t, h, polPost(polCall(2, "echo"), tok), nil); !res.called {
+		t.Fatalf("allowed call not forwarded: %d", res.rec.Code)
+	}
+	all = gatherMCPI(t, reg)
+	if got := obsValue(all, dec, "outcome", "admitted", "reason", "ok"); got != 1 {
+		t.Errorf("%s{admitted,ok} = %v after one allowed call, want 1", dec, got)
+	}
+	if got := obsValue(all, dec, "outcome", "denied", "reason", "insufficient_scope"); got != 1 {
+		t.Errorf("%s{denied,insufficient_scope} = %v, want still 1", dec, got)
+	}
+	if n := logs.FilterLoggerName("http.handlers.mcpi.audit").Len(); n != 2 {
+		t.Errorf("%d audit entries for two requests, want 2", n)
+	}
+}
+
 func TestAuditLogOff(t *testing.T) {
 	f := newFixture(t)
 	ctx, reg := obsContext(t)
