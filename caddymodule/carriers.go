@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // carrier is one place a client can put its delegation credential
@@ -348,6 +349,11 @@ func bearerToken(v string) (string, bool) {
 // JWS whose header typ is vc+jwt/vp+jwt, or whose payload has a "vc" or "vp"
 // member. Anything else, opaque or a JWT without those, is someone else's
 // OAuth token. The signature is not checked here; vc does that.
+//
+// It runs on every bearer of every request, so it decodes into a pooled
+// buffer and reads the JSON with walkJSON, in place. Its answers are those
+// of decoding the header into struct{ Typ string } and the payload into a
+// map with encoding/json (isDelegationJWTRef in the tests).
 func isDelegationJWT(tok string) bool {
 	h, rest, ok := strings.Cut(tok, ".")
 	if !ok {
@@ -357,50 +363,131 @@ func isDelegationJWT(tok string) bool {
 	if !ok || strings.Contains(sig, ".") {
 		return false
 	}
-	var header struct {
-		Typ string `json:"typ"`
+	buf := jwtScratch.Get().(*[]byte)
+	defer putJWTScratch(buf)
+	if hb, ok := appendB64url(buf, h); ok && hasDelegationTyp(hb) {
+		return true
 	}
-	if hb, err := b64url(h); err == nil && json.Unmarshal(hb, &header) == nil {
-		switch strings.TrimPrefix(strings.ToLower(header.Typ), "application/") {
+	pb, ok := appendB64url(buf, p)
+	return ok && hasTopLevelMember(pb, "vc", "vp")
+}
+
+// jwtScratch holds isDelegationJWT's decoding buffers; one that grew past
+// maxJWTScratch for a large token is not kept.
+var jwtScratch = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxJWTScratch = 16 << 10
+
+func putJWTScratch(buf *[]byte) {
+	if cap(*buf) <= maxJWTScratch {
+		jwtScratch.Put(buf)
+	}
+}
+
+// appendB64url decodes the base64url segment s (padding allowed, as b64url
+// allows it) into *buf, which it reuses, and returns the decoded bytes.
+func appendB64url(buf *[]byte, s string) ([]byte, bool) {
+	s = strings.TrimRight(s, "=")
+	// Decode takes bytes: the text is copied in front of the output.
+	b := append((*buf)[:0], s...)
+	b, err := base64.RawURLEncoding.AppendDecode(b, b)
+	*buf = b
+	if err != nil {
+		return nil, false
+	}
+	return b[len(s):], true
+}
+
+// hasDelegationTyp reports whether the JOSE header h says vc+jwt or vp+jwt
+// (optionally application/…, any case) in "typ", which it matches as
+// encoding/json matches a struct field: case-insensitively, the last one
+// winning, null ignored, any other non-string making the header unreadable.
+func hasDelegationTyp(h []byte) bool {
+	var typ []byte
+	bad := false
+	valid := walkJSON(h, func(key, val []byte) {
+		if !bytes.EqualFold(unquoteKey(key), []byte("typ")) {
+			return
+		}
+		switch val[0] {
+		case '"':
+			typ = val
+		case 'n':
+		default:
+			bad = true
+		}
+	})
+	if !valid || bad || typ == nil {
+		return false
+	}
+	t := typ[1 : len(typ)-1]
+	if bytes.IndexByte(t, '\\') >= 0 || !isASCII(t) {
+		// Escapes, or letters whose lower case is ASCII (U+0130 is i):
+		// the rare slow way.
+		s := unquote(typ)
+		switch strings.TrimPrefix(strings.ToLower(s), "application/") {
 		case "vc+jwt", "vp+jwt":
 			return true
 		}
-	}
-	pb, err := b64url(p)
-	if err != nil {
 		return false
 	}
-	return hasTopLevelMember(pb, "vc", "vp")
+	if len(t) >= len("application/") && asciiEqualFold(t[:len("application/")], "application/") {
+		t = t[len("application/"):]
+	}
+	return asciiEqualFold(t, "vc+jwt") || asciiEqualFold(t, "vp+jwt")
+}
+
+// unquoteKey is the key of a member as walkJSON reports it, unescaped.
+func unquoteKey(q []byte) []byte {
+	if bytes.IndexByte(q, '\\') < 0 {
+		return q[1 : len(q)-1]
+	}
+	return []byte(unquote(q))
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// asciiEqualFold compares ASCII b with lower-case ASCII s, ignoring case.
+func asciiEqualFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range len(b) {
+		c := b[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != s[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // hasTopLevelMember reports whether b is a JSON object with a member named
-// one of names. It runs on every bearer of every request, so it scans the
-// object in place instead of decoding it (which cost a map and a copy of
-// every claim); json.Valid first lets the scanner assume well-formed input.
+// one of names: what decoding b into a map and looking the names up would
+// say, without the map.
 func hasTopLevelMember(b []byte, names ...string) bool {
-	if !json.Valid(b) {
-		return false
-	}
-	i := skipWS(b, 0)
-	if b[i] != '{' {
-		return false
-	}
-	for i = skipWS(b, i+1); b[i] != '}'; {
-		keyEnd := skipString(b, i)
-		key := b[i:keyEnd]
+	found := false
+	valid := walkJSON(b, func(key, _ []byte) {
+		if found {
+			return
+		}
+		k := unquoteKey(key)
 		for _, n := range names {
-			if len(key) == len(n)+2 && string(key[1:len(key)-1]) == n ||
-				bytes.IndexByte(key, '\\') >= 0 && unquote(key) == n {
-				return true
+			if string(k) == n {
+				found = true
 			}
 		}
-		i = skipWS(b, keyEnd)
-		i = skipWS(b, skipValue(b, skipWS(b, i+1)))
-		if b[i] == ',' {
-			i = skipWS(b, i+1)
-		}
-	}
-	return false
+	})
+	return valid && found
 }
 
 func b64url(s string) ([]byte, error) {

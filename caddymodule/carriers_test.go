@@ -575,3 +575,143 @@ func FuzzHasTopLevelMember(f *testing.F) {
 		}
 	})
 }
+
+// isDelegationJWTRef is what isDelegationJWT must agree with: the header
+// decoded into a struct and the payload into a map, by encoding/json.
+func isDelegationJWTRef(tok string) bool {
+	h, rest, ok := strings.Cut(tok, ".")
+	if !ok {
+		return false
+	}
+	p, sig, ok := strings.Cut(rest, ".")
+	if !ok || strings.Contains(sig, ".") {
+		return false
+	}
+	var header struct {
+		Typ string `json:"typ"`
+	}
+	if hb, err := b64url(h); err == nil && json.Unmarshal(hb, &header) == nil {
+		switch strings.TrimPrefix(strings.ToLower(header.Typ), "application/") {
+		case "vc+jwt", "vp+jwt":
+			return true
+		}
+	}
+	pb, err := b64url(p)
+	return err == nil && hasTopLevelMemberRef(pb)
+}
+
+// isDelegationJWTCases are headers and payloads on which isDelegationJWT
+// and isDelegationJWTRef must agree, chosen for the ways encoding/json
+// reads a struct field: any case of the key, escapes, the last of
+// duplicates, null, other types, Unicode letters whose lower case is ASCII.
+var isDelegationJWTCases = [][2]string{
+	{`{"alg":"EdDSA","typ":"JWT"}`, `{"iss":"did:key:z","vc":{}}`},
+	{`{"typ":"vc+jwt"}`, `{}`},
+	{`{"TYP":"VC+JWT"}`, `{}`},
+	{`{"Typ":"Application/VP+JWT"}`, `{}`},
+	{`{"t\u0079p":"vc\u002bjwt"}`, `{}`},
+	{`{"typ":"vc+jwt","typ":null}`, `{}`},
+	{`{"typ":"vc+jwt","typ":"JWT"}`, `{}`},
+	{`{"typ":"JWT","typ":"vc+jwt"}`, `{}`},
+	{`{"typ":1,"typ":"vc+jwt"}`, `{}`},
+	{`{"typ":"vc+jwt","x":[1,2}`, `{}`},
+	{`{"typ":["vc+jwt"]}`, `{"vp":1}`},
+	{`{"typ":"appl` + "\u0130" + `cation/vc+jwt"}`, `{}`},
+	{`{"typ":"vc+jwt` + "\u212a" + `"}`, `{}`},
+	{`{"typ":"vc+jwt\u0000"}`, `{}`},
+	{`{"typ":"` + "\xff" + `vc+jwt"}`, `{}`},
+	{`{"typ":"application/vc+jwt"} `, `{}`},
+	{`["typ","vc+jwt"]`, `{"vc":1}`},
+	{`null`, `null`},
+	{`{"typ":"at+jwt"}`, `{"sub":"alice","scope":"read"}`},
+	{`{}`, `{"v\u0063":1}`},
+	{`{}`, `{"vc":1}x`},
+	{`{}`, `[{"vc":1}]`},
+	{`{}`, `{"a":{"vc":1},"b":[{"vp":2}]}`},
+}
+
+func TestIsDelegationJWTAgreesWithDecoding(t *testing.T) {
+	for _, c := range isDelegationJWTCases {
+		tok := fakeJWT(c[0], c[1])
+		if got, want := isDelegationJWT(tok), isDelegationJWTRef(tok); got != want {
+			t.Errorf("isDelegationJWT(%s . %s) = %v, decoding says %v", c[0], c[1], got, want)
+		}
+	}
+	// Segments that are not base64url, padded ones, and line breaks, which
+	// the base64 decoder skips.
+	e := base64.RawURLEncoding.EncodeToString
+	vcTyp := e([]byte(`{"typ":"vc+jwt"}`))
+	for _, tok := range []string{
+		vcTyp + "==.e30.x", vcTyp + ".e30=.x", vcTyp[:5] + "\n" + vcTyp[5:] + ".e30.x",
+		"e30." + e([]byte(`{"vc":1}`))[:3] + ".x", "!!.e30.x", vcTyp + "..", ".." + vcTyp, vcTyp + ".e30.x.y",
+	} {
+		if got, want := isDelegationJWT(tok), isDelegationJWTRef(tok); got != want {
+			t.Errorf("isDelegationJWT(%q) = %v, decoding says %v", tok, got, want)
+		}
+	}
+}
+
+func FuzzIsDelegationJWT(f *testing.F) {
+	for _, c := range isDelegationJWTCases {
+		f.Add([]byte(c[0]), []byte(c[1]), "")
+	}
+	f.Add([]byte(nil), []byte(nil), "e30.e30.x")
+	f.Add([]byte(nil), []byte(nil), "gho_16C7e42F292c6912E7710c838347Ae178B4a")
+	f.Fuzz(func(t *testing.T, header, payload []byte, raw string) {
+		e := base64.RawURLEncoding.EncodeToString
+		for _, tok := range []string{e(header) + "." + e(payload) + ".c2ln", raw} {
+			if got, want := isDelegationJWT(tok), isDelegationJWTRef(tok); got != want {
+				t.Errorf("isDelegationJWT(%q) = %v, decoding says %v", tok, got, want)
+			}
+		}
+	})
+}
+
+// walkJSON must accept exactly what json.Valid accepts, nesting included
+// (objects and arrays alternating past the first 64 levels, closed right
+// and wrong).
+func TestWalkJSONAgreesWithValid(t *testing.T) {
+	in := []string{
+		``, ` `, `1`, `-0`, `-`, `01`, `1.`, `.1`, `1e5`, `1E+5`, `1e-`, `"a"`, `"\ud800"`, `"\u00zz"`,
+		`"\q"`, "\"\x7f\"", "\"\x1f\"", `true`, `tru`, `nulll`, `[]`, `[1,]`, `[,]`, `{}`, `{"a":1,}`,
+		`{"a"}`, `{"a":1 "b":2}`, `{"a":[1,{"b":null}],"c":"}"}`, `[1]]`, `{"a":1}}`, `{"a":1]`, `[1}`,
+		"{\"a\":\t1\n}\r\n", `{"a":1}` + "\x00", `{1:2}`, `{"a":01}`,
+	}
+	for _, n := range []int{63, 64, 65, 130, 200} {
+		var open, closeRight, closeWrong strings.Builder
+		for i := range n {
+			if i%2 == 0 {
+				open.WriteString(`{"k":`)
+			} else {
+				open.WriteString(`[`)
+			}
+		}
+		for i := n - 1; i >= 0; i-- {
+			if i%2 == 0 {
+				closeRight.WriteString(`}`)
+				closeWrong.WriteString(`]`)
+			} else {
+				closeRight.WriteString(`]`)
+				closeWrong.WriteString(`}`)
+			}
+		}
+		in = append(in, open.String()+"1"+closeRight.String(), open.String()+"1"+closeWrong.String(),
+			open.String()+"1"+closeRight.String()[:n-1])
+	}
+	for _, s := range in {
+		if got, want := walkJSON([]byte(s), nil), json.Valid([]byte(s)); got != want {
+			t.Errorf("walkJSON(%.60q) = %v, json.Valid says %v", s, got, want)
+		}
+	}
+}
+
+func FuzzWalkJSON(f *testing.F) {
+	for _, s := range []string{`{"a":[1,{"b":null}],"c":"}"}`, `[1,]`, `"\u00zz"`, `-0.5e+3`, `{"a":1}x`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if got, want := walkJSON(in, nil), json.Valid(in); got != want {
+			t.Errorf("walkJSON(%q) = %v, json.Valid says %v", in, got, want)
+		}
+	})
+}
