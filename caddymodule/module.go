@@ -334,6 +334,9 @@ func (h *Handler) Validate() error {
 	if err := h.validateDelegation(); err != nil {
 		return err
 	}
+	if err := h.validateObservability(); err != nil {
+		return err
+	}
 	return h.validatePolicy()
 }
 

@@ -558,20 +558,54 @@ func TestAuditLogOff(t *testing.T) {
 	}
 }
 
+// TestAuditLogDenials: with audit_log denials, rejections and per-tool
+// denials are written and admissions are not; all of them are counted.
+func TestAuditLogDenials(t *testing.T) {
+	f := newFixture(t)
+	ctx, reg := obsContext(t)
+	h, logs := obsHandler(t, ctx, f, func(h *Handler) {
+		h.Tools = polTools()
+		h.observabilityConfig().AuditDenialsOnly = true
+	})
+	tok := f.jwt(t, nil)
+	polServe(t, h, polPost(polCall(1, "echo"), tok), nil)        // admitted
+	polServe(t, h, polPost(polCall(2, "files_write"), tok), nil) // denied
+	polServe(t, h, polPost(polCall(3, "echo"), ""), nil)         // rejected: no credential
+
+	var outcomes []string
+	for _, e := range logs.FilterLoggerName("http.handlers.mcpi.audit").All() {
+		outcomes = append(outcomes, e.ContextMap()["outcome"].(string))
+	}
+	if strings.Join(outcomes, " ") != "denied rejected" {
+		t.Errorf("audit entries %q, want the denial and the rejection only", outcomes)
+	}
+	if got := obsValue(gatherMCPI(t, reg), "caddy_mcpi_decisions_total", "outcome", "admitted", "reason", "ok"); got != 1 {
+		t.Errorf("admissions counted %v, want 1", got)
+	}
+
+	both := &Handler{TrustedIssuers: []string{anyIssuer}}
+	both.DisableAuditLog, both.AuditDenialsOnly = true, true
+	if err := both.Validate(); err == nil || !strings.Contains(err.Error(), "audit") {
+		t.Errorf("Validate with the audit log off and denials only: %v", err)
+	}
+}
+
 func TestUnmarshalObservability(t *testing.T) {
 	for _, c := range []struct {
-		input   string
-		handled bool
-		off     bool
-		err     string
+		input        string
+		handled      bool
+		off, denials bool
+		err          string
 	}{
-		{"audit_log off", true, true, ""},
-		{"audit_log on", true, false, ""},
-		{"audit_log", true, false, "wrong argument count"},
-		{"audit_log off on", true, false, "wrong argument count"},
-		{"audit_log maybe", true, false, "must be on or off"},
-		{"audit_log off\naudit_log on", true, true, "already specified"},
-		{"metrics off", false, false, ""},
+		{"audit_log off", true, true, false, ""},
+		{"audit_log on", true, false, false, ""},
+		{"audit_log denials", true, false, true, ""},
+		{"audit_log", true, false, false, "wrong argument count"},
+		{"audit_log off on", true, false, false, "wrong argument count"},
+		{"audit_log maybe", true, false, false, "must be on, denials or off"},
+		{"audit_log off\naudit_log on", true, true, false, "already specified"},
+		{"audit_log denials\naudit_log off", true, false, true, "already specified"},
+		{"metrics off", false, false, false, ""},
 	} {
 		t.Run(c.input, func(t *testing.T) {
 			h := &Handler{}
@@ -594,6 +628,9 @@ func TestUnmarshalObservability(t *testing.T) {
 			}
 			if c.err == "" && h.observabilityConfig().DisableAuditLog != c.off {
 				t.Errorf("DisableAuditLog = %v, want %v", h.observabilityConfig().DisableAuditLog, c.off)
+			}
+			if c.err == "" && h.observabilityConfig().AuditDenialsOnly != c.denials {
+				t.Errorf("AuditDenialsOnly = %v, want %v", h.observabilityConfig().AuditDenialsOnly, c.denials)
 			}
 		})
 	}
