@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // carrier is one place a client can put its delegation credential
@@ -289,19 +290,60 @@ func wantsBody(r *http.Request) bool {
 	return isJSONContentType(r.Header.Get("Content-Type"))
 }
 
-func isJSONContentType(ct string) bool {
-	if ct == "" {
-		return false
-	}
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil {
-		return false
-	}
+// isJSONContentType reports whether a Content-Type value names JSON,
+// whatever its parameters.
+func isJSONContentType(ct string) bool { return isJSONMediaType(mediaType(ct)) }
+
+// isJSONMediaType reports whether a media type (lower case, as mediaType
+// returns it) is JSON.
+func isJSONMediaType(mt string) bool {
 	switch mt {
 	case "application/json", "application/json-rpc", "application/jsonrequest":
 		return true
 	}
 	return strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
+}
+
+// mediaType returns the media type of a Content-Type value in lower case,
+// as mime.ParseMediaType does, or "" when the type itself is malformed. The
+// parameters are not parsed: a JSON body is JSON to a reader that ignores
+// them, as JSON-RPC servers do, so a malformed or repeated parameter must
+// not make the edge skip reading a request body, or checking a response,
+// that the other side reads as JSON. Unlike mime.ParseMediaType it
+// allocates nothing for the usual values: it runs several times per request.
+func mediaType(ct string) string {
+	base, _, _ := strings.Cut(ct, ";")
+	for i := range len(base) {
+		if base[i] >= utf8.RuneSelf {
+			// Unicode spaces and letters (U+0130 lowers to i): mime's way.
+			mt, _, err := mime.ParseMediaType(base)
+			if err != nil {
+				return ""
+			}
+			return mt
+		}
+	}
+	base = strings.ToLower(strings.TrimSpace(base))
+	typ, sub, slash := strings.Cut(base, "/")
+	if !isToken(typ) || slash && !isToken(sub) {
+		return ""
+	}
+	return base
+}
+
+// isToken reports whether s is an RFC 2045 token: one or more ASCII
+// characters other than controls, space and tspecials.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`()<>@,;:\"/[]?=`, c) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // readBody reads the whole body up to max bytes and puts an identical copy
@@ -578,9 +620,10 @@ func removeCarriers(r *http.Request, ex extraction, enabled carrierSet) {
 
 // JSON-RPC body carriers.
 //
-// The body is scanned by hand, after json.Valid, instead of being decoded
-// into maps: a decode/re-encode would reorder keys and reformat numbers in
-// every message, while only the members that held the credential must go.
+// The body is scanned by hand, once walkJSON found it valid JSON, instead
+// of being decoded into maps: a decode/re-encode would reorder keys and
+// reformat numbers in every message, while only the members that held the
+// credential must go.
 // Keys are matched case-insensitively, as encoding/json does for struct
 // fields, so "DelegationToken" cannot smuggle a second credential past the
 // edge to a Go upstream; duplicate keys are all read and all removed, since
@@ -590,7 +633,7 @@ func removeCarriers(r *http.Request, ex extraction, enabled carrierSet) {
 // and, if strip is set and any was found, the body without them. A body that
 // is not valid JSON holds no carriers and is left alone.
 func extractBody(body []byte, enabled carrierSet, strip bool) ([]presented, []byte) {
-	if enabled&bodyCarriers == 0 || !json.Valid(body) {
+	if enabled&bodyCarriers == 0 || !walkJSON(body, nil) {
 		return nil, nil
 	}
 	var (
@@ -639,26 +682,60 @@ func applyEdits(b []byte, edits []edit) []byte {
 
 // member is one "key": value pair of a JSON object; offsets index the body.
 type member struct {
+	// name is the unescaped key, set by objectMembers only; memberAt,
+	// which must not allocate, leaves it empty (see is).
 	name             string
-	keyStart         int // the opening quote of the key
+	keyStart, keyEnd int // the key's quotes included
 	valStart, valEnd int
 }
 
+// is reports whether the key of m, in b, is name in any case, as
+// strings.EqualFold(m.name, name) would.
+func (m member) is(b []byte, name string) bool {
+	key := b[m.keyStart+1 : m.keyEnd-1]
+	if bytes.IndexByte(key, '\\') >= 0 {
+		return strings.EqualFold(unquote(b[m.keyStart:m.keyEnd]), name)
+	}
+	return bytes.EqualFold(key, []byte(name))
+}
+
+// memberAt reads the member whose key starts at b[i] and returns it and
+// the index of the next key, or of the object's closing '}'. b must be valid
+// JSON (json.Valid), which is why the scanning can be simple.
+func memberAt(b []byte, i int) (member, int) {
+	keyEnd := skipString(b, i)
+	j := skipWS(b, keyEnd)
+	j = skipWS(b, j+1) // ':'
+	valEnd := skipValue(b, j)
+	m := member{keyStart: i, keyEnd: keyEnd, valStart: j, valEnd: valEnd}
+	j = skipWS(b, valEnd)
+	if b[j] == ',' {
+		j = skipWS(b, j+1)
+	}
+	return m, j
+}
+
+// firstMember returns the index of the first key of the object at b[i]
+// ('{'), or of its '}'.
+func firstMember(b []byte, i int) int { return skipWS(b, i+1) }
+
 // scanMessage reads the carriers of one JSON-RPC message starting at b[i]
-// ('{'); the params objects that lose a member are recorded as edits.
+// ('{'); the params objects that lose a member are recorded as edits. It
+// runs on every JSON POST, so it allocates nothing unless it finds a
+// carrier.
 func scanMessage(b []byte, i int, enabled carrierSet, strip bool, found *[]presented, edits *[]edit) {
-	members := objectMembers(b, i)
 	toolsCall := false
-	for _, m := range members {
-		if strings.EqualFold(m.name, "method") && b[m.valStart] == '"' {
-			var s string
-			if json.Unmarshal(b[m.valStart:m.valEnd], &s) == nil && s == "tools/call" {
-				toolsCall = true
-			}
+	for j := firstMember(b, i); b[j] != '}'; {
+		var m member
+		m, j = memberAt(b, j)
+		if m.is(b, "method") && b[m.valStart] == '"' && jsonStringIs(b[m.valStart:m.valEnd], "tools/call") {
+			toolsCall = true
 		}
 	}
-	for _, m := range members {
-		if !strings.EqualFold(m.name, "params") || b[m.valStart] != '{' {
+	for j := firstMember(b, i); b[j] != '}'; {
+		var m member
+		m, j = memberAt(b, j)
+		if !m.is(b, "params") || b[m.valStart] != '{' {
 			continue
 		}
 		if repl := scanParams(b, m.valStart, enabled, toolsCall, strip, found); repl != nil {
@@ -667,60 +744,107 @@ func scanMessage(b []byte, i int, enabled carrierSet, strip bool, found *[]prese
 	}
 }
 
+// jsonStringIs reports whether the JSON string q (quotes included) decodes
+// to s.
+func jsonStringIs(q []byte, s string) bool {
+	if bytes.IndexByte(q, '\\') >= 0 {
+		var v string
+		return json.Unmarshal(q, &v) == nil && v == s
+	}
+	return string(q[1:len(q)-1]) == s
+}
+
 // scanParams reads params.delegationToken and, for tools/call,
 // params.arguments._mcpi_delegation. It returns the rewritten params object
 // when strip is set and a carrier was found, else nil.
 func scanParams(b []byte, i int, enabled carrierSet, toolsCall, strip bool, found *[]presented) []byte {
-	members := objectMembers(b, i)
-	var parts [][]byte
-	changed := false
-	for _, m := range members {
-		if enabled.has(carrierDelegationToken) && strings.EqualFold(m.name, "delegationToken") {
+	var r objectRewrite
+	for j := firstMember(b, i); b[j] != '}'; {
+		var m member
+		m, j = memberAt(b, j)
+		if enabled.has(carrierDelegationToken) && m.is(b, "delegationToken") {
 			if p, ok := credentialValue(b, m, carrierDelegationToken); ok {
 				*found = append(*found, p)
 				if strip {
-					changed = true
+					r.drop(b, i)
 					continue
 				}
 			}
 		}
-		if toolsCall && enabled.has(carrierMCPIDelegation) && strings.EqualFold(m.name, "arguments") && b[m.valStart] == '{' {
+		if toolsCall && enabled.has(carrierMCPIDelegation) && m.is(b, "arguments") && b[m.valStart] == '{' {
 			if args := scanArguments(b, m.valStart, strip, found); args != nil {
-				part := append(append([]byte(nil), b[m.keyStart:m.valStart]...), args...)
-				parts = append(parts, part)
-				changed = true
+				r.replace(b, i, append(append([]byte(nil), b[m.keyStart:m.valStart]...), args...))
 				continue
 			}
 		}
-		parts = append(parts, b[m.keyStart:m.valEnd])
+		r.keep(b[m.keyStart:m.valEnd])
 	}
-	if !changed {
-		return nil
-	}
-	return joinObject(parts)
+	return r.result()
 }
 
 // scanArguments reads arguments._mcpi_delegation; see scanParams.
 func scanArguments(b []byte, i int, strip bool, found *[]presented) []byte {
-	members := objectMembers(b, i)
-	var parts [][]byte
-	changed := false
-	for _, m := range members {
-		if strings.EqualFold(m.name, "_mcpi_delegation") {
+	var r objectRewrite
+	for j := firstMember(b, i); b[j] != '}'; {
+		var m member
+		m, j = memberAt(b, j)
+		if m.is(b, "_mcpi_delegation") {
 			if p, ok := credentialValue(b, m, carrierMCPIDelegation); ok {
 				*found = append(*found, p)
 				if strip {
-					changed = true
+					r.drop(b, i)
 					continue
 				}
 			}
 		}
-		parts = append(parts, b[m.keyStart:m.valEnd])
+		r.keep(b[m.keyStart:m.valEnd])
 	}
-	if !changed {
+	return r.result()
+}
+
+// objectRewrite collects the members of an object being rewritten, member
+// by member in order. It holds nothing until the first member is dropped or
+// replaced: the members kept before it are only counted, and gathered from
+// the object then, so that an object left as it is costs no allocation.
+type objectRewrite struct {
+	kept  int      // members kept before the first change
+	parts [][]byte // nil until the first change
+}
+
+func (r *objectRewrite) keep(part []byte) {
+	if r.parts == nil {
+		r.kept++
+		return
+	}
+	r.parts = append(r.parts, part)
+}
+
+func (r *objectRewrite) drop(b []byte, obj int) { r.change(b, obj) }
+
+func (r *objectRewrite) replace(b []byte, obj int, part []byte) {
+	r.change(b, obj)
+	r.parts = append(r.parts, part)
+}
+
+// change gathers the members kept so far from the object at b[obj].
+func (r *objectRewrite) change(b []byte, obj int) {
+	if r.parts != nil {
+		return
+	}
+	r.parts = make([][]byte, 0, r.kept+2)
+	for j := firstMember(b, obj); len(r.parts) < r.kept; {
+		var m member
+		m, j = memberAt(b, j)
+		r.parts = append(r.parts, b[m.keyStart:m.valEnd])
+	}
+}
+
+// result is the rewritten object, or nil when nothing changed.
+func (r *objectRewrite) result() []byte {
+	if r.parts == nil {
 		return nil
 	}
-	return joinObject(parts)
+	return joinObject(r.parts)
 }
 
 // credentialValue turns a carrier member into a presented credential: a
@@ -749,24 +873,15 @@ func joinObject(parts [][]byte) []byte {
 	return append(out, '}')
 }
 
-// objectMembers lists the members of the object at b[i] ('{'). b must be
-// valid JSON (json.Valid), which is why the scanning below can be simple.
+// objectMembers lists the members of the object at b[i] ('{'), with their
+// unescaped names. b must be valid JSON (json.Valid).
 func objectMembers(b []byte, i int) []member {
 	var ms []member
-	i = skipWS(b, i+1)
-	for b[i] != '}' {
-		keyStart := i
-		keyEnd := skipString(b, i)
-		name := unquote(b[keyStart:keyEnd])
-		i = skipWS(b, keyEnd)
-		i = skipWS(b, i+1) // ':'
-		valStart := i
-		valEnd := skipValue(b, i)
-		ms = append(ms, member{name, keyStart, valStart, valEnd})
-		i = skipWS(b, valEnd)
-		if b[i] == ',' {
-			i = skipWS(b, i+1)
-		}
+	for j := firstMember(b, i); b[j] != '}'; {
+		var m member
+		m, j = memberAt(b, j)
+		m.name = unquote(b[m.keyStart:m.keyEnd])
+		ms = append(ms, m)
 	}
 	return ms
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"mime"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -260,9 +261,41 @@ func TestIsJSONContentType(t *testing.T) {
 		"text/plain":                        false,
 		"":                                  false,
 		"application/x-www-form-urlencoded": false,
+		// Parameters do not matter, even malformed or repeated ones: a
+		// JSON-RPC server reads the body as JSON all the same.
+		"application/json; charset":      true,
+		"application/json; a=1; a=2":     true,
+		"application/json;;":             true,
+		" application/json ; x=\"y\"":    true,
+		"application/json/x":             false,
+		"application/":                   false,
+		"application/js on":              false,
+		"appl\u0130cation/json":          true, // as mime lower-cases it
+		"application/json\u00a0; x=1":    true,
+		"application/vnd.x+json; q=\x00": true,
 	} {
 		if got := isJSONContentType(ct); got != want {
 			t.Errorf("isJSONContentType(%q) = %v", ct, got)
+		}
+	}
+}
+
+// mediaType must give mime.ParseMediaType's media type, whatever follows
+// the first ';'.
+func TestMediaType(t *testing.T) {
+	for _, ct := range []string{
+		"application/json", "Application/JSON; charset=utf-8", "text/event-stream", " text/plain ",
+		"a", "a/", "/b", "a/b/c", "a b/c", "a/b c", "a\x00/b", "a/b\x7f", "(a)/b", "a/[b]", "",
+		"appl\u0130cation/json", "\u212avc/json", "application/json\u00a0", "\u0085text/plain",
+		"application/json; a=1; a=2", "x/y;", "Ä/b",
+	} {
+		base, _, _ := strings.Cut(ct, ";")
+		want, _, err := mime.ParseMediaType(base)
+		if err != nil {
+			want = ""
+		}
+		if got := mediaType(ct); got != want {
+			t.Errorf("mediaType(%q) = %q, mime says %q", ct, got, want)
 		}
 	}
 }

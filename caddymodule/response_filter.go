@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"mime"
 	"net"
 	"net/http"
 	"strconv"
@@ -199,11 +198,11 @@ func (f *responseFilter) WriteHeader(code int) {
 		return
 	}
 	hdr := f.Header()
-	mt, _, _ := mime.ParseMediaType(hdr.Get("Content-Type"))
+	mt := mediaType(hdr.Get("Content-Type"))
 	withBody := code >= 200 && code < 300 && code != http.StatusNoContent && code != http.StatusResetContent &&
 		code != http.StatusPartialContent
 	sse := mt == "text/event-stream"
-	if !withBody || (!sse && !isJSONContentType(mt)) {
+	if !withBody || (!sse && !isJSONMediaType(mt)) {
 		f.state = fsPass
 		f.ResponseWriter.WriteHeader(code)
 		return
