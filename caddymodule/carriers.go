@@ -352,20 +352,59 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error)
 	if r.ContentLength > max {
 		return nil, errBodyTooLarge
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	body, err := readAll(http.MaxBytesReader(w, r.Body, max), r.ContentLength)
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return nil, errBodyTooLarge
 		}
 		return nil, errBodyRead
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.Body = newMemBody(body)
 	return body, nil
 }
 
+// readAll is io.ReadAll with a first buffer of the announced size (-1 when
+// unknown), so that a body of known length is read into one allocation of
+// its size. Only up to maxPrealloc is taken on trust: a client announcing a
+// large body and sending nothing must not cost the edge that much memory.
+func readAll(rd io.Reader, size int64) ([]byte, error) {
+	if size < 0 {
+		return io.ReadAll(rd)
+	}
+	b := make([]byte, 0, min(size, maxPrealloc)+1) // +1: the read that meets EOF needs room
+	for {
+		n, err := rd.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) { // longer than announced
+			b = append(b, 0)[:len(b)]
+		}
+	}
+}
+
+// maxPrealloc bounds the buffer readAll allocates before the bytes arrive.
+const maxPrealloc = 64 << 10
+
+// memBody is a request body held in memory: io.NopCloser(bytes.NewReader(b))
+// in one allocation.
+type memBody struct{ bytes.Reader }
+
+func newMemBody(b []byte) *memBody {
+	m := new(memBody)
+	m.Reset(b)
+	return m
+}
+
+func (*memBody) Close() error { return nil }
+
 // setBody replaces the request body with b (after a carrier was removed).
 func setBody(r *http.Request, b []byte) {
-	r.Body = io.NopCloser(bytes.NewReader(b))
+	r.Body = newMemBody(b)
 	r.ContentLength = int64(len(b))
 	r.TransferEncoding = nil
 	r.Header.Set("Content-Length", strconv.Itoa(len(b)))

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 // fakeJWT builds an unsigned compact JWS; classification never checks the
@@ -747,4 +748,22 @@ func FuzzWalkJSON(f *testing.F) {
 			t.Errorf("walkJSON(%q) = %v, json.Valid says %v", in, got, want)
 		}
 	})
+}
+
+// readAll reads bodies shorter, longer and as long as announced, and bodies
+// larger than what it allocates up front.
+func TestReadAll(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		size int64
+	}{{0, 0}, {10, 10}, {10, 5}, {10, 20}, {10, -1}, {maxPrealloc + 5000, maxPrealloc + 5000}, {3 * maxPrealloc, 3 * maxPrealloc}} {
+		want := bytes.Repeat([]byte("abcdefgh"), c.n/8+1)[:c.n]
+		got, err := readAll(iotest.HalfReader(bytes.NewReader(want)), c.size)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("readAll of %d bytes announced as %d: %d bytes, %v", c.n, c.size, len(got), err)
+		}
+	}
+	if _, err := readAll(iotest.ErrReader(io.ErrUnexpectedEOF), 10); err != io.ErrUnexpectedEOF {
+		t.Errorf("read error: %v", err)
+	}
 }
