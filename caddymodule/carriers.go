@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -241,6 +243,12 @@ var (
 // body (POST with a JSON content type only, up to maxBody); the body is
 // always put back exactly as received, so nothing downstream can tell.
 func extract(w http.ResponseWriter, r *http.Request, enabled carrierSet, maxBody int64, strip bool) (extraction, error) {
+	return extractWith(nil, w, r, enabled, maxBody, strip)
+}
+
+// extractWith is extract, recognizing delegation bearers through memo (nil
+// for none).
+func extractWith(memo *bearerMemo, w http.ResponseWriter, r *http.Request, enabled carrierSet, maxBody int64, strip bool) (extraction, error) {
 	var ex extraction
 
 	if enabled.has(carrierAuthorization) {
@@ -249,7 +257,7 @@ func extract(w http.ResponseWriter, r *http.Request, enabled carrierSet, maxBody
 			if !ok {
 				continue // Basic, DPoP, …: not ours, not a bearer
 			}
-			if isDelegationJWT(tok) {
+			if memo.isDelegation(tok) {
 				ex.found = append(ex.found, presented{carrierAuthorization, []byte(tok)})
 			} else {
 				ex.foreignBearer = true
@@ -451,6 +459,46 @@ func isDelegationJWT(tok string) bool {
 	}
 	pb, ok := appendB64url(buf, p)
 	return ok && hasTopLevelMember(pb, "vc", "vp")
+}
+
+// bearerMemo remembers bearer tokens that isDelegationJWT found to be
+// delegations, so that a credential presented again (the common case: an
+// agent's credential on every call) is recognized by one hash and one load
+// instead of being decoded and scanned again. Each slot holds a keyed
+// 64-bit hash (maphash, a random seed per handler) of one token; a token
+// whose slot holds another is checked in full and takes the slot.
+//
+// Only delegations are remembered, never other bearers, so a delegation is
+// never taken for someone else's token and passed upstream. A hash
+// collision can only do the opposite, take a foreign token for a
+// delegation, which vc then refuses (401): the edge fails closed, and that
+// for about one foreign token in 2^63.
+type bearerMemo struct {
+	seed  maphash.Seed
+	slots [bearerMemoSlots]atomic.Uint64
+}
+
+// bearerMemoSlots bounds the memo: 16 KiB per handler.
+const bearerMemoSlots = 2048
+
+func newBearerMemo() *bearerMemo { return &bearerMemo{seed: maphash.MakeSeed()} }
+
+// isDelegation is isDelegationJWT(tok), remembered. A nil memo remembers
+// nothing.
+func (m *bearerMemo) isDelegation(tok string) bool {
+	if m == nil {
+		return isDelegationJWT(tok)
+	}
+	h := maphash.String(m.seed, tok) | 1 // never 0, the empty slot
+	slot := &m.slots[h%bearerMemoSlots]
+	if slot.Load() == h {
+		return true
+	}
+	if !isDelegationJWT(tok) {
+		return false
+	}
+	slot.Store(h)
+	return true
 }
 
 // jwtScratch holds isDelegationJWT's decoding buffers; one that grew past

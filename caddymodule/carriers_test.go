@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"hash/maphash"
 	"io"
 	"mime"
 	"net/http"
@@ -765,5 +766,36 @@ func TestReadAll(t *testing.T) {
 	}
 	if _, err := readAll(iotest.ErrReader(io.ErrUnexpectedEOF), 10); err != io.ErrUnexpectedEOF {
 		t.Errorf("read error: %v", err)
+	}
+}
+
+// The memo answers as isDelegationJWT does, the first time and after, and
+// remembers delegations only.
+func TestBearerMemo(t *testing.T) {
+	m := newBearerMemo()
+	slots := map[uint64]bool{} // of the delegations: two may share one
+	for round := range 2 {
+		for _, c := range isDelegationJWTCases {
+			tok := fakeJWT(c[0], c[1])
+			ours := isDelegationJWT(tok)
+			if ours {
+				slots[(maphash.String(m.seed, tok)|1)%bearerMemoSlots] = true
+			}
+			if got := m.isDelegation(tok); got != ours {
+				t.Errorf("round %d: memo says %v for %s . %s", round, got, c[0], c[1])
+			}
+		}
+	}
+	used := 0
+	for i := range m.slots {
+		if m.slots[i].Load() != 0 {
+			used++
+		}
+	}
+	if want := len(slots); used != want {
+		t.Errorf("%d slots used, want %d: one per delegation, none for other tokens", used, want)
+	}
+	if (*bearerMemo)(nil).isDelegation(fakeJWT(`{"typ":"vc+jwt"}`, `{}`)) != true {
+		t.Error("nil memo")
 	}
 }

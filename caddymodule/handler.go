@@ -40,7 +40,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 
 	// 3. Every enabled carrier.
-	ex, err := extract(w, r, h.enabled, h.MaxBodySize, !h.PassthroughCredential)
+	ex, err := extractWith(h.bearers, w, r, h.enabled, h.MaxBodySize, !h.PassthroughCredential)
 	if err != nil {
 		return h.reject(w, r, err, nil)
 	}
