@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -739,9 +740,15 @@ var rpcMembers = []string{"jsonrpc", "id", "method", "params", "result", "error"
 // ignored.
 func confusable(msgs []mcp.Message) bool {
 	odd := func(raw []byte, names ...string) bool {
-		for _, m := range objectMembers(raw, skipWS(raw, 0)) {
+		for j := firstMember(raw, skipWS(raw, 0)); raw[j] != '}'; {
+			var m member
+			m, j = memberAt(raw, j)
+			key := raw[m.keyStart+1 : m.keyEnd-1]
+			if bytes.IndexByte(key, '\\') >= 0 {
+				key = []byte(unquote(raw[m.keyStart:m.keyEnd]))
+			}
 			for _, n := range names {
-				if m.name != n && strings.EqualFold(m.name, n) {
+				if string(key) != n && bytes.EqualFold(key, []byte(n)) {
 					return true
 				}
 			}
