@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 )
 
 // carrier is one place a client can put its delegation credential
@@ -440,7 +442,7 @@ func bearerToken(v string) (string, bool) {
 // OAuth token. The signature is not checked here; vc does that.
 //
 // It runs on every bearer of every request, so it decodes into a pooled
-// buffer and reads the JSON with walkJSON, in place. Its answers are those
+// buffer and reads the JSON with jsonscan.Walk, in place. Its answers are those
 // of decoding the header into struct{ Typ string } and the payload into a
 // map with encoding/json (isDelegationJWTRef in the tests).
 func isDelegationJWT(tok string) bool {
@@ -534,7 +536,7 @@ func appendB64url(buf *[]byte, s string) ([]byte, bool) {
 func hasDelegationTyp(h []byte) bool {
 	var typ []byte
 	bad := false
-	valid := walkJSON(h, func(key, val []byte) {
+	valid := jsonscan.Walk(h, func(key, val []byte) {
 		if !bytes.EqualFold(unquoteKey(key), []byte("typ")) {
 			return
 		}
@@ -566,7 +568,7 @@ func hasDelegationTyp(h []byte) bool {
 	return asciiEqualFold(t, "vc+jwt") || asciiEqualFold(t, "vp+jwt")
 }
 
-// unquoteKey is the key of a member as walkJSON reports it, unescaped.
+// unquoteKey is the key of a member as jsonscan.Walk reports it, unescaped.
 func unquoteKey(q []byte) []byte {
 	if bytes.IndexByte(q, '\\') < 0 {
 		return q[1 : len(q)-1]
@@ -605,7 +607,7 @@ func asciiEqualFold(b []byte, s string) bool {
 // say, without the map.
 func hasTopLevelMember(b []byte, names ...string) bool {
 	found := false
-	valid := walkJSON(b, func(key, _ []byte) {
+	valid := jsonscan.Walk(b, func(key, _ []byte) {
 		if found {
 			return
 		}
@@ -707,7 +709,7 @@ func removeCarriers(r *http.Request, ex extraction, enabled carrierSet) {
 
 // JSON-RPC body carriers.
 //
-// The body is scanned by hand, once walkJSON found it valid JSON, instead
+// The body is scanned by hand, once jsonscan.Walk found it valid JSON, instead
 // of being decoded into maps: a decode/re-encode would reorder keys and
 // reformat numbers in every message, while only the members that held the
 // credential must go.
@@ -720,7 +722,7 @@ func removeCarriers(r *http.Request, ex extraction, enabled carrierSet) {
 // and, if strip is set and any was found, the body without them. A body that
 // is not valid JSON holds no carriers and is left alone.
 func extractBody(body []byte, enabled carrierSet, strip bool) ([]presented, []byte) {
-	if enabled&bodyCarriers == 0 || !walkJSON(body, nil) {
+	if enabled&bodyCarriers == 0 || !jsonscan.Walk(body, nil) {
 		return nil, nil
 	}
 	var (

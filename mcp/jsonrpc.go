@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 )
 
 // MethodToolsCall and MethodToolsList are the MCP methods the edge looks at.
@@ -64,7 +66,7 @@ func ParseMessages(body []byte) (msgs []Message, batch bool, err error) {
 	if i == len(body) {
 		return nil, false, ErrEmpty
 	}
-	if !json.Valid(body) {
+	if !jsonscan.Valid(body) {
 		return nil, false, ErrParse
 	}
 	switch body[i] {

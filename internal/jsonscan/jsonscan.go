@@ -1,22 +1,27 @@
-package caddymodule
+// Package jsonscan checks JSON as encoding/json's json.Valid does, faster,
+// and reports the members of a top-level object on the way. The edge runs
+// it on every bearer and every JSON-RPC body: encoding/json's scanner, a
+// state machine called per byte, was the largest part of those checks.
+package jsonscan
 
-// walkJSON checks that b is one JSON value, exactly as json.Valid does, and
+// Valid reports whether b is one JSON value, exactly as json.Valid does.
+func Valid(b []byte) bool { return Walk(b, nil) }
+
+// Walk checks that b is one JSON value, exactly as json.Valid does, and
 // calls member with the key (quoted, as in b) and the value of every member
 // of b when b is an object. It reports whether b is valid.
 //
-// It exists for the bearer check, which runs on every request: json.Valid
-// followed by a scan, or a decode, cost more than the rest of the check.
 // What it accepts is what encoding/json accepts: the grammar of RFC 8259,
-// at most maxJSONDepth nested objects and arrays, strings without control
+// at most MaxDepth nested objects and arrays, strings without control
 // characters, escapes \" \\ \/ \b \f \n \r \t and \u with four hex digits,
 // and any other byte (encoding/json does not check UTF-8 either). The
 // nesting is tracked in a bit stack, not by recursion, so that a deeply
 // nested input costs a goroutine no stack.
 //
 // member may be called before the input turns out invalid: what it learns
-// counts only when walkJSON returns true. It must not keep the slices.
-func walkJSON(b []byte, member func(key, val []byte)) bool {
-	w := jsonWalker{b: b}
+// counts only when Walk returns true. It must not keep the slices.
+func Walk(b []byte, member func(key, val []byte)) bool {
+	w := walker{b: b}
 	const (
 		stValue = iota // a value is next
 		stKey          // a member's key is next
@@ -81,16 +86,17 @@ func walkJSON(b []byte, member func(key, val []byte)) bool {
 			if !w.str() {
 				return false
 			}
-			if w.top && w.depth == 1 {
-				key = b[k:w.i]
-			}
+			keyEnd := w.i
 			w.ws()
 			if w.i >= len(b) || b[w.i] != ':' {
 				return false
 			}
 			w.i++
 			w.ws()
-			valStart = w.i
+			if w.top && w.depth == 1 {
+				// Only the top level's: nested keys must not move them.
+				key, valStart = b[k:keyEnd], w.i
+			}
 			state = stValue
 
 		case stAfter:
@@ -124,11 +130,11 @@ func walkJSON(b []byte, member func(key, val []byte)) bool {
 	}
 }
 
-// maxJSONDepth is encoding/json's nesting limit: deeper input is invalid.
-const maxJSONDepth = 10000
+// MaxDepth is encoding/json's nesting limit: deeper input is invalid.
+const MaxDepth = 10000
 
-// jsonWalker is the state of walkJSON.
-type jsonWalker struct {
+// walker is the state of Walk.
+type walker struct {
 	b     []byte
 	i     int
 	depth int
@@ -139,7 +145,7 @@ type jsonWalker struct {
 	more  []uint64
 }
 
-func (w *jsonWalker) ws() {
+func (w *walker) ws() {
 	for w.i < len(w.b) {
 		switch w.b[w.i] {
 		case ' ', '\t', '\n', '\r':
@@ -150,8 +156,8 @@ func (w *jsonWalker) ws() {
 	}
 }
 
-func (w *jsonWalker) push(obj bool) bool {
-	if w.depth >= maxJSONDepth {
+func (w *walker) push(obj bool) bool {
+	if w.depth >= MaxDepth {
 		return false
 	}
 	d := w.depth
@@ -172,10 +178,10 @@ func (w *jsonWalker) push(obj bool) bool {
 	return true
 }
 
-func (w *jsonWalker) pop() { w.depth-- }
+func (w *walker) pop() { w.depth-- }
 
 // inObject reports whether the innermost open container is an object.
-func (w *jsonWalker) inObject() bool {
+func (w *walker) inObject() bool {
 	d := w.depth - 1
 	if d < 64 {
 		return w.small&(1<<d) != 0
@@ -184,7 +190,7 @@ func (w *jsonWalker) inObject() bool {
 }
 
 // str moves past the string at w.i ('"').
-func (w *jsonWalker) str() bool {
+func (w *walker) str() bool {
 	b := w.b
 	for i := w.i + 1; i < len(b); i++ {
 		switch c := b[i]; {
@@ -225,7 +231,7 @@ func isHexDigit(c byte) bool {
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
 // lit moves past the literal s at w.i.
-func (w *jsonWalker) lit(s string) bool {
+func (w *walker) lit(s string) bool {
 	if len(w.b)-w.i < len(s) || string(w.b[w.i:w.i+len(s)]) != s {
 		return false
 	}
@@ -234,7 +240,7 @@ func (w *jsonWalker) lit(s string) bool {
 }
 
 // number moves past the number at w.i: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
-func (w *jsonWalker) number() bool {
+func (w *walker) number() bool {
 	b, i := w.b, w.i
 	if i < len(b) && b[i] == '-' {
 		i++
