@@ -89,13 +89,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 
 	// 7.
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	scopes := strings.Join(d.Scopes, " ")
-	repl.Set("http.auth.user.id", d.AgentDID)
-	repl.Set("http.auth.user.agent_did", d.AgentDID)
-	repl.Set("http.auth.user.user_did", d.UserDID)
-	repl.Set("mcpi.agent_did", d.AgentDID)
-	repl.Set("mcpi.user_did", d.UserDID)
-	repl.Set("mcpi.scopes", scopes)
+	// A string in an interface is a copy on the heap: each DID is put in
+	// one once, for all the placeholders that hold it.
+	var agent, user any = d.AgentDID, d.UserDID
+	repl.Set("http.auth.user.id", agent)
+	repl.Set("http.auth.user.agent_did", agent)
+	repl.Set("http.auth.user.user_did", user)
+	repl.Set("mcpi.agent_did", agent)
+	repl.Set("mcpi.user_did", user)
+	repl.Set("mcpi.scopes", strings.Join(d.Scopes, " "))
 	repl.Set("mcpi.delegation_id", d.DelegationID)
 	repl.Set("mcpi.issuer", d.Issuer)
 
