@@ -254,7 +254,9 @@ func extractWith(memo *bearerMemo, w http.ResponseWriter, r *http.Request, enabl
 	var ex extraction
 
 	if enabled.has(carrierAuthorization) {
-		for _, v := range r.Header.Values(hdrAuthorization) {
+		// The names are canonical already: the map is read directly,
+		// without Values canonicalizing them again on every request.
+		for _, v := range r.Header[hdrAuthorization] {
 			tok, ok := bearerToken(v)
 			if !ok {
 				continue // Basic, DPoP, …: not ours, not a bearer
@@ -270,7 +272,7 @@ func extractWith(memo *bearerMemo, w http.ResponseWriter, r *http.Request, enabl
 		if !enabled.has(hc.c) {
 			continue
 		}
-		for _, v := range r.Header.Values(hc.name) {
+		for _, v := range r.Header[hc.name] {
 			if v = strings.TrimSpace(v); v != "" {
 				ex.found = append(ex.found, presented{hc.c, []byte(v)})
 			}
@@ -679,7 +681,7 @@ func (ex *extraction) foundIn(c carrier, tok string) bool {
 
 func removeCarriers(r *http.Request, ex extraction, enabled carrierSet) {
 	if enabled.has(carrierAuthorization) {
-		if vals := r.Header.Values(hdrAuthorization); len(vals) > 0 {
+		if vals := r.Header[hdrAuthorization]; len(vals) > 0 {
 			kept := vals[:0:0]
 			for _, v := range vals {
 				if tok, ok := bearerToken(v); ok && ex.foundIn(carrierAuthorization, tok) {
@@ -688,7 +690,7 @@ func removeCarriers(r *http.Request, ex extraction, enabled carrierSet) {
 				kept = append(kept, v)
 			}
 			if len(kept) == 0 {
-				r.Header.Del(hdrAuthorization)
+				delete(r.Header, hdrAuthorization)
 			} else if len(kept) != len(vals) {
 				r.Header[hdrAuthorization] = kept
 			}
@@ -696,11 +698,11 @@ func removeCarriers(r *http.Request, ex extraction, enabled carrierSet) {
 	}
 	for _, hc := range headerCarriers {
 		if enabled.has(hc.c) {
-			r.Header.Del(hc.name)
+			delete(r.Header, hc.name)
 		}
 	}
 	if enabled.has(carrierMCPICredential) {
-		r.Header.Del(hdrMCPIDelegation)
+		delete(r.Header, hdrMCPIDelegation)
 	}
 	if ex.strippedBody != nil {
 		setBody(r, ex.strippedBody)

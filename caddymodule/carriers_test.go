@@ -751,3 +751,17 @@ func TestBearerMemo(t *testing.T) {
 		t.Error("nil memo")
 	}
 }
+
+// The carrier headers are read and deleted by their names as map keys, so
+// the names must be canonical.
+func TestCarrierHeaderNamesCanonical(t *testing.T) {
+	names := []string{hdrAuthorization, hdrMCPIDelegation, hdrDelegationChain}
+	for _, hc := range headerCarriers {
+		names = append(names, hc.name)
+	}
+	for _, n := range names {
+		if c := http.CanonicalHeaderKey(n); c != n {
+			t.Errorf("%q is not canonical (%q)", n, c)
+		}
+	}
+}
