@@ -201,15 +201,69 @@ func isIdentityHeader(k string, enabled carrierSet) bool {
 	}
 	// Some upstream stacks (PHP, CGI) fold "_" and "." into "-": strip every
 	// spelling that an upstream could read as one of our names.
-	n := strings.ToLower(headerSeparators.Replace(k))
-	switch n {
-	case "x-agent-did", "x-user-did", "x-agent-reputation-score", "x-verified-delegation":
-		return true
-	case "mcp-i-credential", "mcp-i-delegation":
-		// Reached only for spellings other than the canonical one.
-		return true
+	if !isASCIIString(k) {
+		// Unicode letters whose lower case is ASCII (U+212A is k): the
+		// general way, which allocates.
+		return isIdentityName(strings.ToLower(headerSeparators.Replace(k)))
+	}
+	// ASCII, as every name net/http accepts is: compared in place, since
+	// every header of every request comes here.
+	for _, n := range identityNames {
+		if sepFoldEqual(k, n) {
+			return true
+		}
+	}
+	return len(k) >= len("kya-") && sepFoldEqual(k[:len("kya-")], "kya-")
+}
+
+// identityNames are the identity headers, lower case with '-', besides
+// every kya-* name. mcp-i-credential and mcp-i-delegation are reached only
+// for spellings other than the canonical one.
+var identityNames = [...]string{
+	"x-agent-did", "x-user-did", "x-agent-reputation-score", "x-verified-delegation",
+	"mcp-i-credential", "mcp-i-delegation",
+}
+
+// isIdentityName reports whether n, lower case with '-' separators, is an
+// identity header name.
+func isIdentityName(n string) bool {
+	for _, name := range identityNames {
+		if n == name {
+			return true
+		}
 	}
 	return strings.HasPrefix(n, "kya-")
+}
+
+// sepFoldEqual reports whether the ASCII name k is name (lower case, '-'
+// separated) once '_' and '.' are read as '-' and case is ignored: what
+// strings.ToLower(headerSeparators.Replace(k)) == name says for ASCII k.
+func sepFoldEqual(k, name string) bool {
+	if len(k) != len(name) {
+		return false
+	}
+	for i := range len(k) {
+		c := k[i]
+		switch {
+		case c == '_' || c == '.':
+			c = '-'
+		case 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		}
+		if c != name[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func isASCIIString(s string) bool {
+	for i := range len(s) {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // presented is a credential found in one carrier.

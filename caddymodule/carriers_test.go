@@ -765,3 +765,68 @@ func TestCarrierHeaderNamesCanonical(t *testing.T) {
 		}
 	}
 }
+
+// isIdentityHeaderRef is what isIdentityHeader must agree with: the name
+// lower-cased with "_" and "." read as "-", then compared.
+func isIdentityHeaderRef(k string, enabled carrierSet) bool {
+	if len(k) < 4 {
+		return false
+	}
+	switch k[0] {
+	case 'x', 'X', 'k', 'K', 'm', 'M':
+	default:
+		return false
+	}
+	switch k {
+	case hdrKYADelegation:
+		if enabled.has(carrierKYADelegation) {
+			return false
+		}
+	case hdrKYAOSCred:
+		if enabled.has(carrierKYAOSDelegationCredential) {
+			return false
+		}
+	case hdrDelegationChain:
+		if enabled.has(carrierKYAOSDelegationChain) {
+			return false
+		}
+	case hdrMCPICred, hdrMCPIDelegation:
+		return false
+	}
+	switch n := strings.ToLower(headerSeparators.Replace(k)); n {
+	case "x-agent-did", "x-user-did", "x-agent-reputation-score", "x-verified-delegation",
+		"mcp-i-credential", "mcp-i-delegation":
+		return true
+	default:
+		return strings.HasPrefix(n, "kya-")
+	}
+}
+
+var identityHeaderCases = []string{
+	"X-Agent-Did", "x.agent.did", "X_AGENT_DID", "X-Agent-Didx", "X-Agent-Di", "X-User-Did",
+	"X-Agent-Reputation-Score", "X.Verified_Delegation", "Kya-", "Kya_", "KYA.x", "Kya", "Kyax",
+	"Mcp-I-Credential", "Mcp_I_Credential", "mcp-i-delegation", "Mcp-I-Delegationx", "Mcp-Session-Id",
+	"K\u212aya-x", "\u212aya-x", "Kya-Delegation", "Kya-Os-Delegation-Credential", "Kya-Os-Delegation-Chain",
+	"X-Forwarded-For", "Mcp-Protocol-Version", "X-Agent-D\u0130d", "x-agent-did\u00a0",
+}
+
+func TestIsIdentityHeaderAgrees(t *testing.T) {
+	for _, enabled := range []carrierSet{0, allCarriers, 1 << carrierAuthorization} {
+		for _, k := range identityHeaderCases {
+			if got, want := isIdentityHeader(k, enabled), isIdentityHeaderRef(k, enabled); got != want {
+				t.Errorf("isIdentityHeader(%q, %b) = %v, want %v", k, enabled, got, want)
+			}
+		}
+	}
+}
+
+func FuzzIsIdentityHeader(f *testing.F) {
+	for _, k := range identityHeaderCases {
+		f.Add(k, uint8(allCarriers))
+	}
+	f.Fuzz(func(t *testing.T, k string, enabled uint8) {
+		if got, want := isIdentityHeader(k, carrierSet(enabled)), isIdentityHeaderRef(k, carrierSet(enabled)); got != want {
+			t.Errorf("isIdentityHeader(%q, %b) = %v, want %v", k, enabled, got, want)
+		}
+	})
+}

@@ -680,9 +680,13 @@ func stripInjected(h http.Header) {
 		default:
 			continue
 		}
-		n := strings.ToLower(headerSeparators.Replace(k))
+		ascii := isASCIIString(k)
+		n := k
+		if !ascii {
+			n = strings.ToLower(headerSeparators.Replace(k))
+		}
 		for _, name := range injectedHeaders {
-			if n == name {
+			if ascii && sepFoldEqual(k, name) || !ascii && n == name {
 				delete(h, k)
 				break
 			}

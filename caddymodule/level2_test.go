@@ -1084,3 +1084,26 @@ func TestNamesFor(t *testing.T) {
 		t.Errorf("configured edge DID: %q", n.did)
 	}
 }
+
+// stripInjected removes every spelling of the headers injectIdentity sets,
+// Unicode ones that lower-case to them included, and nothing else.
+func TestStripInjected(t *testing.T) {
+	gone := []string{"X-Agent-Did", "x_user_did", "X.Agent.Reputation.Score", "X-Verified-Delegation",
+		"Kya-Os-Agent-Did", "KYA_OS_DELEGATION_PROOF", "X-Agent-D\u0130d"}
+	kept := []string{"X-Agent-Didx", "X-Request-Id", "Kya-Os-Delegation-Credential", "Authorization", "X-User"}
+	h := http.Header{}
+	for _, k := range append(append([]string{}, gone...), kept...) {
+		h[k] = []string{"v"}
+	}
+	stripInjected(h)
+	for _, k := range gone {
+		if _, ok := h[k]; ok {
+			t.Errorf("%q not stripped", k)
+		}
+	}
+	for _, k := range kept {
+		if _, ok := h[k]; !ok {
+			t.Errorf("%q stripped", k)
+		}
+	}
+}
