@@ -418,9 +418,16 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error)
 	if r.ContentLength > max {
 		return nil, errBodyTooLarge
 	}
-	body, err := readAll(http.MaxBytesReader(w, r.Body, max), r.ContentLength)
+	rd := r.Body
+	if r.ContentLength < 0 {
+		// Unknown length: MaxBytesReader also has the server close the
+		// connection instead of reading the rest of an oversized body. A
+		// known length is within max, and net/http reads no further.
+		rd = http.MaxBytesReader(w, r.Body, max)
+	}
+	body, err := readAll(rd, r.ContentLength, max)
 	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok || err == errBodyTooLarge {
 			return nil, errBodyTooLarge
 		}
 		return nil, errBodyRead
@@ -431,16 +438,20 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error)
 
 // readAll is io.ReadAll with a first buffer of the announced size (-1 when
 // unknown), so that a body of known length is read into one allocation of
-// its size. Only up to maxPrealloc is taken on trust: a client announcing a
-// large body and sending nothing must not cost the edge that much memory.
-func readAll(rd io.Reader, size int64) ([]byte, error) {
+// its size, and a limit: more than max bytes is errBodyTooLarge. Only up to
+// maxPrealloc is taken on trust: a client announcing a large body and
+// sending nothing must not cost the edge that much memory.
+func readAll(rd io.Reader, size, max int64) ([]byte, error) {
 	if size < 0 {
-		return io.ReadAll(rd)
+		size = 512 // io.ReadAll's first buffer
 	}
 	b := make([]byte, 0, min(size, maxPrealloc)+1) // +1: the read that meets EOF needs room
 	for {
 		n, err := rd.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
+		if int64(len(b)) > max {
+			return nil, errBodyTooLarge
+		}
 		if err == io.EOF {
 			return b, nil
 		}

@@ -711,12 +711,17 @@ func TestReadAll(t *testing.T) {
 		size int64
 	}{{0, 0}, {10, 10}, {10, 5}, {10, 20}, {10, -1}, {maxPrealloc + 5000, maxPrealloc + 5000}, {3 * maxPrealloc, 3 * maxPrealloc}} {
 		want := bytes.Repeat([]byte("abcdefgh"), c.n/8+1)[:c.n]
-		got, err := readAll(iotest.HalfReader(bytes.NewReader(want)), c.size)
+		got, err := readAll(iotest.HalfReader(bytes.NewReader(want)), c.size, int64(c.n))
 		if err != nil || !bytes.Equal(got, want) {
 			t.Errorf("readAll of %d bytes announced as %d: %d bytes, %v", c.n, c.size, len(got), err)
 		}
+		if c.n > 0 {
+			if _, err := readAll(bytes.NewReader(want), c.size, int64(c.n-1)); err != errBodyTooLarge {
+				t.Errorf("readAll of %d bytes, at most %d: %v", c.n, c.n-1, err)
+			}
+		}
 	}
-	if _, err := readAll(iotest.ErrReader(io.ErrUnexpectedEOF), 10); err != io.ErrUnexpectedEOF {
+	if _, err := readAll(iotest.ErrReader(io.ErrUnexpectedEOF), 10, 100); err != io.ErrUnexpectedEOF {
 		t.Errorf("read error: %v", err)
 	}
 }
