@@ -508,10 +508,10 @@ func bearerToken(v string) (string, bool) {
 // member. Anything else, opaque or a JWT without those, is someone else's
 // OAuth token. The signature is not checked here; vc does that.
 //
-// It runs on every bearer of every request, so it decodes into a pooled
-// buffer and reads the JSON with jsonscan.Walk, in place. Its answers are those
-// of decoding the header into struct{ Typ string } and the payload into a
-// map with encoding/json (isDelegationJWTRef in the tests).
+// It runs on every new bearer, so it decodes into a pooled buffer and reads
+// the JSON with jsonscan.Walk, in place. Its answers are those of decoding
+// the header into struct{ Typ string } and the payload into a map with
+// encoding/json (isDelegationJWTRef in the tests).
 func isDelegationJWT(tok string) bool {
 	h, rest, ok := strings.Cut(tok, ".")
 	if !ok {
@@ -776,7 +776,7 @@ func removeCarriers(r *http.Request, ex extraction, enabled carrierSet) {
 
 // JSON-RPC body carriers.
 //
-// The body is scanned by hand, once jsonscan.Walk found it valid JSON, instead
+// The body is scanned by hand, once jsonscan found it valid JSON, instead
 // of being decoded into maps: a decode/re-encode would reorder keys and
 // reformat numbers in every message, while only the members that held the
 // credential must go.
@@ -789,7 +789,7 @@ func removeCarriers(r *http.Request, ex extraction, enabled carrierSet) {
 // and, if strip is set and any was found, the body without them. A body that
 // is not valid JSON holds no carriers and is left alone.
 func extractBody(body []byte, enabled carrierSet, strip bool) ([]presented, []byte) {
-	if enabled&bodyCarriers == 0 || !jsonscan.Walk(body, nil) {
+	if enabled&bodyCarriers == 0 || !jsonscan.Valid(body) {
 		return nil, nil
 	}
 	var (

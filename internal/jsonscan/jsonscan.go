@@ -239,7 +239,8 @@ func (w *walker) lit(s string) bool {
 	return true
 }
 
-// number moves past the number at w.i: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+// number moves past the number at w.i:
+// -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
 func (w *walker) number() bool {
 	b, i := w.b, w.i
 	if i < len(b) && b[i] == '-' {
