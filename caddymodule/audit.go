@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"net"
 	"net/http"
+	"sync"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -19,8 +20,8 @@ import (
 //		format json
 //	}
 //
-// (the Caddyfile then keeps it out of the default log), or drop it with
-// `audit_log off`.
+// (the Caddyfile then keeps it out of the default log), keep only the
+// refusals with `audit_log denials`, or drop it with `audit_log off`.
 //
 // Level 3 handshake and verify calls the edge answers or forwards get an
 // entry too (recordHandshake), with the handshake mode and the call.
@@ -59,8 +60,24 @@ func (h *Handler) auditLogger() *zap.Logger {
 // namedLogger is the audit logger and the logger it was derived from.
 type namedLogger struct{ base, named *zap.Logger }
 
-// audit writes the audit entry for d.
+// auditFields recycles the field slices of audit entries. A zap core
+// encodes (or, like zaptest's observer, copies) the fields during Write and
+// keeps no reference to the slice, so it can be reused once Write returns:
+// the entry then costs no allocation of its own.
+var auditFields = sync.Pool{New: func() any {
+	f := make([]zap.Field, 0, maxAuditFields)
+	return &f
+}}
+
+// maxAuditFields is the most fields an entry has.
+const maxAuditFields = 18
+
+// audit writes the audit entry for d, unless the audit log is off or keeps
+// refusals only and d is an admission.
 func (h *Handler) audit(r *http.Request, d decision) {
+	if h.obs.auditDenialsOnly && d.outcome == "admitted" {
+		return
+	}
 	l := h.auditLogger()
 	if l == nil {
 		return
@@ -69,8 +86,8 @@ func (h *Handler) audit(r *http.Request, d decision) {
 	if c == nil {
 		return
 	}
-	fields := make([]zap.Field, 0, 19)
-	fields = append(fields,
+	fp := auditFields.Get().(*[]zap.Field)
+	fields := append((*fp)[:0],
 		zap.String("outcome", d.outcome),
 		zap.String("reason", d.reason),
 	)
@@ -88,7 +105,9 @@ func (h *Handler) audit(r *http.Request, d decision) {
 			zap.String("user_did", del.UserDID),
 			zap.String("delegation_id", del.DelegationID),
 			zap.String("issuer", del.Issuer),
-			zap.Strings("scopes", del.Scopes),
+			// A pointer in an interface is not copied to the heap, as
+			// zap.Strings' slice would be.
+			zap.Array("scopes", (*scopeList)(&del.Scopes)),
 		)
 	}
 	if d.carrier != "" {
@@ -105,6 +124,20 @@ func (h *Handler) audit(r *http.Request, d decision) {
 		fields = appendRequestFields(fields, r)
 	}
 	c.Write(fields...)
+	// The pooled slice must not keep the request's strings alive.
+	clear(fields)
+	*fp = fields[:0]
+	auditFields.Put(fp)
+}
+
+// scopeList logs scopes as a JSON array, as zap.Strings does.
+type scopeList []string
+
+func (s *scopeList) MarshalLogArray(enc zapcore.ArrayEncoder) error {
+	for _, v := range *s {
+		enc.AppendString(v)
+	}
+	return nil
 }
 
 // appendRequestFields appends the fields that describe the request of an

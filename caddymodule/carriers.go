@@ -6,11 +6,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 )
 
 // carrier is one place a client can put its delegation credential
@@ -195,15 +201,69 @@ func isIdentityHeader(k string, enabled carrierSet) bool {
 	}
 	// Some upstream stacks (PHP, CGI) fold "_" and "." into "-": strip every
 	// spelling that an upstream could read as one of our names.
-	n := strings.ToLower(headerSeparators.Replace(k))
-	switch n {
-	case "x-agent-did", "x-user-did", "x-agent-reputation-score", "x-verified-delegation":
-		return true
-	case "mcp-i-credential", "mcp-i-delegation":
-		// Reached only for spellings other than the canonical one.
-		return true
+	if !isASCIIString(k) {
+		// Unicode letters whose lower case is ASCII (U+212A is k): the
+		// general way, which allocates.
+		return isIdentityName(strings.ToLower(headerSeparators.Replace(k)))
+	}
+	// ASCII, as every name net/http accepts is: compared in place, since
+	// every header of every request comes here.
+	for _, n := range identityNames {
+		if sepFoldEqual(k, n) {
+			return true
+		}
+	}
+	return len(k) >= len("kya-") && sepFoldEqual(k[:len("kya-")], "kya-")
+}
+
+// identityNames are the identity headers, lower case with '-', besides
+// every kya-* name. mcp-i-credential and mcp-i-delegation are reached only
+// for spellings other than the canonical one.
+var identityNames = [...]string{
+	"x-agent-did", "x-user-did", "x-agent-reputation-score", "x-verified-delegation",
+	"mcp-i-credential", "mcp-i-delegation",
+}
+
+// isIdentityName reports whether n, lower case with '-' separators, is an
+// identity header name.
+func isIdentityName(n string) bool {
+	for _, name := range identityNames {
+		if n == name {
+			return true
+		}
 	}
 	return strings.HasPrefix(n, "kya-")
+}
+
+// sepFoldEqual reports whether the ASCII name k is name (lower case, '-'
+// separated) once '_' and '.' are read as '-' and case is ignored: what
+// strings.ToLower(headerSeparators.Replace(k)) == name says for ASCII k.
+func sepFoldEqual(k, name string) bool {
+	if len(k) != len(name) {
+		return false
+	}
+	for i := range len(k) {
+		c := k[i]
+		switch {
+		case c == '_' || c == '.':
+			c = '-'
+		case 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		}
+		if c != name[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func isASCIIString(s string) bool {
+	for i := range len(s) {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // presented is a credential found in one carrier.
@@ -239,15 +299,23 @@ var (
 // body (POST with a JSON content type only, up to maxBody); the body is
 // always put back exactly as received, so nothing downstream can tell.
 func extract(w http.ResponseWriter, r *http.Request, enabled carrierSet, maxBody int64, strip bool) (extraction, error) {
+	return extractWith(nil, w, r, enabled, maxBody, strip)
+}
+
+// extractWith is extract, recognizing delegation bearers through memo (nil
+// for none).
+func extractWith(memo *bearerMemo, w http.ResponseWriter, r *http.Request, enabled carrierSet, maxBody int64, strip bool) (extraction, error) {
 	var ex extraction
 
 	if enabled.has(carrierAuthorization) {
-		for _, v := range r.Header.Values(hdrAuthorization) {
+		// The names are canonical already: the map is read directly,
+		// without Values canonicalizing them again on every request.
+		for _, v := range r.Header[hdrAuthorization] {
 			tok, ok := bearerToken(v)
 			if !ok {
 				continue // Basic, DPoP, …: not ours, not a bearer
 			}
-			if isDelegationJWT(tok) {
+			if memo.isDelegation(tok) {
 				ex.found = append(ex.found, presented{carrierAuthorization, []byte(tok)})
 			} else {
 				ex.foreignBearer = true
@@ -258,7 +326,7 @@ func extract(w http.ResponseWriter, r *http.Request, enabled carrierSet, maxBody
 		if !enabled.has(hc.c) {
 			continue
 		}
-		for _, v := range r.Header.Values(hc.name) {
+		for _, v := range r.Header[hc.name] {
 			if v = strings.TrimSpace(v); v != "" {
 				ex.found = append(ex.found, presented{hc.c, []byte(v)})
 			}
@@ -288,19 +356,60 @@ func wantsBody(r *http.Request) bool {
 	return isJSONContentType(r.Header.Get("Content-Type"))
 }
 
-func isJSONContentType(ct string) bool {
-	if ct == "" {
-		return false
-	}
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil {
-		return false
-	}
+// isJSONContentType reports whether a Content-Type value names JSON,
+// whatever its parameters.
+func isJSONContentType(ct string) bool { return isJSONMediaType(mediaType(ct)) }
+
+// isJSONMediaType reports whether a media type (lower case, as mediaType
+// returns it) is JSON.
+func isJSONMediaType(mt string) bool {
 	switch mt {
 	case "application/json", "application/json-rpc", "application/jsonrequest":
 		return true
 	}
 	return strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
+}
+
+// mediaType returns the media type of a Content-Type value in lower case,
+// as mime.ParseMediaType does, or "" when the type itself is malformed. The
+// parameters are not parsed: a JSON body is JSON to a reader that ignores
+// them, as JSON-RPC servers do, so a malformed or repeated parameter must
+// not make the edge skip reading a request body, or checking a response,
+// that the other side reads as JSON. Unlike mime.ParseMediaType it
+// allocates nothing for the usual values: it runs several times per request.
+func mediaType(ct string) string {
+	base, _, _ := strings.Cut(ct, ";")
+	for i := range len(base) {
+		if base[i] >= utf8.RuneSelf {
+			// Unicode spaces and letters (U+0130 lowers to i): mime's way.
+			mt, _, err := mime.ParseMediaType(base)
+			if err != nil {
+				return ""
+			}
+			return mt
+		}
+	}
+	base = strings.ToLower(strings.TrimSpace(base))
+	typ, sub, slash := strings.Cut(base, "/")
+	if !isToken(typ) || slash && !isToken(sub) {
+		return ""
+	}
+	return base
+}
+
+// isToken reports whether s is an RFC 2045 token: one or more ASCII
+// characters other than controls, space and tspecials.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`()<>@,;:\"/[]?=`, c) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // readBody reads the whole body up to max bytes and puts an identical copy
@@ -309,20 +418,70 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error)
 	if r.ContentLength > max {
 		return nil, errBodyTooLarge
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	rd := r.Body
+	if r.ContentLength < 0 {
+		// Unknown length: MaxBytesReader also has the server close the
+		// connection instead of reading the rest of an oversized body. A
+		// known length is within max, and net/http reads no further.
+		rd = http.MaxBytesReader(w, r.Body, max)
+	}
+	body, err := readAll(rd, r.ContentLength, max)
 	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok || err == errBodyTooLarge {
 			return nil, errBodyTooLarge
 		}
 		return nil, errBodyRead
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.Body = newMemBody(body)
 	return body, nil
 }
 
+// readAll is io.ReadAll with a first buffer of the announced size (-1 when
+// unknown), so that a body of known length is read into one allocation of
+// its size, and a limit: more than max bytes is errBodyTooLarge. Only up to
+// maxPrealloc is taken on trust: a client announcing a large body and
+// sending nothing must not cost the edge that much memory.
+func readAll(rd io.Reader, size, max int64) ([]byte, error) {
+	if size < 0 {
+		size = 512 // io.ReadAll's first buffer
+	}
+	b := make([]byte, 0, min(size, maxPrealloc)+1) // +1: the read that meets EOF needs room
+	for {
+		n, err := rd.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if int64(len(b)) > max {
+			return nil, errBodyTooLarge
+		}
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) { // longer than announced
+			b = append(b, 0)[:len(b)]
+		}
+	}
+}
+
+// maxPrealloc bounds the buffer readAll allocates before the bytes arrive.
+const maxPrealloc = 64 << 10
+
+// memBody is a request body held in memory: io.NopCloser(bytes.NewReader(b))
+// in one allocation.
+type memBody struct{ bytes.Reader }
+
+func newMemBody(b []byte) *memBody {
+	m := new(memBody)
+	m.Reset(b)
+	return m
+}
+
+func (*memBody) Close() error { return nil }
+
 // setBody replaces the request body with b (after a carrier was removed).
 func setBody(r *http.Request, b []byte) {
-	r.Body = io.NopCloser(bytes.NewReader(b))
+	r.Body = newMemBody(b)
 	r.ContentLength = int64(len(b))
 	r.TransferEncoding = nil
 	r.Header.Set("Content-Length", strconv.Itoa(len(b)))
@@ -348,6 +507,11 @@ func bearerToken(v string) (string, bool) {
 // JWS whose header typ is vc+jwt/vp+jwt, or whose payload has a "vc" or "vp"
 // member. Anything else, opaque or a JWT without those, is someone else's
 // OAuth token. The signature is not checked here; vc does that.
+//
+// It runs on every new bearer, so it decodes into a pooled buffer and reads
+// the JSON with jsonscan.Walk, in place. Its answers are those of decoding
+// the header into struct{ Typ string } and the payload into a map with
+// encoding/json (isDelegationJWTRef in the tests).
 func isDelegationJWT(tok string) bool {
 	h, rest, ok := strings.Cut(tok, ".")
 	if !ok {
@@ -357,50 +521,171 @@ func isDelegationJWT(tok string) bool {
 	if !ok || strings.Contains(sig, ".") {
 		return false
 	}
-	var header struct {
-		Typ string `json:"typ"`
+	buf := jwtScratch.Get().(*[]byte)
+	defer putJWTScratch(buf)
+	if hb, ok := appendB64url(buf, h); ok && hasDelegationTyp(hb) {
+		return true
 	}
-	if hb, err := b64url(h); err == nil && json.Unmarshal(hb, &header) == nil {
-		switch strings.TrimPrefix(strings.ToLower(header.Typ), "application/") {
+	pb, ok := appendB64url(buf, p)
+	return ok && hasTopLevelMember(pb, "vc", "vp")
+}
+
+// bearerMemo remembers bearer tokens that isDelegationJWT found to be
+// delegations, so that a credential presented again (the common case: an
+// agent's credential on every call) is recognized by one hash and one load
+// instead of being decoded and scanned again. Each slot holds a keyed
+// 64-bit hash (maphash, a random seed per handler) of one token; a token
+// whose slot holds another is checked in full and takes the slot.
+//
+// Only delegations are remembered, never other bearers, so a delegation is
+// never taken for someone else's token and passed upstream. A hash
+// collision can only do the opposite, take a foreign token for a
+// delegation, which vc then refuses (401): the edge fails closed, and that
+// for about one foreign token in 2^63.
+type bearerMemo struct {
+	seed  maphash.Seed
+	slots [bearerMemoSlots]atomic.Uint64
+}
+
+// bearerMemoSlots bounds the memo: 16 KiB per handler.
+const bearerMemoSlots = 2048
+
+func newBearerMemo() *bearerMemo { return &bearerMemo{seed: maphash.MakeSeed()} }
+
+// isDelegation is isDelegationJWT(tok), remembered. A nil memo remembers
+// nothing.
+func (m *bearerMemo) isDelegation(tok string) bool {
+	if m == nil {
+		return isDelegationJWT(tok)
+	}
+	h := maphash.String(m.seed, tok) | 1 // never 0, the empty slot
+	slot := &m.slots[h%bearerMemoSlots]
+	if slot.Load() == h {
+		return true
+	}
+	if !isDelegationJWT(tok) {
+		return false
+	}
+	slot.Store(h)
+	return true
+}
+
+// jwtScratch holds isDelegationJWT's decoding buffers; one that grew past
+// maxJWTScratch for a large token is not kept.
+var jwtScratch = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxJWTScratch = 16 << 10
+
+func putJWTScratch(buf *[]byte) {
+	if cap(*buf) <= maxJWTScratch {
+		jwtScratch.Put(buf)
+	}
+}
+
+// appendB64url decodes the base64url segment s (padding allowed, as b64url
+// allows it) into *buf, which it reuses, and returns the decoded bytes.
+func appendB64url(buf *[]byte, s string) ([]byte, bool) {
+	s = strings.TrimRight(s, "=")
+	// Decode takes bytes: the text is copied in front of the output.
+	b := append((*buf)[:0], s...)
+	b, err := base64.RawURLEncoding.AppendDecode(b, b)
+	*buf = b
+	if err != nil {
+		return nil, false
+	}
+	return b[len(s):], true
+}
+
+// hasDelegationTyp reports whether the JOSE header h says vc+jwt or vp+jwt
+// (optionally application/…, any case) in "typ", which it matches as
+// encoding/json matches a struct field: case-insensitively, the last one
+// winning, null ignored, any other non-string making the header unreadable.
+func hasDelegationTyp(h []byte) bool {
+	var typ []byte
+	bad := false
+	valid := jsonscan.Walk(h, func(key, val []byte) {
+		if !bytes.EqualFold(unquoteKey(key), []byte("typ")) {
+			return
+		}
+		switch val[0] {
+		case '"':
+			typ = val
+		case 'n':
+		default:
+			bad = true
+		}
+	})
+	if !valid || bad || typ == nil {
+		return false
+	}
+	t := typ[1 : len(typ)-1]
+	if bytes.IndexByte(t, '\\') >= 0 || !isASCII(t) {
+		// Escapes, or letters whose lower case is ASCII (U+0130 is i):
+		// the rare slow way.
+		s := unquote(typ)
+		switch strings.TrimPrefix(strings.ToLower(s), "application/") {
 		case "vc+jwt", "vp+jwt":
 			return true
 		}
-	}
-	pb, err := b64url(p)
-	if err != nil {
 		return false
 	}
-	return hasTopLevelMember(pb, "vc", "vp")
+	if len(t) >= len("application/") && asciiEqualFold(t[:len("application/")], "application/") {
+		t = t[len("application/"):]
+	}
+	return asciiEqualFold(t, "vc+jwt") || asciiEqualFold(t, "vp+jwt")
+}
+
+// unquoteKey is the key of a member as jsonscan.Walk reports it, unescaped.
+func unquoteKey(q []byte) []byte {
+	if bytes.IndexByte(q, '\\') < 0 {
+		return q[1 : len(q)-1]
+	}
+	return []byte(unquote(q))
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// asciiEqualFold compares ASCII b with lower-case ASCII s, ignoring case.
+func asciiEqualFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range len(b) {
+		c := b[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != s[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // hasTopLevelMember reports whether b is a JSON object with a member named
-// one of names. It runs on every bearer of every request, so it scans the
-// object in place instead of decoding it (which cost a map and a copy of
-// every claim); json.Valid first lets the scanner assume well-formed input.
+// one of names: what decoding b into a map and looking the names up would
+// say, without the map.
 func hasTopLevelMember(b []byte, names ...string) bool {
-	if !json.Valid(b) {
-		return false
-	}
-	i := skipWS(b, 0)
-	if b[i] != '{' {
-		return false
-	}
-	for i = skipWS(b, i+1); b[i] != '}'; {
-		keyEnd := skipString(b, i)
-		key := b[i:keyEnd]
+	found := false
+	valid := jsonscan.Walk(b, func(key, _ []byte) {
+		if found {
+			return
+		}
+		k := unquoteKey(key)
 		for _, n := range names {
-			if len(key) == len(n)+2 && string(key[1:len(key)-1]) == n ||
-				bytes.IndexByte(key, '\\') >= 0 && unquote(key) == n {
-				return true
+			if string(k) == n {
+				found = true
 			}
 		}
-		i = skipWS(b, keyEnd)
-		i = skipWS(b, skipValue(b, skipWS(b, i+1)))
-		if b[i] == ',' {
-			i = skipWS(b, i+1)
-		}
-	}
-	return false
+	})
+	return valid && found
 }
 
 func b64url(s string) ([]byte, error) {
@@ -461,7 +746,7 @@ func (ex *extraction) foundIn(c carrier, tok string) bool {
 
 func removeCarriers(r *http.Request, ex extraction, enabled carrierSet) {
 	if enabled.has(carrierAuthorization) {
-		if vals := r.Header.Values(hdrAuthorization); len(vals) > 0 {
+		if vals := r.Header[hdrAuthorization]; len(vals) > 0 {
 			kept := vals[:0:0]
 			for _, v := range vals {
 				if tok, ok := bearerToken(v); ok && ex.foundIn(carrierAuthorization, tok) {
@@ -470,7 +755,7 @@ func removeCarriers(r *http.Request, ex extraction, enabled carrierSet) {
 				kept = append(kept, v)
 			}
 			if len(kept) == 0 {
-				r.Header.Del(hdrAuthorization)
+				delete(r.Header, hdrAuthorization)
 			} else if len(kept) != len(vals) {
 				r.Header[hdrAuthorization] = kept
 			}
@@ -478,11 +763,11 @@ func removeCarriers(r *http.Request, ex extraction, enabled carrierSet) {
 	}
 	for _, hc := range headerCarriers {
 		if enabled.has(hc.c) {
-			r.Header.Del(hc.name)
+			delete(r.Header, hc.name)
 		}
 	}
 	if enabled.has(carrierMCPICredential) {
-		r.Header.Del(hdrMCPIDelegation)
+		delete(r.Header, hdrMCPIDelegation)
 	}
 	if ex.strippedBody != nil {
 		setBody(r, ex.strippedBody)
@@ -491,9 +776,10 @@ func removeCarriers(r *http.Request, ex extraction, enabled carrierSet) {
 
 // JSON-RPC body carriers.
 //
-// The body is scanned by hand, after json.Valid, instead of being decoded
-// into maps: a decode/re-encode would reorder keys and reformat numbers in
-// every message, while only the members that held the credential must go.
+// The body is scanned by hand, once jsonscan found it valid JSON, instead
+// of being decoded into maps: a decode/re-encode would reorder keys and
+// reformat numbers in every message, while only the members that held the
+// credential must go.
 // Keys are matched case-insensitively, as encoding/json does for struct
 // fields, so "DelegationToken" cannot smuggle a second credential past the
 // edge to a Go upstream; duplicate keys are all read and all removed, since
@@ -503,7 +789,7 @@ func removeCarriers(r *http.Request, ex extraction, enabled carrierSet) {
 // and, if strip is set and any was found, the body without them. A body that
 // is not valid JSON holds no carriers and is left alone.
 func extractBody(body []byte, enabled carrierSet, strip bool) ([]presented, []byte) {
-	if enabled&bodyCarriers == 0 || !json.Valid(body) {
+	if enabled&bodyCarriers == 0 || !jsonscan.Valid(body) {
 		return nil, nil
 	}
 	var (
@@ -552,26 +838,60 @@ func applyEdits(b []byte, edits []edit) []byte {
 
 // member is one "key": value pair of a JSON object; offsets index the body.
 type member struct {
+	// name is the unescaped key, set by objectMembers only; memberAt,
+	// which must not allocate, leaves it empty (see is).
 	name             string
-	keyStart         int // the opening quote of the key
+	keyStart, keyEnd int // the key's quotes included
 	valStart, valEnd int
 }
 
+// is reports whether the key of m, in b, is name in any case, as
+// strings.EqualFold(m.name, name) would.
+func (m member) is(b []byte, name string) bool {
+	key := b[m.keyStart+1 : m.keyEnd-1]
+	if bytes.IndexByte(key, '\\') >= 0 {
+		return strings.EqualFold(unquote(b[m.keyStart:m.keyEnd]), name)
+	}
+	return bytes.EqualFold(key, []byte(name))
+}
+
+// memberAt reads the member whose key starts at b[i] and returns it and
+// the index of the next key, or of the object's closing '}'. b must be valid
+// JSON (json.Valid), which is why the scanning can be simple.
+func memberAt(b []byte, i int) (member, int) {
+	keyEnd := skipString(b, i)
+	j := skipWS(b, keyEnd)
+	j = skipWS(b, j+1) // ':'
+	valEnd := skipValue(b, j)
+	m := member{keyStart: i, keyEnd: keyEnd, valStart: j, valEnd: valEnd}
+	j = skipWS(b, valEnd)
+	if b[j] == ',' {
+		j = skipWS(b, j+1)
+	}
+	return m, j
+}
+
+// firstMember returns the index of the first key of the object at b[i]
+// ('{'), or of its '}'.
+func firstMember(b []byte, i int) int { return skipWS(b, i+1) }
+
 // scanMessage reads the carriers of one JSON-RPC message starting at b[i]
-// ('{'); the params objects that lose a member are recorded as edits.
+// ('{'); the params objects that lose a member are recorded as edits. It
+// runs on every JSON POST, so it allocates nothing unless it finds a
+// carrier.
 func scanMessage(b []byte, i int, enabled carrierSet, strip bool, found *[]presented, edits *[]edit) {
-	members := objectMembers(b, i)
 	toolsCall := false
-	for _, m := range members {
-		if strings.EqualFold(m.name, "method") && b[m.valStart] == '"' {
-			var s string
-			if json.Unmarshal(b[m.valStart:m.valEnd], &s) == nil && s == "tools/call" {
-				toolsCall = true
-			}
+	for j := firstMember(b, i); b[j] != '}'; {
+		var m member
+		m, j = memberAt(b, j)
+		if m.is(b, "method") && b[m.valStart] == '"' && jsonStringIs(b[m.valStart:m.valEnd], "tools/call") {
+			toolsCall = true
 		}
 	}
-	for _, m := range members {
-		if !strings.EqualFold(m.name, "params") || b[m.valStart] != '{' {
+	for j := firstMember(b, i); b[j] != '}'; {
+		var m member
+		m, j = memberAt(b, j)
+		if !m.is(b, "params") || b[m.valStart] != '{' {
 			continue
 		}
 		if repl := scanParams(b, m.valStart, enabled, toolsCall, strip, found); repl != nil {
@@ -580,60 +900,107 @@ func scanMessage(b []byte, i int, enabled carrierSet, strip bool, found *[]prese
 	}
 }
 
+// jsonStringIs reports whether the JSON string q (quotes included) decodes
+// to s.
+func jsonStringIs(q []byte, s string) bool {
+	if bytes.IndexByte(q, '\\') >= 0 {
+		var v string
+		return json.Unmarshal(q, &v) == nil && v == s
+	}
+	return string(q[1:len(q)-1]) == s
+}
+
 // scanParams reads params.delegationToken and, for tools/call,
 // params.arguments._mcpi_delegation. It returns the rewritten params object
 // when strip is set and a carrier was found, else nil.
 func scanParams(b []byte, i int, enabled carrierSet, toolsCall, strip bool, found *[]presented) []byte {
-	members := objectMembers(b, i)
-	var parts [][]byte
-	changed := false
-	for _, m := range members {
-		if enabled.has(carrierDelegationToken) && strings.EqualFold(m.name, "delegationToken") {
+	var r objectRewrite
+	for j := firstMember(b, i); b[j] != '}'; {
+		var m member
+		m, j = memberAt(b, j)
+		if enabled.has(carrierDelegationToken) && m.is(b, "delegationToken") {
 			if p, ok := credentialValue(b, m, carrierDelegationToken); ok {
 				*found = append(*found, p)
 				if strip {
-					changed = true
+					r.drop(b, i)
 					continue
 				}
 			}
 		}
-		if toolsCall && enabled.has(carrierMCPIDelegation) && strings.EqualFold(m.name, "arguments") && b[m.valStart] == '{' {
+		if toolsCall && enabled.has(carrierMCPIDelegation) && m.is(b, "arguments") && b[m.valStart] == '{' {
 			if args := scanArguments(b, m.valStart, strip, found); args != nil {
-				part := append(append([]byte(nil), b[m.keyStart:m.valStart]...), args...)
-				parts = append(parts, part)
-				changed = true
+				r.replace(b, i, append(append([]byte(nil), b[m.keyStart:m.valStart]...), args...))
 				continue
 			}
 		}
-		parts = append(parts, b[m.keyStart:m.valEnd])
+		r.keep(b[m.keyStart:m.valEnd])
 	}
-	if !changed {
-		return nil
-	}
-	return joinObject(parts)
+	return r.result()
 }
 
 // scanArguments reads arguments._mcpi_delegation; see scanParams.
 func scanArguments(b []byte, i int, strip bool, found *[]presented) []byte {
-	members := objectMembers(b, i)
-	var parts [][]byte
-	changed := false
-	for _, m := range members {
-		if strings.EqualFold(m.name, "_mcpi_delegation") {
+	var r objectRewrite
+	for j := firstMember(b, i); b[j] != '}'; {
+		var m member
+		m, j = memberAt(b, j)
+		if m.is(b, "_mcpi_delegation") {
 			if p, ok := credentialValue(b, m, carrierMCPIDelegation); ok {
 				*found = append(*found, p)
 				if strip {
-					changed = true
+					r.drop(b, i)
 					continue
 				}
 			}
 		}
-		parts = append(parts, b[m.keyStart:m.valEnd])
+		r.keep(b[m.keyStart:m.valEnd])
 	}
-	if !changed {
+	return r.result()
+}
+
+// objectRewrite collects the members of an object being rewritten, member
+// by member in order. It holds nothing until the first member is dropped or
+// replaced: the members kept before it are only counted, and gathered from
+// the object then, so that an object left as it is costs no allocation.
+type objectRewrite struct {
+	kept  int      // members kept before the first change
+	parts [][]byte // nil until the first change
+}
+
+func (r *objectRewrite) keep(part []byte) {
+	if r.parts == nil {
+		r.kept++
+		return
+	}
+	r.parts = append(r.parts, part)
+}
+
+func (r *objectRewrite) drop(b []byte, obj int) { r.change(b, obj) }
+
+func (r *objectRewrite) replace(b []byte, obj int, part []byte) {
+	r.change(b, obj)
+	r.parts = append(r.parts, part)
+}
+
+// change gathers the members kept so far from the object at b[obj].
+func (r *objectRewrite) change(b []byte, obj int) {
+	if r.parts != nil {
+		return
+	}
+	r.parts = make([][]byte, 0, r.kept+2)
+	for j := firstMember(b, obj); len(r.parts) < r.kept; {
+		var m member
+		m, j = memberAt(b, j)
+		r.parts = append(r.parts, b[m.keyStart:m.valEnd])
+	}
+}
+
+// result is the rewritten object, or nil when nothing changed.
+func (r *objectRewrite) result() []byte {
+	if r.parts == nil {
 		return nil
 	}
-	return joinObject(parts)
+	return joinObject(r.parts)
 }
 
 // credentialValue turns a carrier member into a presented credential: a
@@ -662,24 +1029,15 @@ func joinObject(parts [][]byte) []byte {
 	return append(out, '}')
 }
 
-// objectMembers lists the members of the object at b[i] ('{'). b must be
-// valid JSON (json.Valid), which is why the scanning below can be simple.
+// objectMembers lists the members of the object at b[i] ('{'), with their
+// unescaped names. b must be valid JSON (json.Valid).
 func objectMembers(b []byte, i int) []member {
 	var ms []member
-	i = skipWS(b, i+1)
-	for b[i] != '}' {
-		keyStart := i
-		keyEnd := skipString(b, i)
-		name := unquote(b[keyStart:keyEnd])
-		i = skipWS(b, keyEnd)
-		i = skipWS(b, i+1) // ':'
-		valStart := i
-		valEnd := skipValue(b, i)
-		ms = append(ms, member{name, keyStart, valStart, valEnd})
-		i = skipWS(b, valEnd)
-		if b[i] == ',' {
-			i = skipWS(b, i+1)
-		}
+	for j := firstMember(b, i); b[j] != '}'; {
+		var m member
+		m, j = memberAt(b, j)
+		m.name = unquote(b[m.keyStart:m.keyEnd])
+		ms = append(ms, m)
 	}
 	return ms
 }

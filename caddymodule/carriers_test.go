@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"hash/maphash"
 	"io"
+	"mime"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"strconv"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 // fakeJWT builds an unsigned compact JWS; classification never checks the
@@ -260,9 +263,41 @@ func TestIsJSONContentType(t *testing.T) {
 		"text/plain":                        false,
 		"":                                  false,
 		"application/x-www-form-urlencoded": false,
+		// Parameters do not matter, even malformed or repeated ones: a
+		// JSON-RPC server reads the body as JSON all the same.
+		"application/json; charset":      true,
+		"application/json; a=1; a=2":     true,
+		"application/json;;":             true,
+		" application/json ; x=\"y\"":    true,
+		"application/json/x":             false,
+		"application/":                   false,
+		"application/js on":              false,
+		"appl\u0130cation/json":          true, // as mime lower-cases it
+		"application/json\u00a0; x=1":    true,
+		"application/vnd.x+json; q=\x00": true,
 	} {
 		if got := isJSONContentType(ct); got != want {
 			t.Errorf("isJSONContentType(%q) = %v", ct, got)
+		}
+	}
+}
+
+// mediaType must give mime.ParseMediaType's media type, whatever follows
+// the first ';'.
+func TestMediaType(t *testing.T) {
+	for _, ct := range []string{
+		"application/json", "Application/JSON; charset=utf-8", "text/event-stream", " text/plain ",
+		"a", "a/", "/b", "a/b/c", "a b/c", "a/b c", "a\x00/b", "a/b\x7f", "(a)/b", "a/[b]", "",
+		"appl\u0130cation/json", "\u212avc/json", "application/json\u00a0", "\u0085text/plain",
+		"application/json; a=1; a=2", "x/y;", "Ä/b",
+	} {
+		base, _, _ := strings.Cut(ct, ";")
+		want, _, err := mime.ParseMediaType(base)
+		if err != nil {
+			want = ""
+		}
+		if got := mediaType(ct); got != want {
+			t.Errorf("mediaType(%q) = %q, mime says %q", ct, got, want)
 		}
 	}
 }
@@ -572,6 +607,231 @@ func FuzzHasTopLevelMember(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		if got, want := hasTopLevelMember(in, "vc", "vp"), hasTopLevelMemberRef(in); got != want {
 			t.Errorf("hasTopLevelMember(%q) = %v, want %v", in, got, want)
+		}
+	})
+}
+
+// isDelegationJWTRef is what isDelegationJWT must agree with: the header
+// decoded into a struct and the payload into a map, by encoding/json.
+func isDelegationJWTRef(tok string) bool {
+	h, rest, ok := strings.Cut(tok, ".")
+	if !ok {
+		return false
+	}
+	p, sig, ok := strings.Cut(rest, ".")
+	if !ok || strings.Contains(sig, ".") {
+		return false
+	}
+	var header struct {
+		Typ string `json:"typ"`
+	}
+	if hb, err := b64url(h); err == nil && json.Unmarshal(hb, &header) == nil {
+		switch strings.TrimPrefix(strings.ToLower(header.Typ), "application/") {
+		case "vc+jwt", "vp+jwt":
+			return true
+		}
+	}
+	pb, err := b64url(p)
+	return err == nil && hasTopLevelMemberRef(pb)
+}
+
+// isDelegationJWTCases are headers and payloads on which isDelegationJWT
+// and isDelegationJWTRef must agree, chosen for the ways encoding/json
+// reads a struct field: any case of the key, escapes, the last of
+// duplicates, null, other types, Unicode letters whose lower case is ASCII.
+var isDelegationJWTCases = [][2]string{
+	{`{"alg":"EdDSA","typ":"JWT"}`, `{"iss":"did:key:z","vc":{}}`},
+	{`{"typ":"vc+jwt"}`, `{}`},
+	{`{"TYP":"VC+JWT"}`, `{}`},
+	{`{"Typ":"Application/VP+JWT"}`, `{}`},
+	{`{"t\u0079p":"vc\u002bjwt"}`, `{}`},
+	{`{"typ":"vc+jwt","typ":null}`, `{}`},
+	{`{"typ":"vc+jwt","typ":"JWT"}`, `{}`},
+	{`{"typ":"JWT","typ":"vc+jwt"}`, `{}`},
+	{`{"typ":1,"typ":"vc+jwt"}`, `{}`},
+	{`{"typ":"vc+jwt","x":[1,2}`, `{}`},
+	{`{"typ":["vc+jwt"]}`, `{"vp":1}`},
+	{`{"typ":{"a":"x","typ":"vc+jwt"}}`, `{}`},
+	{`{"typ":"appl` + "\u0130" + `cation/vc+jwt"}`, `{}`},
+	{`{"typ":"vc+jwt` + "\u212a" + `"}`, `{}`},
+	{`{"typ":"vc+jwt\u0000"}`, `{}`},
+	{`{"typ":"` + "\xff" + `vc+jwt"}`, `{}`},
+	{`{"typ":"application/vc+jwt"} `, `{}`},
+	{`["typ","vc+jwt"]`, `{"vc":1}`},
+	{`null`, `null`},
+	{`{"typ":"at+jwt"}`, `{"sub":"alice","scope":"read"}`},
+	{`{}`, `{"v\u0063":1}`},
+	{`{}`, `{"vc":1}x`},
+	{`{}`, `[{"vc":1}]`},
+	{`{}`, `{"a":{"vc":1},"b":[{"vp":2}]}`},
+}
+
+func TestIsDelegationJWTAgreesWithDecoding(t *testing.T) {
+	for _, c := range isDelegationJWTCases {
+		tok := fakeJWT(c[0], c[1])
+		if got, want := isDelegationJWT(tok), isDelegationJWTRef(tok); got != want {
+			t.Errorf("isDelegationJWT(%s . %s) = %v, decoding says %v", c[0], c[1], got, want)
+		}
+	}
+	// Segments that are not base64url, padded ones, and line breaks, which
+	// the base64 decoder skips.
+	e := base64.RawURLEncoding.EncodeToString
+	vcTyp := e([]byte(`{"typ":"vc+jwt"}`))
+	for _, tok := range []string{
+		vcTyp + "==.e30.x", vcTyp + ".e30=.x", vcTyp[:5] + "\n" + vcTyp[5:] + ".e30.x",
+		"e30." + e([]byte(`{"vc":1}`))[:3] + ".x", "!!.e30.x", vcTyp + "..", ".." + vcTyp, vcTyp + ".e30.x.y",
+	} {
+		if got, want := isDelegationJWT(tok), isDelegationJWTRef(tok); got != want {
+			t.Errorf("isDelegationJWT(%q) = %v, decoding says %v", tok, got, want)
+		}
+	}
+}
+
+func FuzzIsDelegationJWT(f *testing.F) {
+	for _, c := range isDelegationJWTCases {
+		f.Add([]byte(c[0]), []byte(c[1]), "")
+	}
+	f.Add([]byte(nil), []byte(nil), "e30.e30.x")
+	f.Add([]byte(nil), []byte(nil), "gho_16C7e42F292c6912E7710c838347Ae178B4a")
+	f.Fuzz(func(t *testing.T, header, payload []byte, raw string) {
+		e := base64.RawURLEncoding.EncodeToString
+		for _, tok := range []string{e(header) + "." + e(payload) + ".c2ln", raw} {
+			if got, want := isDelegationJWT(tok), isDelegationJWTRef(tok); got != want {
+				t.Errorf("isDelegationJWT(%q) = %v, decoding says %v", tok, got, want)
+			}
+		}
+	})
+}
+
+// readAll reads bodies shorter, longer and as long as announced, and bodies
+// larger than what it allocates up front.
+func TestReadAll(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		size int64
+	}{{0, 0}, {10, 10}, {10, 5}, {10, 20}, {10, -1}, {maxPrealloc + 5000, maxPrealloc + 5000}, {3 * maxPrealloc, 3 * maxPrealloc}} {
+		want := bytes.Repeat([]byte("abcdefgh"), c.n/8+1)[:c.n]
+		got, err := readAll(iotest.HalfReader(bytes.NewReader(want)), c.size, int64(c.n))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("readAll of %d bytes announced as %d: %d bytes, %v", c.n, c.size, len(got), err)
+		}
+		if c.n > 0 {
+			if _, err := readAll(bytes.NewReader(want), c.size, int64(c.n-1)); err != errBodyTooLarge {
+				t.Errorf("readAll of %d bytes, at most %d: %v", c.n, c.n-1, err)
+			}
+		}
+	}
+	if _, err := readAll(iotest.ErrReader(io.ErrUnexpectedEOF), 10, 100); err != io.ErrUnexpectedEOF {
+		t.Errorf("read error: %v", err)
+	}
+}
+
+// The memo answers as isDelegationJWT does, the first time and after, and
+// remembers delegations only.
+func TestBearerMemo(t *testing.T) {
+	m := newBearerMemo()
+	slots := map[uint64]bool{} // of the delegations: two may share one
+	for round := range 2 {
+		for _, c := range isDelegationJWTCases {
+			tok := fakeJWT(c[0], c[1])
+			ours := isDelegationJWT(tok)
+			if ours {
+				slots[(maphash.String(m.seed, tok)|1)%bearerMemoSlots] = true
+			}
+			if got := m.isDelegation(tok); got != ours {
+				t.Errorf("round %d: memo says %v for %s . %s", round, got, c[0], c[1])
+			}
+		}
+	}
+	used := 0
+	for i := range m.slots {
+		if m.slots[i].Load() != 0 {
+			used++
+		}
+	}
+	if want := len(slots); used != want {
+		t.Errorf("%d slots used, want %d: one per delegation, none for other tokens", used, want)
+	}
+	if (*bearerMemo)(nil).isDelegation(fakeJWT(`{"typ":"vc+jwt"}`, `{}`)) != true {
+		t.Error("nil memo")
+	}
+}
+
+// The carrier headers are read and deleted by their names as map keys, so
+// the names must be canonical.
+func TestCarrierHeaderNamesCanonical(t *testing.T) {
+	names := []string{hdrAuthorization, hdrMCPIDelegation, hdrDelegationChain}
+	for _, hc := range headerCarriers {
+		names = append(names, hc.name)
+	}
+	for _, n := range names {
+		if c := http.CanonicalHeaderKey(n); c != n {
+			t.Errorf("%q is not canonical (%q)", n, c)
+		}
+	}
+}
+
+// isIdentityHeaderRef is what isIdentityHeader must agree with: the name
+// lower-cased with "_" and "." read as "-", then compared.
+func isIdentityHeaderRef(k string, enabled carrierSet) bool {
+	if len(k) < 4 {
+		return false
+	}
+	switch k[0] {
+	case 'x', 'X', 'k', 'K', 'm', 'M':
+	default:
+		return false
+	}
+	switch k {
+	case hdrKYADelegation:
+		if enabled.has(carrierKYADelegation) {
+			return false
+		}
+	case hdrKYAOSCred:
+		if enabled.has(carrierKYAOSDelegationCredential) {
+			return false
+		}
+	case hdrDelegationChain:
+		if enabled.has(carrierKYAOSDelegationChain) {
+			return false
+		}
+	case hdrMCPICred, hdrMCPIDelegation:
+		return false
+	}
+	switch n := strings.ToLower(headerSeparators.Replace(k)); n {
+	case "x-agent-did", "x-user-did", "x-agent-reputation-score", "x-verified-delegation",
+		"mcp-i-credential", "mcp-i-delegation":
+		return true
+	default:
+		return strings.HasPrefix(n, "kya-")
+	}
+}
+
+var identityHeaderCases = []string{
+	"X-Agent-Did", "x.agent.did", "X_AGENT_DID", "X-Agent-Didx", "X-Agent-Di", "X-User-Did",
+	"X-Agent-Reputation-Score", "X.Verified_Delegation", "Kya-", "Kya_", "KYA.x", "Kya", "Kyax",
+	"Mcp-I-Credential", "Mcp_I_Credential", "mcp-i-delegation", "Mcp-I-Delegationx", "Mcp-Session-Id",
+	"K\u212aya-x", "\u212aya-x", "Kya-Delegation", "Kya-Os-Delegation-Credential", "Kya-Os-Delegation-Chain",
+	"X-Forwarded-For", "Mcp-Protocol-Version", "X-Agent-D\u0130d", "x-agent-did\u00a0",
+}
+
+func TestIsIdentityHeaderAgrees(t *testing.T) {
+	for _, enabled := range []carrierSet{0, allCarriers, 1 << carrierAuthorization} {
+		for _, k := range identityHeaderCases {
+			if got, want := isIdentityHeader(k, enabled), isIdentityHeaderRef(k, enabled); got != want {
+				t.Errorf("isIdentityHeader(%q, %b) = %v, want %v", k, enabled, got, want)
+			}
+		}
+	}
+}
+
+func FuzzIsIdentityHeader(f *testing.F) {
+	for _, k := range identityHeaderCases {
+		f.Add(k, uint8(allCarriers))
+	}
+	f.Fuzz(func(t *testing.T, k string, enabled uint8) {
+		if got, want := isIdentityHeader(k, carrierSet(enabled)), isIdentityHeaderRef(k, carrierSet(enabled)); got != want {
+			t.Errorf("isIdentityHeader(%q, %b) = %v, want %v", k, enabled, got, want)
 		}
 	})
 }

@@ -40,7 +40,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 
 	// 3. Every enabled carrier.
-	ex, err := extract(w, r, h.enabled, h.MaxBodySize, !h.PassthroughCredential)
+	ex, err := extractWith(h.bearers, w, r, h.enabled, h.MaxBodySize, !h.PassthroughCredential)
 	if err != nil {
 		return h.reject(w, r, err, nil)
 	}
@@ -60,8 +60,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 		if d == nil {
 			if h.admitAnonymous(r, ex.body) {
-				h.recordDecision(r, decision{outcome: "admitted", reason: "anonymous", status: http.StatusOK})
-				return h.serveAdmitted(w, r, next, nil, ex.body)
+				return h.serveAdmitted(w, r, next, nil, ex.body, decision{outcome: "admitted", reason: "anonymous", status: http.StatusOK})
 			}
 			return h.reject(w, r, errNoCredential, nil)
 		}
@@ -90,13 +89,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 
 	// 7.
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	scopes := strings.Join(d.Scopes, " ")
-	repl.Set("http.auth.user.id", d.AgentDID)
-	repl.Set("http.auth.user.agent_did", d.AgentDID)
-	repl.Set("http.auth.user.user_did", d.UserDID)
-	repl.Set("mcpi.agent_did", d.AgentDID)
-	repl.Set("mcpi.user_did", d.UserDID)
-	repl.Set("mcpi.scopes", scopes)
+	// A string in an interface is a copy on the heap: each DID is put in
+	// one once, for all the placeholders that hold it.
+	var agent, user any = d.AgentDID, d.UserDID
+	repl.Set("http.auth.user.id", agent)
+	repl.Set("http.auth.user.agent_did", agent)
+	repl.Set("http.auth.user.user_did", user)
+	repl.Set("mcpi.agent_did", agent)
+	repl.Set("mcpi.user_did", user)
+	repl.Set("mcpi.scopes", strings.Join(d.Scopes, " "))
 	repl.Set("mcpi.delegation_id", d.DelegationID)
 	repl.Set("mcpi.issuer", d.Issuer)
 
@@ -106,21 +107,25 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 	}
 
-	// The audit log (observe.go) records the admission with its carrier.
+	// 8. The audit log (observe.go) records the admission with its
+	// carrier, unless the per-tool policy denies the request.
 	carrierName := "session"
 	if cred != nil {
 		carrierName = cred.carrier.String()
 	}
-	h.recordDecision(r, decision{outcome: "admitted", reason: "ok", status: http.StatusOK, delegation: d, carrier: carrierName})
-
-	// 8.
-	return h.serveAdmitted(w, r, next, d, ex.body)
+	return h.serveAdmitted(w, r, next, d, ex.body, decision{outcome: "admitted", reason: "ok", status: http.StatusOK, delegation: d, carrier: carrierName})
 }
 
 // serveAdmitted applies the per-tool policy to an admitted request (d is nil
-// when it was admitted anonymously) and hands it on.
-func (h *Handler) serveAdmitted(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, d *vc.Delegation, body []byte) error {
-	w, handled, err := h.enforcePolicy(w, r, d, body)
+// when it was admitted anonymously) and hands it on. A request has one
+// decision: adm is recorded unless the policy recorded another one (a
+// denied tools/call, or a body it could not read), so that a denial is
+// not counted and logged as an admission too.
+func (h *Handler) serveAdmitted(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, d *vc.Delegation, body []byte, adm decision) error {
+	w, handled, recorded, err := h.enforcePolicy(w, r, d, body, adm)
+	if !recorded {
+		h.recordDecision(r, adm)
+	}
 	if handled {
 		return err
 	}

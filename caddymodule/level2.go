@@ -185,6 +185,9 @@ type l2runtime struct {
 	signersMu sync.RWMutex
 	signers   map[string]*assertion.Signer // by edge DID
 
+	namesMu sync.RWMutex
+	names   map[string]*hostNames // by Host, at most maxCachedHosts
+
 	probe *upstreamProbe    // upstream_mcpi auto only
 	rep   *reputationSource // nil without a reputation source
 }
@@ -551,6 +554,38 @@ func (rt *l2runtime) edgeDID(host string) (string, error) {
 	return "did:web:" + strings.ReplaceAll(strings.ToLower(host), ":", "%3A"), nil
 }
 
+// hostNames are the names injectIdentity uses for one Host, kept so that a
+// request does not build them again.
+type hostNames struct {
+	did  string    // edgeDID(host)
+	host string    // the host in lower case (the KYA-OS audience)
+	aud  [2]string // the assertion audience over http and over https
+}
+
+// namesFor returns the names for host, built on first use. Hosts are the
+// client's choice, so at most maxCachedHosts are kept.
+func (rt *l2runtime) namesFor(host string) (*hostNames, error) {
+	rt.namesMu.RLock()
+	n := rt.names[host]
+	rt.namesMu.RUnlock()
+	if n != nil {
+		return n, nil
+	}
+	did, err := rt.edgeDID(host)
+	if err != nil {
+		return nil, err
+	}
+	lower := strings.ToLower(host)
+	n = &hostNames{did: did, host: lower, aud: [2]string{"http://" + lower, "https://" + lower}}
+	rt.namesMu.Lock()
+	if len(rt.names) >= maxCachedHosts || rt.names == nil {
+		rt.names = make(map[string]*hostNames, maxCachedHosts)
+	}
+	rt.names[host] = n
+	rt.namesMu.Unlock()
+	return n, nil
+}
+
 // injectIdentity sets the Level 2 headers on the request going upstream.
 // Runs only after d verified and the client's identity headers were
 // stripped. An upstream that has not declared MCP-I support gets nothing
@@ -572,11 +607,11 @@ func (h *Handler) injectIdentity(r *http.Request, d *vc.Delegation) error {
 			return nil
 		}
 	}
-	did, err := rt.edgeDID(r.Host)
+	names, err := rt.namesFor(r.Host)
 	if err != nil {
 		return err
 	}
-	signer, err := rt.signerFor(did)
+	signer, err := rt.signerFor(names.did)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errEdgeIdentity, err)
 	}
@@ -588,20 +623,27 @@ func (h *Handler) injectIdentity(r *http.Request, d *vc.Delegation) error {
 		} else {
 			aud := rt.aud
 			if aud == "" {
-				aud = requestScheme(r) + "://" + strings.ToLower(r.Host)
+				aud = names.aud[0]
+				if requestScheme(r) == "https" {
+					aud = names.aud[1]
+				}
 			}
 			if proof, err = signer.Sign(d, aud); err != nil {
 				return assertionSignError(err)
 			}
 		}
-		hdr[hdrAgentDID] = []string{d.AgentDID}
-		hdr[hdrUserDID] = []string{d.UserDID}
-		hdr[hdrVerifiedDelegation] = []string{proof}
+		// One backing array for the three values, each capped so that
+		// adding a value to one header copies it instead of writing over
+		// the next.
+		vals := []string{d.AgentDID, d.UserDID, proof}
+		hdr[hdrAgentDID] = vals[0:1:1]
+		hdr[hdrUserDID] = vals[1:2:2]
+		hdr[hdrVerifiedDelegation] = vals[2:3:3]
 	}
 	if rt.kyaHeaders {
 		aud := rt.kyaAud
 		if aud == "" {
-			aud = strings.ToLower(r.Host)
+			aud = names.host
 		}
 		proof, err := signer.SignKYAOSProof(d, aud, nil)
 		if err != nil {
@@ -638,9 +680,13 @@ func stripInjected(h http.Header) {
 		default:
 			continue
 		}
-		n := strings.ToLower(headerSeparators.Replace(k))
+		ascii := isASCIIString(k)
+		n := k
+		if !ascii {
+			n = strings.ToLower(headerSeparators.Replace(k))
+		}
 		for _, name := range injectedHeaders {
-			if n == name {
+			if ascii && sepFoldEqual(k, name) || !ascii && n == name {
 				delete(h, k)
 				break
 			}

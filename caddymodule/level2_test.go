@@ -6,6 +6,7 @@ import (
 	"crypto"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -1081,5 +1082,61 @@ func BenchmarkInjectIdentity(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// namesFor builds the edge's names for a Host once, as edgeDID and the
+// audiences are derived, and keeps a bounded number of them.
+func TestNamesFor(t *testing.T) {
+	rt := &l2runtime{}
+	n, err := rt.namesFor("MCP.Example.com:8443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := hostNames{did: "did:web:mcp.example.com%3A8443", host: "mcp.example.com:8443",
+		aud: [2]string{"http://mcp.example.com:8443", "https://mcp.example.com:8443"}}
+	if *n != want {
+		t.Errorf("namesFor = %+v, want %+v", *n, want)
+	}
+	if again, _ := rt.namesFor("MCP.Example.com:8443"); again != n {
+		t.Error("names built again for the same Host")
+	}
+	if _, err := rt.namesFor("a/b"); !errors.Is(err, errEdgeIdentity) {
+		t.Errorf("unusable Host: %v", err)
+	}
+	for i := range 3 * maxCachedHosts {
+		if _, err := rt.namesFor(fmt.Sprintf("h%d.example.com", i)); err != nil {
+			t.Fatal(err)
+		}
+		if len(rt.names) > maxCachedHosts {
+			t.Fatalf("%d hosts kept", len(rt.names))
+		}
+	}
+	fixed := &l2runtime{fixedDID: "did:web:edge.example.com"}
+	if n, _ := fixed.namesFor("other.example.com"); n.did != "did:web:edge.example.com" {
+		t.Errorf("configured edge DID: %q", n.did)
+	}
+}
+
+// stripInjected removes every spelling of the headers injectIdentity sets,
+// Unicode ones that lower-case to them included, and nothing else.
+func TestStripInjected(t *testing.T) {
+	gone := []string{"X-Agent-Did", "x_user_did", "X.Agent.Reputation.Score", "X-Verified-Delegation",
+		"Kya-Os-Agent-Did", "KYA_OS_DELEGATION_PROOF", "X-Agent-D\u0130d"}
+	kept := []string{"X-Agent-Didx", "X-Request-Id", "Kya-Os-Delegation-Credential", "Authorization", "X-User"}
+	h := http.Header{}
+	for _, k := range append(append([]string{}, gone...), kept...) {
+		h[k] = []string{"v"}
+	}
+	stripInjected(h)
+	for _, k := range gone {
+		if _, ok := h[k]; ok {
+			t.Errorf("%q not stripped", k)
+		}
+	}
+	for _, k := range kept {
+		if _, ok := h[k]; !ok {
+			t.Errorf("%q stripped", k)
+		}
 	}
 }

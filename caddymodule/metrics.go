@@ -119,7 +119,17 @@ type metrics struct {
 	// series appears in the output only once counted, as the others do.
 	admittedOK, delegationHit hotCounter
 	verifiedOK                hotObserver
+
+	// toolSeries are the caddy_mcpi_tool_decisions_total series looked up
+	// so far, by the tool and outcome passed in: every tools/call under a
+	// policy counts into one. Bounded as the labels are: the tool is a
+	// label already (toolLabel), the outcome one of a few.
+	toolMu     sync.RWMutex
+	toolSeries map[[2]string]prometheus.Counter
 }
+
+// maxToolSeries bounds toolSeries; past it, series are looked up per call.
+const maxToolSeries = 1024
 
 // hotCounter is one series of a CounterVec, looked up on first use.
 type hotCounter struct {
@@ -391,7 +401,24 @@ func (h *Handler) metricToolDecision(tool, outcome string) {
 	if m == nil {
 		return
 	}
-	m.tools.WithLabelValues(m.tool.value(tool), m.toolOutcome.value(outcome)).Inc()
+	key := [2]string{tool, outcome}
+	m.toolMu.RLock()
+	c := m.toolSeries[key]
+	m.toolMu.RUnlock()
+	if c == nil {
+		// The capped labels are stable once a value was seen (or the cap
+		// reached without it), so the series found now holds for later.
+		c = m.tools.WithLabelValues(m.tool.value(tool), m.toolOutcome.value(outcome))
+		m.toolMu.Lock()
+		if m.toolSeries == nil {
+			m.toolSeries = make(map[[2]string]prometheus.Counter)
+		}
+		if len(m.toolSeries) < maxToolSeries {
+			m.toolSeries[key] = c
+		}
+		m.toolMu.Unlock()
+	}
+	c.Inc()
 }
 
 func (h *Handler) metrics() *metrics {

@@ -156,7 +156,9 @@ type Handler struct {
 	checks []vc.CheckOption
 	// hostChecks caches checksFor's rules; nil before Provision.
 	hostChecks *checkCache
-	cacheKey   string // key in didCaches; empty until Provision got one
+	// bearers remembers the delegation bearers seen; nil before Provision.
+	bearers  *bearerMemo
+	cacheKey string // key in didCaches; empty until Provision got one
 }
 
 // CaddyModule returns the Caddy module information.
@@ -253,6 +255,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		h.checks = append(h.checks, vc.RequireScopes(h.RequiredScopes...))
 	}
 	h.hostChecks = newCheckCache(h.Audiences, h.checks)
+	h.bearers = newBearerMemo()
 	if err := h.provisionLevel2(ctx); err != nil {
 		return err
 	}
@@ -332,6 +335,9 @@ func (h *Handler) Validate() error {
 		return err
 	}
 	if err := h.validateDelegation(); err != nil {
+		return err
+	}
+	if err := h.validateObservability(); err != nil {
 		return err
 	}
 	return h.validatePolicy()

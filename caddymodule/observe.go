@@ -48,6 +48,13 @@ type ObservabilityConfig struct {
 	// host, path, request id, remote IP; never a credential). Metrics are
 	// not affected.
 	DisableAuditLog bool `json:"disable_audit_log,omitempty"`
+
+	// Keep only the refusals in the audit log: rejections, per-tool
+	// denials and failed handshake calls. Admissions are still counted in
+	// caddy_mcpi_decisions_total, but not logged, which saves building and
+	// writing one entry per admitted request. Cannot be combined with
+	// disable_audit_log.
+	AuditDenialsOnly bool `json:"audit_denials_only,omitempty"`
 }
 
 // auditLoggerName is the name, under the handler's own logger, of the audit
@@ -63,6 +70,8 @@ type observability struct {
 	metrics *metrics
 	// auditOn: write audit entries (provisioned, and not turned off).
 	auditOn bool
+	// auditDenialsOnly: leave admissions out of the audit log.
+	auditDenialsOnly bool
 	// auditNamed keeps the audit logger (audit.go auditLogger); nil before
 	// provisioning.
 	auditNamed *atomic.Pointer[namedLogger]
@@ -81,6 +90,7 @@ func (h *Handler) provisionObservability(ctx caddy.Context) error {
 		h.obs.metrics = m
 	}
 	h.obs.auditOn = !h.observabilityConfig().DisableAuditLog
+	h.obs.auditDenialsOnly = h.observabilityConfig().AuditDenialsOnly
 	h.obs.auditNamed = new(atomic.Pointer[namedLogger])
 	return nil
 }
@@ -220,7 +230,7 @@ func handshakeResult(err error) string {
 // unmarshalObservability parses an observability subdirective of the mcpi
 // block; handled is false for a name it does not know. Syntax:
 //
-//	audit_log on|off
+//	audit_log on|denials|off
 func (h *Handler) unmarshalObservability(d *caddyfile.Dispenser, name string) (handled bool, err error) {
 	switch name {
 	case "audit_log":
@@ -232,15 +242,26 @@ func (h *Handler) unmarshalObservability(d *caddyfile.Dispenser, name string) (h
 		if !d.AllArgs(&v) {
 			return true, d.ArgErr()
 		}
+		c := h.observabilityConfig()
 		switch v {
 		case "on":
-			h.observabilityConfig().DisableAuditLog = false
+			c.DisableAuditLog, c.AuditDenialsOnly = false, false
+		case "denials":
+			c.DisableAuditLog, c.AuditDenialsOnly = false, true
 		case "off":
-			h.observabilityConfig().DisableAuditLog = true
+			c.DisableAuditLog, c.AuditDenialsOnly = true, false
 		default:
-			return true, d.Errf("audit_log must be on or off, got %q", v)
+			return true, d.Errf("audit_log must be on, denials or off, got %q", v)
 		}
 		return true, nil
 	}
 	return false, nil
+}
+
+// validateObservability runs from Validate.
+func (h *Handler) validateObservability() error {
+	if c := h.observabilityConfig(); c.DisableAuditLog && c.AuditDenialsOnly {
+		return errors.New("mcpi: audit_denials_only needs the audit log on (disable_audit_log is set)")
+	}
+	return nil
 }

@@ -492,6 +492,57 @@ func TestAuditEntries(t *testing.T) {
 	}
 }
 
+// TestToolDenialIsOneDecision: a request whose tools/call the per-tool
+// policy denies is one decision, denied: counted once in
+// caddy_mcpi_decisions_total (not also as admitted/ok for its verified
+// credential) and written once to the audit log, with the delegation and
+// carrier of the credential. An allowed call is one admission.
+func TestToolDenialIsOneDecision(t *testing.T) {
+	f := newFixture(t)
+	ctx, reg := obsContext(t)
+	h, logs := obsHandler(t, ctx, f, func(h *Handler) { h.Tools = polTools() })
+	tok := f.jwt(t, nil) // grants echo:execute, not files:write
+
+	if res := polServe(t, h, polPost(polCall(1, "files_write"), tok), nil); res.called {
+		t.Fatal("denied call forwarded")
+	}
+	all := gatherMCPI(t, reg)
+	const dec = "caddy_mcpi_decisions_total"
+	if got := obsValue(all, dec, "outcome", "denied", "reason", "insufficient_scope"); got != 1 {
+		t.Errorf("%s{denied,insufficient_scope} = %v, want 1", dec, got)
+	}
+	if n := len(all[dec]); n != 1 {
+		t.Errorf("%s has %d series after one denial, want 1: %v", dec, n, all[dec])
+	}
+	entries := logs.FilterLoggerName("http.handlers.mcpi.audit").All()
+	if len(entries) != 1 {
+		t.Fatalf("%d audit entries for one denied call, want 1: %v", len(entries), entries)
+	}
+	e := entries[0].ContextMap()
+	for k, v := range map[string]any{
+		"outcome": "denied", "reason": "insufficient_scope", "tool": "files_write",
+		"carrier": "authorization", "agent_did": f.agent.did, "status": int64(200),
+	} {
+		if e[k] != v {
+			t.Errorf("denial entry %s = %#v, want %#v", k, e[k], v)
+		}
+	}
+
+	if res := polServe(t, h, polPost(polCall(2, "echo"), tok), nil); !res.called {
+		t.Fatalf("allowed call not forwarded: %d", res.rec.Code)
+	}
+	all = gatherMCPI(t, reg)
+	if got := obsValue(all, dec, "outcome", "admitted", "reason", "ok"); got != 1 {
+		t.Errorf("%s{admitted,ok} = %v after one allowed call, want 1", dec, got)
+	}
+	if got := obsValue(all, dec, "outcome", "denied", "reason", "insufficient_scope"); got != 1 {
+		t.Errorf("%s{denied,insufficient_scope} = %v, want still 1", dec, got)
+	}
+	if n := logs.FilterLoggerName("http.handlers.mcpi.audit").Len(); n != 2 {
+		t.Errorf("%d audit entries for two requests, want 2", n)
+	}
+}
+
 func TestAuditLogOff(t *testing.T) {
 	f := newFixture(t)
 	ctx, reg := obsContext(t)
@@ -507,20 +558,54 @@ func TestAuditLogOff(t *testing.T) {
 	}
 }
 
+// TestAuditLogDenials: with audit_log denials, rejections and per-tool
+// denials are written and admissions are not; all of them are counted.
+func TestAuditLogDenials(t *testing.T) {
+	f := newFixture(t)
+	ctx, reg := obsContext(t)
+	h, logs := obsHandler(t, ctx, f, func(h *Handler) {
+		h.Tools = polTools()
+		h.observabilityConfig().AuditDenialsOnly = true
+	})
+	tok := f.jwt(t, nil)
+	polServe(t, h, polPost(polCall(1, "echo"), tok), nil)        // admitted
+	polServe(t, h, polPost(polCall(2, "files_write"), tok), nil) // denied
+	polServe(t, h, polPost(polCall(3, "echo"), ""), nil)         // rejected: no credential
+
+	var outcomes []string
+	for _, e := range logs.FilterLoggerName("http.handlers.mcpi.audit").All() {
+		outcomes = append(outcomes, e.ContextMap()["outcome"].(string))
+	}
+	if strings.Join(outcomes, " ") != "denied rejected" {
+		t.Errorf("audit entries %q, want the denial and the rejection only", outcomes)
+	}
+	if got := obsValue(gatherMCPI(t, reg), "caddy_mcpi_decisions_total", "outcome", "admitted", "reason", "ok"); got != 1 {
+		t.Errorf("admissions counted %v, want 1", got)
+	}
+
+	both := &Handler{TrustedIssuers: []string{anyIssuer}}
+	both.DisableAuditLog, both.AuditDenialsOnly = true, true
+	if err := both.Validate(); err == nil || !strings.Contains(err.Error(), "audit") {
+		t.Errorf("Validate with the audit log off and denials only: %v", err)
+	}
+}
+
 func TestUnmarshalObservability(t *testing.T) {
 	for _, c := range []struct {
-		input   string
-		handled bool
-		off     bool
-		err     string
+		input        string
+		handled      bool
+		off, denials bool
+		err          string
 	}{
-		{"audit_log off", true, true, ""},
-		{"audit_log on", true, false, ""},
-		{"audit_log", true, false, "wrong argument count"},
-		{"audit_log off on", true, false, "wrong argument count"},
-		{"audit_log maybe", true, false, "must be on or off"},
-		{"audit_log off\naudit_log on", true, true, "already specified"},
-		{"metrics off", false, false, ""},
+		{"audit_log off", true, true, false, ""},
+		{"audit_log on", true, false, false, ""},
+		{"audit_log denials", true, false, true, ""},
+		{"audit_log", true, false, false, "wrong argument count"},
+		{"audit_log off on", true, false, false, "wrong argument count"},
+		{"audit_log maybe", true, false, false, "must be on, denials or off"},
+		{"audit_log off\naudit_log on", true, true, false, "already specified"},
+		{"audit_log denials\naudit_log off", true, false, true, "already specified"},
+		{"metrics off", false, false, false, ""},
 	} {
 		t.Run(c.input, func(t *testing.T) {
 			h := &Handler{}
@@ -543,6 +628,9 @@ func TestUnmarshalObservability(t *testing.T) {
 			}
 			if c.err == "" && h.observabilityConfig().DisableAuditLog != c.off {
 				t.Errorf("DisableAuditLog = %v, want %v", h.observabilityConfig().DisableAuditLog, c.off)
+			}
+			if c.err == "" && h.observabilityConfig().AuditDenialsOnly != c.denials {
+				t.Errorf("AuditDenialsOnly = %v, want %v", h.observabilityConfig().AuditDenialsOnly, c.denials)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -490,8 +491,10 @@ var handshakeTools = []string{"_mcpi_handshake", "_kyaos_handshake", "_mcpi"}
 const reasonHandshakeTool = "handshake_tool"
 
 // enforcePolicy applies the per-tool policy to an admitted request (d is nil
-// for an anonymous one) and may wrap w to filter or check the response. It
-// returns handled when it answered the request itself.
+// for an anonymous one, adm is its admission) and may wrap w to filter or
+// check the response. It returns handled when it answered the request
+// itself, and recorded when it recorded the request's decision (a denial or
+// a rejection) in place of adm.
 //
 // Methods are compared without regard to case, since a server may route
 // "post" as POST. Every method but GET, HEAD, OPTIONS, DELETE, TRACE and
@@ -504,36 +507,36 @@ const reasonHandshakeTool = "handshake_tool"
 // a tools/call when handshake actions are checked), and a GET resuming an
 // SSE stream (Last-Event-ID), whose replayed events answer requests the edge
 // has not seen in this request. Other GET streams are never touched.
-func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.Delegation, body []byte) (_ http.ResponseWriter, handled bool, err error) {
+func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.Delegation, body []byte, adm decision) (_ http.ResponseWriter, handled, recorded bool, err error) {
 	p := &h.policy
 	if p.pol == nil && p.actions == mcp.ActionsOff {
-		return w, false, nil
+		return w, false, false, nil
 	}
 	method := strings.ToUpper(r.Method)
 	if p.pol != nil {
 		if status, err := h.policeHTTP(r, method, body != nil); err != nil {
 			h.refuseBody(w, status, mcp.CodeInvalidRequest, err)
-			return w, true, nil
+			return w, true, false, nil
 		}
 	}
 	if bodyless(method) {
 		if method != http.MethodGet || r.Header.Get("Last-Event-ID") == "" {
-			return w, false, nil
+			return w, false, false, nil
 		}
 		c := h.newResponseCheck(r, d, nil, false, p.pol != nil, p.actions != mcp.ActionsOff)
 		c.presented = h.policy.anyPresentation && h.holderBound(r, d)
-		return c.wrap(w, r), false, nil
+		return c.wrap(w, r), false, false, nil
 	}
 
 	if body == nil {
 		// A tool policy reads every body: a tools/call sent with another
 		// content type must not slip past it. Handshake-action checks
 		// alone look at JSON bodies only.
-		if !hasRequestBody(r) || (p.pol == nil && !isJSONContentType(r.Header.Get("Content-Type"))) {
-			return w, false, nil
+		if !hasRequestBody(r) || (p.pol == nil && !wantsBody(r)) {
+			return w, false, false, nil
 		}
 		if body, err = readBody(w, r, h.MaxBodySize); err != nil {
-			return w, true, h.reject(w, r, err, nil)
+			return w, true, true, h.reject(w, r, err, nil)
 		}
 	}
 	msgs, batch, err := mcp.ParseMessages(body)
@@ -548,7 +551,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 	}
 	if err != nil {
 		if p.pol == nil {
-			return w, false, nil // nothing to authorize; not JSON-RPC
+			return w, false, false, nil // nothing to authorize; not JSON-RPC
 		}
 		// What the edge cannot read, it cannot authorize; an upstream
 		// reading it differently could run a tool the policy denies.
@@ -557,7 +560,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 			code = mcp.CodeInvalidRequest
 		}
 		h.refuseBody(w, http.StatusBadRequest, code, err)
-		return w, true, nil
+		return w, true, false, nil
 	}
 
 	var hasList, hasCall, hasRequest bool
@@ -593,9 +596,9 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 			h.logDecision(name, d, dec)
 		}
 		if denied {
-			h.recordDenial(r, msgs, decisions, d)
+			h.recordDenial(r, msgs, decisions, adm)
 			h.answerDenied(w, msgs, batch, decisions, d)
-			return w, true, nil
+			return w, true, true, nil
 		}
 	}
 
@@ -605,7 +608,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 	filter := p.pol != nil && hasRequest
 	actions := p.actions != mcp.ActionsOff && hasCall
 	if !filter && !actions {
-		return w, false, nil
+		return w, false, false, nil
 	}
 	c := h.newResponseCheck(r, d, msgs, batch, filter, actions)
 	c.presented = presented
@@ -613,9 +616,9 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 	if filter && hasList {
 		// Learn the listed tools' annotation classes before the filter
 		// decides on them (no-op unless tool_annotations_policy is set).
-		return p.annotations.learnFrom(c.wrap(w, r), c.ids, h.MaxResponseSize), false, nil
+		return p.annotations.learnFrom(c.wrap(w, r), c.ids, h.MaxResponseSize), false, false, nil
 	}
-	return c.wrap(w, r), false, nil
+	return c.wrap(w, r), false, false, nil
 }
 
 // holderBound reports whether d was presented holder-bound: in a VP signed by
@@ -635,13 +638,15 @@ func (h *Handler) holderBound(r *http.Request, d *vc.Delegation) bool {
 	return err == nil && s != nil && s.Hash == d.Hash && s.AgentDID == d.AgentDID
 }
 
-// recordDenial writes the request's one per-tool denial record (the first
-// denied call) to the audit log.
-func (h *Handler) recordDenial(r *http.Request, msgs []mcp.Message, decisions []mcp.Decision, d *vc.Delegation) {
+// recordDenial records the request's one decision, the denial of its first
+// denied call, in place of its admission adm (whose delegation and carrier
+// it keeps).
+func (h *Handler) recordDenial(r *http.Request, msgs []mcp.Message, decisions []mcp.Decision, adm decision) {
 	for i, m := range msgs {
 		if m.Method == mcp.MethodToolsCall && !decisions[i].Allowed {
 			name, _ := mcp.ToolCallName(m)
-			h.recordDecision(r, decision{outcome: "denied", reason: decisions[i].Reason, status: http.StatusOK, delegation: d, tool: name})
+			h.recordDecision(r, decision{outcome: "denied", reason: decisions[i].Reason, status: http.StatusOK,
+				delegation: adm.delegation, carrier: adm.carrier, tool: name})
 			return
 		}
 	}
@@ -762,9 +767,15 @@ var rpcMembers = []string{"jsonrpc", "id", "method", "params", "result", "error"
 // ignored.
 func confusable(msgs []mcp.Message) bool {
 	odd := func(raw []byte, names ...string) bool {
-		for _, m := range objectMembers(raw, skipWS(raw, 0)) {
+		for j := firstMember(raw, skipWS(raw, 0)); raw[j] != '}'; {
+			var m member
+			m, j = memberAt(raw, j)
+			key := raw[m.keyStart+1 : m.keyEnd-1]
+			if bytes.IndexByte(key, '\\') >= 0 {
+				key = []byte(unquote(raw[m.keyStart:m.keyEnd]))
+			}
 			for _, n := range names {
-				if m.name != n && strings.EqualFold(m.name, n) {
+				if string(key) != n && bytes.EqualFold(key, []byte(n)) {
 					return true
 				}
 			}

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"io"
-	"mime"
 	"net"
 	"net/http"
 	"slices"
@@ -251,7 +250,7 @@ func (l *annotationLearner) WriteHeader(code int) {
 	if l.state == lsNew && (code < 100 || code >= 200 || code == http.StatusSwitchingProtocols) {
 		l.state = lsOff
 		hdr := l.Header()
-		mt, _, _ := mime.ParseMediaType(hdr.Get("Content-Type"))
+		mt := mediaType(hdr.Get("Content-Type"))
 		ce := hdr.Get("Content-Encoding")
 		if code >= 200 && code < 300 && code != http.StatusNoContent && code != http.StatusResetContent &&
 			code != http.StatusPartialContent && (ce == "" || ce == "identity") {
@@ -260,7 +259,7 @@ func (l *annotationLearner) WriteHeader(code int) {
 				l.state = lsSSE
 				l.sse = mcp.NewSSERewriter(io.Discard, l.learnEvent, mcp.WithMaxEventSize(l.max),
 					mcp.WithOversizePassthrough(), mcp.WithFlush(func() error { return nil }))
-			case isJSONContentType(mt):
+			case isJSONMediaType(mt):
 				l.state = lsJSON
 			}
 		}

@@ -453,6 +453,7 @@ func TestPolicyToolsCall(t *testing.T) {
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","Name":"files_write"}}`,
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"},"Params":{"name":"files_write"}}`,
 			`{"jsonrpc":"2.0","id":1,"method":"tools/list","Method":"tools/call","params":{"name":"files_write"}}`,
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","N\u0061me":"files_write"}}`,
 		} {
 			res := polServe(t, h, polPost(body, tok), nil)
 			m := decodeRPC(t, res.rec.Body.Bytes())

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"mime"
 	"net"
 	"net/http"
 	"strconv"
@@ -38,10 +37,13 @@ type responseCheck struct {
 	presented bool
 	// ids maps IDKey(id) to the method of each request of the request
 	// body; nil for a resumed stream, whose events answer requests the
-	// edge did not see here (then every result is checked).
-	ids    map[string]string
-	reqIDs []json.RawMessage
-	batch  bool
+	// edge did not see here, and when nothing is filtered and every
+	// request is a tools/call: either way every result is checked.
+	ids map[string]string
+	// msgs are the messages of the request body (nil for a resumed
+	// stream), for the failure answer and the log label.
+	msgs  []mcp.Message
+	batch bool
 
 	filter bool
 	// sniff: the request holds no tools/list, and filter only guards
@@ -50,11 +52,15 @@ type responseCheck struct {
 	sniff   bool
 	actions mcp.ActionMode
 	opts    mcp.ActionOptions
-	tool    string // log label of the called tool(s)
+	tool    string // log label of the called tool(s); "" until toolLabel
+
+	// rw is the filter wrap returns: allocated with the check, since every
+	// check wraps one response.
+	rw responseFilter
 }
 
 func (h *Handler) newResponseCheck(r *http.Request, d *vc.Delegation, msgs []mcp.Message, batch, filter, actions bool) *responseCheck {
-	c := &responseCheck{h: h, d: d, batch: batch, filter: filter, tool: "none"}
+	c := &responseCheck{h: h, d: d, msgs: msgs, batch: batch, filter: filter}
 	if actions {
 		c.actions = h.policy.actions
 		c.opts = mcp.ActionOptions{ToolEndpointHost: r.Host, AllowedHosts: h.HandshakeActionHosts}
@@ -62,32 +68,53 @@ func (h *Handler) newResponseCheck(r *http.Request, d *vc.Delegation, msgs []mcp
 			c.opts.UserDID = d.UserDID
 		}
 	}
-	if msgs != nil {
+	if msgs != nil && (filter || !onlyToolCalls(msgs)) {
 		c.ids = mcp.RequestMethods(msgs)
 	}
-	calls := 0
+	return c
+}
+
+// onlyToolCalls reports whether every request in msgs is a tools/call: then
+// CheckResponseBody checks every result, with the request ids or without.
+func onlyToolCalls(msgs []mcp.Message) bool {
 	for _, m := range msgs {
-		if mcp.IsRequest(m) {
-			c.reqIDs = append(c.reqIDs, m.ID)
+		if mcp.IsRequest(m) && m.Method != mcp.MethodToolsCall {
+			return false
 		}
+	}
+	return true
+}
+
+// toolLabel is the log label of the tool(s) the request calls: the tool,
+// "batch" for several calls, "none" for none. Only logs need it, so it is
+// worked out on first use.
+func (c *responseCheck) toolLabel() string {
+	if c.tool != "" {
+		return c.tool
+	}
+	c.tool = "none"
+	calls := 0
+	for _, m := range c.msgs {
 		if name, ok := mcp.ToolCallName(m); ok {
 			if calls++; calls == 1 {
-				c.tool = h.toolLabel(name)
+				c.tool = c.h.toolLabel(name)
 			} else {
 				c.tool = "batch"
 			}
 		}
 	}
-	return c
+	return c.tool
 }
 
-// wrap returns w wrapped to apply c to the response of r.
+// wrap returns w wrapped to apply c to the response of r. It is called once
+// per check.
 func (c *responseCheck) wrap(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
 	// A compressed answer cannot be read. Without Accept-Encoding neither
 	// an encode handler after this one nor the upstream compresses (the
 	// proxy transport negotiates and decodes its own compression).
 	r.Header.Del("Accept-Encoding")
-	return &responseFilter{ResponseWriter: w, check: c, max: int(c.h.MaxResponseSize)}
+	c.rw = responseFilter{ResponseWriter: w, check: c, max: int(c.h.MaxResponseSize)}
+	return &c.rw
 }
 
 // mayPassUnchecked: nothing is filtered and actions are only observed, so a
@@ -133,7 +160,7 @@ func (c *responseCheck) rewrite(data []byte) ([]byte, error) {
 			msg = "invalid handshake action (observe only)"
 		}
 		if ce := c.h.logger.Check(zapcore.WarnLevel, msg); ce != nil {
-			ce.Write(zap.String("tool", c.tool), zap.String("action", is.Action), zap.String("issue", is.Code),
+			ce.Write(zap.String("tool", c.toolLabel()), zap.String("action", is.Action), zap.String("issue", is.Code),
 				zap.String("field", is.Field), zap.String("detail", is.Detail))
 		}
 	}
@@ -144,14 +171,20 @@ func (c *responseCheck) rewrite(data []byte) ([]byte, error) {
 // for a response that was withheld.
 func (c *responseCheck) failBody() []byte {
 	const msg = "mcpi: the upstream response could not be checked and was withheld"
-	if len(c.reqIDs) == 0 {
+	var ids []json.RawMessage
+	for _, m := range c.msgs {
+		if mcp.IsRequest(m) {
+			ids = append(ids, m.ID)
+		}
+	}
+	if len(ids) == 0 {
 		return mcp.ErrorResponse(nil, mcp.CodeInternalError, msg)
 	}
 	if !c.batch {
-		return mcp.ErrorResponse(c.reqIDs[0], mcp.CodeInternalError, msg)
+		return mcp.ErrorResponse(ids[0], mcp.CodeInternalError, msg)
 	}
-	out := make([][]byte, len(c.reqIDs))
-	for i, id := range c.reqIDs {
+	out := make([][]byte, len(ids))
+	for i, id := range ids {
 		out[i] = mcp.ErrorResponse(id, mcp.CodeInternalError, msg)
 	}
 	return joinBatch(out)
@@ -161,13 +194,13 @@ func (c *responseCheck) failBody() []byte {
 // upstream answered something the edge could not check.
 func (c *responseCheck) logWithheld(err error) {
 	if ce := c.h.logger.Check(zapcore.WarnLevel, "upstream response withheld: it could not be checked"); ce != nil {
-		ce.Write(zap.String("tool", c.tool), zap.Error(err))
+		ce.Write(zap.String("tool", c.toolLabel()), zap.Error(err))
 	}
 }
 
 func (c *responseCheck) logUnchecked(err error) {
 	if ce := c.h.logger.Check(zapcore.DebugLevel, "upstream response passed unchecked"); ce != nil {
-		ce.Write(zap.String("tool", c.tool), zap.Error(err))
+		ce.Write(zap.String("tool", c.toolLabel()), zap.Error(err))
 	}
 }
 
@@ -208,11 +241,11 @@ func (f *responseFilter) WriteHeader(code int) {
 		return
 	}
 	hdr := f.Header()
-	mt, _, _ := mime.ParseMediaType(hdr.Get("Content-Type"))
+	mt := mediaType(hdr.Get("Content-Type"))
 	withBody := code >= 200 && code < 300 && code != http.StatusNoContent && code != http.StatusResetContent &&
 		code != http.StatusPartialContent
 	sse := mt == "text/event-stream"
-	if !withBody || (!sse && !isJSONContentType(mt)) {
+	if !withBody || (!sse && !isJSONMediaType(mt)) {
 		f.state = fsPass
 		f.ResponseWriter.WriteHeader(code)
 		return
@@ -279,8 +312,12 @@ func (f *responseFilter) writeJSON(p []byte) {
 	end, bad := f.scan.feed(p)
 	switch {
 	case end >= 0 && len(f.buf)+end <= f.max:
-		f.buf = append(f.buf, p[:end]...)
-		body := f.buf
+		// A body written in one piece is rewritten from p, which stays
+		// valid until this Write returns, without a copy.
+		body := p[:end]
+		if len(f.buf) > 0 {
+			body = append(f.buf, body...)
+		}
 		f.buf = nil
 		out, err := f.check.rewrite(body)
 		if err != nil {

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 )
 
 // MethodToolsCall and MethodToolsList are the MCP methods the edge looks at.
@@ -65,7 +67,7 @@ func ParseMessages(body []byte) (msgs []Message, batch bool, err error) {
 	if i == len(body) {
 		return nil, false, ErrEmpty
 	}
-	if !json.Valid(body) {
+	if !jsonscan.Valid(body) {
 		return nil, false, ErrParse
 	}
 	switch body[i] {
@@ -140,7 +142,7 @@ func parseMessage(body []byte, i, depth, idx int) (Message, error) {
 		}
 	}
 	if has(2) {
-		method, ok := stringValue(body, f[2][0], f[2][1])
+		method, ok := methodValue(body, f[2][0], f[2][1])
 		if !ok || method == "" {
 			return bad("method", ErrInvalidMessage)
 		}
@@ -149,7 +151,7 @@ func parseMessage(body []byte, i, depth, idx int) (Message, error) {
 		}
 		m.Method = method
 		if method == MethodToolsCall {
-			if _, ok := toolCallName(m.Params); !ok {
+			if _, ok := toolCallNameBytes(m.Params); !ok {
 				member := "params"
 				if len(m.Params) > 0 && m.Params[0] == '{' {
 					member = "params.name"
@@ -186,17 +188,44 @@ func ToolCallName(m Message) (string, bool) {
 }
 
 func toolCallName(params []byte) (string, bool) {
+	b, ok := toolCallNameBytes(params)
+	return string(b), ok
+}
+
+// toolCallNameBytes is toolCallName without making the string.
+func toolCallNameBytes(params []byte) ([]byte, bool) {
 	params = trimSpace(params)
 	if len(params) == 0 || params[0] != '{' {
-		return "", false
+		return nil, false
 	}
 	// Params come from a parsed message, or from a caller that built the
 	// Message itself: only the former is known to be valid JSON.
 	f, dup, _, err := findMembers(params, 0, 1, "name")
 	if err != nil || dup != "" || f[0][0] < 0 {
+		return nil, false
+	}
+	return stringBytes(params, f[0][0], f[0][1])
+}
+
+// commonMethods are the methods parseMessage returns without allocating a
+// string: the ones of nearly every request.
+var commonMethods = [...]string{
+	MethodToolsCall, MethodToolsList, "initialize", "notifications/initialized", "ping",
+	"resources/list", "resources/read", "prompts/list", "prompts/get",
+}
+
+// methodValue is stringValue for the method member.
+func methodValue(d []byte, start, end int) (string, bool) {
+	b, ok := stringBytes(d, start, end)
+	if !ok {
 		return "", false
 	}
-	return stringValue(params, f[0][0], f[0][1])
+	for _, m := range commonMethods {
+		if string(b) == m {
+			return m, true
+		}
+	}
+	return string(b), true
 }
 
 // IDKey returns a map key for a JSON-RPC id that is equal for ids a client

@@ -233,26 +233,42 @@ func unquote(s []byte) ([]byte, error) {
 // the value is not a string or not valid UTF-8 (encoding/json would replace
 // bad bytes with U+FFFD, other decoders may not agree on how many).
 func stringValue(d []byte, start, end int) (string, bool) {
+	b, ok := stringBytes(d, start, end)
+	return string(b), ok
+}
+
+// stringBytes is stringValue without the string: the content itself when
+// it has no escapes.
+func stringBytes(d []byte, start, end int) ([]byte, bool) {
 	if start >= end || d[start] != '"' {
-		return "", false
+		return nil, false
 	}
 	if !utf8.Valid(d[start:end]) {
-		return "", false
+		return nil, false
 	}
 	b, err := unquote(d[start:end])
 	if err != nil {
-		return "", false
+		return nil, false
 	}
-	return string(b), true
+	return b, true
 }
 
-// findMembers looks up the named members of the object d[i:] (d[i] == '{').
-// It returns their offsets in the order of names ({-1,-1} when absent), the
-// first name that occurs more than once, if any, and the offset just past
-// the object.
-func findMembers(d []byte, i, depth int, names ...string) (found [][2]int, dup string, end int, err error) {
-	found = make([][2]int, len(names))
-	for k := range found {
+// maxFind is the most names findMembers looks up at once (actionMembers).
+const maxFind = 13
+
+// spans are the offsets findMembers found: an array, not a slice, so that a
+// lookup, which every message and result needs, allocates nothing.
+type spans [maxFind][2]int
+
+// findMembers looks up the named members (at most maxFind) of the object
+// d[i:] (d[i] == '{'). It returns their offsets in the order of names
+// ({-1,-1} when absent), the first name that occurs more than once, if any,
+// and the offset just past the object.
+func findMembers(d []byte, i, depth int, names ...string) (found spans, dup string, end int, err error) {
+	if len(names) > maxFind {
+		panic("mcp: findMembers: more names than maxFind")
+	}
+	for k := range names {
 		found[k] = [2]int{-1, -1}
 	}
 	end, err = eachMember(d, i, depth, func(m member) error {

@@ -1,0 +1,281 @@
+// Package jsonscan checks JSON as encoding/json's json.Valid does, faster,
+// and reports the members of a top-level object on the way. The edge runs
+// it on every bearer and every JSON-RPC body: encoding/json's scanner, a
+// state machine called per byte, was the largest part of those checks.
+package jsonscan
+
+// Valid reports whether b is one JSON value, exactly as json.Valid does.
+func Valid(b []byte) bool { return Walk(b, nil) }
+
+// Walk checks that b is one JSON value, exactly as json.Valid does, and
+// calls member with the key (quoted, as in b) and the value of every member
+// of b when b is an object. It reports whether b is valid.
+//
+// What it accepts is what encoding/json accepts: the grammar of RFC 8259,
+// at most MaxDepth nested objects and arrays, strings without control
+// characters, escapes \" \\ \/ \b \f \n \r \t and \u with four hex digits,
+// and any other byte (encoding/json does not check UTF-8 either). The
+// nesting is tracked in a bit stack, not by recursion, so that a deeply
+// nested input costs a goroutine no stack.
+//
+// member may be called before the input turns out invalid: what it learns
+// counts only when Walk returns true. It must not keep the slices.
+func Walk(b []byte, member func(key, val []byte)) bool {
+	w := walker{b: b}
+	const (
+		stValue = iota // a value is next
+		stKey          // a member's key is next
+		stAfter        // a value just ended
+	)
+	var key []byte // of the top-level member being read
+	var valStart int
+	w.ws()
+	if w.i < len(b) && b[w.i] == '{' && member != nil {
+		w.top = true
+	}
+	state := stValue
+	for {
+		switch state {
+		case stValue:
+			if w.i >= len(b) {
+				return false
+			}
+			switch c := b[w.i]; c {
+			case '{', '[':
+				if !w.push(c == '{') {
+					return false
+				}
+				w.i++
+				w.ws()
+				if w.i < len(b) && b[w.i] == c+2 { // '}' and ']' are '{' and '[' + 2
+					w.i++
+					w.pop()
+					state = stAfter
+				} else if c == '{' {
+					state = stKey
+				}
+				continue
+			case '"':
+				if !w.str() {
+					return false
+				}
+			case 't':
+				if !w.lit("true") {
+					return false
+				}
+			case 'f':
+				if !w.lit("false") {
+					return false
+				}
+			case 'n':
+				if !w.lit("null") {
+					return false
+				}
+			default:
+				if !w.number() {
+					return false
+				}
+			}
+			state = stAfter
+
+		case stKey:
+			if w.i >= len(b) || b[w.i] != '"' {
+				return false
+			}
+			k := w.i
+			if !w.str() {
+				return false
+			}
+			keyEnd := w.i
+			w.ws()
+			if w.i >= len(b) || b[w.i] != ':' {
+				return false
+			}
+			w.i++
+			w.ws()
+			if w.top && w.depth == 1 {
+				// Only the top level's: nested keys must not move them.
+				key, valStart = b[k:keyEnd], w.i
+			}
+			state = stValue
+
+		case stAfter:
+			if w.depth == 0 {
+				w.ws()
+				return w.i == len(b)
+			}
+			if w.top && w.depth == 1 {
+				member(key, b[valStart:w.i])
+			}
+			w.ws()
+			if w.i >= len(b) {
+				return false
+			}
+			obj := w.inObject()
+			switch c := b[w.i]; {
+			case c == ',':
+				w.i++
+				w.ws()
+				state = stValue
+				if obj {
+					state = stKey
+				}
+			case c == '}' && obj, c == ']' && !obj:
+				w.i++
+				w.pop()
+			default:
+				return false
+			}
+		}
+	}
+}
+
+// MaxDepth is encoding/json's nesting limit: deeper input is invalid.
+const MaxDepth = 10000
+
+// walker is the state of Walk.
+type walker struct {
+	b     []byte
+	i     int
+	depth int
+	top   bool // the top-level value is an object whose members are reported
+	// kinds holds a bit per open container, set for an object: the first
+	// 64 levels in small, deeper ones in more.
+	small uint64
+	more  []uint64
+}
+
+func (w *walker) ws() {
+	for w.i < len(w.b) {
+		switch w.b[w.i] {
+		case ' ', '\t', '\n', '\r':
+			w.i++
+		default:
+			return
+		}
+	}
+}
+
+func (w *walker) push(obj bool) bool {
+	if w.depth >= MaxDepth {
+		return false
+	}
+	d := w.depth
+	w.depth++
+	var bit uint64
+	if obj {
+		bit = 1
+	}
+	if d < 64 {
+		w.small = w.small&^(1<<d) | bit<<d
+		return true
+	}
+	word, off := d/64-1, uint(d%64)
+	for len(w.more) <= word {
+		w.more = append(w.more, 0)
+	}
+	w.more[word] = w.more[word]&^(1<<off) | bit<<off
+	return true
+}
+
+func (w *walker) pop() { w.depth-- }
+
+// inObject reports whether the innermost open container is an object.
+func (w *walker) inObject() bool {
+	d := w.depth - 1
+	if d < 64 {
+		return w.small&(1<<d) != 0
+	}
+	return w.more[d/64-1]&(1<<uint(d%64)) != 0
+}
+
+// str moves past the string at w.i ('"').
+func (w *walker) str() bool {
+	b := w.b
+	for i := w.i + 1; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			w.i = i + 1
+			return true
+		case c == '\\':
+			i++
+			if i >= len(b) {
+				return false
+			}
+			switch b[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if i+4 >= len(b) {
+					return false
+				}
+				for _, h := range b[i+1 : i+5] {
+					if !isHexDigit(h) {
+						return false
+					}
+				}
+				i += 4
+			default:
+				return false
+			}
+		case c < 0x20:
+			return false
+		}
+	}
+	return false
+}
+
+func isHexDigit(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// lit moves past the literal s at w.i.
+func (w *walker) lit(s string) bool {
+	if len(w.b)-w.i < len(s) || string(w.b[w.i:w.i+len(s)]) != s {
+		return false
+	}
+	w.i += len(s)
+	return true
+}
+
+// number moves past the number at w.i:
+// -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+func (w *walker) number() bool {
+	b, i := w.b, w.i
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(b):
+		return false
+	case b[i] == '0':
+		i++
+	case '1' <= b[i] && b[i] <= '9':
+		for i++; i < len(b) && isDigit(b[i]); i++ {
+		}
+	default:
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if i >= len(b) || !isDigit(b[i]) {
+			return false
+		}
+		for i++; i < len(b) && isDigit(b[i]); i++ {
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i >= len(b) || !isDigit(b[i]) {
+			return false
+		}
+		for i++; i < len(b) && isDigit(b[i]); i++ {
+		}
+	}
+	w.i = i
+	return true
+}
