@@ -669,9 +669,11 @@ func asciiEqualFold(b []byte, s string) bool {
 	return true
 }
 
-// hasTopLevelMember reports whether b is a JSON object with a member named
-// one of names: what decoding b into a map and looking the names up would
-// say, without the map.
+// hasTopLevelMember reports whether b is a JSON object with a member whose
+// name equals one of names under Unicode case folding. Folding, because
+// encoding/json (vc's decoder, and many an upstream's) matches a struct
+// field that way: a payload with "VC" is read as a credential, so it must
+// be verified here, not passed upstream as someone else's token.
 func hasTopLevelMember(b []byte, names ...string) bool {
 	found := false
 	valid := jsonscan.Walk(b, func(key, _ []byte) {
@@ -680,7 +682,7 @@ func hasTopLevelMember(b []byte, names ...string) bool {
 		}
 		k := unquoteKey(key)
 		for _, n := range names {
-			if string(k) == n {
+			if bytes.EqualFold(k, []byte(n)) {
 				found = true
 			}
 		}

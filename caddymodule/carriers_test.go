@@ -34,7 +34,7 @@ func TestIsDelegationJWT(t *testing.T) {
 		{"typ vc+jwt", fakeJWT(`{"alg":"EdDSA","typ":"vc+jwt"}`, `{"@context":[]}`), true},
 		{"typ application/vp+jwt", fakeJWT(`{"alg":"EdDSA","typ":"application/vp+jwt"}`, `{}`), true},
 		{"oauth access token", fakeJWT(`{"alg":"RS256","typ":"at+jwt"}`, `{"sub":"alice","scope":"read"}`), false},
-		{"VC member in other case is not vc", fakeJWT(`{"alg":"EdDSA"}`, `{"VC":{}}`), false},
+		{"VC member in other case is vc, as encoding/json reads it", fakeJWT(`{"alg":"EdDSA"}`, `{"VC":{}}`), true},
 		{"opaque", "gho_16C7e42F292c6912E7710c838347Ae178B4a", false},
 		{"two parts", "abc.def", false},
 		{"four parts", "a.b.c.d", false},
@@ -535,21 +535,16 @@ func FuzzExtractCarriers(f *testing.F) {
 	})
 }
 
-// hasTopLevelMember must agree with decoding the object into a map, which
-// is what it replaces on the hot path.
+// hasTopLevelMember must agree with decoding the object into a map and
+// looking the names up as encoding/json matches a field (case folded),
+// which is what it replaces on the hot path.
 func TestHasTopLevelMember(t *testing.T) {
 	for _, in := range []string{
 		`{"vc":{}}`, `{"vp":1}`, `{"a":1,"vc":null}`, `{"a":{"vc":1}}`, `{"a":["vc"]}`,
-		`{"VC":1}`, `{"v\u0063":1}`, `{}`, `[]`, `"vc"`, `{"vc":1`, `{"a":"}","vc":2}`,
+		`{"VC":1}`, `{"Vp":1}`, `{"v\u0063":1}`, `{}`, `[]`, `"vc"`, `{"vc":1`, `{"a":"}","vc":2}`,
 		` { "x" : [1,{"vp":2}] , "vp" : true } `, `{"vcx":1}`, `null`, ``,
 	} {
-		var m map[string]json.RawMessage
-		want := false
-		if json.Unmarshal([]byte(in), &m) == nil && m != nil {
-			_, vc := m["vc"]
-			_, vp := m["vp"]
-			want = vc || vp
-		}
+		want := hasTopLevelMemberRef([]byte(in))
 		if got := hasTopLevelMember([]byte(in), "vc", "vp"); got != want {
 			t.Errorf("hasTopLevelMember(%s) = %v, want %v", in, got, want)
 		}
@@ -562,9 +557,12 @@ func hasTopLevelMemberRef(in []byte) bool {
 	if json.Unmarshal(in, &m) != nil || m == nil {
 		return false
 	}
-	_, vc := m["vc"]
-	_, vp := m["vp"]
-	return vc || vp
+	for k := range m {
+		if strings.EqualFold(k, "vc") || strings.EqualFold(k, "vp") {
+			return true
+		}
+	}
+	return false
 }
 
 // The scanner validates as it goes: every way of being malformed, and the
@@ -642,6 +640,9 @@ func isDelegationJWTRef(tok string) bool {
 var isDelegationJWTCases = [][2]string{
 	{`{"alg":"EdDSA","typ":"JWT"}`, `{"iss":"did:key:z","vc":{}}`},
 	{`{"typ":"vc+jwt"}`, `{}`},
+	{`{"alg":"EdDSA"}`, `{"VC":{}}`},
+	{`{"alg":"EdDSA"}`, `{"vP":{}}`},
+	{`{"alg":"EdDSA"}`, `{"\u0056C":{}}`},
 	{`{"TYP":"VC+JWT"}`, `{}`},
 	{`{"Typ":"Application/VP+JWT"}`, `{}`},
 	{`{"t\u0079p":"vc\u002bjwt"}`, `{}`},
@@ -834,4 +835,19 @@ func FuzzIsIdentityHeader(f *testing.F) {
 			t.Errorf("isIdentityHeader(%q, %b) = %v, want %v", k, enabled, got, want)
 		}
 	})
+}
+
+// TestBearerWithFoldedVCIsVerified: a bearer whose payload names its
+// credential "VC" is read as one by encoding/json, so the edge verifies it
+// (and refuses this unsigned one) instead of passing it upstream as someone
+// else's token.
+func TestBearerWithFoldedVCIsVerified(t *testing.T) {
+	f := newFixture(t)
+	h := f.handler(t, nil)
+	for _, payload := range []string{`{"iss":"did:key:z6Mkx","VC":{"type":["VerifiableCredential"]}}`, `{"Vp":{}}`} {
+		res := serve(t, h, bearer(fakeJWT(`{"alg":"EdDSA","typ":"JWT"}`, payload)))
+		if res.called || res.rec.Code != http.StatusUnauthorized {
+			t.Errorf("payload %s: HTTP %d, forwarded %t; want 401, not forwarded", payload, res.rec.Code, res.called)
+		}
+	}
 }
