@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"reflect"
 	"strings"
@@ -486,15 +487,45 @@ func TestHandshakeErrors(t *testing.T) {
 		})
 	}
 
+	// Member names that repeat or fold together (encoding/json matches
+	// "Credential" and "paramſ"): refused as invalid params, and the
+	// challenge is not spent.
+	t.Run("ambiguous member names", func(t *testing.T) {
+		hr := doHandshake(t, h, defaultHandshakePath, f.agent, nil)
+		sc, _ := json.Marshal(answer(t, f.agent, hr))
+		for name, params := range map[string]string{
+			"credential and Credential": fmt.Sprintf(`{"signedChallenge":%s,"credential":%q,"Credential":%q}`, sc, cred, untrusted),
+			"credential twice":          fmt.Sprintf(`{"signedChallenge":%s,"credential":%q,"credential":%q}`, sc, cred, untrusted),
+			"lone CREDENTIAL":           fmt.Sprintf(`{"signedChallenge":%s,"CREDENTIAL":%q}`, sc, cred),
+			"signedChallenge folded":    fmt.Sprintf(`{"signedChallenge":%s,"ſignedChallenge":%s,"credential":%q}`, sc, sc, cred),
+			"nonce twice in the answer": fmt.Sprintf(`{"signedChallenge":%s,"credential":%q}`, strings.Replace(string(sc), `"nonce":`, `"nonce":"other","nonce":`, 1), cred),
+		} {
+			t.Run(name, func(t *testing.T) {
+				body := `{"jsonrpc":"2.0","id":5,"method":"verify","params":` + params + `}`
+				rec, called := l3Serve(t, h, newRequest(http.MethodPost, defaultVerifyPath, body), nil)
+				var rep rpcReply
+				_ = json.Unmarshal(rec.Body.Bytes(), &rep)
+				if called || rec.Code != http.StatusOK || rep.code() != challenge.CodeInvalidParams || string(rep.ID) != "5" {
+					t.Fatalf("called=%t HTTP %d %s, want -32602", called, rec.Code, rec.Body)
+				}
+			})
+		}
+		if rep := rpcCall(t, h, defaultVerifyPath, verifyMsg(6, answer(t, f.agent, hr), cred), nil); rep.Error != nil {
+			t.Fatalf("the agent's own answer afterwards: %s", rep.Raw)
+		}
+	})
+
 	// Not a handshake call: the paths are not a way around Level 1.
 	for name, body := range map[string]string{
-		"other method":  `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
-		"batch":         `[{"jsonrpc":"2.0","id":1,"method":"handshake","params":{"agentDid":"` + f.agent.did + `"}}]`,
-		"not JSON":      `handshake please`,
-		"notification":  `{"jsonrpc":"2.0","method":"handshake","params":{"agentDid":"` + f.agent.did + `"}}`,
-		"legacy (KYA)":  `{"jsonrpc":"2.0","id":1,"method":"handshake","params":{"nonce":"n","audience":"a","timestamp":1,"agentDid":"` + f.agent.did + `"}}`,
-		"GET verify":    "",
-		"method casing": `{"jsonrpc":"2.0","id":1,"method":"Handshake","params":{"agentDid":"` + f.agent.did + `"}}`,
+		"method twice":   `{"jsonrpc":"2.0","id":1,"method":"verify","method":"handshake","params":{"agentDid":"` + f.agent.did + `"}}`,
+		"Params variant": `{"jsonrpc":"2.0","id":1,"method":"handshake","params":{"agentDid":"` + f.agent.did + `"},"Params":{}}`,
+		"other method":   `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+		"batch":          `[{"jsonrpc":"2.0","id":1,"method":"handshake","params":{"agentDid":"` + f.agent.did + `"}}]`,
+		"not JSON":       `handshake please`,
+		"notification":   `{"jsonrpc":"2.0","method":"handshake","params":{"agentDid":"` + f.agent.did + `"}}`,
+		"legacy (KYA)":   `{"jsonrpc":"2.0","id":1,"method":"handshake","params":{"nonce":"n","audience":"a","timestamp":1,"agentDid":"` + f.agent.did + `"}}`,
+		"GET verify":     "",
+		"method casing":  `{"jsonrpc":"2.0","id":1,"method":"Handshake","params":{"agentDid":"` + f.agent.did + `"}}`,
 	} {
 		t.Run("falls through: "+name, func(t *testing.T) {
 			method := http.MethodPost
@@ -613,6 +644,17 @@ func TestLegacyForms(t *testing.T) {
 		"credential in body":    bodyWith(t, "delegationToken", "garbage", false),
 		"params not an object":  `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":["_mcpi"]}`,
 		"legacy with bad token": `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"_mcpi","delegationToken":"garbage"}}`,
+		// encoding/json folds U+017F to s and U+212A (Kelvin) to k.
+		"params folded (U+017F)":       `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"_mcpi"},"paramſ":{"name":"echo"}}`,
+		"lone folded params":           `{"jsonrpc":"2.0","id":1,"method":"tools/call","paramſ":{"name":"_mcpi"}}`,
+		"other member folded (Kelvin)": `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"_mcpi"},"\u212aey":1,"key":2}`,
+		"name twice, mixed case":       `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"_mcpi","nAmE":"echo"}}`,
+		"id folded (dotless i)":        `{"jsonrpc":"2.0","id":1,"\u0131d":2,"method":"tools/call","params":{"name":"_mcpi"}}`,
+		"params repeated exactly":      `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"_mcpi"},"params":{"name":"echo"}}`,
+		"id repeated":                  `{"jsonrpc":"2.0","id":1,"ID":2,"method":"tools/call","params":{"name":"_mcpi"}}`,
+		"KYA handshake, Version":       `{"jsonrpc":"2.0","id":1,"method":"handshake","params":{"nonce":"n","agentDid":"` + f.agent.did + `","Version":"1.0"}}`,
+		"KYA handshake, nonce twice":   `{"jsonrpc":"2.0","id":1,"method":"handshake","params":{"nonce":"n","nonce":"m","agentDid":"` + f.agent.did + `"}}`,
+		"arguments folded next to one": `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"_mcpi","arguments":{},"ARGUMENTS":{}}}`,
 	} {
 		t.Run("not passed: "+name, func(t *testing.T) {
 			res := serve(t, passing, newRequest(http.MethodPost, "/mcp", body))

@@ -1,0 +1,96 @@
+package caddymodule
+
+// Red-team tests of the Level 3 handshake and of edge sessions: attacks that
+// once got through (they were in redteam_fail_test.go) and that the edge now
+// refuses.
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/mcpi-edge/caddy-mcpi/vc"
+)
+
+// TestRedteamLegacyPassFoldedParams: with `legacy_handshake pass`,
+// isLegacyForm (handshake.go) decides that a body is a legacy tools/call of
+// _mcpi by looking at "params". Go's encoding/json, which upstreams such as
+// mark3labs/mcp-go decode with, matches member names with Unicode simple
+// folding, in which U+017F LATIN SMALL LETTER LONG S equals "s": "paramſ"
+// IS "params" to it, and the last one wins. strings.ToLower("paramſ") is
+// "paramſ": when the edge compared lower-cased names it saw one params
+// object (name _mcpi) and passed the call without any credential, skipping
+// the tool policy too (passLegacy calls next directly), while the upstream
+// ran the tool named in "paramſ". Names are now compared by their fold key
+// (internal/jsonkey), and a case variant of a member the edge reads is no
+// legacy form.
+func TestRedteamLegacyPassFoldedParams(t *testing.T) {
+	f := newFixture(t)
+	h := f.l3Handler(t, func(h *Handler) {
+		h.LegacyHandshake = legacyPass
+		h.Tools = []ToolPolicy{{Name: "delete_everything", Scopes: []string{"admin:all"}}}
+	})
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"_mcpi","arguments":{}},` +
+		`"paramſ":{"name":"delete_everything","arguments":{"confirm":true}}}`
+
+	// What an encoding/json upstream executes.
+	var up struct {
+		Method string `json:"method"`
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
+	}
+	if err := json.Unmarshal([]byte(body), &up); err != nil || up.Params.Name != "delete_everything" {
+		t.Fatalf("precondition: encoding/json reads tool %q (%v)", up.Params.Name, err)
+	}
+
+	res := serve(t, h, newRequest(http.MethodPost, "/mcp", body))
+	if res.called {
+		t.Fatalf("BYPASS: anonymous tools/call of %q forwarded under legacy_handshake pass (HTTP %d); forwarded body %s",
+			up.Params.Name, res.rec.Code, res.fwdBody)
+	}
+}
+
+// TestRedteamProxyVerifyCaseVariantCredential: in handshake proxy mode the
+// edge verifies params.credential and forwards the body verbatim, with the
+// Level 2 headers of what it verified. An upstream on encoding/json reads
+// "Credential" (given after "credential") as the credential: it would
+// receive a credential the edge never checked, alongside identity headers
+// that vouch for another one. challenge.ParseRequest now refuses members
+// that repeat or fold together (-32602), so nothing is forwarded.
+func TestRedteamProxyVerifyCaseVariantCredential(t *testing.T) {
+	f := newFixture(t)
+	up := newFakeUpstream(t, "/rpc/hs", "/rpc/vf")
+	next := up.handler()
+	h := f.l3Handler(t, func(h *Handler) {
+		h.Handshake = handshakeProxy
+		h.HandshakeEndpoint, h.VerifyEndpoint = "/rpc/hs", "/rpc/vf"
+	})
+	hr := doHandshake(t, h, defaultHandshakePath, f.agent, next)
+	up.drain()
+
+	forged := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"admin:all"} })
+	forged = forged[:strings.LastIndexByte(forged, '.')+1] + "AAAA" // unsigned
+	sc := answer(t, f.agent, hr)
+	scJSON, _ := json.Marshal(sc)
+	fixed := fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":"verify","params":{"signedChallenge":%s,"credential":%q,"Credential":%q}}`,
+		scJSON, f.jwt(t, nil), forged)
+
+	var upView struct {
+		Params struct {
+			Credential string `json:"credential"`
+		} `json:"params"`
+	}
+	if err := json.Unmarshal([]byte(fixed), &upView); err != nil || upView.Params.Credential != forged {
+		t.Fatalf("precondition: encoding/json does not read the forged credential from %s", fixed)
+	}
+	rec, _ := l3Serve(t, h, newRequest(http.MethodPost, defaultVerifyPath, fixed), next)
+	for _, got := range up.drain() {
+		if got.Path == "/rpc/vf" {
+			t.Fatalf("WEAK: verify with a second, case-variant credential forwarded to the upstream (HTTP %d), X-Agent-DID %q",
+				rec.Code, got.Header.Get("X-Agent-Did"))
+		}
+	}
+}
