@@ -67,6 +67,13 @@ func (h *Handler) serveHandshakeCall(w http.ResponseWriter, r *http.Request, nex
 		h.failCall(w, r, call, perr, nil)
 		return true, nil
 	}
+	if call.Kind == challenge.KindVerify && strings.HasPrefix(call.Verify.SignedChallenge.Nonce, replayKeyPrefix) {
+		// A presentation's replay record (delegation.go), never a
+		// challenge: reading it is pointless, and consuming it would let
+		// that presentation be used again.
+		h.failCall(w, r, call, fmt.Errorf("%w: not a challenge nonce", challenge.ErrReplay), nil)
+		return true, nil
+	}
 	if h.l3.mode == handshakeProxy {
 		return true, h.proxyCall(w, r, next, call, body, chain)
 	}
@@ -194,6 +201,12 @@ func (h *Handler) proxyHandshake(w http.ResponseWriter, r *http.Request, next ca
 			c.Write(zap.Stringer("endpoint", ep), zap.Int("status", resp.status), zap.Error(err))
 		}
 		h.failCall(w, r, call, err, nil)
+		return nil
+	}
+	if ok && strings.HasPrefix(res.Nonce, replayKeyPrefix) {
+		// The name of a presentation replay record: holding it would
+		// block that presentation, or be blocked by it.
+		h.failCall(w, r, call, fmt.Errorf("%w: nonce in the edge's reserved name space", errUpstreamResponse), nil)
 		return nil
 	}
 	if ok {

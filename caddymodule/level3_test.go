@@ -160,6 +160,9 @@ func TestNonceStoreMemoryModule(t *testing.T) {
 	if err := a.Cleanup(); err != nil {
 		t.Fatal(err)
 	}
+	if got, err := b.Peek(context.Background(), "n1"); err != nil || got.Challenge != "c" {
+		t.Fatalf("Peek = %+v, %v", got, err)
+	}
 	if got, err := b.Consume(context.Background(), "n1"); err != nil || got.Challenge != "c" {
 		t.Fatalf("Consume = %+v, %v", got, err)
 	}
@@ -188,6 +191,36 @@ func TestNonceStoreMemoryModule(t *testing.T) {
 	if err := b.Put(context.Background(), "x", rec, time.Minute); !errors.Is(err, challenge.ErrStoreUnavailable) {
 		t.Errorf("Put after Cleanup = %v", err)
 	}
+	if _, err := b.Peek(context.Background(), "x"); !errors.Is(err, challenge.ErrStoreUnavailable) {
+		t.Errorf("Peek after Cleanup = %v", err)
+	}
+}
+
+// TestMeasuredStorePeek: the measured store peeks when what it measures
+// can, and says unsupported (the handshake then consumes first) when not.
+func TestMeasuredStorePeek(t *testing.T) {
+	h := &Handler{}
+	mem := &MemoryNonceStore{}
+	if err := mem.Provision(bareContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mem.Cleanup() })
+	bg := context.Background()
+	rec := challenge.Record{Challenge: "c", ExpiresAt: time.Now().Add(time.Minute)}
+	if err := mem.Put(bg, "p1", rec, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	m := &measuredNonceStore{store: mem, name: "memory", h: h}
+	if got, err := m.Peek(bg, "p1"); err != nil || got.Challenge != "c" {
+		t.Fatalf("Peek = %+v, %v", got, err)
+	}
+	if _, err := m.Peek(bg, "none"); !errors.Is(err, challenge.ErrNonceNotFound) {
+		t.Fatalf("Peek unknown = %v", err)
+	}
+	plain := &measuredNonceStore{store: struct{ challenge.NonceStore }{mem}, name: "custom", h: h}
+	if _, err := plain.Peek(bg, "p1"); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("Peek through a store without Peek = %v, want errors.ErrUnsupported", err)
+	}
 }
 
 func TestNonceStoreRedisModule(t *testing.T) {
@@ -212,6 +245,9 @@ func TestNonceStoreRedisModule(t *testing.T) {
 	}
 	if err := u.Put(bg, "n1", rec, time.Minute); !errors.Is(err, challenge.ErrNonceExists) {
 		t.Fatalf("Put of a stored nonce through another client = %v, want ErrNonceExists", err)
+	}
+	if got, err := u.Peek(bg, "n1"); err != nil || got.AgentDID != "did:key:z" {
+		t.Fatalf("Peek through the other client = %+v, %v", got, err)
 	}
 	if got, err := u.Consume(bg, "n1"); err != nil || got.AgentDID != "did:key:z" {
 		t.Fatalf("Consume through the other client = %+v, %v", got, err)
@@ -512,6 +548,25 @@ func TestHandshakeErrors(t *testing.T) {
 		}
 		if rep := rpcCall(t, h, defaultVerifyPath, verifyMsg(6, answer(t, f.agent, hr), cred), nil); rep.Error != nil {
 			t.Fatalf("the agent's own answer afterwards: %s", rep.Raw)
+		}
+	})
+
+	// A presentation's replay record is no challenge: a verify naming it,
+	// validly signed, neither reads nor deletes it (which would let the
+	// presentation be used again).
+	t.Run("replay record as nonce", func(t *testing.T) {
+		const id = replayKeyPrefix + "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
+		guard := storeReplayGuard{h.l3.store}
+		if err := guard.Consume(context.Background(), id, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		sc := answer(t, f.agent, challenge.HandshakeResult{Challenge: "c2VlZA", Nonce: id})
+		rep := rpcCall(t, h, defaultVerifyPath, verifyMsg(1, sc, cred), nil)
+		if rep.Status != http.StatusOK || rep.code() != challenge.CodeReplay || rep.Next {
+			t.Fatalf("HTTP %d %s, want -32003", rep.Status, rep.Raw)
+		}
+		if err := guard.Consume(context.Background(), id, time.Minute); !errors.Is(err, challenge.ErrNonceExists) {
+			t.Fatalf("replay record gone after the verify: %v", err)
 		}
 	})
 
