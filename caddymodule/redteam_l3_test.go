@@ -5,11 +5,13 @@ package caddymodule
 // refuses.
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
@@ -51,6 +53,107 @@ func TestRedteamLegacyPassFoldedParams(t *testing.T) {
 	if res.called {
 		t.Fatalf("BYPASS: anonymous tools/call of %q forwarded under legacy_handshake pass (HTTP %d); forwarded body %s",
 			up.Params.Name, res.rec.Code, res.fwdBody)
+	}
+}
+
+// TestRedteamSessionIgnoresRouteTrust: edge sessions were HMACed with one
+// key per Caddy storage (mcpi/handshake_session_key, session.go), shared by
+// every mcpi handler of every site and route using that storage, and
+// sessionFrom / checkSessionRoute re-checked only audience and
+// require_scopes, never the route's trust list. A session obtained on a
+// permissive route (trust any) with a self-issued credential was accepted
+// on a strict route whose trust list does not contain the issuer. The
+// self-issued credential names the strict route's audience too, so
+// require_audience does not help. Each handler now derives its session key
+// from the stored one and its acceptance policy, and the session's root
+// issuer is checked against the route's trust on every use.
+func TestRedteamSessionIgnoresRouteTrust(t *testing.T) {
+	f := newFixture(t)
+	mallory := newParty(t) // self-made issuer, trusted nowhere but on the open route
+	agent := newParty(t)
+	open := provision(t, &Handler{TrustedIssuers: []string{"*"}, Level: 3})
+	strict := provision(t, &Handler{TrustedIssuers: []string{f.user.did}, Level: 3, RequireAudience: true,
+		Audiences: []string{"https://" + testHost}})
+	// In a real Caddy both handlers derive their session keys from the one
+	// key kept in storage (TestRedteamSessionCrossRouteTrust shows it end
+	// to end).
+	useStoredSessionKey(t, open, strict)
+
+	now := time.Now()
+	cred, err := vc.IssueJWT(mallory.priv, mallory.kid, vc.Template{
+		AgentDID: agent.did, UserDID: f.user.did, // impersonates the trusted user
+		Audience:  []string{"https://" + testHost},
+		Scopes:    []string{"tools:read", "echo:execute", "admin:all"},
+		NotBefore: now.Add(-time.Minute), ExpiresAt: now.Add(time.Hour),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The strict route refuses the credential itself.
+	r := newRequest(http.MethodPost, "/mcp", toolsCallBody)
+	r.Header.Set("Authorization", "Bearer "+cred)
+	if res := serve(t, strict, r); res.called || res.rec.Code != http.StatusUnauthorized {
+		t.Fatalf("precondition: strict route admitted the untrusted credential (%d)", res.rec.Code)
+	}
+
+	// The open route runs the handshake and issues a session.
+	hr := doHandshake(t, open, defaultHandshakePath, agent, nil)
+	rep := rpcCall(t, open, defaultVerifyPath, verifyMsg(2, answer(t, agent, hr), cred), nil)
+	var vr challenge.VerifyResult
+	if err := json.Unmarshal(rep.Result, &vr); err != nil || vr.SessionID == "" {
+		t.Fatalf("verify on the open route: %s", rep.Raw)
+	}
+
+	for _, tc := range []struct {
+		name, reason string
+		setup        func()
+	}{
+		// Another trust list, another session key: not a session of
+		// this route.
+		{"derived keys", "bad_signature", func() {}},
+		// Defence in depth: were the keys the same, the session's root
+		// issuer is still checked against this route's trust.
+		{"one key", "untrusted_issuer", func() { strict.l3.sessions.key = open.l3.sessions.key }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.setup()
+			r := newRequest(http.MethodPost, "/mcp", toolsCallBody)
+			r.Header.Set("X-Mcpi-Handshake-Session", vr.SessionID)
+			res := serve(t, strict, r)
+			if res.called {
+				user, _ := res.repl.GetString("mcpi.user_did")
+				issuer, _ := res.repl.GetString("mcpi.issuer")
+				t.Fatalf("BYPASS: strict route (trust %s) admitted a session for a credential issued by the untrusted %s; user_did=%q issuer=%q",
+					f.user.did, mallory.did, user, issuer)
+			}
+			if res.rec.Code != http.StatusUnauthorized || decodeErr(t, res.rec).Reason != tc.reason {
+				t.Fatalf("HTTP %d %s, want 401 %s", res.rec.Code, res.rec.Body, tc.reason)
+			}
+		})
+	}
+	// The open route keeps its session.
+	r = newRequest(http.MethodPost, "/mcp", toolsCallBody)
+	r.Header.Set("X-Mcpi-Handshake-Session", vr.SessionID)
+	if res := serve(t, open, r); !res.called {
+		t.Fatalf("the open route refused its own session: HTTP %d %s", res.rec.Code, res.rec.Body)
+	}
+}
+
+// useStoredSessionKey gives the handlers the session keys they would
+// derive from one key kept in a shared Caddy storage.
+func useStoredSessionKey(t *testing.T, hs ...*Handler) {
+	t.Helper()
+	stored := make([]byte, sessionKeySize)
+	if _, err := rand.Read(stored); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hs {
+		key, err := deriveSessionKey(stored, h.l3.policy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.l3.sessions.key = key
 	}
 }
 

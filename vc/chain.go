@@ -220,6 +220,7 @@ func (v *Verifier) nests(child, parent *parsed) bool {
 func delegationOf(chain []*parsed) *Delegation {
 	d := chain[len(chain)-1].d
 	d.UserDID = userOf(chain)
+	d.RootIssuer = chain[0].d.Issuer
 	d.Chain = make([]string, 0, len(chain))
 	for _, l := range chain {
 		d.NotBefore = latest(d.NotBefore, l.d.NotBefore)
