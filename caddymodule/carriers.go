@@ -132,6 +132,41 @@ func stripIdentityHeaders(h http.Header, enabled carrierSet) {
 			delete(h, k)
 		}
 	}
+	if conn, ok := h["Connection"]; ok {
+		stripConnectionTokens(h, conn)
+	}
+}
+
+// stripConnectionTokens removes identity header names from the Connection
+// header. reverse_proxy deletes every header Connection names as
+// hop-by-hop, after the edge has set its own: a client listing
+// X-Verified-Delegation there would strip the edge's identity headers from
+// an admitted request.
+func stripConnectionTokens(h http.Header, conn []string) {
+	named := false
+	for _, v := range conn {
+		for tok := range strings.SplitSeq(v, ",") {
+			if isIdentityHeader(strings.TrimSpace(tok), 0) {
+				named = true
+			}
+		}
+	}
+	if !named {
+		return
+	}
+	var keep []string
+	for _, v := range conn {
+		for tok := range strings.SplitSeq(v, ",") {
+			if tok = strings.TrimSpace(tok); tok != "" && !isIdentityHeader(tok, 0) {
+				keep = append(keep, tok)
+			}
+		}
+	}
+	if len(keep) == 0 {
+		delete(h, "Connection")
+		return
+	}
+	h["Connection"] = []string{strings.Join(keep, ", ")}
 }
 
 var headerSeparators = strings.NewReplacer("_", "-", ".", "-")

@@ -851,3 +851,22 @@ func TestBearerWithFoldedVCIsVerified(t *testing.T) {
 		}
 	}
 }
+
+func TestStripConnectionTokens(t *testing.T) {
+	for _, tc := range []struct {
+		in   []string
+		want []string // nil: no Connection header left
+	}{
+		{[]string{"keep-alive"}, []string{"keep-alive"}},
+		{[]string{"keep-alive, X-Agent-DID"}, []string{"keep-alive"}},
+		{[]string{"x_verified_delegation", "Upgrade, kya-os-agent-did ,X-User-Did"}, []string{"Upgrade"}},
+		{[]string{"X-Verified-Delegation"}, nil},
+		{[]string{"X-Agent-Reputation-Score, , close"}, []string{"close"}},
+	} {
+		h := http.Header{"Connection": tc.in}
+		stripIdentityHeaders(h, allCarriers)
+		if got := h["Connection"]; !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("Connection %q → %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonkey"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -64,6 +65,13 @@ func (h *Handler) serveHandshakeCall(w http.ResponseWriter, r *http.Request, nex
 	}
 	if perr != nil {
 		h.failCall(w, r, call, perr, nil)
+		return true, nil
+	}
+	if call.Kind == challenge.KindVerify && strings.HasPrefix(call.Verify.SignedChallenge.Nonce, replayKeyPrefix) {
+		// A presentation's replay record (delegation.go), never a
+		// challenge: reading it is pointless, and consuming it would let
+		// that presentation be used again.
+		h.failCall(w, r, call, fmt.Errorf("%w: not a challenge nonce", challenge.ErrReplay), nil)
 		return true, nil
 	}
 	if h.l3.mode == handshakeProxy {
@@ -193,6 +201,12 @@ func (h *Handler) proxyHandshake(w http.ResponseWriter, r *http.Request, next ca
 			c.Write(zap.Stringer("endpoint", ep), zap.Int("status", resp.status), zap.Error(err))
 		}
 		h.failCall(w, r, call, err, nil)
+		return nil
+	}
+	if ok && strings.HasPrefix(res.Nonce, replayKeyPrefix) {
+		// The name of a presentation replay record: holding it would
+		// block that presentation, or be blocked by it.
+		h.failCall(w, r, call, fmt.Errorf("%w: nonce in the edge's reserved name space", errUpstreamResponse), nil)
 		return nil
 	}
 	if ok {
@@ -487,9 +501,10 @@ var legacyTools = map[string]bool{"_mcpi_handshake": true, "_kyaos_handshake": t
 // JSON-RPC "handshake" with KYA params (challenge.IsLegacyHandshake), or a
 // tools/call of a legacy tool. Since `legacy_handshake pass` lets these
 // through without a credential, the test is strict: one object, and no
-// member name of the message or its params repeated in any letter case, so
-// that no upstream JSON parser can read a different method or tool name
-// than the edge did.
+// member name of the message or its params repeated or spelt as a case
+// variant of another (Unicode folding included, as encoding/json matches
+// names: "paramſ" is "params" to it), so that no upstream JSON parser can
+// read a different method or tool name than the edge did.
 func isLegacyForm(body []byte) bool {
 	if !json.Valid(body) {
 		return false
@@ -498,12 +513,12 @@ func isLegacyForm(body []byte) bool {
 	if i >= len(body) || body[i] != '{' {
 		return false
 	}
-	top, ok := uniqueMembers(body, i)
+	top, ok := uniqueMembers(body, i, "jsonrpc", "id", "method", "params")
 	if !ok {
 		return false
 	}
 	method, ok := top["method"]
-	if !ok || method.name != "method" || body[method.valStart] != '"' {
+	if !ok || body[method.valStart] != '"' {
 		return false
 	}
 	var name string
@@ -511,10 +526,10 @@ func isLegacyForm(body []byte) bool {
 		return false
 	}
 	params, ok := top["params"]
-	if !ok || params.name != "params" || body[params.valStart] != '{' {
+	if !ok || body[params.valStart] != '{' {
 		return false
 	}
-	pm, ok := uniqueMembers(body, params.valStart)
+	pm, ok := uniqueMembers(body, params.valStart, "name", "arguments")
 	if !ok {
 		return false
 	}
@@ -523,7 +538,7 @@ func isLegacyForm(body []byte) bool {
 		return challenge.IsLegacyHandshake(body)
 	case "tools/call":
 		tool, ok := pm["name"]
-		if !ok || tool.name != "name" || body[tool.valStart] != '"' {
+		if !ok || body[tool.valStart] != '"' {
 			return false
 		}
 		var t string
@@ -532,17 +547,19 @@ func isLegacyForm(body []byte) bool {
 	return false
 }
 
-// uniqueMembers lists the members of the object at b[i] by lower-cased
-// name; ok is false if a name repeats in any case. b must be valid JSON.
-func uniqueMembers(b []byte, i int) (map[string]member, bool) {
+// uniqueMembers lists the members of the object at b[i] by exact name; ok
+// is false when two names fold together or a name is a case variant of
+// one of known (jsonkey.Check). b must be valid JSON.
+func uniqueMembers(b []byte, i int, known ...string) (map[string]member, bool) {
 	ms := objectMembers(b, i)
+	names := make([]string, len(ms))
 	out := make(map[string]member, len(ms))
-	for _, m := range ms {
-		k := strings.ToLower(m.name)
-		if _, dup := out[k]; dup {
-			return nil, false
-		}
-		out[k] = m
+	for j, m := range ms {
+		names[j] = m.name
+		out[m.name] = m
+	}
+	if jsonkey.Check(names, known...) != nil {
+		return nil, false
 	}
 	return out, true
 }

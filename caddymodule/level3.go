@@ -123,6 +123,9 @@ type level3 struct {
 	resolverKey string
 	resolver    didresolver.Resolver
 
+	// policy is acceptancePolicy's fingerprint: it names the session key
+	// (terminate) and scopes the session bindings (proxy).
+	policy   string
 	sessions *sessions
 
 	// Proxy mode.
@@ -212,6 +215,7 @@ func (h *Handler) provisionLevel3(ctx caddy.Context) error {
 	}
 	l.resolverKey = h.cacheKey
 	l.resolver = val.(pooledCache).Cache
+	l.policy = h.acceptancePolicy()
 
 	opts := []challenge.Option{
 		challenge.WithStore(l.store),
@@ -223,7 +227,11 @@ func (h *Handler) provisionLevel3(ctx caddy.Context) error {
 
 	switch l.mode {
 	case handshakeTerminate:
-		key, err := h.sessionKey(ctx)
+		stored, err := h.sessionKey(ctx)
+		if err != nil {
+			return fmt.Errorf("mcpi: handshake session key: %v", err)
+		}
+		key, err := deriveSessionKey(stored, l.policy)
 		if err != nil {
 			return fmt.Errorf("mcpi: handshake session key: %v", err)
 		}
@@ -260,7 +268,7 @@ func (h *Handler) provisionLevel3(ctx caddy.Context) error {
 		if err != nil {
 			return err
 		}
-		l.proxySessions = &proxySessions{binder: binder, ttl: time.Duration(h.SessionTTL), now: time.Now}
+		l.proxySessions = &proxySessions{binder: binder, policy: l.policy, ttl: time.Duration(h.SessionTTL), now: time.Now}
 	}
 
 	svc, err := challenge.New(opts...)
@@ -271,10 +279,11 @@ func (h *Handler) provisionLevel3(ctx caddy.Context) error {
 	return nil
 }
 
-// sessionKey returns the key that signs edge sessions: kept in Caddy's
-// storage, so replicas that share storage accept each other's sessions and
-// a restart keeps them valid. Without configured storage (a bare context,
-// as in unit tests) a random key lives as long as this handler.
+// sessionKey returns the key the edge's session keys are derived from
+// (deriveSessionKey): kept in Caddy's storage, so replicas that share
+// storage (and the acceptance policy) accept each other's sessions and a
+// restart keeps them valid. Without configured storage (a bare context, as
+// in unit tests) a random key lives as long as this handler.
 func (h *Handler) sessionKey(ctx caddy.Context) ([]byte, error) {
 	if st := configStorage(ctx); st != nil {
 		return loadSessionKey(ctx, st)

@@ -119,6 +119,7 @@ func TestProxyUpstreamAnswers(t *testing.T) {
 		{"not JSON", 200, `<html>`, challenge.CodeInternalError},
 		{"no nonce", 200, `{"jsonrpc":"2.0","id":1,"result":{"challenge":"abc"}}`, challenge.CodeInternalError},
 		{"bad nonce", 200, `{"jsonrpc":"2.0","id":1,"result":{"challenge":"abc","nonce":"has space"}}`, challenge.CodeInternalError},
+		{"nonce names a replay record", 200, `{"jsonrpc":"2.0","id":1,"result":{"challenge":"abc","nonce":"vp:0f1e2d3c"}}`, challenge.CodeInternalError},
 		{"too large", 200, `{"jsonrpc":"2.0","id":1,"result":{"challenge":"` + strings.Repeat("a", maxHandshakeResponse) + `","nonce":"n"}}`, challenge.CodeInternalError},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"reflect"
 	"strings"
@@ -159,6 +160,9 @@ func TestNonceStoreMemoryModule(t *testing.T) {
 	if err := a.Cleanup(); err != nil {
 		t.Fatal(err)
 	}
+	if got, err := b.Peek(context.Background(), "n1"); err != nil || got.Challenge != "c" {
+		t.Fatalf("Peek = %+v, %v", got, err)
+	}
 	if got, err := b.Consume(context.Background(), "n1"); err != nil || got.Challenge != "c" {
 		t.Fatalf("Consume = %+v, %v", got, err)
 	}
@@ -187,6 +191,36 @@ func TestNonceStoreMemoryModule(t *testing.T) {
 	if err := b.Put(context.Background(), "x", rec, time.Minute); !errors.Is(err, challenge.ErrStoreUnavailable) {
 		t.Errorf("Put after Cleanup = %v", err)
 	}
+	if _, err := b.Peek(context.Background(), "x"); !errors.Is(err, challenge.ErrStoreUnavailable) {
+		t.Errorf("Peek after Cleanup = %v", err)
+	}
+}
+
+// TestMeasuredStorePeek: the measured store peeks when what it measures
+// can, and says unsupported (the handshake then consumes first) when not.
+func TestMeasuredStorePeek(t *testing.T) {
+	h := &Handler{}
+	mem := &MemoryNonceStore{}
+	if err := mem.Provision(bareContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mem.Cleanup() })
+	bg := context.Background()
+	rec := challenge.Record{Challenge: "c", ExpiresAt: time.Now().Add(time.Minute)}
+	if err := mem.Put(bg, "p1", rec, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	m := &measuredNonceStore{store: mem, name: "memory", h: h}
+	if got, err := m.Peek(bg, "p1"); err != nil || got.Challenge != "c" {
+		t.Fatalf("Peek = %+v, %v", got, err)
+	}
+	if _, err := m.Peek(bg, "none"); !errors.Is(err, challenge.ErrNonceNotFound) {
+		t.Fatalf("Peek unknown = %v", err)
+	}
+	plain := &measuredNonceStore{store: struct{ challenge.NonceStore }{mem}, name: "custom", h: h}
+	if _, err := plain.Peek(bg, "p1"); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("Peek through a store without Peek = %v, want errors.ErrUnsupported", err)
+	}
 }
 
 func TestNonceStoreRedisModule(t *testing.T) {
@@ -211,6 +245,9 @@ func TestNonceStoreRedisModule(t *testing.T) {
 	}
 	if err := u.Put(bg, "n1", rec, time.Minute); !errors.Is(err, challenge.ErrNonceExists) {
 		t.Fatalf("Put of a stored nonce through another client = %v, want ErrNonceExists", err)
+	}
+	if got, err := u.Peek(bg, "n1"); err != nil || got.AgentDID != "did:key:z" {
+		t.Fatalf("Peek through the other client = %+v, %v", got, err)
 	}
 	if got, err := u.Consume(bg, "n1"); err != nil || got.AgentDID != "did:key:z" {
 		t.Fatalf("Consume through the other client = %+v, %v", got, err)
@@ -486,15 +523,64 @@ func TestHandshakeErrors(t *testing.T) {
 		})
 	}
 
+	// Member names that repeat or fold together (encoding/json matches
+	// "Credential" and "paramſ"): refused as invalid params, and the
+	// challenge is not spent.
+	t.Run("ambiguous member names", func(t *testing.T) {
+		hr := doHandshake(t, h, defaultHandshakePath, f.agent, nil)
+		sc, _ := json.Marshal(answer(t, f.agent, hr))
+		for name, params := range map[string]string{
+			"credential and Credential": fmt.Sprintf(`{"signedChallenge":%s,"credential":%q,"Credential":%q}`, sc, cred, untrusted),
+			"credential twice":          fmt.Sprintf(`{"signedChallenge":%s,"credential":%q,"credential":%q}`, sc, cred, untrusted),
+			"lone CREDENTIAL":           fmt.Sprintf(`{"signedChallenge":%s,"CREDENTIAL":%q}`, sc, cred),
+			"signedChallenge folded":    fmt.Sprintf(`{"signedChallenge":%s,"ſignedChallenge":%s,"credential":%q}`, sc, sc, cred),
+			"nonce twice in the answer": fmt.Sprintf(`{"signedChallenge":%s,"credential":%q}`, strings.Replace(string(sc), `"nonce":`, `"nonce":"other","nonce":`, 1), cred),
+		} {
+			t.Run(name, func(t *testing.T) {
+				body := `{"jsonrpc":"2.0","id":5,"method":"verify","params":` + params + `}`
+				rec, called := l3Serve(t, h, newRequest(http.MethodPost, defaultVerifyPath, body), nil)
+				var rep rpcReply
+				_ = json.Unmarshal(rec.Body.Bytes(), &rep)
+				if called || rec.Code != http.StatusOK || rep.code() != challenge.CodeInvalidParams || string(rep.ID) != "5" {
+					t.Fatalf("called=%t HTTP %d %s, want -32602", called, rec.Code, rec.Body)
+				}
+			})
+		}
+		if rep := rpcCall(t, h, defaultVerifyPath, verifyMsg(6, answer(t, f.agent, hr), cred), nil); rep.Error != nil {
+			t.Fatalf("the agent's own answer afterwards: %s", rep.Raw)
+		}
+	})
+
+	// A presentation's replay record is no challenge: a verify naming it,
+	// validly signed, neither reads nor deletes it (which would let the
+	// presentation be used again).
+	t.Run("replay record as nonce", func(t *testing.T) {
+		const id = replayKeyPrefix + "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
+		guard := storeReplayGuard{h.l3.store}
+		if err := guard.Consume(context.Background(), id, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		sc := answer(t, f.agent, challenge.HandshakeResult{Challenge: "c2VlZA", Nonce: id})
+		rep := rpcCall(t, h, defaultVerifyPath, verifyMsg(1, sc, cred), nil)
+		if rep.Status != http.StatusOK || rep.code() != challenge.CodeReplay || rep.Next {
+			t.Fatalf("HTTP %d %s, want -32003", rep.Status, rep.Raw)
+		}
+		if err := guard.Consume(context.Background(), id, time.Minute); !errors.Is(err, challenge.ErrNonceExists) {
+			t.Fatalf("replay record gone after the verify: %v", err)
+		}
+	})
+
 	// Not a handshake call: the paths are not a way around Level 1.
 	for name, body := range map[string]string{
-		"other method":  `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
-		"batch":         `[{"jsonrpc":"2.0","id":1,"method":"handshake","params":{"agentDid":"` + f.agent.did + `"}}]`,
-		"not JSON":      `handshake please`,
-		"notification":  `{"jsonrpc":"2.0","method":"handshake","params":{"agentDid":"` + f.agent.did + `"}}`,
-		"legacy (KYA)":  `{"jsonrpc":"2.0","id":1,"method":"handshake","params":{"nonce":"n","audience":"a","timestamp":1,"agentDid":"` + f.agent.did + `"}}`,
-		"GET verify":    "",
-		"method casing": `{"jsonrpc":"2.0","id":1,"method":"Handshake","params":{"agentDid":"` + f.agent.did + `"}}`,
+		"method twice":   `{"jsonrpc":"2.0","id":1,"method":"verify","method":"handshake","params":{"agentDid":"` + f.agent.did + `"}}`,
+		"Params variant": `{"jsonrpc":"2.0","id":1,"method":"handshake","params":{"agentDid":"` + f.agent.did + `"},"Params":{}}`,
+		"other method":   `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+		"batch":          `[{"jsonrpc":"2.0","id":1,"method":"handshake","params":{"agentDid":"` + f.agent.did + `"}}]`,
+		"not JSON":       `handshake please`,
+		"notification":   `{"jsonrpc":"2.0","method":"handshake","params":{"agentDid":"` + f.agent.did + `"}}`,
+		"legacy (KYA)":   `{"jsonrpc":"2.0","id":1,"method":"handshake","params":{"nonce":"n","audience":"a","timestamp":1,"agentDid":"` + f.agent.did + `"}}`,
+		"GET verify":     "",
+		"method casing":  `{"jsonrpc":"2.0","id":1,"method":"Handshake","params":{"agentDid":"` + f.agent.did + `"}}`,
 	} {
 		t.Run("falls through: "+name, func(t *testing.T) {
 			method := http.MethodPost
@@ -613,6 +699,17 @@ func TestLegacyForms(t *testing.T) {
 		"credential in body":    bodyWith(t, "delegationToken", "garbage", false),
 		"params not an object":  `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":["_mcpi"]}`,
 		"legacy with bad token": `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"_mcpi","delegationToken":"garbage"}}`,
+		// encoding/json folds U+017F to s and U+212A (Kelvin) to k.
+		"params folded (U+017F)":       `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"_mcpi"},"paramſ":{"name":"echo"}}`,
+		"lone folded params":           `{"jsonrpc":"2.0","id":1,"method":"tools/call","paramſ":{"name":"_mcpi"}}`,
+		"other member folded (Kelvin)": `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"_mcpi"},"\u212aey":1,"key":2}`,
+		"name twice, mixed case":       `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"_mcpi","nAmE":"echo"}}`,
+		"id folded (dotless i)":        `{"jsonrpc":"2.0","id":1,"\u0131d":2,"method":"tools/call","params":{"name":"_mcpi"}}`,
+		"params repeated exactly":      `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"_mcpi"},"params":{"name":"echo"}}`,
+		"id repeated":                  `{"jsonrpc":"2.0","id":1,"ID":2,"method":"tools/call","params":{"name":"_mcpi"}}`,
+		"KYA handshake, Version":       `{"jsonrpc":"2.0","id":1,"method":"handshake","params":{"nonce":"n","agentDid":"` + f.agent.did + `","Version":"1.0"}}`,
+		"KYA handshake, nonce twice":   `{"jsonrpc":"2.0","id":1,"method":"handshake","params":{"nonce":"n","nonce":"m","agentDid":"` + f.agent.did + `"}}`,
+		"arguments folded next to one": `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"_mcpi","arguments":{},"ARGUMENTS":{}}}`,
 	} {
 		t.Run("not passed: "+name, func(t *testing.T) {
 			res := serve(t, passing, newRequest(http.MethodPost, "/mcp", body))

@@ -124,6 +124,25 @@ func (m *MemoryNonceStore) Consume(ctx context.Context, nonce string) (challenge
 	return m.store.Consume(ctx, nonce)
 }
 
+// Peek implements challenge.Peeker.
+func (m *MemoryNonceStore) Peek(ctx context.Context, nonce string) (challenge.Record, error) {
+	return peekStore(ctx, m.store, nonce)
+}
+
+// peekStore peeks at s, the pooled store of a module; an unprovisioned
+// module has none, and a store without Peek makes it unsupported (the
+// handshake then consumes first, challenge.Peeker).
+func peekStore(ctx context.Context, s challenge.NonceStore, nonce string) (challenge.Record, error) {
+	if s == nil {
+		return challenge.Record{}, fmt.Errorf("%w: not provisioned", challenge.ErrStoreUnavailable)
+	}
+	p, ok := s.(challenge.Peeker)
+	if !ok {
+		return challenge.Record{}, fmt.Errorf("mcpi: nonce store cannot peek: %w", errors.ErrUnsupported)
+	}
+	return p.Peek(ctx, nonce)
+}
+
 // UnmarshalCaddyfile sets up the store from Caddyfile tokens:
 //
 //	nonce_store memory [<max_entries>]
@@ -281,6 +300,11 @@ func (s *RedisNonceStore) Consume(ctx context.Context, nonce string) (challenge.
 	return s.store.Consume(ctx, nonce)
 }
 
+// Peek implements challenge.Peeker.
+func (s *RedisNonceStore) Peek(ctx context.Context, nonce string) (challenge.Record, error) {
+	return peekStore(ctx, s.store, nonce)
+}
+
 // UnmarshalCaddyfile sets up the store from Caddyfile tokens:
 //
 //	nonce_store redis <url>
@@ -362,6 +386,8 @@ func (s *RedisNonceStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // Interface guards
 var (
 	_ challenge.NonceStore  = (*MemoryNonceStore)(nil)
+	_ challenge.Peeker      = (*MemoryNonceStore)(nil)
+	_ challenge.Peeker      = (*RedisNonceStore)(nil)
 	_ caddy.Provisioner     = (*MemoryNonceStore)(nil)
 	_ caddy.CleanerUpper    = (*MemoryNonceStore)(nil)
 	_ caddyfile.Unmarshaler = (*MemoryNonceStore)(nil)

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
@@ -33,6 +34,21 @@ func (m *measuredNonceStore) Consume(ctx context.Context, nonce string) (challen
 	return rec, err
 }
 
+// Peek implements challenge.Peeker: unsupported when the measured store
+// cannot peek (the handshake then consumes first).
+func (m *measuredNonceStore) Peek(ctx context.Context, nonce string) (challenge.Record, error) {
+	p, ok := m.store.(challenge.Peeker)
+	if !ok {
+		return challenge.Record{}, fmt.Errorf("mcpi: nonce store %s cannot peek: %w", m.name, errors.ErrUnsupported)
+	}
+	start := time.Now()
+	rec, err := p.Peek(ctx, nonce)
+	if !errors.Is(err, errors.ErrUnsupported) {
+		m.h.metricNonceStore(m.name, "peek", time.Since(start), storeFailure(err))
+	}
+	return rec, err
+}
+
 // storeFailure is err when it is a failure of the store itself, nil for a
 // normal answer: a nonce that is not there (Consume) or already is (Put).
 // By the NonceStore contract every other error wraps ErrStoreUnavailable.
@@ -44,4 +60,7 @@ func storeFailure(err error) error {
 	return err
 }
 
-var _ challenge.NonceStore = (*measuredNonceStore)(nil)
+var (
+	_ challenge.NonceStore = (*measuredNonceStore)(nil)
+	_ challenge.Peeker     = (*measuredNonceStore)(nil)
+)

@@ -25,12 +25,17 @@ import (
 // the edge has already checked (signature, single use, credential) with
 // {"verified": true, "sessionId": …}. Before relaying that answer, the edge
 // binds the session id to the delegation it verified, in the nonce store
-// (so replicas sharing a Redis store share the binding), under the
-// SHA-256 of the id: the id itself is never stored nor logged. A later
-// request that carries no credential but that id in
-// X-Mcpi-Handshake-Session or Mcp-Session-Id is admitted as the bound
-// delegation, exactly like a terminate-mode session (sessionDelegation).
-// The edge never rewrites either header: the upstream gets its own id back.
+// (so replicas sharing a Redis store share the binding), under a SHA-256 of
+// the handler's acceptance policy and the id (bindingKey): the id itself is
+// never stored nor logged, and a route with another policy (another trust
+// list, say) that shares the store finds no binding, as a terminate-mode
+// route with another policy has another session key. A later request that
+// carries no credential but that id in X-Mcpi-Handshake-Session or
+// Mcp-Session-Id is admitted as the bound delegation, exactly like a
+// terminate-mode session (sessionDelegation), after the same route checks
+// (checkSessionRoute: the root issuer against the trust list, audience,
+// required scopes). The edge never rewrites either header: the upstream
+// gets its own id back.
 //
 // A binding lasts min(session_ttl, the upstream's expiresAt, the
 // credential's expiry). The edge does not learn when the upstream ends a
@@ -51,15 +56,26 @@ const (
 // proxySessions binds upstream session ids to verified delegations.
 type proxySessions struct {
 	binder challenge.SessionBinder
+	// policy is the handler's acceptancePolicy.
+	policy string
 	ttl    time.Duration
 	now    func() time.Time
 }
 
-// bindingKey is the store key of the binding of session id: its SHA-256, in
-// hex.
-func bindingKey(id string) string {
-	sum := sha256.Sum256([]byte(id))
-	return hex.EncodeToString(sum[:])
+// bindingKeyPrefix starts what bindingKey hashes.
+const bindingKeyPrefix = "mcpi proxy session v1\x00"
+
+// bindingKey is the store key of the binding of session id on a handler
+// with acceptance policy policy: the SHA-256, in hex, of both (the policy
+// is a fixed-length hex fingerprint, so the two cannot run into each
+// other).
+func bindingKey(policy, id string) string {
+	h := sha256.New()
+	h.Write([]byte(bindingKeyPrefix))
+	h.Write([]byte(policy))
+	h.Write([]byte{0})
+	h.Write([]byte(id))
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // validUpstreamSessionID reports whether id can be bound and looked up.
@@ -195,7 +211,7 @@ func (h *Handler) bindUpstreamSession(ctx context.Context, resp *capturedRespons
 			if err != nil {
 				return err
 			}
-			if err := ps.binder.Bind(ctx, bindingKey(s.id), val, ttl); err != nil {
+			if err := ps.binder.Bind(ctx, bindingKey(ps.policy, s.id), val, ttl); err != nil {
 				return err
 			}
 			if c := h.logger.Check(zapcore.DebugLevel, "upstream handshake session bound"); c != nil {
@@ -234,7 +250,8 @@ func proxySessionID(r *http.Request) (string, error) {
 }
 
 // boundSession returns the delegation bound to the upstream session r
-// presents, checked against this route (audience, required scopes), or nil
+// presents, checked against this route (trust, audience, required scopes),
+// or nil
 // when r presents none that is bound: that is left to the upstream, as an
 // MCP server's own Mcp-Session-Id is. A store failure is an error wrapping
 // challenge.ErrStoreUnavailable (503: fail closed).
@@ -244,7 +261,7 @@ func (h *Handler) boundSession(r *http.Request) (*vc.Delegation, error) {
 	if err != nil || id == "" {
 		return nil, err
 	}
-	val, err := ps.binder.Lookup(r.Context(), bindingKey(id))
+	val, err := ps.binder.Lookup(r.Context(), bindingKey(ps.policy, id))
 	switch {
 	case errors.Is(err, challenge.ErrBindingNotFound):
 		return nil, nil

@@ -95,7 +95,7 @@ func (e *proxySessionEnv) verify(t *testing.T, cred string, va verifyAnswer) rpc
 // bound returns the claims bound to sid, or nil.
 func (e *proxySessionEnv) bound(t *testing.T, sid string) *sessionClaims {
 	t.Helper()
-	val, err := e.h.l3.proxySessions.binder.Lookup(context.Background(), bindingKey(sid))
+	val, err := e.h.l3.proxySessions.binder.Lookup(context.Background(), bindingKey(e.h.l3.policy, sid))
 	if errors.Is(err, challenge.ErrBindingNotFound) {
 		return nil
 	}
@@ -135,7 +135,7 @@ func TestProxySessionBound(t *testing.T) {
 	if c == nil {
 		t.Fatal("upstream session not bound")
 	}
-	if c.AgentDID != f.agent.did || c.UserDID != f.user.did || c.Issuer != f.user.did ||
+	if c.AgentDID != f.agent.did || c.UserDID != f.user.did || c.Issuer != f.user.did || c.RootIssuer != f.user.did ||
 		strings.Join(c.Scopes, " ") != "tools:read echo:execute" || c.Hash == "" || c.CredentialID == "" {
 		t.Errorf("binding %+v", c)
 	}
@@ -215,7 +215,15 @@ func TestProxySessionBound(t *testing.T) {
 		elsewhere := f.l3Handler(t, func(h *Handler) {
 			h.Handshake, h.HandshakeEndpoint, h.Audiences = handshakeProxy, "/rpc", []string{"https://elsewhere.example"}
 		})
+		// Another acceptance policy (other audiences): the binding is not
+		// found there at all, as without any session.
 		res := serve(t, elsewhere, withSession(hdrHandshakeSession, sid))
+		if res.called || res.rec.Code != http.StatusUnauthorized || decodeErr(t, res.rec).Reason != "" {
+			t.Fatalf("other audiences: called=%t %d %s", res.called, res.rec.Code, res.rec.Body)
+		}
+		// Were it found, the audience check would refuse it.
+		elsewhere.l3.proxySessions.policy = e.h.l3.policy
+		res = serve(t, elsewhere, withSession(hdrHandshakeSession, sid))
 		if res.called || res.rec.Code != http.StatusUnauthorized || decodeErr(t, res.rec).Reason != "wrong_audience" {
 			t.Fatalf("wrong audience: called=%t %d %s", res.called, res.rec.Code, res.rec.Body)
 		}
@@ -227,7 +235,7 @@ func TestProxySessionBound(t *testing.T) {
 		{"forged handshake session", hdrHandshakeSession, forged},
 		{"forged Mcp-Session-Id", hdrMcpSessionID, forged},
 		{"too short to be bound", hdrHandshakeSession, "abc"},
-		{"the binding key itself", hdrHandshakeSession, bindingKey(sid)},
+		{"the binding key itself", hdrHandshakeSession, bindingKey(e.h.l3.policy, sid)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := serve(t, e.h, withSession(tc.hdr, tc.value))
@@ -281,6 +289,39 @@ func TestProxySessionBound(t *testing.T) {
 
 // TestProxySessionExpiry: a binding never outlives the credential, nor the
 // upstream's expiresAt.
+// TestProxySessionRouteTrust: a binding made by a route that trusts any
+// issuer, for a self-issued credential, is not found by a stricter route
+// sharing the store (its acceptance policy scopes the binding key), and
+// were it found, the binding's root issuer is checked against that route's
+// trust list.
+func TestProxySessionRouteTrust(t *testing.T) {
+	f := newFixture(t)
+	mallory := newParty(t)
+	open := newProxySessionEnv(t, f, func(h *Handler) { h.TrustedIssuers = []string{anyIssuer} })
+	cred, err := vc.IssueJWT(mallory.priv, mallory.kid, f.template(nil)) // names f.user as the user
+	if err != nil {
+		t.Fatal(err)
+	}
+	const sid = "5d0c3b1f-8c0e-4a7a-9d4b-0f2b7c1d9e55"
+	if rep := open.verify(t, cred, sessionAnswer(sid, "")); rep.Status != http.StatusOK || open.bound(t, sid) == nil {
+		t.Fatalf("verify on the open route: HTTP %d %s", rep.Status, rep.Raw)
+	}
+	if res := serve(t, open.h, withSession(hdrHandshakeSession, sid)); !res.called {
+		t.Fatalf("the open route refused its own binding: HTTP %d %s", res.rec.Code, res.rec.Body)
+	}
+	// Same default store (pooled), trust f.user only.
+	strict := f.l3Handler(t, func(h *Handler) { h.Handshake, h.HandshakeEndpoint = handshakeProxy, "/rpc" })
+	res := serve(t, strict, withSession(hdrHandshakeSession, sid))
+	if res.called || res.rec.Code != http.StatusUnauthorized || decodeErr(t, res.rec).Reason != "" {
+		t.Fatalf("strict route: called=%t HTTP %d %s, want 401 as without a session", res.called, res.rec.Code, res.rec.Body)
+	}
+	strict.l3.proxySessions.policy = open.h.l3.policy
+	res = serve(t, strict, withSession(hdrHandshakeSession, sid))
+	if res.called || res.rec.Code != http.StatusUnauthorized || decodeErr(t, res.rec).Reason != "untrusted_issuer" {
+		t.Fatalf("strict route under the open route's key: called=%t HTTP %d %s, want 401 untrusted_issuer", res.called, res.rec.Code, res.rec.Body)
+	}
+}
+
 func TestProxySessionExpiry(t *testing.T) {
 	f := newFixture(t)
 	e := newProxySessionEnv(t, f, func(h *Handler) { h.SessionTTL = caddy.Duration(time.Hour) })

@@ -3,10 +3,12 @@ package caddymodule
 import (
 	"bytes"
 	"context"
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,19 +27,33 @@ import (
 //
 // A session is a stateless token: "mcpis1.<payload>.<mac>", where payload
 // is the base64url JSON of sessionClaims and mac the base64url
-// HMAC-SHA256 of "mcpis1.<payload>" under the edge's session key. Nothing
-// is stored per session, so any replica holding the key (kept in Caddy's
-// storage, shared by replicas that share storage) accepts it, and it
-// cannot be revoked before it expires: keep session_ttl short (default
-// 15m, never beyond the credential's expiry).
+// HMAC-SHA256 of "mcpis1.<payload>" under the handler's session key.
+// Nothing is stored per session, and a session cannot be revoked before it
+// expires: keep session_ttl short (default 15m, never beyond the
+// credential's expiry).
+//
+// The session key is not the key kept in Caddy's storage (one per storage,
+// shared by every site and route): each handler derives its own from it
+// with HKDF-SHA256, the info naming the handler's acceptance policy
+// (acceptancePolicy: trust, audiences, level…). Replicas and routes with
+// the same policy derive the same key and accept each other's sessions; a
+// route that would not have accepted the credential (another trust list,
+// say) has another key and refuses the session as not its own. The claims
+// also carry the chain's root issuer, checked against the route's trust on
+// every use (checkSessionRoute), so that a session cannot outgrow the trust
+// it was issued under even if two policies ever shared a key.
 
 const (
 	sessionPrefix = "mcpis1."
 	// maxSessionToken bounds what is parsed from a header.
 	maxSessionToken = 8 << 10
-	// sessionKeyName is the storage key of the HMAC key.
+	// sessionKeyName is the storage key of the key that the handlers'
+	// session (HMAC) keys are derived from.
 	sessionKeyName = "mcpi/handshake_session_key"
 	sessionKeySize = 32
+	// sessionKeyInfo starts the HKDF info of a handler's session key; the
+	// acceptance policy's fingerprint follows.
+	sessionKeyInfo = "mcpi handshake session key v1 "
 
 	hdrMcpSessionID       = "Mcp-Session-Id"
 	hdrHandshakeSession   = "X-Mcpi-Handshake-Session"
@@ -49,9 +65,12 @@ const (
 // reduced to what the later requests need (placeholders, route checks,
 // the Level 2 headers).
 type sessionClaims struct {
-	AgentDID     string   `json:"agt"`
-	UserDID      string   `json:"usr,omitempty"`
-	Issuer       string   `json:"iss,omitempty"`
+	AgentDID string `json:"agt"`
+	UserDID  string `json:"usr,omitempty"`
+	Issuer   string `json:"iss,omitempty"`
+	// RootIssuer is the issuer of the chain's root: the one the trust
+	// policy accepted (the leaf's issuer for a single credential).
+	RootIssuer   string   `json:"root,omitempty"`
 	Scopes       []string `json:"scp,omitempty"`
 	Audience     []string `json:"aud,omitempty"`
 	DelegationID string   `json:"did,omitempty"`
@@ -71,6 +90,7 @@ func newSessionClaims(d *vc.Delegation, agentDID string, now, exp time.Time) ses
 		AgentDID:     agentDID,
 		UserDID:      d.UserDID,
 		Issuer:       d.Issuer,
+		RootIssuer:   d.RootIssuer,
 		Scopes:       d.Scopes,
 		Audience:     d.Audience,
 		DelegationID: d.DelegationID,
@@ -85,6 +105,7 @@ func newSessionClaims(d *vc.Delegation, agentDID string, now, exp time.Time) ses
 // sessions issues and checks session tokens. It implements
 // challenge.SessionIssuer.
 type sessions struct {
+	// key is the handler's session key (deriveSessionKey).
 	key []byte
 	ttl time.Duration
 	now func() time.Time
@@ -164,6 +185,7 @@ func (c *sessionClaims) delegation() *vc.Delegation {
 		AgentDID:     c.AgentDID,
 		UserDID:      c.UserDID,
 		Issuer:       c.Issuer,
+		RootIssuer:   c.RootIssuer,
 		Scopes:       c.Scopes,
 		Audience:     c.Audience,
 		DelegationID: c.DelegationID,
@@ -224,10 +246,16 @@ func (h *Handler) sessionFrom(r *http.Request) (*vc.Delegation, error) {
 }
 
 // checkSessionRoute applies this route's rules to a session, as Verify
-// applies them to a credential: the audience (configured, or derived from
-// the Host) and the required scopes. The session was checked against the
-// route that issued it; this route may be stricter.
+// applies them to a credential: the trust list (to the chain's root
+// issuer), the audience (configured, or derived from the Host) and the
+// required scopes. The session was checked against the route that issued
+// it; this route may be stricter. (A route with another trust list or
+// audiences derives another session key and does not get this far; the
+// trust and audience checks here are the second line.)
 func (h *Handler) checkSessionRoute(r *http.Request, d *vc.Delegation) error {
+	if !h.trustsRoot(d.RootIssuer) {
+		return fmt.Errorf("%w: session's issuer not trusted on this route", vc.ErrUntrustedIssuer)
+	}
 	if len(d.Audience) == 0 {
 		if h.RequireAudience {
 			return fmt.Errorf("%w: credential names no audience", vc.ErrAudience)
@@ -254,6 +282,70 @@ func (h *Handler) checkSessionRoute(r *http.Request, d *vc.Delegation) error {
 	return nil
 }
 
+// trustsRoot reports whether this route's trust list accepts iss as the
+// root issuer of a chain (an empty iss only under `trust any`).
+func (h *Handler) trustsRoot(iss string) bool {
+	for _, t := range h.TrustedIssuers {
+		if t == anyIssuer || (iss != "" && t == iss) {
+			return true
+		}
+	}
+	return false
+}
+
+// acceptancePolicy fingerprints what decides, on this handler, whether a
+// credential is accepted and that a session does not re-check in full:
+// the level, the trust list, the configured audiences (none: derived from
+// each request's Host) and require_audience, require_presentation, the
+// chain depth and the Linked Data proof settings. Lists are sorted and
+// deduplicated, so that the order of a config does not matter. It names
+// the handler's session key (deriveSessionKey) and scopes its proxy-mode
+// session bindings (bindingKey). required_scopes is left out: it is
+// checked on every use (checkSessionRoute), and routes that differ only
+// in it keep sharing sessions. Call it after Provision set the defaults.
+func (h *Handler) acceptancePolicy() string {
+	set := func(in []string) []string {
+		if len(in) == 0 {
+			return nil // absent and empty are one
+		}
+		out := slices.Clone(in)
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	var contexts []string
+	for u := range h.JSONLDContexts {
+		contexts = append(contexts, u)
+	}
+	p := struct {
+		Level               int      `json:"level"`
+		Trust               []string `json:"trust"`
+		Audiences           []string `json:"aud"`
+		RequireAudience     bool     `json:"require_aud"`
+		RequirePresentation bool     `json:"require_vp"`
+		ChainDepth          int      `json:"chain_depth"`
+		JSONLD              bool     `json:"jsonld"`
+		JSONLDContexts      []string `json:"jsonld_contexts"`
+	}{
+		Level:               h.Level,
+		Trust:               set(h.TrustedIssuers),
+		Audiences:           set(h.Audiences),
+		RequireAudience:     h.RequireAudience,
+		RequirePresentation: h.RequirePresentation,
+		ChainDepth:          vc.MaxChainDepth,
+		JSONLD:              !h.DisableJSONLD,
+		JSONLDContexts:      set(contexts),
+	}
+	b, _ := json.Marshal(p) // strings, ints and bools only
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// deriveSessionKey derives a handler's session key from the stored key:
+// HKDF-SHA256, no salt, the info naming the acceptance policy.
+func deriveSessionKey(stored []byte, policy string) ([]byte, error) {
+	return hkdf.Key(sha256.New, stored, nil, sessionKeyInfo+policy, sessionKeySize)
+}
+
 // keyStorage is the part of certmagic.Storage (Caddy's storage) used for the
 // session key.
 type keyStorage interface {
@@ -277,9 +369,9 @@ func configStorage(ctx caddy.Context) (st keyStorage) {
 	return nil
 }
 
-// loadSessionKey returns the HMAC key kept in storage, creating it under
-// the storage lock if absent, so that every replica sharing the storage
-// signs and accepts the same sessions.
+// loadSessionKey returns the key kept in storage, creating it under the
+// storage lock if absent, so that every replica sharing the storage derives
+// the same session keys from it.
 func loadSessionKey(ctx context.Context, st keyStorage) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, sessionStorageTimeout)
 	defer cancel()

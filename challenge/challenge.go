@@ -252,26 +252,31 @@ func (v *Verified) Result() VerifyResult {
 //  1. params well formed (ErrInvalidParams);
 //  2. timestamp within the skew of the edge's clock: too old is ErrExpired,
 //     too far ahead ErrBadProof;
-//  3. proofValue is a signature by a key in the agent DID's authentication
+//  3. when the store is a Peeker, the record under the nonce is read
+//     without consuming it: unknown or already used is ErrReplay, a store
+//     failure ErrStoreUnavailable; the record must not have expired
+//     (ErrExpired), and its challenge and agent DID must be the ones
+//     answered (compared in constant time; ErrBadProof);
+//  4. proofValue is a signature by a key in the agent DID's authentication
 //     relationship over SigningInput (ErrBadProof): a signedChallenge
 //     naming another agent's DID fails here;
-//  4. the nonce is consumed atomically: unknown or already used is
-//     ErrReplay, a store failure ErrStoreUnavailable; the record must not
-//     have expired (ErrExpired) and its challenge (compared in constant
-//     time) and agent DID must be the ones signed (ErrBadProof);
-//  5. the credential verifies, with the service's and the given checks, and
+//  5. the nonce is consumed atomically: unknown or already used is
+//     ErrReplay, a store failure ErrStoreUnavailable; the record consumed
+//     must be the one read at step 3 (ErrReplay), and passes the checks of
+//     step 3 (for a store without Peek, this is where they are made);
+//  6. the credential verifies, with the service's and the given checks, and
 //     names the same agent (ErrUntrustedCredential);
-//  6. a session is issued when a SessionIssuer is set.
+//  7. a session is issued when a SessionIssuer is set.
 //
-// The signature is checked before the nonce is consumed: consuming first
-// would let anyone who sees a nonce (logs, a proxy, a shoulder surfer) burn
-// the agent's challenge with a garbage signature. Since only the holder of
-// the agent's key gets past step 3, the nonce is spent only by an answer
-// signed by that key. The checks that need the stored record (expiry, the
-// challenge, the DID it was issued to) come after the atomic consume, so a
-// different agent that learned the nonce could spend it with its own valid
-// signature; it gains nothing from that, and the rightful agent starts a new
-// handshake.
+// Nothing is consumed before the answer is known to be the right one:
+// consuming first would let anyone who sees a nonce (logs, a proxy, a
+// shoulder surfer) burn the agent's challenge. With a Peeker, the nonce is
+// spent only by an answer to the challenge issued under it, naming the
+// agent it was issued to, signed by that agent's key. With a store that
+// cannot peek, the signature is still checked first, so only a holder of
+// some agent key can spend a nonce, but a different agent that learned
+// the nonce could spend it with its own valid signature (the rightful
+// agent then starts a new handshake).
 func (s *Service) Verify(ctx context.Context, p VerifyParams, checks ...vc.CheckOption) (*Verified, error) {
 	if err := p.validate(); err != nil {
 		return nil, err
@@ -290,6 +295,16 @@ func (s *Service) Verify(ctx context.Context, p VerifyParams, checks ...vc.Check
 		return nil, fmt.Errorf("%w: timestamp in the future", ErrBadProof)
 	}
 
+	peeked, didPeek, err := s.peek(ctx, sc.Nonce)
+	if err != nil {
+		return nil, err
+	}
+	if didPeek {
+		if err := checkRecord(peeked, sc, now); err != nil {
+			return nil, err
+		}
+	}
+
 	kid, err := s.checkProof(ctx, sc)
 	if err != nil {
 		return nil, err
@@ -302,15 +317,12 @@ func (s *Service) Verify(ctx context.Context, p VerifyParams, checks ...vc.Check
 	case err != nil:
 		return nil, err
 	}
-	if !now.Before(rec.ExpiresAt) {
-		return nil, fmt.Errorf("%w: challenge lifetime over", ErrExpired)
+	if didPeek && !sameRecord(rec, peeked) {
+		// Consumed by another answer and stored again in between.
+		return nil, fmt.Errorf("%w: challenge replaced while being answered", ErrReplay)
 	}
-	challengeOK := subtle.ConstantTimeCompare([]byte(rec.Challenge), []byte(sc.Challenge)) == 1
-	if !challengeOK {
-		return nil, fmt.Errorf("%w: challenge does not match the nonce", ErrBadProof)
-	}
-	if rec.AgentDID != "" && rec.AgentDID != sc.AgentDID {
-		return nil, fmt.Errorf("%w: challenge was issued to another agent", ErrBadProof)
+	if err := checkRecord(rec, sc, now); err != nil {
+		return nil, err
 	}
 
 	raw, err := p.credentialBytes()
@@ -344,8 +356,54 @@ func (s *Service) Verify(ctx context.Context, p VerifyParams, checks ...vc.Check
 	return v, nil
 }
 
+// peek reads the record under nonce when the store can (ok), without
+// consuming it. A store without Peek, or whose Peek is unsupported, gives
+// ok false and no error.
+func (s *Service) peek(ctx context.Context, nonce string) (rec Record, ok bool, err error) {
+	pk, can := s.store.(Peeker)
+	if !can {
+		return Record{}, false, nil
+	}
+	rec, err = pk.Peek(ctx, nonce)
+	switch {
+	case err == nil:
+		return rec, true, nil
+	case errors.Is(err, errors.ErrUnsupported):
+		return Record{}, false, nil
+	case errors.Is(err, ErrNonceNotFound):
+		return Record{}, false, fmt.Errorf("%w: %w", ErrReplay, err)
+	default:
+		return Record{}, false, err
+	}
+}
+
+// checkRecord checks an answer against the stored record: still within its
+// lifetime, and answering the challenge issued under the nonce, as the
+// agent it was issued to (both compared in constant time).
+func checkRecord(rec Record, sc *SignedChallenge, now time.Time) error {
+	if !now.Before(rec.ExpiresAt) {
+		return fmt.Errorf("%w: challenge lifetime over", ErrExpired)
+	}
+	challengeOK := subtle.ConstantTimeCompare([]byte(rec.Challenge), []byte(sc.Challenge)) == 1
+	agentOK := rec.AgentDID == "" || subtle.ConstantTimeCompare([]byte(rec.AgentDID), []byte(sc.AgentDID)) == 1
+	switch {
+	case !challengeOK:
+		return fmt.Errorf("%w: challenge does not match the nonce", ErrBadProof)
+	case !agentOK:
+		return fmt.Errorf("%w: challenge was issued to another agent", ErrBadProof)
+	}
+	return nil
+}
+
+// sameRecord reports whether a and b are one record (the times compared as
+// instants: a store may have encoded them).
+func sameRecord(a, b Record) bool {
+	return a.Challenge == b.Challenge && a.AgentDID == b.AgentDID &&
+		a.IssuedAt.Equal(b.IssuedAt) && a.ExpiresAt.Equal(b.ExpiresAt)
+}
+
 // CheckProof runs the timestamp and signature checks of Verify (steps 2
-// and 3) without touching the store or the credential, and returns the id
+// and 4) without touching the store or the credential, and returns the id
 // of the key that signed. For a proxy that leaves the nonce to the
 // upstream and verifies the credential itself.
 func (s *Service) CheckProof(ctx context.Context, sc SignedChallenge) (string, error) {

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -312,6 +313,132 @@ func TestBadSignatureDoesNotConsumeNonce(t *testing.T) {
 	}
 	if _, err := f.svc.Verify(ctx, VerifyParams{SignedChallenge: good, Credential: cred}); err != nil {
 		t.Fatalf("correct answer after bad ones: %v", err)
+	}
+}
+
+// TestWrongAnswerDoesNotConsumeNonce: with a store that can peek, an
+// answer that is not the agent's own answer to the challenge issued under
+// the nonce is refused before anything is consumed, however validly it is
+// signed: nobody who merely learned a nonce can burn it.
+func TestWrongAnswerDoesNotConsumeNonce(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		bad  func(f *fixture, a, mallory agent, hr HandshakeResult) SignedChallenge
+		want error
+	}{
+		{"answer by another agent, as itself", func(f *fixture, _, mallory agent, hr HandshakeResult) SignedChallenge {
+			return answer(t, mallory, hr, TimestampRFC3339(f.clock.Now()))
+		}, ErrBadProof},
+		{"another challenge under the nonce, validly signed", func(f *fixture, _, mallory agent, hr HandshakeResult) SignedChallenge {
+			return answer(t, mallory, HandshakeResult{Challenge: "Zm9yZ2Vk", Nonce: hr.Nonce}, TimestampRFC3339(f.clock.Now()))
+		}, ErrBadProof},
+		{"the agent's DID, another challenge, mallory's key", func(f *fixture, a, mallory agent, hr HandshakeResult) SignedChallenge {
+			sc, _ := SignChallenge(mallory.priv, SignedChallenge{Challenge: "Zm9yZ2Vk", Nonce: hr.Nonce, AgentDID: a.did, Timestamp: TimestampRFC3339(f.clock.Now())})
+			return sc
+		}, ErrBadProof},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			a, mallory := newAgent(t, didresolver.Ed25519), newAgent(t, didresolver.Ed25519)
+			hr := f.issue(t, a)
+			_, err := f.svc.Verify(ctx, VerifyParams{SignedChallenge: tc.bad(f, a, mallory, hr), Credential: f.credential(t, mallory.did)})
+			if !errors.Is(err, tc.want) || Code(err) != Code(tc.want) {
+				t.Fatalf("bad answer: %v, want %v", err, tc.want)
+			}
+			if f.store.Len() != 1 {
+				t.Fatalf("store holds %d records, want the challenge still there", f.store.Len())
+			}
+			good := VerifyParams{SignedChallenge: answer(t, a, hr, TimestampRFC3339(f.clock.Now())), Credential: f.credential(t, a.did)}
+			if _, err := f.svc.Verify(ctx, good); err != nil {
+				t.Fatalf("the agent's own answer after a wrong one: %v", err)
+			}
+		})
+	}
+}
+
+// noPeekStore hides the Peek of the store it wraps.
+type noPeekStore struct{ NonceStore }
+
+// unsupportedPeekStore has a Peek that is not supported (a wrapper over a
+// store without one).
+type unsupportedPeekStore struct{ NonceStore }
+
+func (unsupportedPeekStore) Peek(context.Context, string) (Record, error) {
+	return Record{}, fmt.Errorf("wrapped store: %w", errors.ErrUnsupported)
+}
+
+// TestVerifyWithoutPeek: a store that cannot peek is consumed right after
+// the signature check, as before Peeker existed: an answer validly signed
+// by another agent spends the nonce (and is refused).
+func TestVerifyWithoutPeek(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		wrap func(NonceStore) NonceStore
+	}{
+		{"no Peek", func(s NonceStore) NonceStore { return noPeekStore{s} }},
+		{"Peek unsupported", func(s NonceStore) NonceStore { return unsupportedPeekStore{s} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			svc, err := New(WithStore(tc.wrap(f.store)), WithClock(f.clock.Now), WithResolver(f.resolver), WithCredentialVerifier(f.verifier))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.svc = svc
+			a, mallory := newAgent(t, didresolver.Ed25519), newAgent(t, didresolver.Ed25519)
+			hr := f.issue(t, a)
+			good := VerifyParams{SignedChallenge: answer(t, a, hr, TimestampRFC3339(f.clock.Now())), Credential: f.credential(t, a.did)}
+
+			// A bad signature still consumes nothing.
+			garbage := good
+			garbage.SignedChallenge.ProofValue = "z" + base58.Encode(make([]byte, 64))
+			if _, err := svc.Verify(ctx, garbage); !errors.Is(err, ErrBadProof) || f.store.Len() != 1 {
+				t.Fatalf("garbage signature: %v, %d records", err, f.store.Len())
+			}
+			burn := VerifyParams{SignedChallenge: answer(t, mallory, hr, TimestampRFC3339(f.clock.Now())), Credential: f.credential(t, mallory.did)}
+			if _, err := svc.Verify(ctx, burn); !errors.Is(err, ErrBadProof) {
+				t.Fatalf("answer by another agent: %v, want ErrBadProof", err)
+			}
+			if _, err := svc.Verify(ctx, good); !errors.Is(err, ErrReplay) {
+				t.Fatalf("without Peek the other agent's answer spends the nonce; the agent's own answer got %v", err)
+			}
+		})
+	}
+}
+
+// swapStore peeks one record and consumes another, as if the nonce had
+// been consumed and stored again between the two.
+type swapStore struct {
+	*MemoryStore
+	consumed Record
+}
+
+func (s *swapStore) Consume(ctx context.Context, nonce string) (Record, error) {
+	if _, err := s.MemoryStore.Consume(ctx, nonce); err != nil {
+		return Record{}, err
+	}
+	return s.consumed, nil
+}
+
+func TestVerifyRecordReplacedIsReplay(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	a := newAgent(t, didresolver.Ed25519)
+	hr := f.issue(t, a)
+	rec, err := f.store.Peek(ctx, hr.Nonce)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.IssuedAt = rec.IssuedAt.Add(time.Second) // same challenge and agent, another record
+	svc, err := New(WithStore(&swapStore{f.store, rec}), WithClock(f.clock.Now), WithResolver(f.resolver), WithCredentialVerifier(f.verifier))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := VerifyParams{SignedChallenge: answer(t, a, hr, TimestampRFC3339(f.clock.Now())), Credential: f.credential(t, a.did)}
+	if _, err := svc.Verify(ctx, p); !errors.Is(err, ErrReplay) || Code(err) != CodeReplay {
+		t.Fatalf("Verify with a record replaced between peek and consume = %v, want ErrReplay", err)
 	}
 }
 

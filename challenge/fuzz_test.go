@@ -1,6 +1,7 @@
 package challenge
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +21,13 @@ func FuzzParseRequest(f *testing.F) {
 		`{"jsonrpc":"2.0","id":1e400,"method":"verify","params":{}}`,
 		`{"jsonrpc":"2.0","id":"\ud800","method":"handshake","params":{"agentDid":"did:a:\u0000"}}`,
 		``, `null`, `{`, `{"jsonrpc":"2.0","id":1,"method":"verify","params":{"signedChallenge":{"timestamp":99999999999999999999}}}`,
+		// Repeated and case-folded member names.
+		req("verify", `{"signedChallenge":`+validSC+`,"credential":"x","Credential":"y"}`),
+		req("verify", `{"signedChallenge":`+validSC+`,"credential":"x","credential":"y"}`),
+		req("verify", `{"ſignedChallenge":`+validSC+`,"signedChallenge":`+validSC+`,"credential":"x"}`),
+		req("handshake", `{"agentDid":"`+testDID+`","AGENTDID":"did:key:z"}`),
+		`{"jsonrpc":"2.0","id":1,"method":"handshake","params":{"agentDid":"` + testDID + `"},"paramſ":{"agentDid":"did:key:z"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"handshake","params":{"nonce":"n","\u212aey":1,"key":2}}`,
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s))
@@ -53,6 +61,29 @@ func FuzzParseRequest(f *testing.F) {
 			if c.Verify == nil || c.Verify.validate() != nil {
 				t.Fatalf("bad verify call %+v", c)
 			}
+			// A proxy forwards what it accepted: an encoding/json upstream
+			// must read the very values checked here.
+			var up struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+				Params struct {
+					SignedChallenge struct {
+						Challenge, Nonce, AgentDID, ProofValue string
+						Timestamp                              json.RawMessage
+					} `json:"signedChallenge"`
+					Credential json.RawMessage `json:"credential"`
+				} `json:"params"`
+			}
+			if err := json.Unmarshal(data, &up); err != nil {
+				t.Fatalf("accepted a verify encoding/json cannot read: %v", err)
+			}
+			sc, usc := c.Verify.SignedChallenge, up.Params.SignedChallenge
+			if up.Method != c.Method || string(up.ID) != string(c.ID) ||
+				!sameJSON(up.Params.Credential, c.Verify.Credential) || usc.Challenge != sc.Challenge ||
+				usc.Nonce != sc.Nonce || usc.AgentDID != sc.AgentDID || usc.ProofValue != sc.ProofValue ||
+				!sameJSON(usc.Timestamp, json.RawMessage(sc.Timestamp)) {
+				t.Fatalf("encoding/json reads another verify than the edge: %+v vs %+v", up, c.Verify)
+			}
 		case KindLegacyHandshake:
 			if !legacy {
 				t.Fatal("legacy kind without IsLegacyHandshake")
@@ -61,6 +92,11 @@ func FuzzParseRequest(f *testing.F) {
 			t.Fatalf("kind %d", c.Kind)
 		}
 	})
+}
+
+// sameJSON compares two raw values byte for byte, surrounding space aside.
+func sameJSON(a, b json.RawMessage) bool {
+	return string(bytes.TrimSpace(a)) == string(bytes.TrimSpace(b))
 }
 
 func idOf(c *Call) json.RawMessage {
@@ -87,6 +123,9 @@ func FuzzVerifyParams(f *testing.F) {
 		`{"signedChallenge":{"challenge":"c","nonce":"n","timestamp":1,"agentDid":"did:key:z","proofValue":"z1","e":1e400},"credential":"a"}`,
 		`{"signedChallenge":null,"credential":null}`,
 		`[]`, `{}`, `"x"`,
+		`{"signedChallenge":` + validSC + `,"credential":"x","Credential":"y"}`,
+		`{"signedChallenge":{"challenge":"c","nonce":"n","nonce":"m","timestamp":1,"agentDid":"` + testDID + `","proofValue":"z1"},"credential":"x"}`,
+		`{"signedChallenge":{"challenge":"c","nonce":"n","timestamp":1,"agentDid":"` + testDID + `","proofValue":"z1","ext":1,"Ext":2},"credential":"x"}`,
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s))

@@ -197,6 +197,23 @@ func (m *MemoryStore) Consume(ctx context.Context, nonce string) (Record, error)
 	return e.rec, nil
 }
 
+// Peek implements Peeker.
+func (m *MemoryStore) Peek(ctx context.Context, nonce string) (Record, error) {
+	if err := ctx.Err(); err != nil {
+		return Record{}, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return Record{}, fmt.Errorf("%w: memory store closed", ErrStoreUnavailable)
+	}
+	e, ok := m.entries[nonce]
+	if !ok || !m.now().Before(e.expiry) {
+		return Record{}, ErrNonceNotFound
+	}
+	return e.rec, nil
+}
+
 func (m *MemoryStore) remove(e *memEntry) {
 	m.forget(e)
 	heap.Remove(&m.byExpiry, e.index)
@@ -246,4 +263,7 @@ func (h *expiryHeap) Pop() any {
 	return e
 }
 
-var _ NonceStore = (*MemoryStore)(nil)
+var (
+	_ NonceStore = (*MemoryStore)(nil)
+	_ Peeker     = (*MemoryStore)(nil)
+)

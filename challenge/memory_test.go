@@ -45,6 +45,47 @@ func TestMemoryStorePutConsume(t *testing.T) {
 	}
 }
 
+func TestMemoryStorePeek(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock(time.Unix(1_700_000_000, 0))
+	m := NewMemoryStore(ctx, WithMemoryClock(clock.Now))
+	rec := testRecord(clock.Now)
+	if _, err := m.Peek(ctx, "n"); !errors.Is(err, ErrNonceNotFound) {
+		t.Fatalf("Peek unknown = %v", err)
+	}
+	if err := m.Put(ctx, "n", rec, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		got, err := m.Peek(ctx, "n")
+		if err != nil || got != rec {
+			t.Fatalf("Peek = %+v, %v", got, err)
+		}
+	}
+	if got, err := m.Consume(ctx, "n"); err != nil || got != rec {
+		t.Fatalf("Consume after Peek = %+v, %v", got, err)
+	}
+	if _, err := m.Peek(ctx, "n"); !errors.Is(err, ErrNonceNotFound) {
+		t.Fatalf("Peek after Consume = %v", err)
+	}
+	if err := m.Put(ctx, "old", rec, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(10 * time.Second)
+	if _, err := m.Peek(ctx, "old"); !errors.Is(err, ErrNonceNotFound) {
+		t.Fatalf("Peek after TTL = %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := m.Peek(cctx, "n"); !errors.Is(err, ErrStoreUnavailable) {
+		t.Fatalf("Peek with a done context = %v", err)
+	}
+	m.Close()
+	if _, err := m.Peek(ctx, "n"); !errors.Is(err, ErrStoreUnavailable) {
+		t.Fatalf("Peek after Close = %v", err)
+	}
+}
+
 func TestMemoryStoreTTL(t *testing.T) {
 	ctx := context.Background()
 	clock := newFakeClock(time.Unix(1_700_000_000, 0))

@@ -3,12 +3,16 @@ package challenge
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gowebpki/jcs"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonkey"
 )
 
 // Version is the JSON-RPC version every message carries.
@@ -173,6 +177,14 @@ func WithMethods(handshake, verify string) ParseOption {
 //
 // Params must be an object. Unknown params members are ignored (unknown
 // members of signedChallenge are kept: they are signed).
+//
+// The request object, params and signedChallenge must not repeat a member
+// name, nor spell a name as a case variant of another or of a member read
+// here, Unicode folding included ("Credential", "paramſ"): ErrInvalidRequest
+// at the top level, else ErrInvalidParams. A proxy forwards the request as
+// received, and an upstream decoding it with Go's encoding/json (which
+// matches names case-insensitively, last one winning) would otherwise read
+// another value than the one checked here.
 func ParseRequest(data []byte, maxSize int, opts ...ParseOption) (*Call, error) {
 	cfg := parseConfig{handshake: DefaultHandshakeMethod, verify: DefaultVerifyMethod}
 	for _, o := range opts {
@@ -187,9 +199,13 @@ func ParseRequest(data []byte, maxSize int, opts ...ParseOption) (*Call, error) 
 	if !json.Valid(data) {
 		return nil, ErrParse
 	}
-	members, ok := objectMembers(data)
-	if !ok {
+	members, err := objectMembers(data, requestMembers...)
+	switch {
+	case errors.Is(err, errNotObject):
 		return nil, fmt.Errorf("%w: not a request object (batches are not supported)", ErrInvalidRequest)
+	case err != nil:
+		// Not even the id can be read: which one would the client match?
+		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
 	idRaw, ok := members["id"]
 	if !ok {
@@ -254,8 +270,8 @@ func ParseRequest(data []byte, maxSize int, opts ...ParseOption) (*Call, error) 
 // (the KYA-OS form {nonce, audience, timestamp, agentDid, clientInfo}).
 // Callers pass such requests through untouched.
 func IsLegacyHandshake(data []byte) bool {
-	members, ok := objectMembers(data)
-	if !ok {
+	members, err := objectMembers(data, requestMembers...)
+	if err != nil {
 		return false
 	}
 	if m, err := jsonString(members["method"]); err != nil || m != DefaultHandshakeMethod {
@@ -266,8 +282,10 @@ func IsLegacyHandshake(data []byte) bool {
 }
 
 func isLegacyParams(params json.RawMessage) bool {
-	m, ok := objectMembers(params)
-	if !ok {
+	m, err := objectMembers(params, legacyParamsMembers...)
+	if err != nil {
+		// Ambiguous params are no legacy handshake (which is passed
+		// through unread); ParseHandshakeParams refuses them.
 		return false
 	}
 	for _, k := range []string{"supportedMethods", "version", "signedChallenge"} {
@@ -286,12 +304,11 @@ func isLegacyParams(params json.RawMessage) bool {
 // ParseHandshakeParams parses and checks handshake params. Errors wrap
 // ErrInvalidParams.
 func ParseHandshakeParams(raw json.RawMessage) (*HandshakeParams, error) {
-	m, ok := objectMembers(raw)
-	if !ok {
-		return nil, fmt.Errorf("%w: params must be an object", ErrInvalidParams)
+	m, err := objectMembers(raw, handshakeMembers...)
+	if err != nil {
+		return nil, paramsError(err, "params")
 	}
 	var p HandshakeParams
-	var err error
 	if p.AgentDID, err = requiredString(m, "agentDid"); err != nil {
 		return nil, err
 	}
@@ -332,9 +349,9 @@ func (p *HandshakeParams) validate() error {
 // ParseVerifyParams parses and checks verify params. Errors wrap
 // ErrInvalidParams.
 func ParseVerifyParams(raw json.RawMessage) (*VerifyParams, error) {
-	m, ok := objectMembers(raw)
-	if !ok {
-		return nil, fmt.Errorf("%w: params must be an object", ErrInvalidParams)
+	m, err := objectMembers(raw, verifyMembers...)
+	if err != nil {
+		return nil, paramsError(err, "params")
 	}
 	scRaw, ok := m["signedChallenge"]
 	if !ok {
@@ -453,11 +470,10 @@ func (sc *SignedChallenge) members() (map[string]json.RawMessage, error) {
 }
 
 func (sc *SignedChallenge) parse(raw []byte) error {
-	m, ok := objectMembers(raw)
-	if !ok {
-		return fmt.Errorf("%w: signedChallenge must be an object", ErrInvalidParams)
+	m, err := objectMembers(raw, signedChallengeMembers...)
+	if err != nil {
+		return paramsError(err, "signedChallenge")
 	}
-	var err error
 	if sc.Challenge, err = requiredString(m, "challenge"); err != nil {
 		return err
 	}
@@ -619,17 +635,70 @@ func validateToken(s, name string) error {
 	return nil
 }
 
-// objectMembers decodes a JSON object into its raw members.
-func objectMembers(raw []byte) (map[string]json.RawMessage, bool) {
+// The members read at each level of a message: a name that folds to one of
+// them without being it is refused (jsonkey.ErrVariant).
+var (
+	requestMembers         = []string{"jsonrpc", "id", "method", "params"}
+	handshakeMembers       = []string{"agentDid", "supportedMethods", "version"}
+	verifyMembers          = []string{"signedChallenge", "credential"}
+	signedChallengeMembers = []string{"challenge", "nonce", "timestamp", "agentDid", "proofValue"}
+	legacyParamsMembers    = []string{"supportedMethods", "version", "signedChallenge",
+		"nonce", "audience", "timestamp", "agentDid", "clientInfo", "clientProtocolVersion", "clientCapabilities"}
+)
+
+// errNotObject: objectMembers was given something other than an object.
+var errNotObject = errors.New("not a JSON object")
+
+// objectMembers decodes a JSON object into its raw members. It fails with
+// errNotObject for anything else, and with a jsonkey error when two member
+// names fold together (an exact repeat included) or a name is a case
+// variant of one of known (jsonkey.Check).
+func objectMembers(raw []byte, known ...string) (map[string]json.RawMessage, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' {
-		return nil, false
+		return nil, errNotObject
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		return nil, false
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil { // '{'
+		return nil, errNotObject
 	}
-	return m, true
+	m := make(map[string]json.RawMessage)
+	var names []string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, errNotObject
+		}
+		name, ok := tok.(string)
+		if !ok {
+			return nil, errNotObject
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, errNotObject
+		}
+		names = append(names, name)
+		m[name] = v
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return nil, errNotObject
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errNotObject // trailing data
+	}
+	if err := jsonkey.Check(names, known...); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// paramsError is the ErrInvalidParams for an objectMembers error of the
+// object called what.
+func paramsError(err error, what string) error {
+	if errors.Is(err, errNotObject) {
+		return fmt.Errorf("%w: %s must be an object", ErrInvalidParams, what)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrInvalidParams, what, err)
 }
 
 func requiredString(m map[string]json.RawMessage, key string) (string, error) {

@@ -87,6 +87,26 @@ func TestParseRequest(t *testing.T) {
 		{name: "challenge oversized", data: req("verify", `{"signedChallenge":{"challenge":"`+strings.Repeat("c", 513)+`","nonce":"n","timestamp":1,"agentDid":"`+testDID+`","proofValue":"z1"},"credential":"x"}`), wantErr: ErrInvalidParams, code: -32602, id: "1"},
 		{name: "nonce with space", data: req("verify", `{"signedChallenge":{"challenge":"c","nonce":"a b","timestamp":1,"agentDid":"`+testDID+`","proofValue":"z1"},"credential":"x"}`), wantErr: ErrInvalidParams, code: -32602, id: "1"},
 		{name: "proofValue oversized", data: req("verify", `{"signedChallenge":{"challenge":"c","nonce":"n","timestamp":1,"agentDid":"`+testDID+`","proofValue":"`+strings.Repeat("z", 513)+`"},"credential":"x"}`), wantErr: ErrInvalidParams, code: -32602, id: "1"},
+
+		// Repeated or case-folded member names: an upstream decoding the
+		// forwarded request with encoding/json would read another value.
+		{name: "top-level method repeated", data: `{"jsonrpc":"2.0","id":1,"method":"verify","method":"handshake","params":{"agentDid":"` + testDID + `"}}`, wantErr: ErrInvalidRequest, code: -32600},
+		{name: "top-level id repeated", data: `{"jsonrpc":"2.0","id":1,"id":2,"method":"handshake","params":{"agentDid":"` + testDID + `"}}`, wantErr: ErrInvalidRequest, code: -32600},
+		{name: "top-level Method variant", data: `{"jsonrpc":"2.0","id":1,"method":"handshake","Method":"verify","params":{"agentDid":"` + testDID + `"}}`, wantErr: ErrInvalidRequest, code: -32600},
+		{name: "top-level params folded (U+017F)", data: `{"jsonrpc":"2.0","id":1,"method":"handshake","params":{"agentDid":"` + testDID + `"},"paramſ":{"agentDid":"did:key:other"}}`, wantErr: ErrInvalidRequest, code: -32600},
+		{name: "verify credential and Credential", data: req("verify", `{"signedChallenge":`+validSC+`,"credential":"x","Credential":"y"}`), wantErr: ErrInvalidParams, code: -32602, id: "1"},
+		{name: "verify Credential before credential", data: req("verify", `{"signedChallenge":`+validSC+`,"Credential":"y","credential":"x"}`), wantErr: ErrInvalidParams, code: -32602, id: "1"},
+		{name: "verify credential repeated", data: req("verify", `{"signedChallenge":`+validSC+`,"credential":"x","credential":"y"}`), wantErr: ErrInvalidParams, code: -32602, id: "1"},
+		{name: "verify credential escaped repeat", data: req("verify", `{"signedChallenge":`+validSC+`,"credential":"x","cr\u0065dential":"y"}`), wantErr: ErrInvalidParams, code: -32602, id: "1"},
+		{name: "verify lone CREDENTIAL", data: req("verify", `{"signedChallenge":`+validSC+`,"CREDENTIAL":"y"}`), wantErr: ErrInvalidParams, code: -32602, id: "1"},
+		{name: "verify signedChallenge folded (U+017F)", data: req("verify", `{"signedChallenge":`+validSC+`,"ſignedChallenge":`+validSC+`,"credential":"x"}`), wantErr: ErrInvalidParams, code: -32602, id: "1"},
+		{name: "verify unknown params members repeat", data: req("verify", `{"signedChallenge":`+validSC+`,"credential":"x","ext":1,"EXT":2}`), wantErr: ErrInvalidParams, code: -32602, id: "1"},
+		{name: "signedChallenge nonce repeated", data: req("verify", `{"signedChallenge":{"challenge":"c","nonce":"n","nonce":"m","timestamp":1,"agentDid":"`+testDID+`","proofValue":"z1"},"credential":"x"}`), wantErr: ErrInvalidParams, code: -32602, id: "1"},
+		{name: "signedChallenge agentDID variant", data: req("verify", `{"signedChallenge":{"challenge":"c","nonce":"n","timestamp":1,"agentDid":"`+testDID+`","agentDID":"did:key:other","proofValue":"z1"},"credential":"x"}`), wantErr: ErrInvalidParams, code: -32602, id: "1"},
+		{name: "signedChallenge Kelvin-sign extra", data: req("verify", `{"signedChallenge":{"challenge":"c","nonce":"n","timestamp":1,"agentDid":"`+testDID+`","proofValue":"z1","k":1,"K":2},"credential":"x"}`), wantErr: ErrInvalidParams, code: -32602, id: "1"},
+		{name: "handshake agentDid and AgentDid", data: req("handshake", `{"agentDid":"`+testDID+`","AgentDid":"did:key:other"}`), wantErr: ErrInvalidParams, code: -32602, id: "1"},
+		{name: "handshake lone supportedMethodſ", data: req("handshake", `{"agentDid":"`+testDID+`","supportedMethodſ":["P-256"]}`), wantErr: ErrInvalidParams, code: -32602, id: "1"},
+		{name: "legacy handshake with Version variant", data: req("handshake", `{"nonce":"abc","agentDid":"`+testDID+`","Version":"1.0"}`), wantErr: ErrInvalidParams, code: -32602, id: "1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -159,6 +179,10 @@ func TestIsLegacyHandshake(t *testing.T) {
 		{req("verify", `{"nonce":"n"}`), false},
 		{req("handshake", `["n"]`), false},
 		{`not json`, false},
+		// Ambiguous member names are no legacy handshake.
+		{req("handshake", `{"nonce":"abc","agentDid":"`+testDID+`","Version":"1.0"}`), false},
+		{req("handshake", `{"nonce":"abc","nonce":"def","agentDid":"`+testDID+`"}`), false},
+		{`{"jsonrpc":"2.0","id":1,"method":"handshake","method":"verify","params":{"nonce":"abc"}}`, false},
 	}
 	for i, tt := range tests {
 		if got := IsLegacyHandshake([]byte(tt.data)); got != tt.want {

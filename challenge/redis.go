@@ -52,7 +52,7 @@ type RedisOptions struct {
 
 // RedisStore is a NonceStore shared by every replica through one Redis
 // (≥ 6.2): Put is "SET key value NX PX ttl", Consume is "GETDEL key", so a
-// challenge is consumed at most once across replicas. Every Redis failure
+// challenge is consumed at most once across replicas; Peek is "GET key". Every Redis failure
 // is returned wrapped in ErrStoreUnavailable. The client reconnects by
 // itself: when Redis comes back, the same store works again.
 type RedisStore struct {
@@ -164,9 +164,26 @@ func (s *RedisStore) Consume(ctx context.Context, nonce string) (Record, error) 
 	if err != nil {
 		return Record{}, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 	}
+	return decodeRecord(val)
+}
+
+// Peek implements Peeker with GET.
+func (s *RedisStore) Peek(ctx context.Context, nonce string) (Record, error) {
+	val, err := s.client.Get(ctx, s.prefix+nonce).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return Record{}, ErrNonceNotFound
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+	}
+	return decodeRecord(val)
+}
+
+// decodeRecord decodes a stored record; a value that is not one (a
+// foreign writer under our prefix) counts as absent.
+func decodeRecord(val []byte) (Record, error) {
 	var rec Record
 	if err := json.Unmarshal(val, &rec); err != nil {
-		// Not ours (a foreign writer under our prefix): treat as absent.
 		return Record{}, ErrNonceNotFound
 	}
 	return rec, nil
@@ -183,4 +200,7 @@ func (s *RedisStore) Ping(ctx context.Context) error {
 // Close closes the client's connections.
 func (s *RedisStore) Close() error { return s.client.Close() }
 
-var _ NonceStore = (*RedisStore)(nil)
+var (
+	_ NonceStore = (*RedisStore)(nil)
+	_ Peeker     = (*RedisStore)(nil)
+)

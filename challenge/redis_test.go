@@ -51,6 +51,34 @@ func TestRedisStore(t *testing.T) {
 			t.Fatalf("Consume unknown = %v", err)
 		}
 	})
+	t.Run("peek", func(t *testing.T) {
+		if _, err := s.Peek(ctx, "p1"); !errors.Is(err, ErrNonceNotFound) {
+			t.Fatalf("Peek unknown = %v", err)
+		}
+		if err := s.Put(ctx, "p1", rec, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			got, err := s.Peek(ctx, "p1")
+			if err != nil || got.Challenge != rec.Challenge || got.AgentDID != rec.AgentDID || !got.IssuedAt.Equal(rec.IssuedAt) || !got.ExpiresAt.Equal(rec.ExpiresAt) {
+				t.Fatalf("Peek = %+v, %v", got, err)
+			}
+		}
+		if _, err := s.Consume(ctx, "p1"); err != nil {
+			t.Fatalf("Consume after Peek: %v", err)
+		}
+		if _, err := s.Peek(ctx, "p1"); !errors.Is(err, ErrNonceNotFound) {
+			t.Fatalf("Peek after Consume = %v", err)
+		}
+		// A value that is not a record (another writer under the prefix)
+		// is no record.
+		if err := s.client.Set(ctx, s.prefix+"foreign", "not json", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Peek(ctx, "foreign"); !errors.Is(err, ErrNonceNotFound) {
+			t.Fatalf("Peek of a foreign value = %v", err)
+		}
+	})
 	t.Run("ttl expiry", func(t *testing.T) {
 		if err := s.Put(ctx, "short", rec, 150*time.Millisecond); err != nil {
 			t.Fatal(err)

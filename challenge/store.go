@@ -34,3 +34,20 @@ type NonceStore interface {
 	// the store cannot be used.
 	Consume(ctx context.Context, nonce string) (Record, error)
 }
+
+// Peeker is implemented by a NonceStore that can read a record without
+// consuming it. With one, Service.Verify checks an answer against the
+// stored challenge before anything is consumed, so that only the agent the
+// challenge was issued to, answering that very challenge, spends it; a
+// store without it is consumed first, as before.
+//
+// A store that wraps another (to measure it, say) may implement Peek and
+// fail with an error wrapping errors.ErrUnsupported when what it wraps has
+// no Peek: Verify then falls back to consuming first.
+type Peeker interface {
+	// Peek returns the record under nonce, leaving it in place. It fails
+	// with ErrNonceNotFound when there is none (never stored, expired or
+	// already consumed), and with an error wrapping ErrStoreUnavailable
+	// when the store cannot be used.
+	Peek(ctx context.Context, nonce string) (Record, error)
+}

@@ -158,3 +158,30 @@ func TestRedteamWireSmuggling(t *testing.T) {
 		})
 	}
 }
+
+// TestRedteamConnectionDropsIdentity: a client lists the edge's identity
+// headers in its Connection header. reverse_proxy treats every name there
+// as hop-by-hop and would delete the headers the edge set; the edge removes
+// those names from Connection, so the upstream gets X-Agent-DID, X-User-DID
+// and X-Verified-Delegation.
+func TestRedteamConnectionDropsIdentity(t *testing.T) {
+	rec := &recorder{next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })}
+	up := serveUpstream(t, rec)
+	h := newEdgeHarness(t, rec)
+	dir := t.TempDir()
+	h.start(dir, testCaddyfile(freePort(t), filepath.Join(dir, "storage"), level2Site(h.port, up.Listener.Addr().String(), "level 2")))
+	w := newWorld(t, h)
+	resp := rawPost(testContext(t), t, h, "/mcp", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, http.Header{
+		"Authorization": {"Bearer " + w.jwt(t)},
+		"Connection":    {"X-Agent-DID, X-User-DID, X-Verified-Delegation"},
+	})
+	reqs := h.upstream.Requests()
+	if resp.Status != http.StatusOK || len(reqs) != 1 {
+		t.Fatalf("precondition: HTTP %d, %d upstream requests", resp.Status, len(reqs))
+	}
+	for _, k := range []string{"X-Agent-Did", "X-User-Did", "X-Verified-Delegation"} {
+		if reqs[0].Header.Get(k) == "" {
+			t.Errorf("admitted request reached the upstream without the edge's %s (dropped through Connection)", k)
+		}
+	}
+}

@@ -228,6 +228,7 @@ func delegationOf(chain []*parsed) *Delegation {
 	d.Scopes, buf = carve(buf, leaf.Scopes)
 	d.Audience, buf = carve(buf, leaf.Audience)
 	d.UserDID = userOf(chain)
+	d.RootIssuer = chain[0].d.Issuer
 	start := len(buf)
 	for _, l := range chain {
 		d.NotBefore = latest(d.NotBefore, l.d.NotBefore)

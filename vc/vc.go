@@ -37,6 +37,10 @@ type Delegation struct {
 	UserDID string `json:"user_did"`
 	// Issuer is the DID that signed the (leaf) credential.
 	Issuer string `json:"issuer"`
+	// RootIssuer is the issuer of the chain's root, the credential the
+	// trust policy (WithTrustedIssuers) accepted: Issuer for a credential
+	// without ancestors.
+	RootIssuer string `json:"root_issuer,omitempty"`
 	// Scopes granted, deduplicated, in credential order.
 	Scopes []string `json:"scopes"`
 	// Audience the credential is bound to (may be empty).

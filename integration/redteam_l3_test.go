@@ -1,11 +1,8 @@
-//go:build redteam
-
-// Red-team tests that FAIL on the current code, end to end through the real
-// Caddy binary: each demonstrates a bypass. Behind the redteam build tag so
-// the branch stays green; run with
-//
-//	go test -tags redteam ./integration/ -run Redteam
 package integration
+
+// Red-team tests of the Level 3 handshake through the real Caddy: attacks
+// that once got through (they were in redteam_fail_test.go) and that the
+// edge now refuses.
 
 import (
 	"encoding/json"
@@ -28,10 +25,13 @@ import (
 // the same MCP server: /open/* trusts any issuer, everything else trusts
 // only the operator's issuer. Both run Level 3 (terminate). Mallory mints
 // herself a credential (did:key issuer) naming the operator's user, runs the
-// handshake on /open/* and presents the edge session on the strict route:
-// it is admitted, and the upstream gets X-User-DID = the operator's user.
-// The session key is per storage (session.go sessionKeyName), and
-// checkSessionRoute checks audience and require_scopes, never trust.
+// handshake on /open/* and presents the edge session on the strict route.
+// The session key used to be one per storage (session.go sessionKeyName)
+// and checkSessionRoute checked audience and require_scopes, never trust,
+// so the strict route admitted her and the upstream got X-User-DID = the
+// operator's user. Each route now derives its own session key from the
+// stored one and its acceptance policy, and checks the session's root
+// issuer against its trust list.
 func TestRedteamSessionCrossRouteTrust(t *testing.T) {
 	operatorIssuer := newParty(t, didresolver.Ed25519)
 	user := newParty(t, didresolver.Ed25519)
@@ -94,6 +94,11 @@ func TestRedteamSessionCrossRouteTrust(t *testing.T) {
 		t.Fatalf("verify: %s", resp.Body)
 	}
 
+	// The open route admits its own session.
+	if resp := h.post(ctx, "/open/mcp", http.Header{"X-Mcpi-Handshake-Session": {session}}, "", init); resp.Status != http.StatusOK {
+		t.Fatalf("precondition: the open route refused its own session: HTTP %d %s", resp.Status, resp.Body)
+	}
+
 	h.upstream.Reset()
 	resp = h.post(ctx, "/mcp", http.Header{"X-Mcpi-Handshake-Session": {session}}, "", init)
 	if resp.Status == http.StatusOK {
@@ -104,35 +109,8 @@ func TestRedteamSessionCrossRouteTrust(t *testing.T) {
 		t.Fatalf("BYPASS: the strict route (trust %s) admitted a session for mallory's self-issued credential; upstream saw X-User-DID %q (the operator's user is %s)",
 			operatorIssuer.did, got, user.did)
 	}
-}
-
-// TestRedteamConnectionDropsIdentity: a client lists the edge's identity
-// headers in its Connection header. The edge sets them (injectIdentity),
-// then reverse_proxy, treating every name in Connection as hop-by-hop,
-// deletes them: the upstream receives an admitted request with no
-// X-Agent-DID, X-User-DID or X-Verified-Delegation. No identity is forged,
-// but the agent can appear anonymous to an upstream that serves anonymous
-// callers differently (and can keep X-Agent-DID while dropping only
-// X-Verified-Delegation, steering an upstream that falls back).
-func TestRedteamConnectionDropsIdentity(t *testing.T) {
-	rec := &recorder{next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })}
-	up := serveUpstream(t, rec)
-	h := newEdgeHarness(t, rec)
-	dir := t.TempDir()
-	h.start(dir, testCaddyfile(freePort(t), filepath.Join(dir, "storage"), level2Site(h.port, up.Listener.Addr().String(), "level 2")))
-	w := newWorld(t, h)
-	resp := rawPost(testContext(t), t, h, "/mcp", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, http.Header{
-		"Authorization": {"Bearer " + w.jwt(t)},
-		"Connection":    {"X-Agent-DID, X-User-DID, X-Verified-Delegation"},
-	})
-	reqs := h.upstream.Requests()
-	if resp.Status != http.StatusOK || len(reqs) != 1 {
-		t.Fatalf("precondition: HTTP %d, %d upstream requests", resp.Status, len(reqs))
-	}
-	for _, k := range []string{"X-Agent-Did", "X-User-Did", "X-Verified-Delegation"} {
-		if reqs[0].Header.Get(k) == "" {
-			t.Errorf("WEAK: admitted request reached the upstream without the edge's %s (dropped through Connection)", k)
-		}
+	if resp.Status != http.StatusUnauthorized || len(h.upstream.Requests()) != 0 {
+		t.Fatalf("strict route: HTTP %d %s, %d upstream requests; want 401 and none", resp.Status, resp.Body, len(h.upstream.Requests()))
 	}
 }
 
@@ -140,8 +118,9 @@ func TestRedteamConnectionDropsIdentity(t *testing.T) {
 // `legacy_handshake pass` and a tool policy, in front of an upstream that
 // decodes JSON-RPC with encoding/json (as mark3labs/mcp-go does). A request
 // without any credential names _mcpi in "params" and another tool in
-// "paramſ" (U+017F): the edge passes it as a legacy handshake, the upstream
-// reads "paramſ" as params and runs the other tool.
+// "paramſ" (U+017F): the edge used to pass it as a legacy handshake, and
+// the upstream read "paramſ" as params and ran the other tool. Member names
+// are now compared by their Unicode fold key, so it is no legacy form.
 func TestRedteamLegacyPassFoldedParamsE2E(t *testing.T) {
 	var (
 		mu  sync.Mutex

@@ -1,13 +1,11 @@
-//go:build redteam
-
-// Red-team tests that FAIL on the current code: each one demonstrates a
-// bypass or a broken guarantee. They are behind the redteam build tag so the
-// branch stays green; run them with
-//
-//	go test -race -tags redteam ./caddymodule/ -run Redteam
 package caddymodule
 
+// Red-team tests of the Level 3 handshake and of edge sessions: attacks that
+// once got through (they were in redteam_fail_test.go) and that the edge now
+// refuses.
+
 import (
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -21,14 +19,16 @@ import (
 
 // TestRedteamLegacyPassFoldedParams: with `legacy_handshake pass`,
 // isLegacyForm (handshake.go) decides that a body is a legacy tools/call of
-// _mcpi by looking at "params", and refuses repeated member names by
-// comparing strings.ToLower of them. Go's encoding/json, which upstreams such
-// as mark3labs/mcp-go decode with, matches member names with its own fold,
-// in which U+017F LATIN SMALL LETTER LONG S equals "s": "paramſ" IS "params"
-// to it, and the last one wins. strings.ToLower("paramſ") is "paramſ", so the
-// edge sees one params object (name _mcpi) and passes the call without any
-// credential, skipping the tool policy too (passLegacy calls next directly),
-// while the upstream runs the tool named in "paramſ".
+// _mcpi by looking at "params". Go's encoding/json, which upstreams such as
+// mark3labs/mcp-go decode with, matches member names with Unicode simple
+// folding, in which U+017F LATIN SMALL LETTER LONG S equals "s": "paramſ"
+// IS "params" to it, and the last one wins. strings.ToLower("paramſ") is
+// "paramſ": when the edge compared lower-cased names it saw one params
+// object (name _mcpi) and passed the call without any credential, skipping
+// the tool policy too (passLegacy calls next directly), while the upstream
+// ran the tool named in "paramſ". Names are now compared by their fold key
+// (internal/jsonkey), and a case variant of a member the edge reads is no
+// legacy form.
 func TestRedteamLegacyPassFoldedParams(t *testing.T) {
 	f := newFixture(t)
 	h := f.l3Handler(t, func(h *Handler) {
@@ -56,18 +56,17 @@ func TestRedteamLegacyPassFoldedParams(t *testing.T) {
 	}
 }
 
-// TestRedteamSessionIgnoresRouteTrust: edge sessions are HMACed with one key
-// per Caddy storage (mcpi/handshake_session_key, session.go), shared by every
-// mcpi handler of every site and route using that storage. sessionFrom /
-// checkSessionRoute re-check only audience and require_scopes, never the
-// route's trust list. A session obtained on a permissive route (trust any)
-// with a self-issued credential is therefore accepted on a strict route
-// whose trust list does not contain the issuer. The self-issued credential
-// names the strict route's audience too, so require_audience does not help.
-//
-// In a real Caddy both handlers load the same key from storage; here the
-// second handler is given the first one's key to model that (the
-// integration test TestRedteamSessionCrossRouteTrust shows it end to end).
+// TestRedteamSessionIgnoresRouteTrust: edge sessions were HMACed with one
+// key per Caddy storage (mcpi/handshake_session_key, session.go), shared by
+// every mcpi handler of every site and route using that storage, and
+// sessionFrom / checkSessionRoute re-checked only audience and
+// require_scopes, never the route's trust list. A session obtained on a
+// permissive route (trust any) with a self-issued credential was accepted
+// on a strict route whose trust list does not contain the issuer. The
+// self-issued credential names the strict route's audience too, so
+// require_audience does not help. Each handler now derives its session key
+// from the stored one and its acceptance policy, and the session's root
+// issuer is checked against the route's trust on every use.
 func TestRedteamSessionIgnoresRouteTrust(t *testing.T) {
 	f := newFixture(t)
 	mallory := newParty(t) // self-made issuer, trusted nowhere but on the open route
@@ -75,7 +74,10 @@ func TestRedteamSessionIgnoresRouteTrust(t *testing.T) {
 	open := provision(t, &Handler{TrustedIssuers: []string{"*"}, Level: 3})
 	strict := provision(t, &Handler{TrustedIssuers: []string{f.user.did}, Level: 3, RequireAudience: true,
 		Audiences: []string{"https://" + testHost}})
-	strict.l3.sessions.key = open.l3.sessions.key // shared Caddy storage
+	// In a real Caddy both handlers derive their session keys from the one
+	// key kept in storage (TestRedteamSessionCrossRouteTrust shows it end
+	// to end).
+	useStoredSessionKey(t, open, strict)
 
 	now := time.Now()
 	cred, err := vc.IssueJWT(mallory.priv, mallory.kid, vc.Template{
@@ -103,24 +105,67 @@ func TestRedteamSessionIgnoresRouteTrust(t *testing.T) {
 		t.Fatalf("verify on the open route: %s", rep.Raw)
 	}
 
+	for _, tc := range []struct {
+		name, reason string
+		setup        func()
+	}{
+		// Another trust list, another session key: not a session of
+		// this route.
+		{"derived keys", "bad_signature", func() {}},
+		// Defence in depth: were the keys the same, the session's root
+		// issuer is still checked against this route's trust.
+		{"one key", "untrusted_issuer", func() { strict.l3.sessions.key = open.l3.sessions.key }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.setup()
+			r := newRequest(http.MethodPost, "/mcp", toolsCallBody)
+			r.Header.Set("X-Mcpi-Handshake-Session", vr.SessionID)
+			res := serve(t, strict, r)
+			if res.called {
+				user, _ := res.repl.GetString("mcpi.user_did")
+				issuer, _ := res.repl.GetString("mcpi.issuer")
+				t.Fatalf("BYPASS: strict route (trust %s) admitted a session for a credential issued by the untrusted %s; user_did=%q issuer=%q",
+					f.user.did, mallory.did, user, issuer)
+			}
+			if res.rec.Code != http.StatusUnauthorized || decodeErr(t, res.rec).Reason != tc.reason {
+				t.Fatalf("HTTP %d %s, want 401 %s", res.rec.Code, res.rec.Body, tc.reason)
+			}
+		})
+	}
+	// The open route keeps its session.
 	r = newRequest(http.MethodPost, "/mcp", toolsCallBody)
 	r.Header.Set("X-Mcpi-Handshake-Session", vr.SessionID)
-	res := serve(t, strict, r)
-	if res.called {
-		user, _ := res.repl.GetString("mcpi.user_did")
-		issuer, _ := res.repl.GetString("mcpi.issuer")
-		t.Fatalf("BYPASS: strict route (trust %s) admitted a session for a credential issued by the untrusted %s; user_did=%q issuer=%q",
-			f.user.did, mallory.did, user, issuer)
+	if res := serve(t, open, r); !res.called {
+		t.Fatalf("the open route refused its own session: HTTP %d %s", res.rec.Code, res.rec.Body)
+	}
+}
+
+// useStoredSessionKey gives the handlers the session keys they would
+// derive from one key kept in a shared Caddy storage.
+func useStoredSessionKey(t *testing.T, hs ...*Handler) {
+	t.Helper()
+	stored := make([]byte, sessionKeySize)
+	if _, err := rand.Read(stored); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hs {
+		key, err := deriveSessionKey(stored, h.l3.policy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.l3.sessions.key = key
 	}
 }
 
 // TestRedteamChallengeBurnedByOtherAgent: docs/security.md §4 says "a nonce
 // is consumed only by an answer signed by a key in the agent's
-// authentication". challenge.Service.Verify checks the signature against
-// the agent DID named in the answer, then consumes the nonce, and only then
-// compares the record's challenge and agent DID. Agent B, knowing A's nonce
-// (and challenge), signs it with B's own key as B: the nonce is consumed
-// and A's legitimate answer afterwards is refused as a replay.
+// authentication". challenge.Service.Verify used to check the signature
+// against the agent DID named in the answer, then consume the nonce, and
+// only then compare the record's challenge and agent DID: agent B, knowing
+// A's nonce (and challenge), signed it with B's own key as B, the nonce was
+// consumed and A's legitimate answer afterwards refused as a replay. The
+// store is now peeked first (challenge.Peeker) and consumed only by the
+// right answer.
 func TestRedteamChallengeBurnedByOtherAgent(t *testing.T) {
 	f := newFixture(t)
 	h := f.l3Handler(t, nil)
@@ -151,12 +196,12 @@ func TestRedteamChallengeBurnedByOtherAgent(t *testing.T) {
 }
 
 // TestRedteamProxyVerifyCaseVariantCredential: in handshake proxy mode the
-// edge verifies params.credential (challenge.ParseVerifyParams reads params
-// into a map: exact, case-sensitive names) and forwards the body verbatim,
-// with the Level 2 headers of what it verified. An upstream on
-// encoding/json reads "Credential" (given after "credential") as the
-// credential: it receives a credential the edge never checked, alongside
-// identity headers that vouch for another one.
+// edge verifies params.credential and forwards the body verbatim, with the
+// Level 2 headers of what it verified. An upstream on encoding/json reads
+// "Credential" (given after "credential") as the credential: it would
+// receive a credential the edge never checked, alongside identity headers
+// that vouch for another one. challenge.ParseRequest now refuses members
+// that repeat or fold together (-32602), so nothing is forwarded.
 func TestRedteamProxyVerifyCaseVariantCredential(t *testing.T) {
 	f := newFixture(t)
 	up := newFakeUpstream(t, "/rpc/hs", "/rpc/vf")
