@@ -317,14 +317,35 @@ type nonceBinding struct {
 }
 
 // consume is the vc.WithPresentationNonce check. vc calls it only for a
-// presentation that passed every other check, so forgeries burn no nonce.
-func (b *nonceBinding) consume(nonce string) error {
+// presentation that passed every other check, so forgeries burn no nonce;
+// holder is the agent that signed it. A challenge issued to another agent
+// is refused before it is consumed (when the store can peek), so that an
+// agent knowing another's nonce cannot spend it with a valid presentation
+// of its own.
+func (b *nonceBinding) consume(nonce, holder string) error {
 	if strings.HasPrefix(nonce, replayKeyPrefix) {
 		return challenge.ErrNonceNotFound // a replay record, not a challenge
+	}
+	var peeked *challenge.Record
+	if p, ok := b.store.(challenge.Peeker); ok {
+		rec, err := p.Peek(b.ctx, nonce)
+		switch {
+		case err == nil:
+			if rec.AgentDID != "" && rec.AgentDID != holder {
+				return errNonceOtherAgent
+			}
+			peeked = &rec
+		case !errors.Is(err, errors.ErrUnsupported):
+			return err
+		}
 	}
 	rec, err := b.store.Consume(b.ctx, nonce)
 	if err != nil {
 		return err
+	}
+	if peeked != nil && (rec.AgentDID != peeked.AgentDID || rec.Challenge != peeked.Challenge) {
+		// Consumed and stored again in between: not the challenge checked.
+		return challenge.ErrNonceNotFound
 	}
 	if !time.Now().Before(rec.ExpiresAt) {
 		return challenge.ErrExpired
@@ -333,13 +354,17 @@ func (b *nonceBinding) consume(nonce string) error {
 	return nil
 }
 
+// errNonceOtherAgent: a presentation's nonce is a challenge issued to
+// another agent.
+var errNonceOtherAgent = fmt.Errorf("%w: nonce issued to another agent", vc.ErrPresentation)
+
 // check: a challenge issued to one agent binds only that agent's
 // presentations. Nil-safe.
 func (b *nonceBinding) check(d *vc.Delegation) error {
 	if b == nil || !b.used || b.rec.AgentDID == "" || b.rec.AgentDID == d.AgentDID {
 		return nil
 	}
-	return fmt.Errorf("%w: nonce issued to another agent", vc.ErrPresentation)
+	return errNonceOtherAgent
 }
 
 // hasPresentationNonce reports whether raw, unverified, carries a

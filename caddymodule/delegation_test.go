@@ -236,6 +236,15 @@ func TestPresentationReplayAndNonce(t *testing.T) {
 		vp := vpOf(t, f.agent, hr.Nonce, nil, cred)
 		wantRejected(t, serve(t, h, bearer(vp)), http.StatusUnauthorized, "bad_presentation")
 	})
+	t.Run("another agent's valid VP burns no challenge", func(t *testing.T) {
+		// The other agent holds a valid credential of its own and signs
+		// correctly: only the challenge's owner may spend it.
+		other := newParty(t)
+		otherCred := f.jwt(t, func(tm *vc.Template) { tm.AgentDID = other.did })
+		hr := doHandshake(t, h, defaultHandshakePath, f.agent, nil)
+		wantRejected(t, serve(t, h, bearer(vpOf(t, other, hr.Nonce, nil, otherCred))), http.StatusUnauthorized, "bad_presentation")
+		wantAdmitted(t, serve(t, h, bearer(vpOf(t, f.agent, hr.Nonce, nil, cred))))
+	})
 	t.Run("nonce naming a replay record", func(t *testing.T) {
 		first := vpOf(t, f.agent, "", nil, cred)
 		wantAdmitted(t, serve(t, h, bearer(first)))

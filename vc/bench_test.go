@@ -131,7 +131,7 @@ func BenchmarkVerifyVPJWT(b *testing.B) {
 	cache := didresolver.NewCache(f.res, didresolver.WithCacheClock(func() time.Time { return fixedNow }))
 	v := NewVerifier(cache, WithClock(func() time.Time { return fixedNow }))
 	ctx := context.Background()
-	checks := []CheckOption{ForAudience(serverDID), WithPresentationNonce(func(string) error { return nil })}
+	checks := []CheckOption{ForAudience(serverDID), WithPresentationNonce(func(string, string) error { return nil })}
 	if _, err := v.Verify(ctx, raw, checks...); err != nil {
 		b.Fatal(err)
 	}

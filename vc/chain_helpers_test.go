@@ -228,10 +228,10 @@ func (g *memGuard) Consume(_ context.Context, id string, ttl time.Duration) erro
 }
 
 // nonceOnce accepts nonce "n-1" once.
-func nonceOnce() func(string) error {
+func nonceOnce() func(nonce, holder string) error {
 	var mu sync.Mutex
 	used := false
-	return func(n string) error {
+	return func(n, _ string) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if n != "n-1" || used {

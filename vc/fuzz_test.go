@@ -91,7 +91,7 @@ func FuzzVerifyPresentation(f *testing.F) {
 	v := fx.verifier(WithoutStatusCheck(), WithReplayGuard(&memGuard{}))
 	ctx := context.Background()
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		d, err := v.Verify(ctx, raw, ForAudience(serverDID), WithPresentationNonce(func(string) error { return nil }),
+		d, err := v.Verify(ctx, raw, ForAudience(serverDID), WithPresentationNonce(func(string, string) error { return nil }),
 			WithAncestors(ch.root, ch.middle))
 		checkVerifyResult(t, raw, d, err)
 		if err == nil && !d.Presented && isJSONPresentation(bytes.TrimSpace(raw)) {

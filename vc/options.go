@@ -285,7 +285,7 @@ type checks struct {
 	requireAudience     bool
 	requiredScopes      []string
 	ancestors           [][]byte
-	nonce               func(string) error
+	nonce               func(nonce, holder string) error
 	requirePresentation bool
 }
 
@@ -338,9 +338,11 @@ func WithAncestors(raws ...[]byte) CheckOption {
 // proof.challenge) and check must accept it, typically by consuming it
 // from a nonce store. check is called at most once per Verify, and only
 // for a presentation that passed every other check, so forgeries cannot
-// burn nonces. Its error is wrapped with ErrPresentation. A bare
-// credential is not affected (see RequirePresentation).
-func WithPresentationNonce(check func(nonce string) error) CheckOption {
+// burn nonces. check also gets the presentation's holder (the agent, whose
+// signature was verified), so that it can refuse a nonce issued to another
+// agent without spending it. Its error is wrapped with ErrPresentation. A
+// bare credential is not affected (see RequirePresentation).
+func WithPresentationNonce(check func(nonce, holder string) error) CheckOption {
 	return func(c *checks) { c.nonce = check }
 }
 

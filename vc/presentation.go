@@ -408,7 +408,7 @@ func (v *Verifier) bindPresentation(ctx context.Context, vp *presentation, c *ch
 		if vp.nonce == "" {
 			return fail(ErrPresentation, "no nonce")
 		}
-		if err := c.nonce(vp.nonce); err != nil {
+		if err := c.nonce(vp.nonce, vp.holder); err != nil {
 			return &verifyError{kind: ErrPresentation, detail: "nonce rejected", cause: err}
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -284,10 +285,13 @@ func TestPresentationNonceSideEffects(t *testing.T) {
 	ctx := context.Background()
 	leaf := signCred(t, f.ed, f.delegationVC(f.ed, f.agent.did, "d-1", "", "a"), true)
 	calls := 0
-	check := WithPresentationNonce(func(n string) error {
+	check := WithPresentationNonce(func(n, holder string) error {
 		calls++
 		if n != "n-1" {
 			return errors.New("test: unknown nonce")
+		}
+		if holder != f.agent.did {
+			return fmt.Errorf("test: holder %q, want the signing agent %q", holder, f.agent.did)
 		}
 		return nil
 	})

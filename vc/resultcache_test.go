@@ -595,7 +595,7 @@ func TestResultCacheKeyCoversChecks(t *testing.T) {
 		keys[k] = name
 	}
 	for name, c := range map[string]checks{
-		"nonce":                {nonce: func(string) error { return nil }},
+		"nonce":                {nonce: func(string, string) error { return nil }},
 		"require presentation": {requirePresentation: true},
 		"too many ancestors":   {ancestors: make([][]byte, maxPooled+1)},
 		"large ancestor":       {ancestors: [][]byte{make([]byte, defaultMaxSize+1)}},
