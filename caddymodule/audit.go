@@ -70,7 +70,7 @@ var auditFields = sync.Pool{New: func() any {
 }}
 
 // maxAuditFields is the most fields an entry has.
-const maxAuditFields = 18
+const maxAuditFields = 19
 
 // audit writes the audit entry for d, unless the audit log is off or keeps
 // refusals only and d is an admission.
@@ -121,6 +121,7 @@ func (h *Handler) audit(r *http.Request, d decision) {
 		fields = append(fields, zap.String("tool", tool))
 	}
 	if r != nil {
+		fields = append(fields, zap.String("upstream", h.auditUpstream(r)))
 		fields = appendRequestFields(fields, r)
 	}
 	c.Write(fields...)
@@ -128,6 +129,18 @@ func (h *Handler) audit(r *http.Request, d decision) {
 	clear(fields)
 	*fp = fields[:0]
 	auditFields.Put(fp)
+}
+
+// auditUpstream names the service the request is for: the configured
+// upstream origin (the aud of the Level 2 assertion), else the origin the
+// request was addressed to, which is the assertion's default aud. The
+// edge decides before reverse_proxy picks a backend, so no backend address
+// is known here; the access log has it.
+func (h *Handler) auditUpstream(r *http.Request) string {
+	if h.Upstream != "" {
+		return h.Upstream
+	}
+	return requestScheme(r) + "://" + r.Host
 }
 
 // scopeList logs scopes as a JSON array, as zap.Strings does.

@@ -454,8 +454,15 @@ func TestAuditEntries(t *testing.T) {
 	if id, _ := admitted["request_id"].(string); !regexp.MustCompile(`^[0-9a-f-]{36}$`).MatchString(id) {
 		t.Errorf("admitted entry request_id = %#v, want a UUID", admitted["request_id"])
 	}
-	if _, ok := admitted["tool"]; ok {
-		t.Error("admitted entry has a tool, none was set")
+	// The admission of a tools/call names the tool, and every entry the
+	// service it is for (the request's origin, no upstream being set).
+	if admitted["tool"] != "echo" {
+		t.Errorf("admitted entry tool = %#v, want %q", admitted["tool"], "echo")
+	}
+	for i, e := range []map[string]any{admitted, rejected, denied} {
+		if e["upstream"] != "http://"+testHost {
+			t.Errorf("entry %d upstream = %#v, want %q", i, e["upstream"], "http://"+testHost)
+		}
 	}
 
 	if rejected["outcome"] != "rejected" || rejected["reason"] != "bad_signature" || rejected["status"] != int64(401) || rejected["carrier"] != "mcp_i_credential" {

@@ -601,6 +601,12 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 			return w, true, true, nil
 		}
 	}
+	// The admission of a tools/call names its tool in the audit log.
+	if hasCall {
+		adm.tool = toolCallNames(msgs)
+		h.recordDecision(r, adm)
+		recorded = true
+	}
 
 	// Any answer may carry a tool list: servers that route answers by
 	// request id (the TypeScript and Python SDKs) deliver a tools/list
@@ -608,7 +614,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 	filter := p.pol != nil && hasRequest
 	actions := p.actions != mcp.ActionsOff && hasCall
 	if !filter && !actions {
-		return w, false, false, nil
+		return w, false, recorded, nil
 	}
 	c := h.newResponseCheck(r, d, msgs, batch, filter, actions)
 	c.presented = presented
@@ -616,9 +622,31 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 	if filter && hasList {
 		// Learn the listed tools' annotation classes before the filter
 		// decides on them (no-op unless tool_annotations_policy is set).
-		return p.annotations.learnFrom(c.wrap(w, r), c.ids, h.MaxResponseSize), false, false, nil
+		return p.annotations.learnFrom(c.wrap(w, r), c.ids, h.MaxResponseSize), false, recorded, nil
 	}
-	return c.wrap(w, r), false, false, nil
+	return c.wrap(w, r), false, recorded, nil
+}
+
+// toolCallNames names the tools/call requests of msgs for an audit entry:
+// the tool of a single call, the tools of a batch joined by commas, cut at
+// maxAuditTool bytes (the names are the client's choice).
+func toolCallNames(msgs []mcp.Message) string {
+	var names string
+	for _, m := range msgs {
+		if m.Method != mcp.MethodToolsCall {
+			continue
+		}
+		name, _ := mcp.ToolCallName(m)
+		if names == "" {
+			names = name
+		} else {
+			names += "," + name
+		}
+		if len(names) >= maxAuditTool {
+			break
+		}
+	}
+	return names
 }
 
 // holderBound reports whether d was presented holder-bound: in a VP signed by
