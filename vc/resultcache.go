@@ -527,6 +527,7 @@ func detachStrings(d *Delegation) {
 		f(&d.AgentDID)
 		f(&d.UserDID)
 		f(&d.Issuer)
+		f(&d.RootIssuer)
 		f(&d.ID)
 		f(&d.DelegationID)
 		for _, l := range [...][]string{d.Scopes, d.Audience, d.Chain} {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -143,5 +144,47 @@ func TestResultCacheManyScopes(t *testing.T) {
 	again, err := v.Verify(ctx, raw, ForAudience(serverDID))
 	if err != nil || hc.hits.Load() != 1 || !reflect.DeepEqual(again, first) {
 		t.Fatalf("hit: %v, %v; %+v", err, hc, again)
+	}
+}
+
+// TestDetachStringsCoversEveryField: a string field of Delegation that
+// detachStrings does not copy keeps the whole decoded claims of its
+// credential alive in the cache (this happened once, with RootIssuer,
+// which doubled the cache's memory per entry).
+func TestDetachStringsCoversEveryField(t *testing.T) {
+	src := strings.Repeat("x", 4096)
+	var d Delegation
+	v := reflect.ValueOf(&d).Elem()
+	n := 0
+	for i := range v.NumField() {
+		fv := v.Field(i)
+		switch {
+		case fv.Kind() == reflect.String && fv.Type() == reflect.TypeFor[string]():
+			fv.SetString(src[n : n+8])
+			n += 8
+		case fv.Kind() == reflect.Slice && fv.Type().Elem().Kind() == reflect.String:
+			fv.Set(reflect.ValueOf([]string{src[n : n+8]}))
+			n += 8
+		}
+	}
+	detachStrings(&d)
+	inSrc := func(s string) bool {
+		p, lo := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(unsafe.StringData(src)))
+		return len(s) > 0 && p >= lo && p < lo+uintptr(len(src))
+	}
+	for i := range v.NumField() {
+		fv, name := v.Field(i), v.Type().Field(i).Name
+		switch {
+		case fv.Kind() == reflect.String && fv.Type() == reflect.TypeFor[string]():
+			if inSrc(fv.String()) {
+				t.Errorf("%s still points into the decoded claims", name)
+			}
+		case fv.Kind() == reflect.Slice && fv.Type().Elem().Kind() == reflect.String:
+			for j := range fv.Len() {
+				if inSrc(fv.Index(j).String()) {
+					t.Errorf("%s[%d] still points into the decoded claims", name, j)
+				}
+			}
+		}
 	}
 }
