@@ -5,11 +5,9 @@ import (
 	"container/list"
 	"context"
 	"errors"
-	"io"
 	"mime"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -385,42 +383,19 @@ func (f *chainFetcher) fetchURL(ctx context.Context, u string) (body []byte, cac
 	default:
 		return nil, false, fail(ErrChainFetch, "too many fetches in flight")
 	}
-	ctx, cancel := context.WithTimeout(ctx, f.timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
+	b, ct, err := docFetch{
+		client: f.client, timeout: f.timeout, maxSize: int64(f.maxSize),
+		accept: "application/vc+jwt, application/vc+ld+json, application/vc, application/jwt;q=0.9, application/json;q=0.8",
+		kind:   ErrChainFetch, what: "parent credential",
+	}.get(ctx, u)
+	if errors.Is(err, errFetchURL) {
 		return nil, true, fail(ErrChainFetch, "bad URL")
 	}
-	req.Header.Set("Accept", "application/vc+jwt, application/vc+ld+json, application/vc, application/jwt;q=0.9, application/json;q=0.8")
-	resp, err := f.client.Do(req)
 	if err != nil {
-		var cause error
-		switch {
-		case errors.Is(err, didresolver.ErrForbiddenAddress):
-			cause = didresolver.ErrForbiddenAddress
-		case ctx.Err() != nil:
-			cause = ctx.Err()
-		}
-		return nil, true, &verifyError{kind: ErrChainFetch, detail: "fetching the parent credential failed", cause: cause}
+		return nil, true, err
 	}
-	defer resp.Body.Close()
-	switch {
-	case resp.StatusCode >= 300 && resp.StatusCode <= 399:
-		return nil, true, fail(ErrChainFetch, "redirect refused")
-	case resp.StatusCode < 200 || resp.StatusCode > 299:
-		return nil, true, fail(ErrChainFetch, "HTTP status "+strconv.Itoa(resp.StatusCode))
-	case resp.ContentLength > int64(f.maxSize):
-		return nil, true, fail(ErrChainFetch, "parent credential too large")
-	}
-	if !credentialMediaType(resp.Header.Get("Content-Type")) {
+	if !credentialMediaType(ct) {
 		return nil, true, fail(ErrChainFetch, "not a credential media type")
-	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(f.maxSize)+1))
-	if err != nil {
-		return nil, true, &verifyError{kind: ErrChainFetch, detail: "reading the parent credential failed", cause: ctx.Err()}
-	}
-	if len(b) > f.maxSize {
-		return nil, true, fail(ErrChainFetch, "parent credential too large")
 	}
 	b = trimSpace(b)
 	if len(b) > 0 && (b[0] == '"' || b[0] == '{') {

@@ -367,37 +367,16 @@ func (s *statusLists) evictOne(keep *listEntry) bool {
 
 // fetch gets and verifies the list credential at listURL.
 func (s *statusLists) fetch(ctx context.Context, listURL string) (*statusList, error) {
-	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, listURL, nil)
-	if err != nil {
+	body, _, err := docFetch{
+		client: s.client, timeout: statusTimeout, maxSize: maxStatusBody,
+		accept: "application/vc+ld+json, application/vc+jwt, application/vc, application/json;q=0.9",
+		kind:   ErrStatusUnavailable, what: "status list",
+	}.get(ctx, listURL)
+	if errors.Is(err, errFetchURL) {
 		return nil, fail(ErrMalformed, "credentialStatus.statusListCredential")
 	}
-	req.Header.Set("Accept", "application/vc+ld+json, application/vc+jwt, application/vc, application/json;q=0.9")
-	resp, err := s.client.Do(req)
 	if err != nil {
-		var cause error
-		switch {
-		case errors.Is(err, didresolver.ErrForbiddenAddress):
-			cause = didresolver.ErrForbiddenAddress
-		case ctx.Err() != nil:
-			cause = ctx.Err()
-		}
-		return nil, &verifyError{kind: ErrStatusUnavailable, detail: "fetching the status list failed", cause: cause}
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, fail(ErrStatusUnavailable, "status list HTTP status "+strconv.Itoa(resp.StatusCode))
-	}
-	if resp.ContentLength > maxStatusBody {
-		return nil, fail(ErrStatusUnavailable, "status list too large")
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxStatusBody+1))
-	if err != nil {
-		return nil, &verifyError{kind: ErrStatusUnavailable, detail: "reading the status list failed", cause: ctx.Err()}
-	}
-	if len(body) > maxStatusBody {
-		return nil, fail(ErrStatusUnavailable, "status list too large")
+		return nil, err
 	}
 	return s.v.verifyStatusList(ctx, body)
 }
