@@ -12,17 +12,13 @@ import (
 // when MaxEntries live bindings are held, expired ones are evicted first,
 // and otherwise Bind fails with ErrStoreFull rather than drop a live one.
 func (m *MemoryStore) Bind(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
-	}
 	if ttl <= 0 {
 		return fmt.Errorf("challenge: memory store: ttl must be positive")
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return fmt.Errorf("%w: memory store closed", ErrStoreUnavailable)
+	if err := m.open(ctx); err != nil {
+		return err
 	}
+	defer m.mu.Unlock()
 	now := m.now()
 	if e, ok := m.bindings[key]; ok {
 		m.remove(e)
@@ -41,14 +37,10 @@ func (m *MemoryStore) Bind(ctx context.Context, key string, value []byte, ttl ti
 
 // Lookup implements SessionBinder.
 func (m *MemoryStore) Lookup(ctx context.Context, key string) ([]byte, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+	if err := m.open(ctx); err != nil {
+		return nil, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed {
-		return nil, fmt.Errorf("%w: memory store closed", ErrStoreUnavailable)
-	}
 	e, ok := m.bindings[key]
 	if !ok {
 		return nil, ErrBindingNotFound

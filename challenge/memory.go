@@ -146,17 +146,13 @@ func (m *MemoryStore) Len() int {
 
 // Put implements NonceStore.
 func (m *MemoryStore) Put(ctx context.Context, nonce string, rec Record, ttl time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
-	}
 	if ttl <= 0 {
 		return fmt.Errorf("challenge: memory store: ttl must be positive")
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return fmt.Errorf("%w: memory store closed", ErrStoreUnavailable)
+	if err := m.open(ctx); err != nil {
+		return err
 	}
+	defer m.mu.Unlock()
 	now := m.now()
 	if e, ok := m.entries[nonce]; ok {
 		if now.Before(e.expiry) {
@@ -176,16 +172,26 @@ func (m *MemoryStore) Put(ctx context.Context, nonce string, rec Record, ttl tim
 	return nil
 }
 
-// Consume implements NonceStore.
-func (m *MemoryStore) Consume(ctx context.Context, nonce string) (Record, error) {
+// open locks m for one operation, unless ctx is done or m is closed: the
+// store is then unavailable, and m is left unlocked.
+func (m *MemoryStore) open(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
-		return Record{}, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.closed {
-		return Record{}, fmt.Errorf("%w: memory store closed", ErrStoreUnavailable)
+		m.mu.Unlock()
+		return fmt.Errorf("%w: memory store closed", ErrStoreUnavailable)
 	}
+	return nil
+}
+
+// Consume implements NonceStore.
+func (m *MemoryStore) Consume(ctx context.Context, nonce string) (Record, error) {
+	if err := m.open(ctx); err != nil {
+		return Record{}, err
+	}
+	defer m.mu.Unlock()
 	e, ok := m.entries[nonce]
 	if !ok {
 		return Record{}, ErrNonceNotFound
@@ -199,14 +205,10 @@ func (m *MemoryStore) Consume(ctx context.Context, nonce string) (Record, error)
 
 // Peek implements Peeker.
 func (m *MemoryStore) Peek(ctx context.Context, nonce string) (Record, error) {
-	if err := ctx.Err(); err != nil {
-		return Record{}, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+	if err := m.open(ctx); err != nil {
+		return Record{}, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed {
-		return Record{}, fmt.Errorf("%w: memory store closed", ErrStoreUnavailable)
-	}
 	e, ok := m.entries[nonce]
 	if !ok || !m.now().Before(e.expiry) {
 		return Record{}, ErrNonceNotFound
