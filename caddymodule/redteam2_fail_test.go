@@ -20,6 +20,7 @@ import (
 	"github.com/lestrrat-go/jwx/v2/jwa"
 	"github.com/lestrrat-go/jwx/v2/jws"
 
+	"github.com/mcpi-edge/caddy-mcpi/internal/redistest"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -247,5 +248,41 @@ func TestRedteam2VC20BearerNotRecognized(t *testing.T) {
 				t.Errorf("a credential the edge verifies in KYA-Delegation was, in Authorization, forwarded upstream unverified (isDelegationJWT = %v)", isDelegationJWT(tok))
 			}
 		})
+	}
+}
+
+// TestRedteam2PresentationNonceDeletesBinding: in Redis, nonce records live
+// under <prefix><nonce> and proxy-mode bindings under
+// <prefix>sess:<bindingKey>. nonceBinding.consume (delegation.go) refuses
+// nonces that name a replay record ("vp:"), but not ones that name a
+// binding: a presentation whose nonce is "sess:"+bindingKey(policy, id)
+// is peeked (the binding decodes to an empty challenge.Record: no agent,
+// so no agent mismatch) and then consumed with GETDEL, which deletes the
+// binding before the record is found expired. Whoever knows a session id
+// (and the route's policy fingerprint, a hash of its config) can end that
+// session for everyone holding it. The verify path must keep to its own
+// key space: refuse nonces starting with the binding prefix, or store
+// nonces under a prefix of their own.
+func TestRedteam2PresentationNonceDeletesBinding(t *testing.T) {
+	f := newFixture(t)
+	redis := redistest.Start(t)
+	e := newProxySessionEnv(t, f, func(h *Handler) {
+		h.NonceStoreRaw = json.RawMessage(`{"backend":"redis","address":"` + redis.Addr() + `"}`)
+	})
+	cred := f.jwt(t, nil)
+	const sid = "5f0e7a0c-2b1d-4c11-9e55-0d9f3c2a7b61"
+	if rep := e.verify(t, cred, sessionAnswer(sid, "")); rep.Error != nil {
+		t.Fatalf("verify: %s", rep.Raw)
+	}
+	if e.bound(t, sid) == nil {
+		t.Fatal("test setup: not bound")
+	}
+	nonce := "sess:" + bindingKey(e.h.l3.policy, sid)
+	res := serve(t, e.h, bearer(vpOf(t, f.agent, nonce, nil, cred)))
+	if res.called {
+		t.Fatalf("a presentation with a binding key for nonce was admitted")
+	}
+	if e.bound(t, sid) == nil {
+		t.Errorf("the binding of the session was deleted by a presentation nonce naming its key (HTTP %d %s)", res.rec.Code, res.rec.Body)
 	}
 }
