@@ -286,3 +286,27 @@ func TestRedteam2PresentationNonceDeletesBinding(t *testing.T) {
 		t.Errorf("the binding of the session was deleted by a presentation nonce naming its key (HTTP %d %s)", res.rec.Code, res.rec.Body)
 	}
 }
+
+// TestRedteam2ProxySessionIDTrimmedUnicode: proxySessionID trims the
+// header with strings.TrimSpace, which also removes Unicode spaces
+// (U+00A0, U+0085, U+2028: obs-text bytes net/http accepts and leaves in
+// a value). The
+// edge then admits "<bound id>\u00a0" as the bound session while the
+// upstream gets that other id untouched ("the upstream gets its own id
+// back" no longer holds: the identity headers vouch for a session the
+// upstream never issued). Trim only SP and HTAB (net/http already did), or
+// forward exactly the id that was looked up.
+func TestRedteam2ProxySessionIDTrimmedUnicode(t *testing.T) {
+	f := newFixture(t)
+	e := newProxySessionEnv(t, f, nil)
+	const sid = "Trim-Unicode-Session-0001"
+	if rep := e.verify(t, f.jwt(t, nil), sessionAnswer(sid, "")); rep.Error != nil {
+		t.Fatalf("verify: %s", rep.Raw)
+	}
+	for _, v := range []string{sid + "\u00a0", "\u0085" + sid, sid + "\u2028"} {
+		res := serve(t, e.h, withSession(hdrMcpSessionID, v))
+		if res.called {
+			t.Errorf("%q admitted as the session bound to %q; the upstream got Mcp-Session-Id %q", v, sid, res.fwd.Header.Get(hdrMcpSessionID))
+		}
+	}
+}
