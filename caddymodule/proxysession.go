@@ -193,37 +193,68 @@ func (h *Handler) bindUpstreamSession(ctx context.Context, resp *capturedRespons
 	}
 	s, why := upstreamSessionOf(resp, v.AgentDID)
 	if why == "" {
-		now := ps.now()
-		exp := now.Add(ps.ttl)
-		if !s.expiresAt.IsZero() && s.expiresAt.Before(exp) {
-			exp = s.expiresAt
-		}
-		if d := v.Delegation; !d.ExpiresAt.IsZero() && d.ExpiresAt.Before(exp) {
-			exp = d.ExpiresAt
-		}
-		// Whole seconds, rounded down, as the claims keep it.
-		exp = time.Unix(exp.Unix(), 0)
-		ttl := exp.Sub(now)
-		if ttl < minBindingTTL {
-			why = "expires_now"
-		} else {
-			val, err := json.Marshal(newSessionClaims(v.Delegation, v.AgentDID, now, exp))
-			if err != nil {
-				return err
-			}
-			if err := ps.binder.Bind(ctx, bindingKey(ps.policy, s.id), val, ttl); err != nil {
-				return err
-			}
-			if c := h.logger.Check(zapcore.DebugLevel, "upstream handshake session bound"); c != nil {
-				c.Write(zap.String("agent_did", v.AgentDID), zap.Time("expires_at", exp))
-			}
-			return nil
+		var err error
+		if why, err = h.bindSession(ctx, ps, s, v); err != nil || why == "" {
+			return err
 		}
 	}
 	if c := h.logger.Check(zapcore.DebugLevel, "upstream verify answer opens no session at the edge"); c != nil {
 		c.Write(zap.String("agent_did", v.AgentDID), zap.String("why", why), zap.Int("status", resp.status))
 	}
 	return nil
+}
+
+// bindSession binds the upstream session s to v's delegation, or says why
+// it did not.
+func (h *Handler) bindSession(ctx context.Context, ps *proxySessions, s upstreamSession, v *challenge.Verified) (why string, err error) {
+	now := ps.now()
+	exp := now.Add(ps.ttl)
+	if !s.expiresAt.IsZero() && s.expiresAt.Before(exp) {
+		exp = s.expiresAt
+	}
+	if d := v.Delegation; !d.ExpiresAt.IsZero() && d.ExpiresAt.Before(exp) {
+		exp = d.ExpiresAt
+	}
+	// Whole seconds, rounded down, as the claims keep it.
+	exp = time.Unix(exp.Unix(), 0)
+	ttl := exp.Sub(now)
+	if ttl < minBindingTTL {
+		return "expires_now", nil
+	}
+	key := bindingKey(ps.policy, s.id)
+	// An upstream handing one session id to two agents would otherwise
+	// move the session to the second: the first agent's binding stays.
+	if taken, err := boundToAnother(ctx, ps.binder, key, v.AgentDID); err != nil || taken {
+		return "session_id_of_another_agent", err
+	}
+	val, err := json.Marshal(newSessionClaims(v.Delegation, v.AgentDID, now, exp))
+	if err != nil {
+		return "", err
+	}
+	if err := ps.binder.Bind(ctx, key, val, ttl); err != nil {
+		return "", err
+	}
+	if c := h.logger.Check(zapcore.DebugLevel, "upstream handshake session bound"); c != nil {
+		c.Write(zap.String("agent_did", v.AgentDID), zap.Time("expires_at", exp))
+	}
+	return "", nil
+}
+
+// boundToAnother reports whether key holds a live binding for an agent
+// other than agentDID.
+func boundToAnother(ctx context.Context, b challenge.SessionBinder, key, agentDID string) (bool, error) {
+	val, err := b.Lookup(ctx, key)
+	if errors.Is(err, challenge.ErrBindingNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var prev sessionClaims
+	if json.Unmarshal(val, &prev) != nil {
+		return false, nil // unreadable: replaced
+	}
+	return prev.AgentDID != agentDID, nil
 }
 
 // proxySessionID is the upstream session id r presents, "" for none.
@@ -242,7 +273,10 @@ func proxySessionID(r *http.Request) (string, error) {
 			return "", nil
 		}
 	}
-	id := strings.TrimSpace(vals[0])
+	// Exactly as sent: net/http already trimmed spaces and tabs, and
+	// trimming Unicode spaces too would admit an id the upstream never
+	// issued under the identity of the one that was bound.
+	id := vals[0]
 	if !validUpstreamSessionID(id) {
 		return "", nil
 	}

@@ -312,6 +312,12 @@ func (h *Handler) acceptancePolicy() string {
 		slices.Sort(out)
 		return slices.Compact(out)
 	}
+	var chainFetchAllow []string
+	if h.ChainFetch != nil {
+		// Fetching on with no prefix is refused by Validate; "on" is
+		// marked so that it never equals off.
+		chainFetchAllow = append([]string{"on"}, set(h.ChainFetch.Allow)...)
+	}
 	var contexts []string
 	for u := range h.JSONLDContexts {
 		contexts = append(contexts, u)
@@ -325,6 +331,13 @@ func (h *Handler) acceptancePolicy() string {
 		ChainDepth          int      `json:"chain_depth"`
 		JSONLD              bool     `json:"jsonld"`
 		JSONLDContexts      []string `json:"jsonld_contexts"`
+		// What else decides whether a credential is accepted: a route
+		// more lenient in any of these must not open sessions that a
+		// stricter one takes.
+		ClockSkew          int64    `json:"clock_skew"`
+		StatusStaleIfError int64    `json:"status_stale"`
+		AllowPrivateDIDWeb bool     `json:"private_did_web"`
+		ChainFetch         []string `json:"chain_fetch"`
 	}{
 		Level:               h.Level,
 		Trust:               set(h.TrustedIssuers),
@@ -334,6 +347,10 @@ func (h *Handler) acceptancePolicy() string {
 		ChainDepth:          vc.MaxChainDepth,
 		JSONLD:              !h.DisableJSONLD,
 		JSONLDContexts:      set(contexts),
+		ClockSkew:           int64(h.ClockSkew),
+		StatusStaleIfError:  int64(h.StatusStaleIfError),
+		AllowPrivateDIDWeb:  h.AllowPrivateDIDWeb,
+		ChainFetch:          chainFetchAllow,
 	}
 	b, _ := json.Marshal(p) // strings, ints and bools only
 	sum := sha256.Sum256(b)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -138,6 +139,9 @@ func (s *RedisStore) Put(ctx context.Context, nonce string, rec Record, ttl time
 	if ms <= 0 {
 		return fmt.Errorf("challenge: redis store: ttl must be at least 1ms")
 	}
+	if isBindingName(nonce) {
+		return ErrNonceExists // the name of a session binding, never a nonce's
+	}
 	val, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("challenge: redis store: encoding record: %w", err)
@@ -157,6 +161,9 @@ func (s *RedisStore) Put(ctx context.Context, nonce string, rec Record, ttl time
 
 // Consume implements NonceStore with GETDEL.
 func (s *RedisStore) Consume(ctx context.Context, nonce string) (Record, error) {
+	if isBindingName(nonce) {
+		return Record{}, ErrNonceNotFound
+	}
 	val, err := s.client.GetDel(ctx, s.prefix+nonce).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return Record{}, ErrNonceNotFound
@@ -169,6 +176,9 @@ func (s *RedisStore) Consume(ctx context.Context, nonce string) (Record, error) 
 
 // Peek implements Peeker with GET.
 func (s *RedisStore) Peek(ctx context.Context, nonce string) (Record, error) {
+	if isBindingName(nonce) {
+		return Record{}, ErrNonceNotFound
+	}
 	val, err := s.client.Get(ctx, s.prefix+nonce).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return Record{}, ErrNonceNotFound
@@ -178,6 +188,11 @@ func (s *RedisStore) Peek(ctx context.Context, nonce string) (Record, error) {
 	}
 	return decodeRecord(val)
 }
+
+// isBindingName reports whether a nonce would name a session binding's key:
+// bindings share the key prefix, and a nonce chosen by a client must never
+// read, consume (GETDEL) or take the place of one.
+func isBindingName(nonce string) bool { return strings.HasPrefix(nonce, redisBindingPrefix) }
 
 // decodeRecord decodes a stored record; a value that is not one (a
 // foreign writer under our prefix) counts as absent.

@@ -154,11 +154,13 @@ func hostKey(u *url.URL) string {
 	return h
 }
 
-// hasDotSegment reports whether a decoded path has a "." or ".." segment
-// or a backslash (some servers take it for a slash): either could step
-// out of an allowed prefix on the server.
+// hasDotSegment reports whether a decoded path could step out of an
+// allowed prefix on the server: a "." or ".." segment; a backslash (some
+// servers take it for a slash); a ';' (Tomcat, Jetty and Spring read
+// "..;" as ".."); or a '%' left after decoding (servers that decode twice
+// read "%2e%2e" as "..").
 func hasDotSegment(p string) bool {
-	if strings.ContainsRune(p, '\\') {
+	if strings.ContainsAny(p, "\\;%") {
 		return true
 	}
 	for seg := range strings.SplitSeq(p, "/") {

@@ -25,6 +25,9 @@ func TestRedteam2ChainFetchURLSpellings(t *testing.T) {
 		"https://evil.example\\@creds.example.com/c/x",  // backslash user info, other order
 		"https://creds.example.com/c/%2e%2e/%2e%2e/x",   // encoded dot segments
 		"https://creds.example.com/c/x/..",              // trailing dot segment
+		"https://creds.example.com/c/..;/admin/x",       // "..;" is ".." to Tomcat, Jetty, Spring
+		"https://creds.example.com/c/%2e%2e%3b/x",       // the same, encoded
+		"https://creds.example.com/c/%252e%252e/x",      // ".." to a server that decodes twice
 		"https://creds.example.com/c/%5c..%5cx",         // encoded backslash
 		"https://creds.example.com/C/x",                 // path case
 		"https://creds.example.com//c/x",                // leading empty segment
