@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
+	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
 // carrier is one place a client can put its delegation credential
@@ -328,11 +329,13 @@ var (
 	errBodyTooLarge  = errors.New("request body too large")
 	errBodyRead      = errors.New("request body could not be read")
 	errForeignBearer = errors.New("bearer token is not a delegation credential")
+	errBodyNotJSON   = errors.New("request body is not valid JSON")
 )
 
 // extract finds the credentials in every enabled carrier. It may read the
 // body (POST with a JSON content type only, up to maxBody); the body is
-// always put back exactly as received, so nothing downstream can tell.
+// always put back exactly as received, so nothing downstream can tell. A
+// body it reads that is not valid JSON is errBodyNotJSON.
 func extract(w http.ResponseWriter, r *http.Request, enabled carrierSet, maxBody int64, strip bool) (extraction, error) {
 	return extractWith(nil, w, r, enabled, maxBody, strip)
 }
@@ -376,6 +379,13 @@ func extractWith(memo *bearerMemo, w http.ResponseWriter, r *http.Request, enabl
 		return ex, err
 	}
 	ex.body = body
+	if len(body) > 0 && !jsonscan.Valid(body) {
+		// A JSON body the edge cannot read (a BOM before it, NaN, …) is
+		// read by lenient parsers (Python's json.loads, Express), which
+		// would find a body carrier the edge never saw, verified or
+		// stripped: refused, 400. An empty one holds nothing.
+		return ex, errBodyNotJSON
+	}
 	found, stripped := extractBody(body, enabled, strip)
 	ex.found = append(ex.found, found...)
 	ex.strippedBody = stripped
@@ -538,15 +548,24 @@ func bearerToken(v string) (string, bool) {
 	return strings.TrimSpace(rest), true
 }
 
-// isDelegationJWT reports whether a bearer token is ours (MCPI-WIRE §1): a
-// JWS whose header typ is vc+jwt/vp+jwt, or whose payload has a "vc" or "vp"
-// member. Anything else, opaque or a JWT without those, is someone else's
-// OAuth token. The signature is not checked here; vc does that.
+// isDelegationJWT reports whether a bearer token is ours (MCPI-WIRE §1),
+// failing closed. A token that is not three dot-separated segments (opaque,
+// or some other shape) is someone else's. A three-segment one is someone
+// else's only if its header and payload both decode, strictly (unpadded
+// base64url, nothing else in the segment), to JSON objects that encoding/json
+// reads, and neither carries a mark of a delegation: a typ vc checks
+// (vc.IsCredentialTyp: vc+jwt, vp+jwt, vc+ld+jwt, vp+ld+jwt; any typ member,
+// duplicates included, and a typ that is not a string or null, count) or a
+// top-level vc, vp or @context member (vc.IsCredentialClaim). Anything
+// else is ours, and vc verifies it, refusing what it cannot read (401): a
+// segment that the edge cannot decode but a lenient JWT library can (std
+// base64, padding, a BOM, NaN, UTF-16, deep nesting) must not be passed
+// upstream unverified as someone else's token. The signature is not
+// checked here; vc does that.
 //
 // It runs on every new bearer, so it decodes into a pooled buffer and reads
-// the JSON with jsonscan.Walk, in place. Its answers are those of decoding
-// the header into struct{ Typ string } and the payload into a map with
-// encoding/json (isDelegationJWTRef in the tests).
+// the JSON with jsonscan.Walk, in place (isDelegationJWTRef in the tests
+// is the same with encoding/json).
 func isDelegationJWT(tok string) bool {
 	h, rest, ok := strings.Cut(tok, ".")
 	if !ok {
@@ -558,11 +577,12 @@ func isDelegationJWT(tok string) bool {
 	}
 	buf := jwtScratch.Get().(*[]byte)
 	defer putJWTScratch(buf)
-	if hb, ok := appendB64url(buf, h); ok && hasDelegationTyp(hb) {
+	hb, ok := appendB64url(buf, h)
+	if !ok || !isForeignHeader(hb) {
 		return true
 	}
 	pb, ok := appendB64url(buf, p)
-	return ok && hasTopLevelMember(pb, "vc", "vp")
+	return !ok || !isForeignPayload(pb)
 }
 
 // bearerMemo remembers bearer tokens that isDelegationJWT found to be
@@ -617,13 +637,19 @@ func putJWTScratch(buf *[]byte) {
 	}
 }
 
-// appendB64url decodes the base64url segment s (padding allowed, as b64url
-// allows it) into *buf, which it reuses, and returns the decoded bytes.
+// appendB64url decodes the unpadded base64url segment s into *buf, which
+// it reuses, and returns the decoded bytes. Anything but the 64 letters of
+// the alphabet (padding, line breaks, which the decoder would skip, or '+'
+// and '/') and non-zero trailing bits make it fail, as in vc.
 func appendB64url(buf *[]byte, s string) ([]byte, bool) {
-	s = strings.TrimRight(s, "=")
+	for i := range len(s) {
+		if !b64urlChar[s[i]] {
+			return nil, false
+		}
+	}
 	// Decode takes bytes: the text is copied in front of the output.
 	b := append((*buf)[:0], s...)
-	b, err := base64.RawURLEncoding.AppendDecode(b, b)
+	b, err := strictB64url.AppendDecode(b, b)
 	*buf = b
 	if err != nil {
 		return nil, false
@@ -631,43 +657,69 @@ func appendB64url(buf *[]byte, s string) ([]byte, bool) {
 	return b[len(s):], true
 }
 
-// hasDelegationTyp reports whether the JOSE header h says vc+jwt or vp+jwt
-// (optionally application/…, any case) in "typ", which it matches as
-// encoding/json matches a struct field: case-insensitively, the last one
-// winning, null ignored, any other non-string making the header unreadable.
-func hasDelegationTyp(h []byte) bool {
-	var typ []byte
-	bad := false
+var strictB64url = base64.RawURLEncoding.Strict()
+
+// b64urlChar holds the letters of the base64url alphabet.
+var b64urlChar = func() (t [256]bool) {
+	for _, c := range []byte("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") {
+		t[c] = true
+	}
+	return t
+}()
+
+// isJSONObject reports whether b, if valid JSON, is an object.
+func isJSONObject(b []byte) bool {
+	i := skipWS(b, 0)
+	return i < len(b) && b[i] == '{'
+}
+
+// isForeignHeader reports whether the JOSE header h is a JSON object that
+// encoding/json reads into struct{ Typ string } and whose every typ member
+// (matched as encoding/json matches a field: case-insensitively) is null
+// or a string that is not a delegation typ (vc.IsCredentialTyp). Every
+// one, not only the last, which encoding/json keeps: other JWT libraries
+// keep the first.
+func isForeignHeader(h []byte) bool {
+	if !isJSONObject(h) {
+		return false
+	}
+	ours := false
 	valid := jsonscan.Walk(h, func(key, val []byte) {
-		if !bytes.EqualFold(unquoteKey(key), []byte("typ")) {
+		if ours || !bytes.EqualFold(unquoteKey(key), []byte("typ")) {
 			return
 		}
 		switch val[0] {
 		case '"':
-			typ = val
+			t := val[1 : len(val)-1]
+			if bytes.IndexByte(t, '\\') >= 0 {
+				ours = vc.IsCredentialTyp(unquote(val))
+			} else {
+				ours = vc.IsCredentialTyp(string(t))
+			}
 		case 'n':
 		default:
-			bad = true
+			ours = true // encoding/json cannot read it: vc refuses it
 		}
 	})
-	if !valid || bad || typ == nil {
+	return valid && !ours
+}
+
+// isForeignPayload reports whether the JWT payload b is a JSON object with
+// no top-level member that makes vc read it as a credential or presentation
+// (vc.IsCredentialClaim: vc, vp, @context, under case folding, as
+// encoding/json matches a struct field: a payload with "VC" is read as a
+// credential).
+func isForeignPayload(b []byte) bool {
+	if !isJSONObject(b) {
 		return false
 	}
-	t := typ[1 : len(typ)-1]
-	if bytes.IndexByte(t, '\\') >= 0 || !isASCII(t) {
-		// Escapes, or letters whose lower case is ASCII (U+0130 is i):
-		// the rare slow way.
-		s := unquote(typ)
-		switch strings.TrimPrefix(strings.ToLower(s), "application/") {
-		case "vc+jwt", "vp+jwt":
-			return true
+	ours := false
+	valid := jsonscan.Walk(b, func(key, _ []byte) {
+		if !ours && vc.IsCredentialClaim(unquoteKey(key)) {
+			ours = true
 		}
-		return false
-	}
-	if len(t) >= len("application/") && asciiEqualFold(t[:len("application/")], "application/") {
-		t = t[len("application/"):]
-	}
-	return asciiEqualFold(t, "vc+jwt") || asciiEqualFold(t, "vp+jwt")
+	})
+	return valid && !ours
 }
 
 // unquoteKey is the key of a member as jsonscan.Walk reports it, unescaped.
@@ -676,53 +728,6 @@ func unquoteKey(q []byte) []byte {
 		return q[1 : len(q)-1]
 	}
 	return []byte(unquote(q))
-}
-
-func isASCII(b []byte) bool {
-	for _, c := range b {
-		if c >= 0x80 {
-			return false
-		}
-	}
-	return true
-}
-
-// asciiEqualFold compares ASCII b with lower-case ASCII s, ignoring case.
-func asciiEqualFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := range len(b) {
-		c := b[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != s[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// hasTopLevelMember reports whether b is a JSON object with a member whose
-// name equals one of names under Unicode case folding. Folding, because
-// encoding/json (vc's decoder, and many an upstream's) matches a struct
-// field that way: a payload with "VC" is read as a credential, so it must
-// be verified here, not passed upstream as someone else's token.
-func hasTopLevelMember(b []byte, names ...string) bool {
-	found := false
-	valid := jsonscan.Walk(b, func(key, _ []byte) {
-		if found {
-			return
-		}
-		k := unquoteKey(key)
-		for _, n := range names {
-			if bytes.EqualFold(k, []byte(n)) {
-				found = true
-			}
-		}
-	})
-	return valid && found
 }
 
 func b64url(s string) ([]byte, error) {

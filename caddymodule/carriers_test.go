@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"hash/maphash"
 	"io"
 	"mime"
@@ -14,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
 // fakeJWT builds an unsigned compact JWS; classification never checks the
@@ -38,8 +41,24 @@ func TestIsDelegationJWT(t *testing.T) {
 		{"opaque", "gho_16C7e42F292c6912E7710c838347Ae178B4a", false},
 		{"two parts", "abc.def", false},
 		{"four parts", "a.b.c.d", false},
-		{"bad base64", "!!!.???.x", false},
-		{"payload not json", "e30." + base64.RawURLEncoding.EncodeToString([]byte("nope")) + ".x", false},
+		// Three segments the edge cannot strictly read are ours: vc
+		// refuses them, never the upstream's lenient JWT library.
+		{"bad base64", "!!!.???.x", true},
+		{"payload not json", "e30." + base64.RawURLEncoding.EncodeToString([]byte("nope")) + ".x", true},
+		{"empty segments", "..", true},
+		{"std base64 payload", "e30." + base64.RawStdEncoding.EncodeToString([]byte(`{"sub":"a?>>"}`)) + ".x", true},
+		{"padded payload", "e30." + base64.URLEncoding.EncodeToString([]byte(`{"a":1}`)) + ".x", true},
+		{"BOM before the payload", fakeJWT(`{"alg":"RS256"}`, "\xef\xbb\xbf"+`{"sub":"alice"}`), true},
+		{"NaN in the payload", fakeJWT(`{"alg":"RS256"}`, `{"sub":"alice","n":NaN}`), true},
+		{"header not an object", fakeJWT(`["typ"]`, `{"sub":"alice"}`), true},
+		{"typ not a string", fakeJWT(`{"alg":"RS256","typ":1}`, `{"sub":"alice"}`), true},
+		{"typ vc+jwt, then JWT", fakeJWT(`{"typ":"vc+jwt","typ":"JWT"}`, `{"sub":"alice"}`), true},
+		// VC 2.0 and the +ld+jwt typs, as vc reads them.
+		{"typ vc+ld+jwt", fakeJWT(`{"alg":"EdDSA","typ":"vc+ld+jwt"}`, `{}`), true},
+		{"typ Application/VP+LD+JWT", fakeJWT(`{"alg":"EdDSA","typ":"Application/VP+LD+JWT"}`, `{}`), true},
+		{"VC 2.0 payload, typ JWT", fakeJWT(`{"alg":"EdDSA","typ":"JWT"}`, `{"@context":["https://www.w3.org/ns/credentials/v2"],"type":["VerifiableCredential"]}`), true},
+		{"VC 2.0 payload, no typ", fakeJWT(`{"alg":"EdDSA"}`, `{"@CONTEXT":[],"type":"x"}`), true},
+		{"oauth id token", fakeJWT(`{"alg":"RS256","kid":"k1","typ":"JWT"}`, `{"iss":"https://idp.example","sub":"alice","aud":"x","exp":1}`), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -535,39 +554,42 @@ func FuzzExtractCarriers(f *testing.F) {
 	})
 }
 
-// hasTopLevelMember must agree with decoding the object into a map and
+// isForeignPayload must agree with decoding the object into a map and
 // looking the names up as encoding/json matches a field (case folded),
 // which is what it replaces on the hot path.
-func TestHasTopLevelMember(t *testing.T) {
+func TestIsForeignPayload(t *testing.T) {
 	for _, in := range []string{
 		`{"vc":{}}`, `{"vp":1}`, `{"a":1,"vc":null}`, `{"a":{"vc":1}}`, `{"a":["vc"]}`,
 		`{"VC":1}`, `{"Vp":1}`, `{"v\u0063":1}`, `{}`, `[]`, `"vc"`, `{"vc":1`, `{"a":"}","vc":2}`,
 		` { "x" : [1,{"vp":2}] , "vp" : true } `, `{"vcx":1}`, `null`, ``,
+		`{"@context":[]}`, `{"@CONTEXT":1}`, `{"\u0040context":1}`, `{"context":1}`, `{"a":{"@context":1}}`,
+		"\xef\xbb\xbf{}", `{"a":NaN}`, `{"sub":"alice","scope":"read"}`,
 	} {
-		want := hasTopLevelMemberRef([]byte(in))
-		if got := hasTopLevelMember([]byte(in), "vc", "vp"); got != want {
-			t.Errorf("hasTopLevelMember(%s) = %v, want %v", in, got, want)
+		want := isForeignPayloadRef([]byte(in))
+		if got := isForeignPayload([]byte(in)); got != want {
+			t.Errorf("isForeignPayload(%s) = %v, want %v", in, got, want)
 		}
 	}
 }
 
-// hasTopLevelMemberRef is what hasTopLevelMember must agree with.
-func hasTopLevelMemberRef(in []byte) bool {
+// isForeignPayloadRef is what isForeignPayload must agree with: an object
+// encoding/json decodes, without a member that folds to vc, vp or @context.
+func isForeignPayloadRef(in []byte) bool {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(in, &m) != nil || m == nil {
 		return false
 	}
 	for k := range m {
-		if strings.EqualFold(k, "vc") || strings.EqualFold(k, "vp") {
-			return true
+		if strings.EqualFold(k, "vc") || strings.EqualFold(k, "vp") || strings.EqualFold(k, "@context") {
+			return false
 		}
 	}
-	return false
+	return true
 }
 
 // The scanner validates as it goes: every way of being malformed, and the
 // nesting limit of encoding/json, must give the map decode's answer.
-func TestHasTopLevelMemberMalformed(t *testing.T) {
+func TestIsForeignPayloadMalformed(t *testing.T) {
 	in := []string{
 		`{"vc":1}x`, `{"vc":1}}`, `{"vc":01}`, `{"vc":-}`, `{"vc":1.}`, `{"vc":1e}`, `{"vc":1e+}`,
 		`{"vc":-0.5e-3}`, `{"vc":tru}`, `{"vc":truex}`, `{"vc":nul}`, `{"vc":"\x}`, `{"vc":"\u12g4"}`,
@@ -585,14 +607,14 @@ func TestHasTopLevelMemberMalformed(t *testing.T) {
 		in = append(in, `{"vc":1,"a":`+strings.Repeat(`{"a":`, depth-1)+"1"+strings.Repeat("}", depth-1)+`}`)
 	}
 	for _, s := range in {
-		want := hasTopLevelMemberRef([]byte(s))
-		if got := hasTopLevelMember([]byte(s), "vc", "vp"); got != want {
-			t.Errorf("hasTopLevelMember(%.80q) = %v, want %v", s, got, want)
+		want := isForeignPayloadRef([]byte(s))
+		if got := isForeignPayload([]byte(s)); got != want {
+			t.Errorf("isForeignPayload(%.80q) = %v, want %v", s, got, want)
 		}
 	}
 }
 
-func FuzzHasTopLevelMember(f *testing.F) {
+func FuzzIsForeignPayload(f *testing.F) {
 	for _, s := range []string{
 		`{"vc":{}}`, `{"vp":1}`, `{"a":1,"vc":null}`, `{"a":{"vc":1}}`, `{"a":["vc"]}`, `{"VC":1}`,
 		`{"v\u0063":1}`, `{}`, `[]`, `"vc"`, `{"vc":1`, `{"a":"}","vc":2}`, `{"vcx":1}`, `null`, ``,
@@ -603,14 +625,17 @@ func FuzzHasTopLevelMember(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		if got, want := hasTopLevelMember(in, "vc", "vp"), hasTopLevelMemberRef(in); got != want {
-			t.Errorf("hasTopLevelMember(%q) = %v, want %v", in, got, want)
+		if got, want := isForeignPayload(in), isForeignPayloadRef(in); got != want {
+			t.Errorf("isForeignPayload(%q) = %v, want %v", in, got, want)
 		}
 	})
 }
 
-// isDelegationJWTRef is what isDelegationJWT must agree with: the header
-// decoded into a struct and the payload into a map, by encoding/json.
+// isDelegationJWTRef is what isDelegationJWT must agree with, by
+// encoding/json: a three-segment token is foreign only if both segments
+// are strict base64url, the header an object that decodes into
+// struct{ Typ string } with no typ member vc takes for a credential's, and
+// the payload an object without a vc, vp or @context member.
 func isDelegationJWTRef(tok string) bool {
 	h, rest, ok := strings.Cut(tok, ".")
 	if !ok {
@@ -620,17 +645,54 @@ func isDelegationJWTRef(tok string) bool {
 	if !ok || strings.Contains(sig, ".") {
 		return false
 	}
+	hb, err := strictSegment(h)
+	if err != nil || !isForeignHeaderRef(hb) {
+		return true
+	}
+	pb, err := strictSegment(p)
+	return err != nil || !isForeignPayloadRef(pb)
+}
+
+// strictSegment decodes unpadded base64url, and nothing else: the decoder
+// alone would skip line breaks.
+func strictSegment(s string) ([]byte, error) {
+	if strings.ContainsAny(s, "\r\n") {
+		return nil, errors.New("line break in a segment")
+	}
+	return base64.RawURLEncoding.Strict().DecodeString(s)
+}
+
+// isForeignHeaderRef: hb is an object encoding/json reads into
+// struct{ Typ string }, and none of its typ members (duplicates too) is
+// a typ vc reads as a credential's.
+func isForeignHeaderRef(hb []byte) bool {
 	var header struct {
 		Typ string `json:"typ"`
 	}
-	if hb, err := b64url(h); err == nil && json.Unmarshal(hb, &header) == nil {
-		switch strings.TrimPrefix(strings.ToLower(header.Typ), "application/") {
-		case "vc+jwt", "vp+jwt":
-			return true
+	if t := bytes.TrimLeft(hb, " \t\r\n"); len(t) == 0 || t[0] != '{' || json.Unmarshal(hb, &header) != nil {
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(hb))
+	if _, err := dec.Token(); err != nil {
+		panic(err)
+	}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			panic(err)
+		}
+		var v *string
+		if err := dec.Decode(&v); err != nil {
+			if strings.EqualFold(k.(string), "typ") {
+				panic(err)
+			}
+			continue
+		}
+		if strings.EqualFold(k.(string), "typ") && v != nil && vc.IsCredentialTyp(*v) {
+			return false
 		}
 	}
-	pb, err := b64url(p)
-	return err == nil && hasTopLevelMemberRef(pb)
+	return true
 }
 
 // isDelegationJWTCases are headers and payloads on which isDelegationJWT
@@ -665,6 +727,19 @@ var isDelegationJWTCases = [][2]string{
 	{`{}`, `{"vc":1}x`},
 	{`{}`, `[{"vc":1}]`},
 	{`{}`, `{"a":{"vc":1},"b":[{"vp":2}]}`},
+	{`{"typ":"vc+ld+jwt"}`, `{}`},
+	{`{"typ":"application/VP+LD+JWT"}`, `{}`},
+	{`{"typ":"JWT"}`, `{"@context":[],"type":[]}`},
+	{`{}`, `{"@Context":1}`},
+	{`{}`, `{"\u0040context":1}`},
+	{`{"typ":"vc+jwt","typ":"JWT"}`, `{"sub":"a"}`},
+	{`{"typ":"JWT","typ":null}`, `{"sub":"a"}`},
+	{`{"alg":1}`, `{"sub":"a"}`},
+	{`{}`, "\xef\xbb\xbf{}"},
+	{"\xef\xbb\xbf{}", `{}`},
+	{`{}`, `{"n":NaN}`},
+	{`{}`, ``},
+	{``, `{}`},
 }
 
 func TestIsDelegationJWTAgreesWithDecoding(t *testing.T) {

@@ -41,7 +41,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 
 	// 3. Every enabled carrier.
 	ex, err := extractWith(h.bearers, w, r, h.enabled, h.MaxBodySize, !h.PassthroughCredential)
-	if err != nil {
+	if err != nil && (h.policy.pol == nil || err != errBodyNotJSON) {
+		// A tool policy reads every body and refuses what is not JSON
+		// itself (its 400 or 415), after the credential.
 		return h.reject(w, r, err, nil)
 	}
 	if conflicting(ex.found) {

@@ -589,8 +589,11 @@ func TestHandshakeErrors(t *testing.T) {
 			}
 			rec, called := l3Serve(t, h, newRequest(method, defaultVerifyPath, body), nil)
 			want := http.StatusUnauthorized
-			if method == http.MethodGet {
+			switch {
+			case method == http.MethodGet:
 				want = http.StatusMethodNotAllowed
+			case name == "not JSON":
+				want = http.StatusBadRequest // a JSON-typed body that is not JSON
 			}
 			if called || rec.Code != want {
 				t.Fatalf("called=%t HTTP %d %s, want %d", called, rec.Code, rec.Body, want)

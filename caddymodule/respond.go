@@ -62,6 +62,8 @@ func (h *Handler) rejectionFor(err error) rejection {
 		return rejection{status: http.StatusRequestEntityTooLarge, code: "invalid_request", description: errBodyTooLarge.Error(), tag: "body_too_large"}
 	case errors.Is(err, errBodyRead):
 		return rejection{status: http.StatusBadRequest, code: "invalid_request", description: errBodyRead.Error(), tag: "body_unreadable"}
+	case errors.Is(err, errBodyNotJSON):
+		return rejection{status: http.StatusBadRequest, code: "invalid_request", description: errBodyNotJSON.Error(), tag: "body_unreadable"}
 	case errors.Is(err, errForeignBearer):
 		return rejection{status: http.StatusUnauthorized, code: "invalid_token", description: errForeignBearer.Error(), reason: "not_a_delegation", challenge: true, tag: "not_a_delegation"}
 	case errors.Is(err, assertion.ErrDelegationExpired):

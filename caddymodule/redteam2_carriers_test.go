@@ -1,9 +1,7 @@
-//go:build redteam2
-
 package caddymodule
 
-// Red-team round 2: attacks the edge does NOT stop (each test fails today).
-// Run with: go test -tags redteam2 -run '^TestRedteam2' ./caddymodule/
+// Red-team round 2, bearer and body carriers: attacks the edge stops
+// today (they were in redteam2_fail_test.go).
 
 import (
 	"bytes"
@@ -171,6 +169,9 @@ func TestRedteam2BodyCarrierBehindBOM(t *testing.T) {
 			res := serve(t, h, r)
 			if res.called && bytes.Contains(res.fwdBody, []byte(evil)) {
 				t.Errorf("params.delegationToken forwarded unstripped and unverified (HTTP %d)", res.rec.Code)
+			}
+			if res.called || res.rec.Code != http.StatusBadRequest || !json.Valid(res.rec.Body.Bytes()) {
+				t.Errorf("a JSON body the edge cannot read: called=%t HTTP %d %s, want a 400 with a JSON error", res.called, res.rec.Code, res.rec.Body)
 			}
 		})
 	}
