@@ -379,13 +379,13 @@ func hasPresentationNonce(raw []byte) bool {
 		return false
 	}
 	if raw[0] == '{' {
-		var vp struct {
-			Proof json.RawMessage `json:"proof"`
-		}
+		// The proof by its exact name, as vc reads it (which refuses a
+		// VP with "Proof" beside it).
+		var vp map[string]json.RawMessage
 		if json.Unmarshal(raw, &vp) != nil {
 			return false
 		}
-		p := bytes.TrimSpace(vp.Proof)
+		p := bytes.TrimSpace(vp["proof"])
 		if len(p) > 0 && p[0] == '[' {
 			var ps []json.RawMessage
 			if json.Unmarshal(p, &ps) != nil || len(ps) != 1 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonkey"
 )
 
 // A Verifiable Presentation wraps the delegation credential (and maybe its
@@ -137,6 +138,15 @@ func parseJSONVP(raw []byte) (*presentation, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &top); err != nil {
 		return nil, fail(ErrMalformed, "JSON")
+	}
+	// The proof is read by its exact name; a "Proof" beside or instead of
+	// it would be read differently by others (encoding/json folds case).
+	names := make([]string, 0, len(top))
+	for k := range top {
+		names = append(names, k)
+	}
+	if jsonkey.Check(names, "proof") != nil {
+		return nil, fail(ErrMalformed, "proof member repeated or in another case")
 	}
 	var doc presentationDoc
 	if err := json.Unmarshal(raw, &doc); err != nil {

@@ -133,6 +133,11 @@ func TestPresentation(t *testing.T) {
 			setPath(m, "proof.domain", serverDID)
 			return mustJSON(t, m)
 		}, checks: []CheckOption{aud, nonce()}, want: ErrSignature, reason: "bad_signature"},
+		{name: "JSON VP with a second proof in another case", vp: func(t *testing.T) []byte {
+			m := decodeJSON(t, jsonProof(nil)(t))
+			m["Proof"] = map[string]any{"type": "Ed25519Signature2020", "challenge": "other"}
+			return mustJSON(t, m)
+		}, checks: []CheckOption{aud, nonce()}, want: ErrMalformed, reason: "malformed"},
 		{name: "JSON VP assertion purpose", vp: jsonProof(func(_, p map[string]any) { p["proofPurpose"] = "assertionMethod" }),
 			checks: []CheckOption{aud, nonce()}, want: ErrPresentation, reason: "bad_presentation"},
 		{name: "JSON VP without created", vp: jsonProof(func(_, p map[string]any) { delete(p, "created") }),
