@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,24 +49,9 @@ func TestChainFetch(t *testing.T) {
 		}), "integration-fetch-root", st.url(path))
 	}
 	leaf := leafNaming("/chain/root")
-	listTools := map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
 
 	t.Run("leaf alone, parent fetched", func(t *testing.T) {
-		h.upstream.Reset()
-		ctx := testContext(t)
-		cs := h.mustConnect(ctx, "/fetch/mcp", http.Header{"Authorization": {"Bearer " + leaf}}, legacyProtocol, nil)
-		tools, err := cs.ListTools(ctx, nil)
-		if err != nil {
-			t.Fatalf("tools/list: %v", err)
-		}
-		if len(tools.Tools) == 0 {
-			t.Error("tools/list returned no tools")
-		}
-		reqs := h.upstream.Requests()
-		if methods := rpcMethods(reqs); !slices.Contains(methods, "tools/list") {
-			t.Errorf("upstream never saw tools/list (saw %v)", methods)
-		}
-		assertNotForwarded(t, reqs, leaf)
+		h.listToolsAdmitted(t, "/fetch/mcp", http.Header{"Authorization": {"Bearer " + leaf}}, leaf)
 		if n := st.hitCount("/chain/root"); n != 1 {
 			t.Errorf("the parent was fetched %d times, want once (then cached)", n)
 		}
@@ -76,14 +60,7 @@ func TestChainFetch(t *testing.T) {
 	t.Run("fetch off", func(t *testing.T) {
 		h.upstream.Reset()
 		ctx := testContext(t)
-		resp := h.post(ctx, "/nofetch/mcp", http.Header{"Authorization": {"Bearer " + leaf}}, "", listTools)
-		body := h.assertEdgeError(t, resp, http.StatusUnauthorized, "invalid_token")
-		if body.Reason != "chain_incomplete" {
-			t.Errorf("reason %q, want chain_incomplete", body.Reason)
-		}
-		if reqs := h.upstream.Requests(); len(reqs) != 0 {
-			t.Errorf("upstream saw %d requests", len(reqs))
-		}
+		h.listToolsRefused(ctx, t, "/nofetch/mcp", http.Header{"Authorization": {"Bearer " + leaf}}, http.StatusUnauthorized, "invalid_token", "chain_incomplete")
 	})
 
 	t.Run("fetched parent does not verify", func(t *testing.T) {
@@ -97,27 +74,13 @@ func TestChainFetch(t *testing.T) {
 		st.set("/chain/forged", forged)
 		h.upstream.Reset()
 		ctx := testContext(t)
-		resp := h.post(ctx, "/fetch/mcp", http.Header{"Authorization": {"Bearer " + leafNaming("/chain/forged")}}, "", listTools)
-		body := h.assertEdgeError(t, resp, http.StatusUnauthorized, "invalid_token")
-		if body.Reason != "bad_signature" {
-			t.Errorf("reason %q, want bad_signature", body.Reason)
-		}
-		if reqs := h.upstream.Requests(); len(reqs) != 0 {
-			t.Errorf("upstream saw %d requests", len(reqs))
-		}
+		h.listToolsRefused(ctx, t, "/fetch/mcp", http.Header{"Authorization": {"Bearer " + leafNaming("/chain/forged")}}, http.StatusUnauthorized, "invalid_token", "bad_signature")
 	})
 
 	t.Run("parent not found", func(t *testing.T) {
 		h.upstream.Reset()
 		ctx := testContext(t)
-		resp := h.post(ctx, "/fetch/mcp", http.Header{"Authorization": {"Bearer " + leafNaming("/chain/missing")}}, "", listTools)
-		body := h.assertEdgeError(t, resp, http.StatusServiceUnavailable, "temporarily_unavailable")
-		if body.Reason != "chain_fetch_failed" {
-			t.Errorf("reason %q, want chain_fetch_failed", body.Reason)
-		}
-		if reqs := h.upstream.Requests(); len(reqs) != 0 {
-			t.Errorf("upstream saw %d requests", len(reqs))
-		}
+		h.listToolsRefused(ctx, t, "/fetch/mcp", http.Header{"Authorization": {"Bearer " + leafNaming("/chain/missing")}}, http.StatusServiceUnavailable, "temporarily_unavailable", "chain_fetch_failed")
 	})
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -98,21 +97,7 @@ func TestDelegationChainAndPresentation(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h.upstream.Reset()
-			ctx := testContext(t)
-			cs := h.mustConnect(ctx, "/trusted/mcp", tc.header, legacyProtocol, nil)
-			tools, err := cs.ListTools(ctx, nil)
-			if err != nil {
-				t.Fatalf("tools/list: %v", err)
-			}
-			if len(tools.Tools) == 0 {
-				t.Error("tools/list returned no tools")
-			}
-			reqs := h.upstream.Requests()
-			if methods := rpcMethods(reqs); !slices.Contains(methods, "tools/list") {
-				t.Errorf("upstream never saw tools/list (saw %v)", methods)
-			}
-			assertNotForwarded(t, reqs, leaf, rootTok)
+			reqs := h.listToolsAdmitted(t, "/trusted/mcp", tc.header, leaf, rootTok)
 			for i, r := range reqs {
 				for k := range r.Header {
 					if normName(k) == "kya-os-delegation-chain" {
@@ -129,15 +114,6 @@ func TestDelegationChainAndPresentation(t *testing.T) {
 		if _, err := h.connect(ctx, "/trusted/mcp", http.Header{"Authorization": {"Bearer " + leaf}}, legacyProtocol, nil); err == nil {
 			t.Fatal("connected with the leaf alone")
 		}
-		resp := h.post(ctx, "/trusted/mcp", http.Header{"Authorization": {"Bearer " + leaf}}, "", map[string]any{
-			"jsonrpc": "2.0", "id": 1, "method": "tools/list",
-		})
-		body := h.assertEdgeError(t, resp, http.StatusUnauthorized, "invalid_token")
-		if body.Reason != "chain_incomplete" {
-			t.Errorf("reason %q, want chain_incomplete", body.Reason)
-		}
-		if reqs := h.upstream.Requests(); len(reqs) != 0 {
-			t.Errorf("upstream saw %d requests", len(reqs))
-		}
+		h.listToolsRefused(ctx, t, "/trusted/mcp", http.Header{"Authorization": {"Bearer " + leaf}}, http.StatusUnauthorized, "invalid_token", "chain_incomplete")
 	})
 }

@@ -376,6 +376,44 @@ func identityHeaders(h http.Header) []string {
 	return found
 }
 
+// listToolsAdmitted connects to path with hdr through the SDK client and
+// lists the tools: the call must reach the upstream and none of secrets
+// may. It returns what the upstream received.
+func (h *harness) listToolsAdmitted(t *testing.T, path string, hdr http.Header, secrets ...string) []record {
+	t.Helper()
+	h.upstream.Reset()
+	ctx := testContext(t)
+	cs := h.mustConnect(ctx, path, hdr, legacyProtocol, nil)
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatalf("tools/list: %v", err)
+	}
+	if len(tools.Tools) == 0 {
+		t.Error("tools/list returned no tools")
+	}
+	reqs := h.upstream.Requests()
+	if methods := rpcMethods(reqs); !slices.Contains(methods, "tools/list") {
+		t.Errorf("upstream never saw tools/list (saw %v)", methods)
+	}
+	assertNotForwarded(t, reqs, secrets...)
+	return reqs
+}
+
+// listToolsRefused POSTs a tools/list to path with hdr: the edge must
+// refuse it with status, wantError and reason, and the upstream must have
+// received nothing since its last Reset.
+func (h *harness) listToolsRefused(ctx context.Context, t *testing.T, path string, hdr http.Header, status int, wantError, reason string) {
+	t.Helper()
+	resp := h.post(ctx, path, hdr, "", map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+	body := h.assertEdgeError(t, resp, status, wantError)
+	if body.Reason != reason {
+		t.Errorf("reason %q, want %s", body.Reason, reason)
+	}
+	if reqs := h.upstream.Requests(); len(reqs) != 0 {
+		t.Errorf("upstream saw %d requests", len(reqs))
+	}
+}
+
 // assertNotForwarded fails if any recorded header value or body contains one
 // of secrets, or if a credential carrier header reached the upstream. Only
 // names are printed: the secrets are credentials.
