@@ -207,7 +207,9 @@ func TestRedteam2VC20BearerNotRecognized(t *testing.T) {
 			r := newRequest(http.MethodPost, "/mcp", toolsCallBody)
 			r.Header.Set("KYA-Delegation", tok)
 			if res := serve(t, h, r); !res.called {
-				t.Skipf("the edge does not admit this credential in KYA-Delegation either: HTTP %d %s", res.rec.Code, res.rec.Body)
+				// The precondition of the attack: without it the test
+				// would prove nothing, so it fails rather than skips.
+				t.Fatalf("precondition: the edge does not admit this credential in KYA-Delegation: HTTP %d %s", res.rec.Code, res.rec.Body)
 			}
 			// Alone in Authorization it is "no credential" (401). Next to
 			// another carrier's credential it rides along unverified.
