@@ -158,18 +158,11 @@ func eachMember(d []byte, i, depth int, fn func(m member) error) (int, error) {
 		if err := fn(member{key: key, start: vs, end: ve}); err != nil {
 			return 0, err
 		}
-		j = skipSpace(d, ve)
-		if j >= len(d) {
-			return 0, errScan
+		next, done, err := afterItem(d, ve, '}')
+		if err != nil || done {
+			return next, err
 		}
-		switch d[j] {
-		case ',':
-			j = skipSpace(d, j+1)
-		case '}':
-			return j + 1, nil
-		default:
-			return 0, errScan
-		}
+		j = next
 	}
 	return 0, errScan
 }
@@ -196,20 +189,29 @@ func eachElement(d []byte, i, depth int, fn func(idx, start, end int) error) (in
 		if err := fn(idx, j, ve); err != nil {
 			return 0, err
 		}
-		j = skipSpace(d, ve)
-		if j >= len(d) {
-			return 0, errScan
+		next, done, err := afterItem(d, ve, ']')
+		if err != nil || done {
+			return next, err
 		}
-		switch d[j] {
-		case ',':
-			j = skipSpace(d, j+1)
-		case ']':
-			return j + 1, nil
-		default:
-			return 0, errScan
-		}
+		j = next
 	}
 	return 0, errScan
+}
+
+// afterItem reads what follows an item of an object or array ending at
+// d[end]: a ',' (the offset of the next item) or the closing byte (done,
+// the offset just past the container).
+func afterItem(d []byte, end int, closing byte) (next int, done bool, err error) {
+	j := skipSpace(d, end)
+	switch {
+	case j >= len(d):
+		return 0, false, errScan
+	case d[j] == ',':
+		return skipSpace(d, j+1), false, nil
+	case d[j] == closing:
+		return j + 1, true, nil
+	}
+	return 0, false, errScan
 }
 
 // unquote returns the content of the JSON string s (with its quotes). The
