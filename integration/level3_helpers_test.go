@@ -107,6 +107,12 @@ type handshakeUpstream struct {
 }
 
 func newHandshakeUpstream(t *testing.T, audience string) *handshakeUpstream {
+	return &handshakeUpstream{svc: newUpstreamChallengeService(t, audience), mcp: mcpserver.Handler(mcpserver.Options{CountInterval: countInterval})}
+}
+
+// newUpstreamChallengeService is the upstream's own handshake service:
+// any issuer, credentials for audiences, challenges in memory.
+func newUpstreamChallengeService(t *testing.T, audiences ...string) *challenge.Service {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	res := didresolver.New()
@@ -114,56 +120,72 @@ func newHandshakeUpstream(t *testing.T, audience string) *handshakeUpstream {
 		challenge.WithStore(challenge.NewMemoryStore(ctx)),
 		challenge.WithResolver(res),
 		challenge.WithCredentialVerifier(vc.NewVerifier(res, vc.WithTrustedIssuers(vc.AnyIssuer))),
-		challenge.WithCredentialChecks(vc.ForAudience(audience)),
+		challenge.WithCredentialChecks(vc.ForAudience(audiences...)),
 	)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &handshakeUpstream{svc: svc, mcp: mcpserver.Handler(mcpserver.Options{CountInterval: countInterval})}
+	return svc
+}
+
+// upstreamMCPIDocument announces the upstream's handshake endpoints.
+const upstreamMCPIDocument = `{"mcp_i":{"version":"2.0.0","endpoints":{"handshake":"/rpc/handshake","verify":"/rpc/verify"},"supportedMethods":["Ed25519"]}}`
+
+// serveUpstreamHandshake answers a handshake or verify call with svc, as
+// an MCP-I upstream does on its own endpoints. onVerify sees every verify
+// call (its body and how svc's check went) and completes the result of
+// one that passed, with the session the upstream opens.
+func serveUpstreamHandshake(w http.ResponseWriter, r *http.Request, svc *challenge.Service, onVerify func(body []byte, err error, res *challenge.VerifyResult)) {
+	var body bytes.Buffer
+	_, _ = body.ReadFrom(r.Body)
+	call, err := challenge.ParseRequest(body.Bytes(), 0)
+	var resp *challenge.Response
+	switch {
+	case err != nil:
+		id := json.RawMessage(nil)
+		if call != nil {
+			id = call.ID
+		}
+		resp = challenge.ErrorResponse(id, err)
+	case call.Kind == challenge.KindHandshake:
+		hr, err := svc.Issue(r.Context(), *call.Handshake)
+		if err != nil {
+			resp = challenge.ErrorResponse(call.ID, err)
+		} else {
+			resp = challenge.ResultResponse(call.ID, hr)
+		}
+	case call.Kind == challenge.KindVerify:
+		v, err := svc.Verify(r.Context(), *call.Verify)
+		if err != nil {
+			onVerify(body.Bytes(), err, nil)
+			resp = challenge.ErrorResponse(call.ID, err)
+			break
+		}
+		res := v.Result()
+		onVerify(body.Bytes(), nil, &res)
+		resp = challenge.ResultResponse(call.ID, res)
+	default:
+		resp = challenge.ErrorResponse(call.ID, challenge.ErrMethodNotFound)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(resp)
 }
 
 func (u *handshakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/.well-known/mcp-i.json":
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"mcp_i":{"version":"2.0.0","endpoints":{"handshake":"/rpc/handshake","verify":"/rpc/verify"},"supportedMethods":["Ed25519"]}}`))
+		_, _ = w.Write([]byte(upstreamMCPIDocument))
 	case "/rpc/handshake", "/rpc/verify":
-		var body bytes.Buffer
-		_, _ = body.ReadFrom(r.Body)
-		call, err := challenge.ParseRequest(body.Bytes(), 0)
-		var resp *challenge.Response
-		switch {
-		case err != nil:
-			id := json.RawMessage(nil)
-			if call != nil {
-				id = call.ID
-			}
-			resp = challenge.ErrorResponse(id, err)
-		case call.Kind == challenge.KindHandshake:
-			hr, err := u.svc.Issue(r.Context(), *call.Handshake)
-			if err != nil {
-				resp = challenge.ErrorResponse(call.ID, err)
-			} else {
-				resp = challenge.ResultResponse(call.ID, hr)
-			}
-		case call.Kind == challenge.KindVerify:
-			v, err := u.svc.Verify(r.Context(), *call.Verify)
+		serveUpstreamHandshake(w, r, u.svc, func(body []byte, err error, res *challenge.VerifyResult) {
 			u.mu.Lock()
-			u.verifies = append(u.verifies, record{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body.Bytes()})
+			u.verifies = append(u.verifies, record{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
 			u.results = append(u.results, err)
 			u.mu.Unlock()
-			if err != nil {
-				resp = challenge.ErrorResponse(call.ID, err)
-			} else {
-				res := v.Result()
+			if res != nil {
 				res.SessionID = "upstream-session-1"
-				resp = challenge.ResultResponse(call.ID, res)
 			}
-		default:
-			resp = challenge.ErrorResponse(call.ID, challenge.ErrMethodNotFound)
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(resp)
+		})
 	default:
 		u.mcp.ServeHTTP(w, r)
 	}

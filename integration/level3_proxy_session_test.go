@@ -1,11 +1,8 @@
 package integration
 
 import (
-	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
@@ -16,7 +13,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
-	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 	"github.com/mcpi-edge/caddy-mcpi/integration/mcpserver"
 	"github.com/mcpi-edge/caddy-mcpi/internal/redistest"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
@@ -42,21 +38,9 @@ type sessionUpstream struct {
 }
 
 func newSessionUpstream(t *testing.T, audiences ...string) *sessionUpstream {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	res := didresolver.New()
-	svc, err := challenge.New(
-		challenge.WithStore(challenge.NewMemoryStore(ctx)),
-		challenge.WithResolver(res),
-		challenge.WithCredentialVerifier(vc.NewVerifier(res, vc.WithTrustedIssuers(vc.AnyIssuer))),
-		challenge.WithCredentialChecks(vc.ForAudience(audiences...)),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
 	opts := mcpserver.Options{CountInterval: countInterval}
 	return &sessionUpstream{
-		svc: svc,
+		svc: newUpstreamChallengeService(t, audiences...),
 		mcp: mcpserver.Handler(opts),
 		stateless: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcpserver.New(opts) },
 			&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}),
@@ -67,42 +51,20 @@ func (u *sessionUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/.well-known/mcp-i.json":
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"mcp_i":{"version":"2.0.0","endpoints":{"handshake":"/rpc/handshake","verify":"/rpc/verify"},"supportedMethods":["Ed25519"]}}`))
+		_, _ = w.Write([]byte(upstreamMCPIDocument))
 	case "/rpc/handshake", "/rpc/verify":
-		var body bytes.Buffer
-		_, _ = body.ReadFrom(r.Body)
-		call, err := challenge.ParseRequest(body.Bytes(), 0)
-		var resp *challenge.Response
-		switch {
-		case err != nil:
-			resp = challenge.ErrorResponse(nil, err)
-		case call.Kind == challenge.KindHandshake:
-			hr, err := u.svc.Issue(r.Context(), *call.Handshake)
-			if err != nil {
-				resp = challenge.ErrorResponse(call.ID, err)
-			} else {
-				resp = challenge.ResultResponse(call.ID, hr)
-			}
-		case call.Kind == challenge.KindVerify:
-			v, err := u.svc.Verify(r.Context(), *call.Verify)
-			if err != nil {
-				resp = challenge.ErrorResponse(call.ID, err)
-				break
+		serveUpstreamHandshake(w, r, u.svc, func(_ []byte, _ error, res *challenge.VerifyResult) {
+			if res == nil {
+				return
 			}
 			id := make([]byte, 24)
 			_, _ = rand.Read(id)
-			res := v.Result()
 			res.SessionID = "up-" + base64.RawURLEncoding.EncodeToString(id)
 			res.ExpiresAt = time.Now().Add(time.Hour).UTC().Truncate(time.Second)
 			u.mu.Lock()
 			u.sessions = append(u.sessions, res.SessionID)
 			u.mu.Unlock()
-			resp = challenge.ResultResponse(call.ID, res)
-		default:
-			resp = challenge.ErrorResponse(call.ID, challenge.ErrMethodNotFound)
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(resp)
+		})
 	case "/stateless/mcp":
 		u.stateless.ServeHTTP(w, r)
 	default:
