@@ -287,14 +287,9 @@ func (h *Handler) requestChecks(r *http.Request, raw []byte, chain []string) ([]
 	if h.RequirePresentation {
 		opts = append(opts, vc.RequirePresentation())
 	}
-	if len(chain) > 0 {
-		ancestors, err := parseChain(chain, maxAncestors*h.MaxCredentialSize)
-		if err != nil {
-			return nil, nil, err
-		}
-		if len(ancestors) > 0 {
-			opts = append(opts, vc.WithAncestors(ancestors...))
-		}
+	opts, err := h.withChain(opts, chain)
+	if err != nil {
+		return nil, nil, err
 	}
 	var bind *nonceBinding
 	if h.l3.enabled && h.l3.store != nil && hasPresentationNonce(raw) {
@@ -302,6 +297,23 @@ func (h *Handler) requestChecks(r *http.Request, raw []byte, chain []string) ([]
 		opts = append(opts, vc.WithPresentationNonce(bind.consume))
 	}
 	return opts, bind, nil
+}
+
+// withChain adds to opts the ancestors read from the values of the chain
+// header, if any. opts may be checksFor's shared slice: its capacity is its
+// length, so appending copies it.
+func (h *Handler) withChain(opts []vc.CheckOption, chain []string) ([]vc.CheckOption, error) {
+	if len(chain) == 0 {
+		return opts, nil
+	}
+	ancestors, err := parseChain(chain, maxAncestors*h.MaxCredentialSize)
+	if err != nil {
+		return nil, err
+	}
+	if len(ancestors) > 0 {
+		opts = append(opts, vc.WithAncestors(ancestors...))
+	}
+	return opts, nil
 }
 
 // nonceBinding binds a presentation to a challenge the edge issued (or, in

@@ -118,19 +118,10 @@ func (h *Handler) terminateCall(w http.ResponseWriter, r *http.Request, call *ch
 // require_presentation is not among them: the signed challenge already
 // proves the agent holds its key.
 func (h *Handler) verifyCallChecks(r *http.Request, chain []string) ([]vc.CheckOption, error) {
-	opts := h.checksFor(r)
-	if len(chain) == 0 {
-		return opts, nil
-	}
-	ancestors, err := parseChain(chain, maxAncestors*h.MaxCredentialSize)
+	opts, err := h.withChain(h.checksFor(r), chain)
 	if err != nil {
 		// An unreadable chain leaves the credential unverifiable (-32004).
 		return nil, fmt.Errorf("%w: %w", challenge.ErrUntrustedCredential, err)
-	}
-	if len(ancestors) > 0 {
-		// checksFor's slice is shared; its capacity is its length, so
-		// this append copies it.
-		opts = append(opts, vc.WithAncestors(ancestors...))
 	}
 	return opts, nil
 }
