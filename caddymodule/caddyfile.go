@@ -4,6 +4,8 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/mcpi-edge/caddy-mcpi/edge"
+
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
@@ -110,12 +112,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if len(args) == 0 {
 				return d.ArgErr()
 			}
-			if len(args) == 1 && (args[0] == "any" || args[0] == anyIssuer) {
-				h.TrustedIssuers = []string{anyIssuer}
+			if len(args) == 1 && (args[0] == "any" || args[0] == edge.AnyIssuer) {
+				h.TrustedIssuers = []string{edge.AnyIssuer}
 				break
 			}
 			for _, a := range args {
-				if a == "any" || a == anyIssuer {
+				if a == "any" || a == edge.AnyIssuer {
 					return d.Errf("trust any must stand alone")
 				}
 			}
@@ -150,7 +152,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			dup := make(map[string]bool, len(args))
 			for _, a := range args {
-				if _, ok := carrierByName(a); !ok {
+				if !edge.IsCarrier(a) {
 					return d.Errf("unknown carrier %q", a)
 				}
 				if dup[a] {
@@ -165,7 +167,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if !d.AllArgs(&v) {
 				return d.ArgErr()
 			}
-			if v != bearerPass && v != bearerReject {
+			if v != edge.BearerPass && v != edge.BearerReject {
 				return d.Errf("non_delegation_bearer must be pass or reject, got %q", v)
 			}
 			h.NonDelegationBearer = v

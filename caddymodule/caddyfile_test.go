@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/mcpi-edge/caddy-mcpi/edge"
 )
 
 const testDID = "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"
@@ -144,8 +145,8 @@ func TestValidate(t *testing.T) {
 	}{
 		{name: "trust any", input: "mcpi {\n trust any\n}"},
 		{name: "trust DIDs", input: "mcpi {\n trust " + testDID + " did:web:issuer.example.com\n}"},
-		{name: "trust missing", input: "mcpi {\n audience https://api.example.com\n}", wantErr: errTrustRequired.Error()},
-		{name: "no block", input: "mcpi", wantErr: errTrustRequired.Error()},
+		{name: "trust missing", input: "mcpi {\n audience https://api.example.com\n}", wantErr: edge.ErrTrustRequired.Error()},
+		{name: "no block", input: "mcpi", wantErr: edge.ErrTrustRequired.Error()},
 		{name: "trust not a DID", input: "mcpi {\n trust alice\n}", wantErr: `trusted issuer "alice"`},
 		{name: "relative authorization server", input: "mcpi {\n trust any\n authorization_servers /auth\n}", wantErr: "not an absolute URL"},
 	}

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mcpi-edge/caddy-mcpi/edge"
+
 	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/caddyserver/certmagic"
@@ -40,22 +42,22 @@ EdDSA. Prints the new state as JSON.`,
 				return err
 			}
 			if storageKey == "" {
-				if storageKey, err = pickSetting(handlers, func(h handlerKeySettings) string { return h.KeyStorageKey }, defaultKeyStorageKey); err != nil {
+				if storageKey, err = pickSetting(handlers, func(h handlerKeySettings) string { return h.KeyStorageKey }, edge.DefaultKeyStorageKey); err != nil {
 					return fmt.Errorf("%v: choose one with --key", err)
 				}
 			}
 			if alg == "" {
-				if alg, err = pickSetting(handlers, func(h handlerKeySettings) string { return h.SigningAlg }, algEdDSA); err != nil {
+				if alg, err = pickSetting(handlers, func(h handlerKeySettings) string { return h.SigningAlg }, edge.AlgEdDSA); err != nil {
 					return fmt.Errorf("%v: choose one with --alg", err)
 				}
 			}
-			if alg != algEdDSA && alg != algES256 {
+			if alg != edge.AlgEdDSA && alg != edge.AlgES256 {
 				return fmt.Errorf("--alg must be EdDSA or ES256, got %q", alg)
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 			defer cancel()
 			ks, err := assertion.RotateStored(ctx, edgeKeyStorage{st}, storageKey, time.Now(),
-				func() (crypto.PrivateKey, error) { return generateEdgeKey(alg) })
+				func() (crypto.PrivateKey, error) { return edge.GenerateEdgeKey(alg) })
 			if err != nil {
 				return err
 			}
@@ -89,7 +91,7 @@ EdDSA. Prints the new state as JSON.`,
 	f := cmd.Flags()
 	f.StringVarP(&configFile, "config", "c", "", "configuration file whose storage (and mcpi settings) to use")
 	f.StringVarP(&adapter, "adapter", "a", "", "name of the config adapter to apply")
-	f.StringVar(&storageKey, "key", "", "storage key of the key set (default: key_storage_key of the config, else "+defaultKeyStorageKey+")")
+	f.StringVar(&storageKey, "key", "", "storage key of the key set (default: key_storage_key of the config, else "+edge.DefaultKeyStorageKey+")")
 	f.StringVar(&alg, "alg", "", "algorithm of the new key: EdDSA or ES256 (default: signing_alg of the config, else EdDSA)")
 	return cmd
 }

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/mcpi-edge/caddy-mcpi/edge"
 )
 
 // unmarshalLevel2 parses a Level 2 subdirective of the mcpi block;
@@ -68,13 +69,13 @@ func (h *Handler) unmarshalLevel2(d *caddyfile.Dispenser, name string) (handled 
 	case "signing_key":
 		err = oneArg(&c.SigningKey)
 	case "signing_alg":
-		err = oneOf(&c.SigningAlg, algEdDSA, algES256)
+		err = oneOf(&c.SigningAlg, edge.AlgEdDSA, edge.AlgES256)
 	case "assertion_ttl":
 		if err = once(c.AssertionTTL != 0); err == nil {
 			err = parseDuration(d, &c.AssertionTTL)
 		}
 	case "assertion_form":
-		err = oneOf(&c.AssertionForm, formJWS, formHash)
+		err = oneOf(&c.AssertionForm, edge.FormJWS, edge.FormHash)
 	case "assertion_reuse":
 		if err = once(c.AssertionReuse != nil); err != nil {
 			break
@@ -85,15 +86,15 @@ func (h *Handler) unmarshalLevel2(d *caddyfile.Dispenser, name string) (handled 
 			c.AssertionReuse = &on
 		}
 	case "header_profile":
-		err = oneOf(&c.HeaderProfile, profileMCPI, profileKYAOS, profileBoth)
+		err = oneOf(&c.HeaderProfile, edge.ProfileMCPI, edge.ProfileKYAOS, edge.ProfileBoth)
 	case "upstream":
 		if err = oneArg(&c.Upstream); err == nil {
-			if _, perr := parseUpstreamOrigin(c.Upstream); perr != nil {
+			if _, perr := edge.ParseUpstreamOrigin(c.Upstream); perr != nil {
 				err = d.Err(perr.Error())
 			}
 		}
 	case "upstream_mcpi":
-		err = oneOf(&c.UpstreamMCPI, upstreamOn, upstreamOff, upstreamAuto)
+		err = oneOf(&c.UpstreamMCPI, edge.UpstreamMCPIOn, edge.UpstreamMCPIOff, edge.UpstreamMCPIAuto)
 	case "mcpi_probe_ttl":
 		if err = once(c.MCPIProbeTTL != 0); err == nil {
 			err = parseDuration(d, &c.MCPIProbeTTL)
@@ -134,7 +135,7 @@ func (h *Handler) unmarshalReputation(d *caddyfile.Dispenser) error {
 			if _, dup := rc.Scores[did]; dup {
 				return d.Errf("reputation: score for %s already specified", did)
 			}
-			v, err := parseReputationScore(val)
+			v, err := edge.ParseReputationScore(val)
 			if err != nil {
 				return d.Errf("reputation: %v", err)
 			}

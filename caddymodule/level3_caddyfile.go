@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/mcpi-edge/caddy-mcpi/edge"
 )
 
 // unmarshalLevel3 parses a Level 3 subdirective of the mcpi block;
@@ -50,16 +51,16 @@ func (h *Handler) unmarshalLevel3(d *caddyfile.Dispenser, name string) (handled 
 			return true, d.ArgErr()
 		}
 		switch args[0] {
-		case handshakeTerminate:
+		case edge.HandshakeTerminate:
 			if len(args) != 1 {
 				return true, d.ArgErr()
 			}
-		case handshakeProxy:
+		case edge.HandshakeProxy:
 			if len(args) > 3 {
 				return true, d.ArgErr()
 			}
 			for i, a := range args[1:] {
-				if _, err := parseEndpoint(a, nil); err != nil {
+				if err := edge.ValidEndpoint(a); err != nil {
 					return true, d.Errf("handshake proxy: endpoint %q: %v", a, err)
 				}
 				if i == 0 {
@@ -144,7 +145,7 @@ func (h *Handler) unmarshalLevel3(d *caddyfile.Dispenser, name string) (handled 
 		if !d.AllArgs(&v) {
 			return true, d.ArgErr()
 		}
-		if v != legacyPass && v != legacyVerify {
+		if v != edge.LegacyPass && v != edge.LegacyVerify {
 			return true, d.Errf("legacy_handshake must be pass or verify, got %q", v)
 		}
 		c.LegacyHandshake = v

@@ -7,7 +7,7 @@ package caddymodule
 import (
 	"errors"
 	"fmt"
-	"net/url"
+	"net/http"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -16,8 +16,10 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/mcpi-edge/caddy-mcpi/assertion"
+	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
-	"github.com/mcpi-edge/caddy-mcpi/vc"
+	"github.com/mcpi-edge/caddy-mcpi/edge"
 )
 
 func init() {
@@ -25,28 +27,6 @@ func init() {
 	httpcaddyfile.RegisterHandlerDirective("mcpi", parseCaddyfile)
 	httpcaddyfile.RegisterDirectiveOrder("mcpi", httpcaddyfile.After, "basic_auth")
 }
-
-// Defaults. They live here, not in the libraries' defaults, so that the JSON
-// docs and the Caddyfile agree with what the handler actually does.
-const (
-	defaultLevel             = 1
-	defaultClockSkew         = 60 * time.Second
-	defaultMaxCredentialSize = 64 << 10
-	defaultMaxBodySize       = 1 << 20
-	defaultDIDCacheTTL       = 5 * time.Minute
-	defaultDIDWebTimeout     = 5 * time.Second
-	defaultVerificationCache = 10000
-
-	// anyIssuer in TrustedIssuers accepts every resolvable issuer.
-	anyIssuer = vc.AnyIssuer
-
-	bearerPass   = "pass"
-	bearerReject = "reject"
-)
-
-// errTrustRequired is returned by Validate when no trust policy is set:
-// accepting every issuer must be an explicit choice.
-var errTrustRequired = errors.New("mcpi: trust is required (use `trust any` to accept every issuer)")
 
 // Handler admits a request only when it carries a valid MCP-I delegation
 // credential (Level 1), and tells the rest of the route who the agent and the
@@ -138,27 +118,22 @@ type Handler struct {
 	Level3Config
 	// Revocation and Linked Data proof settings (delegation.go).
 	DelegationConfig
-	// Per-tool policy settings (policy.go).
+	// Per-tool policy settings.
 	PolicyConfig
-	// Metrics and audit log settings (observe.go).
+	// Metrics and audit log settings.
 	ObservabilityConfig
 
-	l2     level2
-	l3     level3
-	policy policyState
-	obs    observability
-
-	logger   *zap.Logger
-	verifier *vc.Verifier
-	enabled  carrierSet
-	// checks are the per-request verification rules that do not depend on
-	// the request (everything but derived audiences).
-	checks []vc.CheckOption
-	// hostChecks caches checksFor's rules; nil before Provision.
-	hostChecks *checkCache
-	// bearers remembers the delegation bearers seen; nil before Provision.
-	bearers  *bearerMemo
+	edge *edge.Handler
+	// nonceStore is the loaded nonce_store module (Caddy cleans it up);
+	// ownStore the default one, released by Cleanup.
+	nonceStore challenge.NonceStore
+	ownStore   *MemoryNonceStore
+	// storage, when set before Provision (tests), replaces Caddy's storage.
+	storage assertion.Storage
+	// obs: the Caddyfile already gave audit_log.
+	auditSet bool
 	cacheKey string // key in didCaches; empty until Provision got one
+	logger   *zap.Logger
 }
 
 // CaddyModule returns the Caddy module information.
@@ -180,179 +155,133 @@ type pooledCache struct{ *didresolver.Cache }
 
 func (pooledCache) Destruct() error { return nil }
 
-// Provision sets defaults and builds the resolver and the verifier.
+// Provision maps the config onto edge.Config and builds the edge with
+// Caddy's services: its logger, metrics registry, storage, the nonce store
+// module and a DID cache shared across reloads.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
-
-	if h.Level == 0 {
-		h.Level = defaultLevel
-	}
-	if h.NonDelegationBearer == "" {
-		h.NonDelegationBearer = bearerPass
-	}
-	if h.ClockSkew == 0 {
-		h.ClockSkew = caddy.Duration(defaultClockSkew)
-	}
-	if h.MaxCredentialSize == 0 {
-		h.MaxCredentialSize = defaultMaxCredentialSize
-	}
-	if h.MaxBodySize == 0 {
-		h.MaxBodySize = defaultMaxBodySize
-	}
-	if h.DIDCacheTTL == 0 {
-		h.DIDCacheTTL = caddy.Duration(defaultDIDCacheTTL)
-	}
-	if h.DIDWebTimeout == 0 {
-		h.DIDWebTimeout = caddy.Duration(defaultDIDWebTimeout)
-	}
-
-	if err := h.provisionObservability(ctx); err != nil {
+	cfg := h.edgeConfig()
+	// A bad config must not load a store or touch the storage first.
+	if err := h.Validate(); err != nil {
 		return err
 	}
-
-	enabled, err := parseCarriers(h.Carriers)
-	if err != nil {
-		return err
+	opts := []edge.Option{edge.WithLogger(h.logger), edge.WithHooks(caddyHooks)}
+	if reg := ctx.GetMetricsRegistry(); reg != nil {
+		opts = append(opts, edge.WithMetrics(reg))
 	}
-	h.enabled = enabled
 
-	key := fmt.Sprintf("mcpi-did-cache ttl=%d timeout=%d private=%t",
-		h.DIDCacheTTL, h.DIDWebTimeout, h.AllowPrivateDIDWeb)
+	ttl, timeout := orDefault(cfg.DIDCacheTTL, edge.DefaultDIDCacheTTL), orDefault(cfg.DIDWebTimeout, edge.DefaultDIDWebTimeout)
+	key := fmt.Sprintf("mcpi-did-cache ttl=%d timeout=%d private=%t", ttl, timeout, h.AllowPrivateDIDWeb)
 	val, _, err := didCaches.LoadOrNew(key, func() (caddy.Destructor, error) {
 		res := didresolver.New(
-			didresolver.WithTimeout(time.Duration(h.DIDWebTimeout)),
+			didresolver.WithTimeout(timeout),
 			didresolver.WithAllowPrivateAddresses(h.AllowPrivateDIDWeb),
 			didresolver.WithAllowHTTP(h.AllowPrivateDIDWeb),
 		)
-		return pooledCache{didresolver.NewCache(res, didresolver.WithTTL(time.Duration(h.DIDCacheTTL)))}, nil
+		return pooledCache{didresolver.NewCache(res, didresolver.WithTTL(ttl))}, nil
 	})
 	if err != nil {
 		return fmt.Errorf("mcpi: DID resolver: %v", err)
 	}
 	h.cacheKey = key
+	opts = append(opts, edge.WithDIDResolver(val.(pooledCache).Cache))
 
-	// The Level 3 nonce store is also the verifier's replay guard.
-	if err := h.provisionNonceStore(ctx); err != nil {
-		return err
+	st := h.storage
+	if st == nil {
+		if cs := storageFromContext(ctx); cs != nil {
+			st = edgeKeyStorage{cs}
+		}
 	}
-	more, err := h.delegationOptions()
+	if st != nil {
+		opts = append(opts, edge.WithKeyStorage(st))
+	}
+	if h.Level >= 3 {
+		s, name, err := h.loadNonceStore(ctx)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, edge.WithNonceStore(s, name))
+	}
+
+	e, err := edge.New(cfg, opts...)
 	if err != nil {
 		return err
 	}
-	// Trust is always given, so that a config that somehow skipped
-	// Validate trusts no issuer rather than every issuer.
-	h.verifier = vc.NewVerifier(val.(pooledCache).Cache, append([]vc.Option{
-		vc.WithClockSkew(time.Duration(h.ClockSkew)),
-		vc.WithMaxSize(int(h.MaxCredentialSize)),
-		vc.WithTrustedIssuers(h.TrustedIssuers...),
-	}, append(more, h.verificationCacheOptions()...)...)...)
-
-	h.checks = nil
-	if h.RequireAudience {
-		h.checks = append(h.checks, vc.RequireAudience())
-	}
-	if len(h.RequiredScopes) > 0 {
-		h.checks = append(h.checks, vc.RequireScopes(h.RequiredScopes...))
-	}
-	h.hostChecks = newCheckCache(h.Audiences, h.checks)
-	h.bearers = newBearerMemo()
-	if err := h.provisionLevel2(ctx); err != nil {
-		return err
-	}
-	if err := h.provisionLevel3(ctx); err != nil {
-		return err
-	}
-	return h.provisionPolicy(ctx)
+	h.edge = e
+	return nil
 }
 
-// verificationCacheOptions turns on the verified-delegation cache and
-// counts its hits and misses.
-func (h *Handler) verificationCacheOptions() []vc.Option {
-	size := h.VerificationCacheSize
-	switch {
-	case size < 0:
-		return nil
-	case size == 0:
-		size = defaultVerificationCache
+// loadNonceStore loads the nonce_store module, or the pooled memory store
+// by default, so that issued challenges outlive a config reload.
+func (h *Handler) loadNonceStore(ctx caddy.Context) (challenge.NonceStore, string, error) {
+	if h.NonceStoreRaw != nil {
+		mod, err := ctx.LoadModule(&h.Level3Config, "NonceStoreRaw")
+		if err != nil {
+			return nil, "", fmt.Errorf("mcpi: loading nonce store: %v", err)
+		}
+		s, ok := mod.(challenge.NonceStore)
+		if !ok {
+			return nil, "", fmt.Errorf("mcpi: nonce store module %T is not a challenge.NonceStore", mod)
+		}
+		h.nonceStore = s
+		return s, mod.(caddy.Module).CaddyModule().ID.Name(), nil
 	}
-	return []vc.Option{
-		vc.WithResultCache(size),
-		vc.WithCacheObserver(func(hit bool) { h.metricCache("delegation", hit) }),
+	m := new(MemoryNonceStore)
+	if err := m.Provision(ctx); err != nil {
+		return nil, "", err
 	}
+	h.ownStore = m
+	return m, "memory", nil
 }
 
 // Validate checks the configuration. It works on an unprovisioned Handler
 // too (zero values mean defaults), so Caddyfile tests can call it directly.
 func (h *Handler) Validate() error {
-	switch h.Level {
-	case 0, 1, 2, 3:
-	default:
-		return fmt.Errorf("mcpi: level must be 1, 2 or 3, got %d", h.Level)
+	if h.Level < 3 && h.NonceStoreRaw != nil {
+		return errors.New("mcpi: nonce_store needs level 3")
 	}
-	if len(h.TrustedIssuers) == 0 {
-		return errTrustRequired
-	}
-	for _, iss := range h.TrustedIssuers {
-		if iss == anyIssuer {
-			if len(h.TrustedIssuers) > 1 {
-				return errors.New("mcpi: trust any cannot be combined with issuer DIDs")
-			}
-			continue
-		}
-		if _, err := didresolver.ParseDID(iss); err != nil {
-			return fmt.Errorf("mcpi: trusted issuer %q: %v", iss, err)
-		}
-	}
-	switch h.NonDelegationBearer {
-	case "", bearerPass, bearerReject:
-	default:
-		return fmt.Errorf("mcpi: non_delegation_bearer must be pass or reject, got %q", h.NonDelegationBearer)
-	}
-	if _, err := parseCarriers(h.Carriers); err != nil {
-		return err
-	}
-	if h.ClockSkew < 0 || h.DIDCacheTTL < 0 || h.DIDWebTimeout < 0 {
-		return errors.New("mcpi: durations must not be negative")
-	}
-	if h.MaxCredentialSize < 0 || h.MaxBodySize < 0 {
-		return errors.New("mcpi: sizes must not be negative")
-	}
-	for _, s := range h.RequiredScopes {
-		if s == "" {
-			return errors.New("mcpi: empty required scope")
-		}
-	}
-	for _, a := range h.AuthorizationServers {
-		u, err := url.Parse(a)
-		if err != nil || u.Scheme == "" || u.Host == "" {
-			return fmt.Errorf("mcpi: authorization server %q is not an absolute URL", a)
-		}
-	}
-	if err := h.validateLevel2(); err != nil {
-		return err
-	}
-	if err := h.validateLevel3(); err != nil {
-		return err
-	}
-	if err := h.validateDelegation(); err != nil {
-		return err
-	}
-	if err := h.validateObservability(); err != nil {
-		return err
-	}
-	return h.validatePolicy()
+	cfg := h.edgeConfig()
+	return cfg.Validate()
 }
 
-// Cleanup releases this config's hold on the shared DID cache. It runs even
-// after a failed Provision, hence the empty-key check.
+// ServeHTTP hands the request to the edge, with the rest of the route as
+// next. An edge error that names a status becomes Caddy's HandlerError, so
+// handle_errors sees it.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	err := h.edge.ServeNext(w, r, next.ServeHTTP)
+	var he *edge.HTTPError
+	if err != nil && errors.As(err, &he) {
+		return caddyhttp.Error(he.Status, he.Err)
+	}
+	return err
+}
+
+// Cleanup closes the edge and releases this config's hold on the shared
+// DID cache and the default nonce store. It runs even after a failed
+// Provision.
 func (h *Handler) Cleanup() error {
-	errs := []error{h.cleanupLevel3(), h.cleanupLevel2()}
+	var errs []error
+	if h.edge != nil {
+		errs = append(errs, h.edge.Close())
+		h.edge = nil
+	}
+	if h.ownStore != nil {
+		errs = append(errs, h.ownStore.Cleanup())
+		h.ownStore = nil
+	}
 	if h.cacheKey != "" {
 		_, err := didCaches.Delete(h.cacheKey)
 		h.cacheKey = ""
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
 }
 
 // Interface guards

@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -48,6 +47,12 @@ func (s *RedisNonceStore) Lookup(ctx context.Context, key string) ([]byte, error
 	return b.Lookup(ctx, key)
 }
 
+// Interface guards
+var (
+	_ challenge.SessionBinder = (*MemoryNonceStore)(nil)
+	_ challenge.SessionBinder = (*RedisNonceStore)(nil)
+)
+
 // binderOf is the pooled store's binder; an unprovisioned module has none.
 func binderOf(s challenge.NonceStore) (challenge.SessionBinder, error) {
 	b, ok := s.(challenge.SessionBinder)
@@ -56,37 +61,3 @@ func binderOf(s challenge.NonceStore) (challenge.SessionBinder, error) {
 	}
 	return b, nil
 }
-
-// measuredBinder times every binding operation, in the same histogram as
-// the nonce store's (caddy_mcpi_nonce_store_duration_seconds, operations
-// "bind" and "lookup").
-type measuredBinder struct {
-	binder challenge.SessionBinder
-	name   string
-	h      *Handler
-}
-
-func (m *measuredBinder) Bind(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	start := time.Now()
-	err := m.binder.Bind(ctx, key, value, ttl)
-	m.h.metricNonceStore(m.name, "bind", time.Since(start), err)
-	return err
-}
-
-func (m *measuredBinder) Lookup(ctx context.Context, key string) ([]byte, error) {
-	start := time.Now()
-	val, err := m.binder.Lookup(ctx, key)
-	failure := err
-	if errors.Is(err, challenge.ErrBindingNotFound) {
-		failure = nil // a normal answer
-	}
-	m.h.metricNonceStore(m.name, "lookup", time.Since(start), failure)
-	return val, err
-}
-
-// Interface guards
-var (
-	_ challenge.SessionBinder = (*MemoryNonceStore)(nil)
-	_ challenge.SessionBinder = (*RedisNonceStore)(nil)
-	_ challenge.SessionBinder = (*measuredBinder)(nil)
-)

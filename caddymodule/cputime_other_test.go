@@ -1,6 +1,0 @@
-//go:build !unix
-
-package caddymodule
-
-// processCPU is not measured here; see cputime_unix_test.go.
-func processCPU() (int64, bool) { return 0, false }

@@ -1,0 +1,51 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mcpi-edge/caddy-mcpi/challenge"
+)
+
+// binderOf is the store's binder; a store that keeps no bindings has none.
+func binderOf(s challenge.NonceStore) (challenge.SessionBinder, error) {
+	b, ok := s.(challenge.SessionBinder)
+	if !ok {
+		return nil, fmt.Errorf("%w: not provisioned", challenge.ErrStoreUnavailable)
+	}
+	return b, nil
+}
+
+// measuredBinder times every binding operation, in the same histogram as
+// the nonce store's (caddy_mcpi_nonce_store_duration_seconds, operations
+// "bind" and "lookup").
+type measuredBinder struct {
+	binder challenge.SessionBinder
+	name   string
+	h      *Handler
+}
+
+func (m *measuredBinder) Bind(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	start := time.Now()
+	err := m.binder.Bind(ctx, key, value, ttl)
+	m.h.metricNonceStore(m.name, "bind", time.Since(start), err)
+	return err
+}
+
+func (m *measuredBinder) Lookup(ctx context.Context, key string) ([]byte, error) {
+	start := time.Now()
+	val, err := m.binder.Lookup(ctx, key)
+	failure := err
+	if errors.Is(err, challenge.ErrBindingNotFound) {
+		failure = nil // a normal answer
+	}
+	m.h.metricNonceStore(m.name, "lookup", time.Since(start), failure)
+	return val, err
+}
+
+// Interface guards
+var (
+	_ challenge.SessionBinder = (*measuredBinder)(nil)
+)

@@ -1,0 +1,255 @@
+package edge
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/mcpi-edge/caddy-mcpi/vc"
+)
+
+// ServeHTTP admits the request if it carries a valid delegation credential
+// (or a Level 3 session, or calls only anonymous tools); the numbered steps
+// below are documented in docs/configuration.md. Only the per-tool policy
+// may wrap the ResponseWriter, and it never buffers an SSE stream.
+func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) error {
+	// 1. Identity headers are the edge's to set; a client's are lies.
+	stripIdentityHeaders(r.Header, h.enabled)
+	stripIdentityTrailers(r)
+	// The ancestors of a chain are read now and never travel on.
+	chain := h.takeChain(r)
+
+	// 2. The RFC 9728 document is how a client learns what to present, so
+	// it needs no credential.
+	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && isResourceMetadataPath(r.URL.Path) {
+		h.serveResourceMetadata(w, r)
+		return nil
+	}
+	if handled, err := h.serveLevel2(w, r); handled {
+		return err
+	}
+	if handled, err := h.serveLevel3(w, r, next, chain); handled {
+		return err
+	}
+
+	// 3. Every enabled carrier.
+	ex, err := extractWith(h.bearers, w, r, h.enabled, h.MaxBodySize, !h.PassthroughCredential)
+	if err != nil && (h.policy.pol == nil || err != errBodyNotJSON) {
+		// A tool policy reads every body and refuses what is not JSON
+		// itself (its 400 or 415), after the credential.
+		return h.reject(w, r, err, nil)
+	}
+	if conflicting(ex.found) {
+		return h.reject(w, r, errConflict, &ex.found[0])
+	}
+	if ex.foreignBearer && h.NonDelegationBearer == BearerReject {
+		return h.reject(w, r, errForeignBearer, nil)
+	}
+	// 4. Without a credential, only an edge-issued handshake session admits.
+	var d *vc.Delegation
+	var cred *presented
+	if len(ex.found) == 0 {
+		d, err = h.sessionDelegation(r)
+		if err != nil {
+			return h.reject(w, r, err, nil)
+		}
+		if d == nil {
+			if h.admitAnonymous(r, ex.body) {
+				return h.serveAdmitted(w, r, next, nil, ex.body, decision{outcome: "admitted", reason: "anonymous", status: http.StatusOK})
+			}
+			return h.reject(w, r, errNoCredential, nil)
+		}
+	} else {
+		// 5. One verification path for every carrier and format.
+		cred = &ex.found[0]
+		opts, bind, err := h.requestChecks(r, cred.raw, chain)
+		if err != nil {
+			return h.reject(w, r, err, cred)
+		}
+		start := time.Now()
+		d, err = h.verifier.Verify(r.Context(), cred.raw, opts...)
+		if err == nil {
+			err = bind.check(d)
+		}
+		h.observeVerification(time.Since(start), err, cred.raw)
+		if err != nil {
+			return h.reject(w, r, err, cred)
+		}
+	}
+
+	// 6. The credential was for the edge; it does not travel on.
+	if !h.PassthroughCredential {
+		removeCarriers(r, ex, h.enabled)
+	}
+
+	// 7. The host learns who is calling (Caddy: placeholders).
+	h.setIdentity(r, d)
+
+	if h.Level >= 2 {
+		if err := h.injectIdentity(r, d); err != nil {
+			return h.reject(w, r, err, cred)
+		}
+	}
+
+	// 8. The audit log (observe.go) records the admission with its
+	// carrier, unless the per-tool policy denies the request.
+	carrierName := "session"
+	if cred != nil {
+		carrierName = cred.carrier.String()
+	}
+	return h.serveAdmitted(w, r, next, d, ex.body, decision{outcome: "admitted", reason: "ok", status: http.StatusOK, delegation: d, carrier: carrierName})
+}
+
+// serveAdmitted applies the per-tool policy to an admitted request (d is nil
+// when it was admitted anonymously) and hands it on. A request has one
+// decision: adm is recorded unless the policy recorded another one (a
+// denied tools/call, or a body it could not read), so that a denial is
+// not counted and logged as an admission too.
+func (h *Handler) serveAdmitted(w http.ResponseWriter, r *http.Request, next Next, d *vc.Delegation, body []byte, adm decision) error {
+	w, handled, recorded, err := h.enforcePolicy(w, r, d, body, adm)
+	if !recorded {
+		h.recordDecision(r, adm)
+	}
+	if handled {
+		return err
+	}
+	return next(w, r)
+}
+
+// checksFor returns the verification rules for r: the configured ones plus
+// the audiences, derived from the Host when none are configured. The slice
+// is shared between requests (its capacity is its length, so a caller's
+// append copies it): callers must not modify its elements.
+func (h *Handler) checksFor(r *http.Request) []vc.CheckOption {
+	if h.hostChecks != nil {
+		return h.hostChecks.get(r.Host)
+	}
+	return buildChecks(h.Audiences, r.Host, h.checks)
+}
+
+// buildChecks is checksFor without the cache.
+func buildChecks(configured []string, host string, checks []vc.CheckOption) []vc.CheckOption {
+	auds := configured
+	if len(auds) == 0 {
+		auds = requestAudiences(host)
+	}
+	opts := make([]vc.CheckOption, 0, len(checks)+1)
+	opts = append(opts, vc.ForAudience(auds...))
+	opts = append(opts, checks...)
+	return opts[:len(opts):len(opts)]
+}
+
+// maxCachedHosts bounds checkCache: the Host is the client's choice.
+const maxCachedHosts = 64
+
+// checkCache keeps checksFor's rules per Host, so that a request does not
+// build its audiences and options again. Provision makes a new one, since
+// the rules depend on the configuration. With configured audiences the
+// rules do not depend on the Host and are built once.
+type checkCache struct {
+	configured []string
+	checks     []vc.CheckOption
+	fixed      []vc.CheckOption // with configured audiences
+
+	mu     sync.RWMutex
+	byHost map[string][]vc.CheckOption
+}
+
+func newCheckCache(configured []string, checks []vc.CheckOption) *checkCache {
+	c := &checkCache{configured: configured, checks: checks}
+	if len(configured) > 0 {
+		c.fixed = buildChecks(configured, "", checks)
+	}
+	return c
+}
+
+func (c *checkCache) get(host string) []vc.CheckOption {
+	if c.fixed != nil {
+		return c.fixed
+	}
+	c.mu.RLock()
+	opts, ok := c.byHost[host]
+	c.mu.RUnlock()
+	if ok {
+		return opts
+	}
+	opts = buildChecks(nil, host, c.checks)
+	c.mu.Lock()
+	if len(c.byHost) >= maxCachedHosts || c.byHost == nil {
+		// Many Hosts (or a client making them up): start over rather than
+		// keep the first ones forever.
+		c.byHost = make(map[string][]vc.CheckOption, maxCachedHosts)
+	}
+	c.byHost[host] = opts
+	c.mu.Unlock()
+	return opts
+}
+
+// requestAudiences are the names a credential may use for this host:
+// did:web:<host> (the port's colon is %3A-encoded, as did:web requires),
+// https://<host> and <host>. Hosts are case-insensitive, so lower-cased.
+func requestAudiences(host string) []string {
+	host = strings.ToLower(host)
+	return []string{"did:web:" + strings.ReplaceAll(host, ":", "%3A"), "https://" + host, host}
+}
+
+// reject answers the request with the rejection for err and logs why, at
+// Debug: a bad credential is the client's problem, not the operator's.
+func (h *Handler) reject(w http.ResponseWriter, r *http.Request, err error, cred *presented) error {
+	rej := h.rejectionFor(err)
+	dec := decision{outcome: "rejected", reason: rej.tag, status: rej.status}
+	if cred != nil {
+		dec.carrier = cred.carrier.String()
+	}
+	h.recordDecision(r, dec)
+	if c := h.logger.Check(zapcore.DebugLevel, "request rejected"); c != nil {
+		fields := []zap.Field{zap.Int("status", rej.status), zap.String("reason", rej.tag)}
+		if cred != nil {
+			// The issuer is read from the unverified credential: it tells the
+			// operator whom to trust or ask, and is never the token itself.
+			fields = append(fields, zap.String("carrier", cred.carrier.String()), zap.String("issuer", claimedIssuer(cred.raw)))
+		}
+		c.Write(fields...)
+	}
+	h.writeRejection(w, r, rej)
+	return nil
+}
+
+// claimedIssuer returns the issuer a credential claims (JWT iss, JSON VC
+// issuer), unverified, cut to a length fit for a log line.
+func claimedIssuer(raw []byte) string {
+	var iss string
+	if len(raw) > 0 && raw[0] == '{' {
+		var v struct {
+			Issuer json.RawMessage `json:"issuer"`
+		}
+		if json.Unmarshal(raw, &v) == nil && len(v.Issuer) > 0 {
+			if json.Unmarshal(v.Issuer, &iss) != nil {
+				var o struct {
+					ID string `json:"id"`
+				}
+				if json.Unmarshal(v.Issuer, &o) == nil {
+					iss = o.ID
+				}
+			}
+		}
+	} else if parts := strings.Split(string(raw), "."); len(parts) == 3 {
+		if p, err := b64url(parts[1]); err == nil {
+			var c struct {
+				Iss string `json:"iss"`
+			}
+			if json.Unmarshal(p, &c) == nil {
+				iss = c.Iss
+			}
+		}
+	}
+	if len(iss) > 256 {
+		iss = iss[:256]
+	}
+	return iss
+}

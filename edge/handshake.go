@@ -1,0 +1,555 @@
+package edge
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonkey"
+	"github.com/mcpi-edge/caddy-mcpi/vc"
+)
+
+// The JSON-RPC handshake at the edge (MCPI-WIRE §5).
+//
+// Only POSTed calls of the handshake and verify methods on the edge's
+// handshake paths are taken here. Any other call on those paths (another
+// method, a batch, a notification, unparseable JSON) goes on to the Level 1
+// checks like any request, so a handshake path may also be an MCP endpoint.
+
+const (
+	// maxHandshakeResponse bounds the upstream handshake and verify
+	// responses the edge reads (proxy mode) to record the challenge and
+	// bind the session.
+	maxHandshakeResponse = 64 << 10
+	handshakeTimeout     = 10 * time.Second
+)
+
+var (
+	errUpstreamResponse = errors.New("upstream handshake response unusable")
+	errResponseTooLarge = errors.New("upstream handshake response too large")
+)
+
+// serveHandshakeCall takes a POST on a handshake path.
+func (h *Handler) serveHandshakeCall(w http.ResponseWriter, r *http.Request, next Next, chain []string) (bool, error) {
+	body, err := readBody(w, r, h.MaxBodySize)
+	if err != nil {
+		return true, h.reject(w, r, err, nil)
+	}
+	call, perr := challenge.ParseRequest(body, int(h.MaxBodySize), challenge.WithMethods(h.HandshakeMethod, h.VerifyMethod))
+	if call == nil {
+		call = &challenge.Call{}
+	}
+	switch call.Kind {
+	case challenge.KindHandshake, challenge.KindVerify:
+	default:
+		// Legacy KYA forms (tools/call ones included) and everything else.
+		if h.LegacyHandshake == LegacyPass && isLegacyForm(body) {
+			return h.passLegacy(w, r, next)
+		}
+		return false, nil
+	}
+	if perr != nil {
+		h.failCall(w, r, call, perr, nil)
+		return true, nil
+	}
+	if call.Kind == challenge.KindVerify && strings.HasPrefix(call.Verify.SignedChallenge.Nonce, replayKeyPrefix) {
+		// A presentation's replay record (delegation.go), never a
+		// challenge: reading it is pointless, and consuming it would let
+		// that presentation be used again.
+		h.failCall(w, r, call, fmt.Errorf("%w: not a challenge nonce", challenge.ErrReplay), nil)
+		return true, nil
+	}
+	if h.l3.mode == HandshakeProxy {
+		return true, h.proxyCall(w, r, next, call, body, chain)
+	}
+	h.terminateCall(w, r, call, chain)
+	return true, nil
+}
+
+// terminateCall answers a handshake or verify at the edge.
+func (h *Handler) terminateCall(w http.ResponseWriter, r *http.Request, call *challenge.Call, chain []string) {
+	svc := h.l3.service
+	if call.Kind == challenge.KindHandshake {
+		res, err := svc.Issue(r.Context(), *call.Handshake)
+		if err != nil {
+			h.failCall(w, r, call, err, nil)
+			return
+		}
+		h.writeRPC(w, http.StatusOK, challenge.ResultResponse(call.ID, res))
+		h.recordHandshake(r, call.Kind, "issued", http.StatusOK, nil)
+		return
+	}
+	opts, err := h.verifyCallChecks(r, chain)
+	if err != nil {
+		h.failCall(w, r, call, err, nil)
+		return
+	}
+	v, err := svc.Verify(r.Context(), *call.Verify, opts...)
+	if err != nil {
+		h.failCall(w, r, call, err, nil)
+		return
+	}
+	h.setIdentity(r, v.Delegation)
+	if c := h.logger.Check(zapcore.DebugLevel, "handshake verified, session issued"); c != nil {
+		c.Write(zap.String("agent_did", v.AgentDID), zap.String("key_id", v.KeyID), zap.Time("expires_at", v.ExpiresAt))
+	}
+	h.writeRPC(w, http.StatusOK, challenge.ResultResponse(call.ID, v.Result()))
+	h.recordHandshake(r, call.Kind, "verified", http.StatusOK, v.Delegation)
+}
+
+// verifyCallChecks are the rules for the credential of a verify call:
+// checksFor's, and the ancestors of a chained credential when the request
+// carries them in the chain header (inside a presentation they need none).
+// require_presentation is not among them: the signed challenge already
+// proves the agent holds its key.
+func (h *Handler) verifyCallChecks(r *http.Request, chain []string) ([]vc.CheckOption, error) {
+	opts, err := h.withChain(h.checksFor(r), chain)
+	if err != nil {
+		// An unreadable chain leaves the credential unverifiable (-32004).
+		return nil, fmt.Errorf("%w: %w", challenge.ErrUntrustedCredential, err)
+	}
+	return opts, nil
+}
+
+// proxyCall forwards a handshake or verify to the upstream's endpoint.
+func (h *Handler) proxyCall(w http.ResponseWriter, r *http.Request, next Next, call *challenge.Call, body []byte, chain []string) error {
+	eps := h.upstreamEndpoints(r, next)
+	if !h.PassthroughCredential {
+		// The call needs no carrier; one sent anyway was for the edge.
+		hdrOnly := h.enabled &^ bodyCarriers
+		ex, _ := extract(w, r, hdrOnly, 0, false)
+		removeCarriers(r, ex, hdrOnly)
+	}
+	if call.Kind == challenge.KindHandshake {
+		return h.proxyHandshake(w, r, next, call, body, eps.handshake)
+	}
+	// The edge checks the answer first, consuming the challenge it
+	// recorded: a replay, a bad signature or an unacceptable credential
+	// never reaches the upstream.
+	opts, err := h.verifyCallChecks(r, chain)
+	if err != nil {
+		h.failCall(w, r, call, err, nil)
+		return nil
+	}
+	v, err := h.l3.service.Verify(r.Context(), *call.Verify, opts...)
+	if err != nil {
+		h.failCall(w, r, call, err, nil)
+		return nil
+	}
+	h.setIdentity(r, v.Delegation)
+	if err := h.injectIdentity(r, v.Delegation); err != nil {
+		h.logger.Error("adding identity headers to a verified handshake", zap.Error(err))
+		h.failCall(w, r, call, err, v.Delegation)
+		return nil
+	}
+	if c := h.logger.Check(zapcore.DebugLevel, "handshake verified at the edge, forwarding"); c != nil {
+		c.Write(zap.String("agent_did", v.AgentDID), zap.String("key_id", v.KeyID), zap.Stringer("endpoint", eps.verify))
+	}
+	// The answer is read before the agent gets it: a session the upstream
+	// opened is bound first (proxysession.go), so the agent's next request
+	// finds it at any replica.
+	resp, err := h.forwardCall(w, r, next, eps.verify, body, true)
+	if err != nil {
+		h.recordHandshake(r, call.Kind, "upstream_error", 0, v.Delegation)
+		return err
+	}
+	if err := h.bindUpstreamSession(r.Context(), resp, v); err != nil {
+		h.failCall(w, r, call, err, v.Delegation)
+		return nil
+	}
+	resp.writeTo(w)
+	h.recordHandshake(r, call.Kind, "verified", resp.status, v.Delegation)
+	return nil
+}
+
+// proxyHandshake forwards a handshake and records the upstream's challenge
+// in the edge's store before the agent gets it, so that the edge can hold
+// the answer to single use too.
+func (h *Handler) proxyHandshake(w http.ResponseWriter, r *http.Request, next Next, call *challenge.Call, body []byte, ep endpointRef) error {
+	resp, err := h.forwardCall(w, r, next, ep, body, true)
+	if err != nil {
+		h.recordHandshake(r, call.Kind, "upstream_error", 0, nil)
+		return err
+	}
+	res, ok, err := handshakeResultOf(resp)
+	if err != nil {
+		if c := h.logger.Check(zapcore.DebugLevel, "upstream handshake response not usable"); c != nil {
+			c.Write(zap.Stringer("endpoint", ep), zap.Int("status", resp.status), zap.Error(err))
+		}
+		h.failCall(w, r, call, err, nil)
+		return nil
+	}
+	if ok && strings.HasPrefix(res.Nonce, replayKeyPrefix) {
+		// The name of a presentation replay record: holding it would
+		// block that presentation, or be blocked by it.
+		h.failCall(w, r, call, fmt.Errorf("%w: nonce in the edge's reserved name space", errUpstreamResponse), nil)
+		return nil
+	}
+	if ok {
+		if err := h.l3.service.Register(r.Context(), call.Handshake.AgentDID, res); err != nil {
+			if !errors.Is(err, challenge.ErrStoreUnavailable) {
+				// A challenge or nonce the edge cannot hold (malformed, or
+				// a nonce the upstream already used): the upstream's
+				// fault, not the agent's params.
+				err = fmt.Errorf("%w: %v", errUpstreamResponse, err)
+			}
+			h.failCall(w, r, call, err, nil)
+			return nil
+		}
+	}
+	resp.writeTo(w)
+	result := "issued"
+	if !ok {
+		// The upstream's own HTTP or JSON-RPC error, relayed as is.
+		result = "upstream_rejected"
+	}
+	h.recordHandshake(r, call.Kind, result, resp.status, nil)
+	return nil
+}
+
+// handshakeResultOf reads the upstream's answer to a handshake. ok is false
+// for an answer to relay as is (an HTTP or JSON-RPC error); err is set when
+// a successful answer cannot be read, since the edge then cannot hold its
+// challenge to single use (fail closed).
+func handshakeResultOf(resp *capturedResponse) (challenge.HandshakeResult, bool, error) {
+	var res challenge.HandshakeResult
+	if resp.overflow {
+		return res, false, errResponseTooLarge
+	}
+	if resp.status != http.StatusOK {
+		return res, false, nil
+	}
+	if enc := resp.header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+		return res, false, fmt.Errorf("%w: encoded (%s)", errUpstreamResponse, enc)
+	}
+	var msg struct {
+		Result json.RawMessage `json:"result"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(resp.body, &msg); err != nil {
+		return res, false, fmt.Errorf("%w: not a JSON-RPC response", errUpstreamResponse)
+	}
+	if len(msg.Result) == 0 || bytes.Equal(msg.Result, []byte("null")) {
+		if len(msg.Error) > 0 {
+			return res, false, nil
+		}
+		return res, false, fmt.Errorf("%w: neither result nor error", errUpstreamResponse)
+	}
+	var r struct {
+		Challenge *string `json:"challenge"`
+		Nonce     *string `json:"nonce"`
+		ExpiresIn *int64  `json:"expiresIn"`
+	}
+	if err := json.Unmarshal(msg.Result, &r); err != nil || r.Challenge == nil || r.Nonce == nil {
+		return res, false, fmt.Errorf("%w: result has no challenge and nonce", errUpstreamResponse)
+	}
+	res.Challenge, res.Nonce = *r.Challenge, *r.Nonce
+	if r.ExpiresIn != nil {
+		res.ExpiresIn = *r.ExpiresIn
+	}
+	return res, true, nil
+}
+
+// forwardCall sends the call to ep: a path through next (the rest of the
+// route, normally reverse_proxy) or an absolute URL through the edge's own
+// client. With capture, the response is read (up to maxHandshakeResponse)
+// and returned instead of written to w.
+func (h *Handler) forwardCall(w http.ResponseWriter, r *http.Request, next Next, ep endpointRef, body []byte, capture bool) (*capturedResponse, error) {
+	if capture {
+		// The response is read here: it must not come back compressed.
+		r.Header.Del("Accept-Encoding")
+	}
+	if ep.abs == nil {
+		r.URL.Path, r.URL.RawPath, r.URL.RawQuery = ep.path, "", ep.query
+		r.RequestURI = r.URL.RequestURI()
+		setBody(r, body)
+		if !capture {
+			return nil, next(w, r)
+		}
+		cw := &captureWriter{resp: capturedResponse{header: make(http.Header)}}
+		err := next(cw, r)
+		if err != nil && !cw.resp.overflow {
+			return nil, err
+		}
+		if cw.resp.status == 0 {
+			cw.resp.status = http.StatusOK
+		}
+		return &cw.resp, nil
+	}
+
+	resp, err := h.sendUpstream(r, ep.abs, body)
+	if err != nil {
+		return nil, httpError(http.StatusBadGateway, fmt.Errorf("forwarding handshake call: %w", err))
+	}
+	defer resp.Body.Close()
+	if capture {
+		data, err := io.ReadAll(io.LimitReader(resp.Body, maxHandshakeResponse+1))
+		if err != nil {
+			return nil, httpError(http.StatusBadGateway, fmt.Errorf("reading handshake response: %w", err))
+		}
+		out := &capturedResponse{status: resp.StatusCode, header: resp.Header, body: data}
+		removeHopByHop(out.header)
+		if len(data) > maxHandshakeResponse {
+			out.overflow = true
+		}
+		return out, nil
+	}
+	hdr := w.Header()
+	removeHopByHop(resp.Header)
+	for k, v := range resp.Header {
+		hdr[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body) // a failure here means the client left
+	return nil, nil
+}
+
+// sendUpstream POSTs body to u with r's end-to-end headers (the Level 2
+// headers included, when set) and the usual X-Forwarded-* ones.
+func (h *Handler) sendUpstream(r *http.Request, u *url.URL, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header = r.Header.Clone()
+	removeHopByHop(req.Header)
+	req.Header.Del("Content-Length")
+	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		// Replaced, not appended: the client's own value is not trusted.
+		req.Header.Set("X-Forwarded-For", ip)
+	}
+	req.Header.Set("X-Forwarded-Proto", h.requestScheme(r))
+	req.Header.Set("X-Forwarded-Host", r.Host)
+	return h.l3.client.Do(req)
+}
+
+// newHandshakeClient is the client for absolute upstream endpoints and
+// discovery documents: bounded in time, no redirects (an endpoint that
+// moves is a configuration problem, and following it could leave the
+// upstream's origin).
+func newHandshakeClient() *http.Client {
+	return &http.Client{
+		Timeout: handshakeTimeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+		Transport: &http.Transport{
+			DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+			TLSHandshakeTimeout:   5 * time.Second,
+			ResponseHeaderTimeout: handshakeTimeout,
+			MaxIdleConnsPerHost:   16,
+			IdleConnTimeout:       90 * time.Second,
+			ForceAttemptHTTP2:     true,
+		},
+	}
+}
+
+// hopByHop are the headers of one connection (RFC 9110 §7.6.1).
+var hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+func removeHopByHop(hdr http.Header) {
+	for _, v := range hdr.Values("Connection") {
+		for _, name := range strings.Split(v, ",") {
+			if name = textproto.TrimString(name); name != "" {
+				hdr.Del(name)
+			}
+		}
+	}
+	for _, k := range hopByHop {
+		hdr.Del(k)
+	}
+}
+
+// capturedResponse is an upstream response read into memory.
+type capturedResponse struct {
+	status   int
+	header   http.Header
+	body     []byte
+	overflow bool
+}
+
+// writeTo relays the response unchanged.
+func (c *capturedResponse) writeTo(w http.ResponseWriter) {
+	hdr := w.Header()
+	for k, v := range c.header {
+		hdr[k] = v
+	}
+	hdr.Set("Content-Length", strconv.Itoa(len(c.body)))
+	w.WriteHeader(c.status)
+	_, _ = w.Write(c.body)
+}
+
+// captureWriter collects a response from next, up to maxHandshakeResponse.
+// Used only for handshake responses (small JSON); everything else streams.
+type captureWriter struct {
+	resp capturedResponse
+}
+
+func (c *captureWriter) Header() http.Header { return c.resp.header }
+
+func (c *captureWriter) WriteHeader(code int) {
+	if code < 200 && code != http.StatusSwitchingProtocols {
+		return // informational; the final status follows
+	}
+	if c.resp.status == 0 {
+		c.resp.status = code
+	}
+}
+
+func (c *captureWriter) Write(p []byte) (int, error) {
+	if c.resp.status == 0 {
+		c.resp.status = http.StatusOK
+	}
+	if len(c.resp.body)+len(p) > maxHandshakeResponse {
+		c.resp.overflow = true
+		return 0, errResponseTooLarge
+	}
+	c.resp.body = append(c.resp.body, p...)
+	return len(p), nil
+}
+
+// Flush is a no-op: the response is held until complete.
+func (c *captureWriter) Flush() {}
+
+// writeRPCError answers with the JSON-RPC error for err: HTTP 200 (JSON-RPC
+// over HTTP), except 503 when the nonce store is unavailable, so load
+// balancers and clients see the outage for what it is.
+func (h *Handler) writeRPCError(w http.ResponseWriter, id json.RawMessage, err error) {
+	resp := challenge.ErrorResponse(id, err)
+	status := http.StatusOK
+	if errors.Is(err, challenge.ErrStoreUnavailable) {
+		status = http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", "1")
+		h.logger.Error("handshake refused: nonce store unavailable", zap.Error(err))
+	} else if c := h.logger.Check(zapcore.DebugLevel, "handshake call rejected"); c != nil {
+		// challenge's error texts never quote a proof, challenge, nonce or
+		// credential.
+		c.Write(zap.Int("code", resp.Error.Code), zap.Error(err))
+	}
+	h.writeRPC(w, status, resp)
+}
+
+// failCall answers call with the JSON-RPC error for err and records the
+// failure (d: the delegation, when it was verified before the failure).
+func (h *Handler) failCall(w http.ResponseWriter, r *http.Request, call *challenge.Call, err error, d *vc.Delegation) {
+	h.writeRPCError(w, call.ID, err)
+	status := http.StatusOK
+	if errors.Is(err, challenge.ErrStoreUnavailable) {
+		status = http.StatusServiceUnavailable // as writeRPCError answers
+	}
+	h.recordHandshake(r, call.Kind, handshakeResult(err), status, d)
+}
+
+func (h *Handler) writeRPC(w http.ResponseWriter, status int, resp *challenge.Response) {
+	body, err := json.Marshal(resp)
+	if err != nil {
+		h.logger.Error("encoding JSON-RPC response", zap.Error(err))
+		status = http.StatusInternalServerError
+		body = []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error"}}`)
+	}
+	writeJSON(w, status, body, "no-store")
+}
+
+// Legacy KYA forms.
+
+// legacyTools are the tools/call names of the older KYA handshakes.
+var legacyTools = map[string]bool{"_mcpi_handshake": true, "_kyaos_handshake": true, "_mcpi": true}
+
+// isLegacyForm reports whether body is one older KYA handshake message: a
+// JSON-RPC "handshake" with KYA params (challenge.IsLegacyHandshake), or a
+// tools/call of a legacy tool. Since `legacy_handshake pass` lets these
+// through without a credential, the test is strict: one object, and no
+// member name of the message or its params repeated or spelt as a case
+// variant of another (Unicode folding included, as encoding/json matches
+// names: "paramſ" is "params" to it), so that no upstream JSON parser can
+// read a different method or tool name than the edge did.
+func isLegacyForm(body []byte) bool {
+	if !json.Valid(body) {
+		return false
+	}
+	i := skipWS(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return false
+	}
+	top, ok := uniqueMembers(body, i, "jsonrpc", "id", "method", "params")
+	if !ok {
+		return false
+	}
+	method, ok := top["method"]
+	if !ok || body[method.valStart] != '"' {
+		return false
+	}
+	var name string
+	if json.Unmarshal(body[method.valStart:method.valEnd], &name) != nil {
+		return false
+	}
+	params, ok := top["params"]
+	if !ok || body[params.valStart] != '{' {
+		return false
+	}
+	pm, ok := uniqueMembers(body, params.valStart, "name", "arguments")
+	if !ok {
+		return false
+	}
+	switch name {
+	case challenge.DefaultHandshakeMethod:
+		return challenge.IsLegacyHandshake(body)
+	case "tools/call":
+		tool, ok := pm["name"]
+		if !ok || body[tool.valStart] != '"' {
+			return false
+		}
+		var t string
+		return json.Unmarshal(body[tool.valStart:tool.valEnd], &t) == nil && legacyTools[t]
+	}
+	return false
+}
+
+// uniqueMembers lists the members of the object at b[i] by exact name; ok
+// is false when two names fold together or a name is a case variant of
+// one of known (jsonkey.Check). b must be valid JSON.
+func uniqueMembers(b []byte, i int, known ...string) (map[string]member, bool) {
+	ms := objectMembers(b, i)
+	names := make([]string, len(ms))
+	out := make(map[string]member, len(ms))
+	for j, m := range ms {
+		names[j] = m.name
+		out[m.name] = m
+	}
+	if jsonkey.Check(names, known...) != nil {
+		return nil, false
+	}
+	return out, true
+}
+
+// passLegacy forwards a legacy KYA handshake untouched, without identity,
+// when it presents neither a credential nor an edge session
+// (`legacy_handshake pass`). When it does present one, the regular path
+// verifies it (and adds the identity) instead.
+func (h *Handler) passLegacy(w http.ResponseWriter, r *http.Request, next Next) (bool, error) {
+	ex, err := extract(w, r, h.enabled, h.MaxBodySize, false)
+	if err != nil || len(ex.found) > 0 || (ex.foreignBearer && h.NonDelegationBearer == BearerReject) {
+		return false, nil
+	}
+	if d, err := h.sessionDelegation(r); d != nil || err != nil {
+		return false, nil
+	}
+	if c := h.logger.Check(zapcore.DebugLevel, "legacy KYA handshake passed through without a credential"); c != nil {
+		c.Write(zap.String("path", r.URL.Path))
+	}
+	return true, next(w, r)
+}

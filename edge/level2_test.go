@@ -1,0 +1,868 @@
+package edge
+
+import (
+	"context"
+	"crypto"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/certmagic"
+	"github.com/lestrrat-go/jwx/v2/jwk"
+	"github.com/lestrrat-go/jwx/v2/jws"
+	"github.com/lestrrat-go/jwx/v2/jwt"
+	"go.uber.org/zap"
+
+	"github.com/mcpi-edge/caddy-mcpi/assertion"
+	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/vc"
+)
+
+// fileStorage is a storage shared through a temporary directory
+// (certmagic's file storage, which Caddy's file_system storage is).
+func fileStorage(t testing.TB) assertion.Storage {
+	return &certmagic.FileStorage{Path: t.TempDir()}
+}
+
+// l2Handler provisions a Level 2 handler trusting f's user, with its key
+// set in st (nil: in memory).
+func (f fixture) l2Handler(t testing.TB, st assertion.Storage, mod func(*Handler)) *Handler {
+	t.Helper()
+	h := &Handler{Config: Config{Level: 2, TrustedIssuers: []string{f.user.did}}}
+	h.l2.storage = st
+	if mod != nil {
+		mod(h)
+	}
+	return provision(t, h)
+}
+
+// jwksOf fetches the handler's JWKS through ServeHTTP.
+func jwksOf(t testing.TB, h *Handler) jwk.Set {
+	t.Helper()
+	res := serve(t, h, newRequest(http.MethodGet, wellKnownJWKS, ""))
+	if res.called || res.rec.Code != http.StatusOK {
+		t.Fatalf("GET %s: %d, next called %t", wellKnownJWKS, res.rec.Code, res.called)
+	}
+	set, err := jwk.Parse(res.rec.Body.Bytes())
+	if err != nil {
+		t.Fatalf("JWKS %s: %v", res.rec.Body, err)
+	}
+	return set
+}
+
+// verifyAssertion checks an X-Verified-Delegation with jwx against set and
+// returns its claims.
+func verifyAssertion(t testing.TB, tok string, set jwk.Set, aud string) jwt.Token {
+	t.Helper()
+	msg, err := jws.Parse([]byte(tok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if typ := msg.Signatures()[0].ProtectedHeaders().Type(); typ != assertion.Type {
+		t.Errorf("typ = %q", typ)
+	}
+	parsed, err := jwt.Parse([]byte(tok), jwt.WithKeySet(set), jwt.WithValidate(true), jwt.WithAudience(aud))
+	if err != nil {
+		t.Fatalf("assertion does not verify against the JWKS: %v", err)
+	}
+	return parsed
+}
+
+func TestInjectIdentityStripsThenSets(t *testing.T) {
+	f := newFixture(t)
+	h := f.l2Handler(t, fileStorage(t), nil)
+	tok := f.jwt(t, nil)
+
+	r := newRequest(http.MethodPost, "/mcp", toolsCallBody)
+	r.Header.Set("Authorization", "Bearer "+tok)
+	// Forged identity in every spelling a client (or a sloppy upstream
+	// stack) could use.
+	r.Header["X-Agent-Did"] = []string{"did:key:forged"}
+	r.Header["x-agent-did"] = []string{"did:key:forged"}
+	r.Header["X_Agent_DID"] = []string{"did:key:forged"}
+	r.Header["X-User-Did"] = []string{"did:key:forged-user"}
+	r.Header["X-Verified-Delegation"] = []string{"forged"}
+	r.Header["X-Agent-Reputation-Score"] = []string{"100"}
+	r.Header["Kya-Os-Agent-Did"] = []string{"did:key:forged"}
+	res := serve(t, h, r)
+	if !res.called {
+		t.Fatalf("next not called: %d %s", res.rec.Code, res.rec.Body)
+	}
+	got := res.fwd.Header
+	for k := range got {
+		n := strings.ToLower(strings.ReplaceAll(k, "_", "-"))
+		if strings.HasPrefix(n, "x-") && k != hdrAgentDID && k != hdrUserDID && k != hdrVerifiedDelegation {
+			t.Errorf("forwarded header %s", k)
+		}
+		if strings.HasPrefix(n, "kya-") {
+			t.Errorf("forwarded header %s", k)
+		}
+	}
+	if v := got.Values(hdrAgentDID); len(v) != 1 || v[0] != f.agent.did {
+		t.Errorf("X-Agent-DID = %q, want the agent", v)
+	}
+	if v := got.Values(hdrUserDID); len(v) != 1 || v[0] != f.user.did {
+		t.Errorf("X-User-DID = %q, want the user", v)
+	}
+	if got.Get(hdrReputation) != "" {
+		t.Error("reputation header without a reputation source")
+	}
+	proof := got.Get(hdrVerifiedDelegation)
+	aud := "http://" + testHost
+	claims := verifyAssertion(t, proof, jwksOf(t, h), aud)
+	if claims.Issuer() != "did:web:"+testHost || claims.Subject() != f.user.did {
+		t.Errorf("iss %q sub %q", claims.Issuer(), claims.Subject())
+	}
+	if life := claims.Expiration().Sub(claims.IssuedAt()); life != defaultAssertionTTL {
+		t.Errorf("lifetime %v", life)
+	}
+	act, _ := claims.Get("act")
+	if m, _ := act.(map[string]any); m["sub"] != f.agent.did {
+		t.Errorf("act = %v", act)
+	}
+	if scope, _ := claims.Get("scope"); scope != "tools:read echo:execute" {
+		t.Errorf("scope = %v", scope)
+	}
+	if vh, _ := claims.Get("vc_hash"); !strings.HasPrefix(vh.(string), "sha256:") {
+		t.Errorf("vc_hash = %v", vh)
+	}
+	if _, err := jwt.Parse([]byte(tamperJWS(proof)), jwt.WithKeySet(jwksOf(t, h))); err == nil {
+		t.Error("tampered assertion verified")
+	}
+
+	// injectIdentity itself strips before setting, whatever reached it.
+	d := delegationOf(t, h, tok)
+	r2 := httptest.NewRequest(http.MethodGet, "http://"+testHost+"/mcp", nil)
+	r2.Header["X_User_Did"] = []string{"forged"}
+	r2.Header["x-verified-delegation"] = []string{"forged"}
+	if err := h.injectIdentity(r2, d); err != nil {
+		t.Fatal(err)
+	}
+	if len(r2.Header) != 3 || r2.Header.Get(hdrUserDID) != f.user.did {
+		t.Errorf("headers after injectIdentity: %v", r2.Header)
+	}
+}
+
+// tamperJWS flips a character in the middle of the signature.
+func tamperJWS(s string) string {
+	i := strings.LastIndexByte(s, '.') + (len(s)-strings.LastIndexByte(s, '.'))/2
+	b := []byte(s)
+	// Swap for another base64url letter: flipping a bit could turn '-' or
+	// '_' into a character outside the alphabet, and the credential would be
+	// rejected as malformed rather than as badly signed. Not the last
+	// character either, whose low bits may be padding.
+	if b[i] == 'A' {
+		b[i] = 'B'
+	} else {
+		b[i] = 'A'
+	}
+	return string(b)
+}
+
+func delegationOf(t testing.TB, h *Handler, tok string) *vc.Delegation {
+	t.Helper()
+	d, err := h.verifier.Verify(context.Background(), []byte(tok), vc.ForAudience("https://"+testHost))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestInjectIdentityLevel1AndOff(t *testing.T) {
+	f := newFixture(t)
+	tok := f.jwt(t, nil)
+	for name, h := range map[string]*Handler{
+		"level 1": f.handler(t, nil),
+		"off":     f.l2Handler(t, nil, func(h *Handler) { h.UpstreamMCPI = UpstreamMCPIOff }),
+	} {
+		r := newRequest(http.MethodGet, "/mcp", "")
+		r.Header.Set("Authorization", "Bearer "+tok)
+		r.Header.Set("X-Agent-DID", "did:key:forged")
+		res := serve(t, h, r)
+		if !res.called {
+			t.Fatalf("%s: next not called", name)
+		}
+		for k := range res.fwd.Header {
+			if n := strings.ToLower(k); strings.HasPrefix(n, "x-") || strings.HasPrefix(n, "kya-") {
+				t.Errorf("%s: forwarded %s", name, k)
+			}
+		}
+		// Level 1 does not publish edge keys: the path needs a credential.
+		if name == "level 1" {
+			if res := serve(t, h, newRequest(http.MethodGet, wellKnownJWKS, "")); res.rec.Code != http.StatusUnauthorized {
+				t.Errorf("level 1 answered %s with %d", wellKnownJWKS, res.rec.Code)
+			}
+		}
+	}
+}
+
+func TestInjectIdentityHashForm(t *testing.T) {
+	f := newFixture(t)
+	h := f.l2Handler(t, nil, func(h *Handler) { h.AssertionForm = FormHash })
+	d := delegationOf(t, h, f.jwt(t, nil))
+	r := httptest.NewRequest(http.MethodGet, "http://"+testHost+"/mcp", nil)
+	if err := h.injectIdentity(r, d); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Header.Get(hdrVerifiedDelegation); got != d.HashRef() || !strings.HasPrefix(got, "sha256:") || len(got) != 71 {
+		t.Errorf("X-Verified-Delegation = %q, want %q", got, d.HashRef())
+	}
+	if r.Header.Get(hdrAgentDID) != f.agent.did || r.Header.Get(hdrUserDID) != f.user.did {
+		t.Errorf("DIDs: %v", r.Header)
+	}
+}
+
+func TestInjectIdentityKYAOS(t *testing.T) {
+	f := newFixture(t)
+	for _, profile := range []string{ProfileKYAOS, ProfileBoth} {
+		h := f.l2Handler(t, nil, func(h *Handler) {
+			h.HeaderProfile = profile
+			h.Upstream = "http://API.example.com:9000"
+		})
+		d := delegationOf(t, h, f.jwt(t, nil))
+		r := httptest.NewRequest(http.MethodGet, "http://"+testHost+"/mcp", nil)
+		if err := h.injectIdentity(r, d); err != nil {
+			t.Fatal(err)
+		}
+		if r.Header.Get("KYA-OS-Agent-DID") != f.agent.did {
+			t.Errorf("%s: KYA-OS-Agent-DID = %q", profile, r.Header.Get("KYA-OS-Agent-DID"))
+		}
+		proof := r.Header.Get("KYA-OS-Delegation-Proof")
+		msg, err := jws.Parse([]byte(proof))
+		if err != nil {
+			t.Fatalf("%s: %v", profile, err)
+		}
+		if typ := msg.Signatures()[0].ProtectedHeaders().Type(); typ != "JWT" {
+			t.Errorf("%s: typ %q", profile, typ)
+		}
+		claims, err := jwt.Parse([]byte(proof), jwt.WithKeySet(jwksOf(t, h)), jwt.WithValidate(true), jwt.WithAudience("api.example.com:9000"))
+		if err != nil {
+			t.Fatalf("%s: %v", profile, err)
+		}
+		if claims.Subject() != f.user.did || claims.Expiration().Sub(claims.IssuedAt()) != assertion.KYAOSProofLifetime {
+			t.Errorf("%s: sub %q life %v", profile, claims.Subject(), claims.Expiration().Sub(claims.IssuedAt()))
+		}
+		if scope, _ := claims.Get("scope"); scope != "tools:read,echo:execute" {
+			t.Errorf("%s: scope %v", profile, scope)
+		}
+		if chain, _ := claims.Get("delegation_chain"); !reflect.DeepEqual(chain, []any{d.DelegationID}) {
+			t.Errorf("%s: delegation_chain %v", profile, chain)
+		}
+		hasMCPI := r.Header.Get(hdrVerifiedDelegation) != ""
+		if hasMCPI != (profile == ProfileBoth) {
+			t.Errorf("%s: X-Verified-Delegation present = %t", profile, hasMCPI)
+		}
+		if profile == ProfileBoth {
+			// The configured upstream is the aud of the MCP-I assertion.
+			verifyAssertion(t, r.Header.Get(hdrVerifiedDelegation), jwksOf(t, h), "http://api.example.com:9000")
+		}
+	}
+}
+
+// TestInjectIdentityExpired: a delegation that expires before the assertion
+// could be issued is the client's fault: 401 expired, not a 500.
+func TestInjectIdentityExpired(t *testing.T) {
+	f := newFixture(t)
+	h := f.l2Handler(t, nil, nil)
+	d := delegationOf(t, h, f.jwt(t, nil))
+	d.ExpiresAt = time.Now().Add(-time.Second)
+	err := h.injectIdentity(httptest.NewRequest(http.MethodGet, "http://"+testHost+"/", nil), d)
+	if !errors.Is(err, assertion.ErrDelegationExpired) {
+		t.Fatalf("err = %v", err)
+	}
+	rej := h.rejectionFor(err)
+	if rej.status != http.StatusUnauthorized || rej.reason != "expired" {
+		t.Errorf("rejection %+v", rej)
+	}
+	if rej := h.rejectionFor(errEdgeIdentity); rej.status != http.StatusInternalServerError {
+		t.Errorf("edge failure rejection %+v", rej)
+	}
+}
+
+func TestServeLevel2WellKnown(t *testing.T) {
+	f := newFixture(t)
+	h := f.l2Handler(t, nil, nil)
+
+	set := jwksOf(t, h)
+	if set.Len() != 1 {
+		t.Fatalf("JWKS has %d keys", set.Len())
+	}
+	k, _ := set.Key(0)
+	if !strings.HasPrefix(k.KeyID(), "did:web:"+testHost+"#") || k.Algorithm().String() != "EdDSA" {
+		t.Errorf("kid %q alg %q", k.KeyID(), k.Algorithm())
+	}
+	if _, err := k.PublicKey(); err != nil {
+		t.Error(err)
+	}
+	if _, ok := k.(jwk.OKPPrivateKey); ok {
+		t.Fatal("JWKS publishes a private key")
+	}
+
+	res := serve(t, h, newRequest(http.MethodGet, "/.well-known/did.json", ""))
+	var doc struct {
+		ID                 string `json:"id"`
+		VerificationMethod []struct {
+			ID string `json:"id"`
+		} `json:"verificationMethod"`
+		AssertionMethod []string `json:"assertionMethod"`
+	}
+	if err := json.Unmarshal(res.rec.Body.Bytes(), &doc); err != nil || res.called {
+		t.Fatalf("did.json: %v %s", err, res.rec.Body)
+	}
+	if doc.ID != "did:web:"+testHost || len(doc.VerificationMethod) != 1 || doc.VerificationMethod[0].ID != k.KeyID() || doc.AssertionMethod[0] != k.KeyID() {
+		t.Errorf("did.json = %s", res.rec.Body)
+	}
+
+	// Anything else on those paths is an ordinary request.
+	if res := serve(t, h, newRequest(http.MethodPost, wellKnownJWKS, "{}")); res.rec.Code != http.StatusUnauthorized {
+		t.Errorf("POST %s: %d", wellKnownJWKS, res.rec.Code)
+	}
+
+	// A configured did:web with a path is served where did:web puts it.
+	h2 := f.l2Handler(t, nil, func(h *Handler) { h.EdgeDID = "did:web:edge.example.com:tenants:a" })
+	res = serve(t, h2, newRequest(http.MethodGet, "/tenants/a/did.json", ""))
+	if res.rec.Code != http.StatusOK || !strings.Contains(res.rec.Body.String(), `"id":"did:web:edge.example.com:tenants:a"`) {
+		t.Errorf("did.json at path: %d %s", res.rec.Code, res.rec.Body)
+	}
+	if res := serve(t, h2, newRequest(http.MethodGet, "/.well-known/did.json", "")); res.rec.Code != http.StatusUnauthorized {
+		t.Errorf("well-known did.json of a path DID: %d", res.rec.Code)
+	}
+	// A non-did:web edge DID has no did.json, but a JWKS.
+	h3 := f.l2Handler(t, nil, func(h *Handler) { h.EdgeDID = testKeyDID })
+	if res := serve(t, h3, newRequest(http.MethodGet, "/.well-known/did.json", "")); res.rec.Code != http.StatusUnauthorized {
+		t.Errorf("did.json of a did:key edge: %d", res.rec.Code)
+	}
+	if k, _ := jwksOf(t, h3).Key(0); !strings.HasPrefix(k.KeyID(), testKeyDID+"#") {
+		t.Errorf("kid %q", k.KeyID())
+	}
+}
+
+func kidOf(t testing.TB, tok string) string {
+	t.Helper()
+	msg, err := jws.Parse([]byte(tok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msg.Signatures()[0].ProtectedHeaders().KeyID()
+}
+
+func TestSigningKeyFile(t *testing.T) {
+	priv, err := didresolver.GenerateKey(didresolver.P256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwkBytes, err := didresolver.MarshalPrivateJWK(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "edge.jwk")
+	if err := os.WriteFile(path, jwkBytes, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t)
+	h := f.l2Handler(t, nil, func(h *Handler) { h.SigningKey = path })
+	if alg := h.l2.rt.ks.Load().Current().Alg; alg != AlgES256 {
+		t.Errorf("alg %s", alg)
+	}
+	d := delegationOf(t, h, f.jwt(t, nil))
+	r := httptest.NewRequest(http.MethodGet, "http://"+testHost+"/mcp", nil)
+	if err := h.injectIdentity(r, d); err != nil {
+		t.Fatal(err)
+	}
+	verifyAssertion(t, r.Header.Get(hdrVerifiedDelegation), jwksOf(t, h), "http://"+testHost)
+
+	wrong := &Handler{Config: Config{Level: 2, TrustedIssuers: []string{"*"}, Level2Config: Level2Config{SigningKey: path, SigningAlg: AlgEdDSA}}}
+	if err := wrong.init(); err == nil || !strings.Contains(err.Error(), "signing_alg") {
+		t.Errorf("alg mismatch: %v", err)
+	}
+}
+
+// upstreamDoc is an upstream whose /.well-known/mcp-i.json is served only
+// while serveDoc is set (once hold is closed, if set).
+type upstreamDoc struct {
+	serveDoc atomic.Bool
+	// hold, when set, delays every answer until it is closed.
+	hold   chan struct{}
+	probes atomic.Int32
+}
+
+func (u *upstreamDoc) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != probeDocPath {
+		http.NotFound(w, r)
+		return
+	}
+	u.probes.Add(1)
+	if u.hold != nil {
+		<-u.hold
+	}
+	if !u.serveDoc.Load() {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(`{"mcp_i":{"version":"2.0.0","endpoints":{"handshake":"/api/mcp/handshake"}}}`))
+}
+
+// injected reports whether one credentialed request got the Level 2
+// headers, and how long the handler took.
+func injected(t testing.TB, h *Handler, tok string) (bool, time.Duration) {
+	t.Helper()
+	r := newRequest(http.MethodGet, "/mcp", "")
+	r.Header.Set("Authorization", "Bearer "+tok)
+	start := time.Now()
+	res := serve(t, h, r)
+	took := time.Since(start)
+	if !res.called {
+		t.Fatalf("next not called: %d", res.rec.Code)
+	}
+	return res.fwd.Header.Get(hdrVerifiedDelegation) != "", took
+}
+
+// eventually polls cond every 20ms for up to 10s.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestUpstreamAuto(t *testing.T) {
+	f := newFixture(t)
+	tok := f.jwt(t, nil)
+	doc := &upstreamDoc{}
+	up := httptest.NewServer(doc)
+	defer up.Close()
+	h := f.l2Handler(t, nil, func(h *Handler) {
+		h.UpstreamMCPI = UpstreamMCPIAuto
+		h.Upstream = up.URL
+		h.MCPIProbeTTL = time.Duration(100 * time.Millisecond)
+	})
+	p := h.l2.rt.probe
+	// Provisioning fired the first probe.
+	eventually(t, "first probe", func() bool { p.mu.Lock(); defer p.mu.Unlock(); return p.known })
+	if ok, _ := injected(t, h, tok); ok {
+		t.Fatal("identity headers for an upstream that declares nothing")
+	}
+
+	// The upstream starts serving the document: after the TTL a request
+	// re-probes in the background (answering with the stale "no"), and
+	// later requests get the headers.
+	doc.serveDoc.Store(true)
+	eventually(t, "upstream switched on", func() bool {
+		ok, took := injected(t, h, tok)
+		if took > 2*time.Second {
+			t.Errorf("a request waited %v for the probe", took)
+		}
+		return ok
+	})
+	// And off again when it stops.
+	doc.serveDoc.Store(false)
+	eventually(t, "upstream switched off", func() bool { ok, _ := injected(t, h, tok); return !ok })
+	if doc.probes.Load() < 3 {
+		t.Errorf("%d probes", doc.probes.Load())
+	}
+}
+
+// TestUpstreamAutoSlowProbe: the first request waits for the first probe
+// at most probeWait, then goes on as "not declared".
+func TestUpstreamAutoSlowProbe(t *testing.T) {
+	f := newFixture(t)
+	tok := f.jwt(t, nil)
+	// The document is held back until the first request is answered: a
+	// request that waited for the probe would never be.
+	doc := &upstreamDoc{hold: make(chan struct{})}
+	doc.serveDoc.Store(true)
+	up := httptest.NewServer(doc)
+	defer up.Close()
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(doc.hold)
+		}
+	}
+	defer release() // before Close, which waits for the handler
+	h := f.l2Handler(t, nil, func(h *Handler) {
+		h.UpstreamMCPI = UpstreamMCPIAuto
+		h.Upstream = up.URL
+	})
+	first := make(chan bool, 1)
+	go func() { ok, _ := injected(t, h, tok); first <- ok }()
+	select {
+	case ok := <-first:
+		if ok {
+			t.Error("first request injected before the upstream declared anything")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the first request waited for the probe")
+	}
+	release()
+	eventually(t, "probe result", func() bool { ok, _ := injected(t, h, tok); return ok })
+	if n := doc.probes.Load(); n != 1 {
+		t.Errorf("%d probes for one TTL", n)
+	}
+}
+
+// TestUpstreamAutoHeaderLearned: an MCP-I-Version header on an upstream
+// response (as reverse_proxy reports it) declares support for the requests
+// that follow.
+func TestUpstreamAutoHeaderLearned(t *testing.T) {
+	f := newFixture(t)
+	tok := f.jwt(t, nil)
+	doc := &upstreamDoc{} // never serves the document
+	up := httptest.NewServer(doc)
+	defer up.Close()
+	h := f.l2Handler(t, nil, func(h *Handler) {
+		h.UpstreamMCPI = UpstreamMCPIAuto
+		h.Upstream = up.URL
+	})
+	p := h.l2.rt.probe
+	eventually(t, "first probe", func() bool { p.mu.Lock(); defer p.mu.Unlock(); return p.known })
+	if ok, _ := injected(t, h, tok); ok {
+		t.Fatal("injected before anything was declared")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	r := newRequest(http.MethodGet, "/mcp", "").WithContext(ctx)
+	r.Header.Set("Authorization", "Bearer "+tok)
+	repl := newTestReplacer()
+	rec := httptest.NewRecorder()
+	r = prepareRequest(r, repl)
+	next := Next(func(w http.ResponseWriter, r *http.Request) error {
+		if r.Header.Get(hdrVerifiedDelegation) != "" {
+			t.Error("injected into the request that taught it")
+		}
+		// What reverse_proxy does with the upstream's response headers.
+		repl.Set("http.reverse_proxy.header.Mcp-I-Version", "2.0.0")
+		w.Header().Set("Mcp-I-Version", "2.0.0")
+		w.WriteHeader(http.StatusOK)
+		return nil
+	})
+	if err := h.ServeNext(rec, r, next); err != nil {
+		t.Fatal(err)
+	}
+	cancel() // the server cancels the request's context when the handler returns
+	eventually(t, "header learned", func() bool { ok, _ := injected(t, h, tok); return ok })
+}
+
+// TestUpstreamProbeVerdicts: what counts as a declaration.
+func TestUpstreamProbeVerdicts(t *testing.T) {
+	tests := []struct {
+		name    string
+		handler http.HandlerFunc
+		want    bool
+	}{
+		{"document", func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = w.Write([]byte(`{"mcp_i":{"version":"2.0.0"}}`))
+		}, true},
+		{"header on 404", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("MCP-I-Version", "2.0.0")
+			http.NotFound(w, r)
+		}, true},
+		{"404", http.NotFound, false},
+		{"not JSON", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("<html>")) }, false},
+		{"no mcp_i", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"version":"2.0.0"}`)) }, false},
+		{"mcp_i not an object", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"mcp_i":true}`)) }, false},
+		{"redirect", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "https://elsewhere.example.com/.well-known/mcp-i.json", http.StatusFound)
+		}, false},
+		{"too large", func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = w.Write([]byte(`{"mcp_i":{},"pad":"` + strings.Repeat("x", maxProbeDocument) + `"}`))
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			up := httptest.NewServer(tt.handler)
+			defer up.Close()
+			origin, err := ParseUpstreamOrigin(up.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var wg sync.WaitGroup
+			p := newUpstreamProbe(ctx, &wg, origin, time.Minute, zap.NewNop())
+			got, err := p.fetch()
+			if got != tt.want {
+				t.Errorf("declared = %t (err %v), want %t", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestReputation(t *testing.T) {
+	var hits atomic.Int32
+	// The slow endpoint answers only when the test ends, so the lookup
+	// must give up by its own timeout, however busy the machine is.
+	release := make(chan struct{})
+	rep := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		switch did := r.URL.Query().Get("did"); {
+		case strings.HasSuffix(did, "fraction"):
+			_, _ = w.Write([]byte(`{"score": 0.875}`))
+		case strings.HasSuffix(did, "broken"):
+			http.Error(w, "down", http.StatusInternalServerError)
+		case strings.HasSuffix(did, "garbage"):
+			_, _ = w.Write([]byte(`{"score": "high"}`))
+		case strings.HasSuffix(did, "slow"):
+			<-release
+			_, _ = w.Write([]byte(`{"score": 10}`))
+		default:
+			_, _ = w.Write([]byte(`{"score": 42}`))
+		}
+	}))
+	defer rep.Close()
+	defer close(release) // before Close, which waits for the handler
+	f := newFixture(t)
+	h := f.l2Handler(t, nil, func(h *Handler) {
+		h.Reputation = &ReputationConfig{
+			Scores:   map[string]float64{"did:web:static.example.com": 99.5},
+			Endpoint: rep.URL + "/score?did={did}",
+			Timeout:  time.Duration(2 * time.Second),
+		}
+	})
+	src := h.l2.rt.rep
+	ctx := context.Background()
+	for did, want := range map[string]string{
+		"did:web:static.example.com": "99.5",
+		"did:web:agent.example.com":  "42",
+		"did:example:fraction":       "87.5",
+		"did:example:broken":         "",
+		"did:example:garbage":        "",
+		"did:example:slow":           "",
+	} {
+		type answer struct {
+			score string
+			ok    bool
+		}
+		done := make(chan answer, 1)
+		go func() {
+			got, ok := src.score(ctx, did)
+			done <- answer{got, ok}
+		}()
+		select {
+		case a := <-done:
+			if a.score != want || a.ok != (want != "") {
+				t.Errorf("score(%s) = %q %t, want %q", did, a.score, a.ok, want)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("score(%s) did not give up at its timeout", did)
+		}
+	}
+	// Cached, failures included.
+	n := hits.Load()
+	for _, did := range []string{"did:web:agent.example.com", "did:example:broken"} {
+		_, _ = src.score(ctx, did)
+	}
+	if hits.Load() != n {
+		t.Errorf("cached lookups hit the endpoint again (%d → %d)", n, hits.Load())
+	}
+
+	// Through the handler: the agent's score becomes the header.
+	h.Reputation.Scores[f.agent.did] = 12
+	h2 := f.l2Handler(t, nil, func(h2 *Handler) { h2.Reputation = h.Reputation })
+	d := delegationOf(t, h2, f.jwt(t, nil))
+	r := httptest.NewRequest(http.MethodGet, "http://"+testHost+"/mcp", nil)
+	if err := h2.injectIdentity(r, d); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Header.Get(hdrReputation); got != "12" {
+		t.Errorf("X-Agent-Reputation-Score = %q", got)
+	}
+
+	for in, want := range map[string]float64{"87": 87, "0.87": 87, "1": 1, "1.0": 100, "0": 0, "100": 100, "55.555": 55.56} {
+		if got, err := ParseReputationScore(in); err != nil || got != want {
+			t.Errorf("ParseReputationScore(%q) = %v %v, want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"-1", "100.5", "NaN", "Inf", "x", ""} {
+		if _, err := ParseReputationScore(in); err == nil {
+			t.Errorf("ParseReputationScore(%q) accepted", in)
+		}
+	}
+}
+
+// BenchmarkInjectIdentity is the per-request cost of Level 2 on a
+// credential seen before: with reuse, a cache lookup; without, an Ed25519
+// signature per request.
+func BenchmarkInjectIdentity(b *testing.B) {
+	f := newFixture(b)
+	tok := f.jwt(b, nil)
+	for _, reuse := range []bool{true, false} {
+		name := "reuse"
+		if !reuse {
+			name = "sign_every_request"
+		}
+		b.Run(name, func(b *testing.B) {
+			h := f.l2Handler(b, nil, func(h *Handler) { h.AssertionReuse = &reuse })
+			d := delegationOf(b, h, tok)
+			r := httptest.NewRequest(http.MethodGet, "http://"+testHost+"/mcp", nil)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				clear(r.Header)
+				if err := h.injectIdentity(r, d); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// namesFor builds the edge's names for a Host once, as edgeDID and the
+// audiences are derived, and keeps a bounded number of them.
+func TestNamesFor(t *testing.T) {
+	rt := &l2runtime{}
+	n, err := rt.namesFor("MCP.Example.com:8443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := hostNames{did: "did:web:mcp.example.com%3A8443", host: "mcp.example.com:8443",
+		aud: [2]string{"http://mcp.example.com:8443", "https://mcp.example.com:8443"}}
+	if *n != want {
+		t.Errorf("namesFor = %+v, want %+v", *n, want)
+	}
+	if again, _ := rt.namesFor("MCP.Example.com:8443"); again != n {
+		t.Error("names built again for the same Host")
+	}
+	if _, err := rt.namesFor("a/b"); !errors.Is(err, errEdgeIdentity) {
+		t.Errorf("unusable Host: %v", err)
+	}
+	for i := range 3 * maxCachedHosts {
+		if _, err := rt.namesFor(fmt.Sprintf("h%d.example.com", i)); err != nil {
+			t.Fatal(err)
+		}
+		if len(rt.names) > maxCachedHosts {
+			t.Fatalf("%d hosts kept", len(rt.names))
+		}
+	}
+	fixed := &l2runtime{fixedDID: "did:web:edge.example.com"}
+	if n, _ := fixed.namesFor("other.example.com"); n.did != "did:web:edge.example.com" {
+		t.Errorf("configured edge DID: %q", n.did)
+	}
+}
+
+// stripInjected removes every spelling of the headers injectIdentity sets,
+// Unicode ones that lower-case to them included, and nothing else.
+func TestStripInjected(t *testing.T) {
+	gone := []string{"X-Agent-Did", "x_user_did", "X.Agent.Reputation.Score", "X-Verified-Delegation",
+		"Kya-Os-Agent-Did", "KYA_OS_DELEGATION_PROOF", "X-Agent-D\u0130d"}
+	kept := []string{"X-Agent-Didx", "X-Request-Id", "Kya-Os-Delegation-Credential", "Authorization", "X-User"}
+	h := http.Header{}
+	for _, k := range append(append([]string{}, gone...), kept...) {
+		h[k] = []string{"v"}
+	}
+	stripInjected(h)
+	for _, k := range gone {
+		if _, ok := h[k]; ok {
+			t.Errorf("%q not stripped", k)
+		}
+	}
+	for _, k := range kept {
+		if _, ok := h[k]; !ok {
+			t.Errorf("%q stripped", k)
+		}
+	}
+}
+
+// testKeyDID is a did:key, for an edge that signs as one.
+const testKeyDID = "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"
+
+func TestEdgeKeyStorageFileSystem(t *testing.T) {
+	ctx := context.Background()
+	st := fileStorage(t)
+	if _, err := st.Load(ctx, "mcpi/none.json"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Load of a missing key: %v", err)
+	}
+	gen := func() (crypto.PrivateKey, error) { return GenerateEdgeKey(AlgEdDSA) }
+	ks, err := assertion.LoadOrCreateWithRetention(ctx, st, DefaultKeyStorageKey, 90*time.Second, gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ks.Retention() != 90*time.Second {
+		t.Errorf("retention %v", ks.Retention())
+	}
+	again, err := assertion.LoadOrCreateWithRetention(ctx, st, DefaultKeyStorageKey, 30*time.Second, gen)
+	if err != nil || again.Current().Thumbprint != ks.Current().Thumbprint || again.Retention() != 90*time.Second {
+		t.Fatalf("second load: %v; retention %v (never lowered)", err, again.Retention())
+	}
+	raised, err := assertion.LoadOrCreateWithRetention(ctx, st, DefaultKeyStorageKey, 2500*time.Millisecond+120*time.Second, gen)
+	if err != nil || raised.Current().Thumbprint != ks.Current().Thumbprint || raised.Retention() != 123*time.Second {
+		t.Fatalf("raise: %v; retention %v", err, raised.Retention())
+	}
+	data, err := st.Load(ctx, DefaultKeyStorageKey)
+	if err != nil || !strings.Contains(string(data), `"retention_seconds":123`) {
+		t.Fatalf("stored set: %v %s", err, data)
+	}
+
+	// Two handlers on one storage (two replicas) sign with the same key.
+	f := newFixture(t)
+	h1 := f.l2Handler(t, st, nil)
+	h2 := f.l2Handler(t, st, nil)
+	k1, k2 := h1.l2.rt.ks.Load().Current(), h2.l2.rt.ks.Load().Current()
+	if k1.Thumbprint != ks.Current().Thumbprint || k2.Thumbprint != k1.Thumbprint {
+		t.Fatalf("replicas use keys %s and %s, stored %s", k1.Thumbprint, k2.Thumbprint, ks.Current().Thumbprint)
+	}
+	tok := f.jwt(t, nil)
+	d := delegationOf(t, h1, tok)
+	sign := func(h *Handler) string {
+		r := httptest.NewRequest(http.MethodGet, "http://"+testHost+"/mcp", nil)
+		if err := h.injectIdentity(r, d); err != nil {
+			t.Fatal(err)
+		}
+		return r.Header.Get(hdrVerifiedDelegation)
+	}
+	before := sign(h2)
+	verifyAssertion(t, before, jwksOf(t, h1), "http://"+testHost)
+
+	// Rotation in the storage (what `caddy mcpi rotate-key` does) reaches a
+	// running handler on reload; the old key stays published.
+	rotated, err := assertion.RotateStored(ctx, st, DefaultKeyStorageKey, time.Now(), gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h1.l2.rt.reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := sign(h1)
+	set := jwksOf(t, h1)
+	if set.Len() != 2 {
+		t.Fatalf("JWKS after rotation has %d keys", set.Len())
+	}
+	verifyAssertion(t, before, set, "http://"+testHost)
+	verifyAssertion(t, after, set, "http://"+testHost)
+	if kidOf(t, after) == kidOf(t, before) || !strings.HasSuffix(kidOf(t, after), rotated.Current().Thumbprint) {
+		t.Errorf("kids before %s after %s", kidOf(t, before), kidOf(t, after))
+	}
+	// h2 has not reloaded yet, but a JWKS request makes it look.
+	h2.l2.rt.reloadMu.Lock()
+	h2.l2.rt.lastLoad = time.Time{}
+	h2.l2.rt.reloadMu.Unlock()
+	if jwksOf(t, h2).Len() != 2 {
+		t.Error("JWKS request did not reload the rotated set")
+	}
+
+	// A stored set that cannot be decoded is never replaced.
+	if err := st.Store(ctx, "mcpi/bad.json", []byte("{")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(Config{Level: 2, TrustedIssuers: []string{"*"}, Level2Config: Level2Config{KeyStorageKey: "mcpi/bad.json"}}, WithKeyStorage(st))
+	if err == nil || !strings.Contains(err.Error(), "invalid key set") {
+		t.Errorf("New with a corrupt key set: %v", err)
+	}
+}

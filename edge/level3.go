@@ -1,0 +1,407 @@
+package edge
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/vc"
+)
+
+// Level 3 defaults.
+const (
+	HandshakeTerminate = "terminate"
+	HandshakeProxy     = "proxy"
+
+	LegacyPass   = "pass"
+	LegacyVerify = "verify"
+
+	defaultHandshakePath = "/api/mcp/handshake"
+	defaultVerifyPath    = "/api/mcp/verify"
+	defaultDiscoveryTTL  = 5 * time.Minute
+)
+
+// Level3Config holds the Level 3 settings (the JSON-RPC challenge-response
+// handshake, MCPI-WIRE §5). It is embedded in Handler, so its fields are
+// top-level JSON config fields of http.handlers.mcpi. They apply only at
+// level 3; Validate refuses them at a lower level.
+type Level3Config struct {
+	// How the edge takes part in the handshake. "terminate": the edge
+	// answers handshake and verify itself and issues an edge session that
+	// later requests present instead of the credential. "proxy": the edge
+	// forwards both to the upstream's handshake endpoints, records the
+	// upstream's challenges in its nonce store on the way back, and checks
+	// every verify (signature, single use, credential) before the upstream
+	// sees it, adding the Level 2 identity headers. Default: terminate.
+	Handshake string
+
+	// Proxy mode: the upstream's handshake endpoint, a path on the
+	// route's upstream (forwarded through the rest of the route, normally
+	// reverse_proxy, with the path rewritten; so is a URL on the Level 2
+	// `upstream` origin) or an absolute http(s) URL of another origin
+	// (forwarded by the edge's own client). Unset: discovered from the
+	// upstream's /.well-known/mcp-i.json (fetched from the Level 2
+	// `upstream` origin when set, else through the route), else the
+	// services of upstream_did's document, else the edge's own handshake
+	// paths on the route's upstream.
+	HandshakeEndpoint string
+	// Proxy mode: the upstream's verify endpoint, as handshake_endpoint.
+	// Default: handshake_endpoint when that is set (one JSON-RPC endpoint
+	// for both methods).
+	VerifyEndpoint string
+	// Proxy mode: DID of the upstream; its document's services of type
+	// mcp-i or JSON-RPC name the endpoints when /.well-known/mcp-i.json
+	// does not.
+	UpstreamDID string
+	// Proxy mode: how long discovered endpoints are cached. Default: 5m.
+	DiscoveryTTL time.Duration
+
+	// Path at which the edge takes handshake calls. Default:
+	// /api/mcp/handshake.
+	HandshakePath string
+	// Path at which the edge takes verify calls. Default: /api/mcp/verify.
+	// Either path takes either method; the JSON-RPC method decides.
+	VerifyPath string
+	// JSON-RPC method name of the handshake call. Default: handshake.
+	HandshakeMethod string
+	// JSON-RPC method name of the verify call. Default: verify.
+	VerifyMethod string
+
+	// Lifetime of a challenge. Default: 5m.
+	ChallengeTTL time.Duration
+	// Tolerated difference between the signed timestamp and the edge's
+	// clock. Default: 2m.
+	HandshakeSkew time.Duration
+	// Lifetime of a handshake session, never beyond the credential's
+	// expiry. Terminate mode: of the edge's session token. Proxy mode: of
+	// the edge's binding of the upstream's session id to the verified
+	// delegation (never beyond the upstream's expiresAt either). Default:
+	// 15m.
+	SessionTTL time.Duration
+
+	// The older KYA handshake forms (JSON-RPC handshake with {nonce,
+	// audience, timestamp, agentDid}, tools/call of _mcpi_handshake,
+	// _kyaos_handshake or _mcpi) are always forwarded untouched.
+	// "verify": like any request, they need a credential or an edge
+	// session. "pass": without either, they are forwarded anyway, with no
+	// identity (this is how a KYA agent obtains its credential). Default:
+	// verify.
+	LegacyHandshake string
+}
+
+// level3 is the Level 3 runtime state of a Handler.
+type level3 struct {
+	enabled bool
+	mode    string
+	// hsPath and vfPath are the edge's handshake paths.
+	hsPath, vfPath string
+
+	service *challenge.Service
+	// store keeps issued challenges; the verifier's replay guard shares it
+	// (delegation.go). It is the loaded store wrapped in a
+	// measuredNonceStore.
+	store    challenge.NonceStore
+	resolver didresolver.Resolver
+
+	// policy is acceptancePolicy's fingerprint: it names the session key
+	// (terminate) and scopes the session bindings (proxy).
+	policy   string
+	sessions *sessions
+
+	// Proxy mode.
+	explicit  *upstreamEndpoints
+	upstream  *url.URL
+	discovery *discoveryCache
+	client    *http.Client
+
+	// proxySessions binds the upstream's handshake sessions
+	// (proxysession.go).
+	proxySessions *proxySessions
+}
+
+// provisionNonceStore sets up h.l3.store: the store given to New, else
+// one of the handler's own. It runs before the verifier is built, which
+// uses the store as its replay guard, and before provisionLevel3.
+func (h *Handler) provisionNonceStore() {
+	if h.Level < 3 {
+		return
+	}
+	s, name := h.nonceStore, h.nonceStoreName
+	if s == nil {
+		h.ownStore = challenge.NewMemoryStore(h.ctx, challenge.WithMaxEntries(challenge.DefaultMemoryMaxEntries))
+		s, name = h.ownStore, "memory"
+	}
+	if name == "" {
+		name = "other"
+	}
+	// Measured as the store's name ("memory", "redis").
+	h.l3.store = &measuredNonceStore{store: s, name: name, h: h}
+}
+
+// provisionLevel3 runs at the end of Provision (after provisionLevel2),
+// with the store that provisionNonceStore loaded.
+func (h *Handler) provisionLevel3() error {
+	if h.Level < 3 {
+		return nil
+	}
+	l := &h.l3
+	l.enabled = true
+	l.mode = h.Handshake
+	if l.mode == "" {
+		l.mode = HandshakeTerminate
+	}
+	l.hsPath, l.vfPath = h.HandshakePath, h.VerifyPath
+	if l.hsPath == "" {
+		l.hsPath = defaultHandshakePath
+	}
+	if l.vfPath == "" {
+		l.vfPath = defaultVerifyPath
+	}
+	if h.ChallengeTTL == 0 {
+		h.ChallengeTTL = time.Duration(challenge.DefaultChallengeTTL)
+	}
+	if h.HandshakeSkew == 0 {
+		h.HandshakeSkew = time.Duration(challenge.DefaultSkew)
+	}
+	if h.LegacyHandshake == "" {
+		h.LegacyHandshake = LegacyVerify
+	}
+	if h.SessionTTL == 0 {
+		h.SessionTTL = time.Duration(defaultSessionTTL)
+	}
+
+	// The agent DIDs resolve through the handler's DID cache.
+	l.resolver = h.didCache
+	l.policy = h.acceptancePolicy()
+
+	opts := []challenge.Option{
+		challenge.WithStore(l.store),
+		challenge.WithResolver(l.resolver),
+		challenge.WithCredentialVerifier(h.verifier),
+		challenge.WithChallengeTTL(time.Duration(h.ChallengeTTL)),
+		challenge.WithSkew(time.Duration(h.HandshakeSkew)),
+	}
+
+	switch l.mode {
+	case HandshakeTerminate:
+		stored, err := h.sessionKey()
+		if err != nil {
+			return fmt.Errorf("mcpi: handshake session key: %v", err)
+		}
+		key, err := deriveSessionKey(stored, l.policy)
+		if err != nil {
+			return fmt.Errorf("mcpi: handshake session key: %v", err)
+		}
+		l.sessions = &sessions{key: key, ttl: time.Duration(h.SessionTTL), now: time.Now}
+		opts = append(opts, challenge.WithSessionIssuer(l.sessions))
+
+	case HandshakeProxy:
+		if h.DiscoveryTTL == 0 {
+			h.DiscoveryTTL = time.Duration(defaultDiscoveryTTL)
+		}
+		l.client = newHandshakeClient()
+		if h.Upstream != "" {
+			// Level 2's upstream origin (validated there).
+			u, err := ParseUpstreamOrigin(h.Upstream)
+			if err != nil {
+				return err
+			}
+			l.upstream = u
+		}
+		if h.HandshakeEndpoint != "" {
+			vf := h.VerifyEndpoint
+			if vf == "" {
+				vf = h.HandshakeEndpoint
+			}
+			hs, err1 := parseEndpoint(h.HandshakeEndpoint, nil)
+			vfe, err2 := parseEndpoint(vf, nil)
+			if err := errors.Join(err1, err2); err != nil {
+				return fmt.Errorf("mcpi: handshake endpoint: %v", err)
+			}
+			l.explicit = h.localize(&upstreamEndpoints{handshake: hs, verify: vfe, source: "explicit"})
+		}
+		l.discovery = &discoveryCache{ttl: time.Duration(h.DiscoveryTTL)}
+		binder, err := h.proxySessionBinder()
+		if err != nil {
+			return err
+		}
+		l.proxySessions = &proxySessions{binder: binder, policy: l.policy, ttl: time.Duration(h.SessionTTL), now: time.Now}
+	}
+
+	svc, err := challenge.New(opts...)
+	if err != nil {
+		return fmt.Errorf("mcpi: handshake: %v", err)
+	}
+	l.service = svc
+	return nil
+}
+
+// sessionKey returns the key the edge's session keys are derived from
+// (deriveSessionKey): kept in Caddy's storage, so replicas that share
+// storage (and the acceptance policy) accept each other's sessions and a
+// restart keeps them valid. Without configured storage (a bare context, as
+// in unit tests) a random key lives as long as this handler.
+func (h *Handler) sessionKey() ([]byte, error) {
+	if st := h.l2.storage; st != nil {
+		return loadSessionKey(h.ctx, st)
+	}
+	h.logger.Debug("no Caddy storage; handshake sessions are signed with a key that lasts until the next config load")
+	key := make([]byte, sessionKeySize)
+	_, err := rand.Read(key)
+	return key, err
+}
+
+// validateLevel3 runs from Validate. Like Validate, it works on an
+// unprovisioned Handler.
+func (h *Handler) validateLevel3() error {
+	c := &h.Level3Config
+	if h.Level < 3 {
+		if c.Handshake != "" || c.HandshakeEndpoint != "" || c.VerifyEndpoint != "" ||
+			c.UpstreamDID != "" || c.DiscoveryTTL != 0 || c.HandshakePath != "" || c.VerifyPath != "" ||
+			c.HandshakeMethod != "" || c.VerifyMethod != "" ||
+			c.ChallengeTTL != 0 || c.HandshakeSkew != 0 || c.SessionTTL != 0 || c.LegacyHandshake != "" {
+			return errors.New("mcpi: handshake settings need `level 3`")
+		}
+		return nil
+	}
+	mode := c.Handshake
+	switch mode {
+	case "":
+		mode = HandshakeTerminate
+	case HandshakeTerminate, HandshakeProxy:
+	default:
+		return fmt.Errorf("mcpi: handshake must be terminate or proxy, got %q", c.Handshake)
+	}
+	if mode == HandshakeTerminate {
+		if c.HandshakeEndpoint != "" || c.VerifyEndpoint != "" || c.UpstreamDID != "" || c.DiscoveryTTL != 0 {
+			return errors.New("mcpi: handshake endpoints, upstream_did and discovery_ttl apply to `handshake proxy`")
+		}
+	}
+	if c.VerifyEndpoint != "" && c.HandshakeEndpoint == "" {
+		return errors.New("mcpi: verify_endpoint needs handshake_endpoint")
+	}
+	for _, e := range []string{c.HandshakeEndpoint, c.VerifyEndpoint} {
+		if e == "" {
+			continue
+		}
+		if _, err := parseEndpoint(e, nil); err != nil {
+			return fmt.Errorf("mcpi: handshake endpoint %q: %v", e, err)
+		}
+	}
+	if c.UpstreamDID != "" {
+		if _, err := didresolver.ParseDID(c.UpstreamDID); err != nil {
+			return fmt.Errorf("mcpi: upstream_did %q: %v", c.UpstreamDID, err)
+		}
+	}
+	hs, vf := c.HandshakePath, c.VerifyPath
+	if hs == "" {
+		hs = defaultHandshakePath
+	}
+	if vf == "" {
+		vf = defaultVerifyPath
+	}
+	for _, p := range []string{hs, vf} {
+		if !strings.HasPrefix(p, "/") || strings.ContainsAny(p, "?# \t") {
+			return fmt.Errorf("mcpi: handshake path %q must be an absolute path", p)
+		}
+		if p == wellKnownMCPI || isResourceMetadataPath(p) {
+			return fmt.Errorf("mcpi: handshake path %q is reserved", p)
+		}
+	}
+	if hs == vf {
+		return errors.New("mcpi: handshake and verify paths must differ")
+	}
+	hm, vm := c.HandshakeMethod, c.VerifyMethod
+	if hm == "" {
+		hm = challenge.DefaultHandshakeMethod
+	}
+	if vm == "" {
+		vm = challenge.DefaultVerifyMethod
+	}
+	if hm == vm {
+		return errors.New("mcpi: handshake and verify methods must differ")
+	}
+	if c.ChallengeTTL < 0 || c.HandshakeSkew < 0 || c.SessionTTL < 0 || c.DiscoveryTTL < 0 {
+		return errors.New("mcpi: durations must not be negative")
+	}
+	if c.ChallengeTTL != 0 && time.Duration(c.ChallengeTTL) < time.Second {
+		return errors.New("mcpi: challenge_ttl must be at least 1s")
+	}
+	switch c.LegacyHandshake {
+	case "", LegacyPass, LegacyVerify:
+	default:
+		return fmt.Errorf("mcpi: legacy_handshake must be pass or verify, got %q", c.LegacyHandshake)
+	}
+	return nil
+}
+
+// cleanupLevel3 runs from Cleanup, also after a partial Provision.
+func (h *Handler) cleanupLevel3() error {
+	l := &h.l3
+	if l.client != nil {
+		l.client.CloseIdleConnections()
+	}
+	return nil
+}
+
+// serveLevel3 answers or proxies handshake traffic (the handshake/verify
+// endpoints, /.well-known/mcp-i.json) and reports whether it did. Runs after
+// the identity headers were stripped and before any credential is required.
+// chain holds the values of the chain header, already taken off r: a
+// verify call's credential may need its ancestors like any other.
+func (h *Handler) serveLevel3(w http.ResponseWriter, r *http.Request, next Next, chain []string) (handled bool, err error) {
+	if !h.l3.enabled {
+		return false, nil
+	}
+	p := r.URL.Path
+	switch {
+	case p == wellKnownMCPI && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		h.serveMCPIDocument(w, r)
+		return true, nil
+	case p == h.l3.hsPath || p == h.l3.vfPath:
+		if r.Method == http.MethodPost {
+			return h.serveHandshakeCall(w, r, next, chain)
+		}
+		if h.l3.mode == HandshakeTerminate {
+			w.Header().Set("Allow", http.MethodPost)
+			writeJSON(w, http.StatusMethodNotAllowed, []byte(`{"error":"method_not_allowed","error_description":"handshake endpoints take JSON-RPC over POST"}`), "no-store")
+			return true, nil
+		}
+	case h.LegacyHandshake == LegacyPass && r.Method == http.MethodPost && wantsBody(r) && r.ContentLength <= h.MaxBodySize:
+		// (A body announced as larger is no legacy handshake; Level 1
+		// decides about it as it would without this setting.)
+		body, err := readBody(w, r, h.MaxBodySize)
+		if err != nil {
+			return true, h.reject(w, r, err, nil)
+		}
+		if isLegacyForm(body) {
+			return h.passLegacy(w, r, next)
+		}
+	}
+	return false, nil
+}
+
+// sessionDelegation returns the delegation bound to a handshake session
+// presented by r (Mcp-Session-Id or X-Mcpi-Handshake-Session), or nil when
+// r presents none: an edge-issued session in terminate mode, the
+// upstream's session bound at its verify in proxy mode (proxysession.go).
+// It is consulted only when the request carries no credential.
+func (h *Handler) sessionDelegation(r *http.Request) (*vc.Delegation, error) {
+	if !h.l3.enabled {
+		return nil, nil
+	}
+	// A rejected session is logged by reject, like a credential.
+	switch {
+	case h.l3.sessions != nil:
+		return h.sessionFrom(r)
+	case h.l3.proxySessions != nil:
+		return h.boundSession(r)
+	}
+	return nil, nil
+}

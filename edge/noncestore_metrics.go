@@ -1,0 +1,66 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mcpi-edge/caddy-mcpi/challenge"
+)
+
+// measuredNonceStore times every operation of the Level 3 nonce store
+// (caddy_mcpi_nonce_store_duration_seconds). provisionNonceStore installs
+// it as h.l3.store, so the handshake service, the presentation replay
+// guard and the presentation nonce check are all measured.
+type measuredNonceStore struct {
+	store challenge.NonceStore
+	// name is the store's label: "memory", "redis" (the module name).
+	name string
+	h    *Handler
+}
+
+func (m *measuredNonceStore) Put(ctx context.Context, nonce string, rec challenge.Record, ttl time.Duration) error {
+	start := time.Now()
+	err := m.store.Put(ctx, nonce, rec, ttl)
+	m.h.metricNonceStore(m.name, "put", time.Since(start), storeFailure(err))
+	return err
+}
+
+func (m *measuredNonceStore) Consume(ctx context.Context, nonce string) (challenge.Record, error) {
+	start := time.Now()
+	rec, err := m.store.Consume(ctx, nonce)
+	m.h.metricNonceStore(m.name, "consume", time.Since(start), storeFailure(err))
+	return rec, err
+}
+
+// Peek implements challenge.Peeker: unsupported when the measured store
+// cannot peek (the handshake then consumes first).
+func (m *measuredNonceStore) Peek(ctx context.Context, nonce string) (challenge.Record, error) {
+	p, ok := m.store.(challenge.Peeker)
+	if !ok {
+		return challenge.Record{}, fmt.Errorf("mcpi: nonce store %s cannot peek: %w", m.name, errors.ErrUnsupported)
+	}
+	start := time.Now()
+	rec, err := p.Peek(ctx, nonce)
+	if !errors.Is(err, errors.ErrUnsupported) {
+		m.h.metricNonceStore(m.name, "peek", time.Since(start), storeFailure(err))
+	}
+	return rec, err
+}
+
+// storeFailure is err when it is a failure of the store itself, nil for a
+// normal answer: a nonce that is not there (Consume) or already is (Put).
+// By the NonceStore contract every other error wraps ErrStoreUnavailable.
+func storeFailure(err error) error {
+	if !errors.Is(err, challenge.ErrStoreUnavailable) &&
+		(errors.Is(err, challenge.ErrNonceNotFound) || errors.Is(err, challenge.ErrNonceExists)) {
+		return nil
+	}
+	return err
+}
+
+var (
+	_ challenge.NonceStore = (*measuredNonceStore)(nil)
+	_ challenge.Peeker     = (*measuredNonceStore)(nil)
+)

@@ -1,0 +1,805 @@
+package edge
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/mcpi-edge/caddy-mcpi/mcp"
+	"github.com/mcpi-edge/caddy-mcpi/vc"
+)
+
+// MCP-aware authorization (MCPI-WIRE §6 and §7): per-tool policy on
+// tools/call, tools/list filtering, and handshake-action checks on tool
+// results.
+//
+// Decisions of this file, in short:
+//   - A batch is forwarded only when every tools/call in it is allowed.
+//     Otherwise the edge answers the whole batch itself: each denied call
+//     gets its tool error result, every other request a JSON-RPC error
+//     (codeBatchRefused) asking to send it on its own; notifications and
+//     responses in the batch are dropped.
+//   - Anonymous access exists only when some tool rule has allow_anonymous.
+//     Then a request without credential is admitted when it is a POST whose
+//     every message is initialize, server/discover, ping, tools/list, a
+//     notification, or a tools/call of a tool whose rule allows anonymous
+//     callers. tool_default allow never applies to anonymous callers, and
+//     their tools/list shows only the anonymous tools.
+//   - A response that must be checked but cannot be (too large, not JSON,
+//     compressed, malformed) is not forwarded: the client gets a JSON-RPC
+//     error instead. Only an answer to a request without tools/list whose
+//     tool results are not enforced (no tools/call, or handshake_actions
+//     observe) passes unchecked: there the tool-list filter is a second
+//     line of defence.
+//   - tools/list hides every tool the caller may not call now, including
+//     those a consent could unlock: list-time and call-time decisions agree.
+//     Any answer that looks like a tool list is filtered, whatever request
+//     id it carries, and a batch repeating a request id is refused: ids are
+//     the client's, and servers route answers by them.
+//   - A tool policy polices the body of every method that may carry one,
+//     in any letter case, and refuses what an upstream could decode into
+//     other JSON first (another charset, a Content-Encoding) or carry past
+//     it (a body on GET or DELETE, CONNECT, protocol upgrades).
+
+// Defaults and limits of the per-tool policy.
+const (
+	defaultMaxResponseSize = 4 << 20
+
+	// maxListedTools bounds the tool names remembered from the upstream's
+	// tools/list answers, used as log labels.
+	maxListedTools = 512
+
+	// codeBatchRefused is the JSON-RPC error (implementation-defined server
+	// error range) given to the requests of a batch the edge did not
+	// forward because another call in it was denied.
+	codeBatchRefused = -32000
+)
+
+// ToolPolicy is the rule for the tools whose name matches Name.
+type ToolPolicy struct {
+	// Tool name, or a glob in path.Match syntax ("*" does not match "/").
+	// An exact name beats every glob; among globs the longest one wins.
+	Name string `json:"name"`
+
+	// Scopes the delegation must grant, every one of them (exact match).
+	// Empty: any verified caller may call the tool, unless
+	// tool_scope_convention requires "<tool>:execute".
+	Scopes []string `json:"scopes,omitempty"`
+
+	// Let callers without a credential call the tool. Cannot be combined
+	// with scopes or require_presentation.
+	AllowAnonymous bool `json:"allow_anonymous,omitempty"`
+
+	// Require the delegation to be presented holder-bound: in a Verifiable
+	// Presentation signed by the agent, or over a Level 3 handshake
+	// session. A bare bearer credential is refused.
+	RequirePresentation bool `json:"require_presentation,omitempty"`
+}
+
+// PolicyConfig holds the MCP-aware authorization settings (per-tool policy,
+// tools/list filtering, handshake-action checks). It is embedded in Handler,
+// so its fields are top-level JSON config fields of http.handlers.mcpi.
+type PolicyConfig struct {
+	// Per-tool rules for tools/call, also applied to tools/list answers,
+	// which list only the tools the caller may call. At most one rule per
+	// name or glob.
+	Tools []ToolPolicy `json:"tools,omitempty"`
+
+	// What happens to a tool no rule matches: "allow" or "deny". Default:
+	// deny once any rule exists; with no rules every tool is allowed.
+	ToolDefault string `json:"tool_default,omitempty"`
+
+	// Apply the KYA-OS convention: a rule without scopes requires the
+	// scope "<tool>:execute" of the called tool. Needs at least one rule
+	// (`tool *` applies it to every tool without "/" in its name).
+	ToolScopeConvention bool `json:"tool_scope_convention,omitempty"`
+
+	// Consent page of the operator. A tools/call refused for missing
+	// scopes then answers with an auth_required handshake action whose
+	// authUrl is this URL with the query parameters tool, scopes,
+	// agent_did and resume_token (an opaque random value the consent
+	// service is expected to echo back). Without it the refusal is a plain
+	// tool error naming the missing scopes.
+	ConsentURL string `json:"consent_url,omitempty"`
+
+	// What to do with handshake actions in upstream tool results (JSON and
+	// SSE): "enforce" replaces an invalid action, or an authUrl that is not
+	// https on the tool endpoint's own registrable domain, with a tool
+	// error and logs it; "observe" only logs; "off" leaves results alone.
+	// When the user DID is known, a valid authUrl gets context_did.
+	// Default: enforce.
+	HandshakeActions string `json:"handshake_actions,omitempty"`
+
+	// Further hosts an authUrl may point to, besides the request Host's
+	// registrable domain: exact host names, or "*.example.com".
+	HandshakeActionHosts []string `json:"handshake_action_hosts,omitempty"`
+
+	// Largest application/json answer (or SSE event) the edge reads to
+	// filter tools/list or check tool results, in bytes. A larger one is
+	// replaced by a JSON-RPC error. Default: 4194304.
+	MaxResponseSize int64 `json:"max_response_size,omitempty"`
+
+	// Scopes by annotation class (read_only, destructive, other) for the
+	// tools no tool rule matches, the class learned from the upstream's
+	// tools/list annotations; see ToolAnnotationsPolicy. Off when unset.
+	// With it, tool_default defaults to deny even without tool rules.
+	ToolAnnotationsPolicy *ToolAnnotationsPolicy `json:"tool_annotations_policy,omitempty"`
+}
+
+// policyState is the runtime state of the per-tool policy.
+type policyState struct {
+	// pol is nil when no per-tool policy applies (no rules, default not
+	// deny): every tool is allowed and tools/list is not filtered.
+	pol             *mcp.Policy
+	anyAnonymous    bool
+	anyPresentation bool
+	actions         mcp.ActionMode
+	// listed remembers tool names the upstream listed, for log labels.
+	listed *toolNames
+	// annotations is nil unless tool_annotations_policy is set.
+	annotations *annotationPolicy
+}
+
+// policy builds the mcp.Policy of the config; nil when nothing is to be
+// enforced.
+func (c *PolicyConfig) policy() (*mcp.Policy, error) {
+	def, err := mcp.ParseDefaultAction(c.ToolDefault)
+	if err != nil {
+		return nil, fmt.Errorf("mcpi: tool_default must be allow or deny, got %q", c.ToolDefault)
+	}
+	if c.ToolAnnotationsPolicy != nil && def == mcp.DefaultUnset {
+		def = mcp.DefaultDeny // an unseen tool never gets more than tool_default
+	}
+	if len(c.Tools) == 0 && def != mcp.DefaultDeny && c.ToolAnnotationsPolicy == nil {
+		return nil, nil
+	}
+	p := &mcp.Policy{Default: def, Rules: make([]mcp.ToolRule, len(c.Tools))}
+	for i, t := range c.Tools {
+		p.Rules[i] = mcp.ToolRule{
+			Pattern:             t.Name,
+			Scopes:              t.Scopes,
+			AllowAnonymous:      t.AllowAnonymous,
+			RequirePresentation: t.RequirePresentation,
+		}
+	}
+	if c.ToolScopeConvention {
+		p.ImpliedScope = mcp.DefaultScopeForTool
+	}
+	return p, nil
+}
+
+func (c *PolicyConfig) actionMode() (mcp.ActionMode, error) {
+	if c.HandshakeActions == "" {
+		return mcp.ActionsEnforce, nil
+	}
+	m, err := mcp.ParseActionMode(c.HandshakeActions)
+	if err != nil {
+		return 0, fmt.Errorf("mcpi: handshake_actions must be enforce, observe or off, got %q", c.HandshakeActions)
+	}
+	return m, nil
+}
+
+// provisionPolicy runs at the end of Provision.
+func (h *Handler) provisionPolicy() error {
+	if h.MaxResponseSize == 0 {
+		h.MaxResponseSize = defaultMaxResponseSize
+	}
+	pol, err := h.PolicyConfig.policy()
+	if err != nil {
+		return err
+	}
+	mode, err := h.PolicyConfig.actionMode()
+	if err != nil {
+		return err
+	}
+	st := policyState{pol: pol, actions: mode, listed: &toolNames{m: make(map[string]struct{})},
+		annotations: newAnnotationPolicy(h.ToolAnnotationsPolicy)}
+	for _, t := range h.Tools {
+		st.anyAnonymous = st.anyAnonymous || t.AllowAnonymous
+		st.anyPresentation = st.anyPresentation || t.RequirePresentation
+	}
+	h.policy = st
+	return nil
+}
+
+// validatePolicy runs from Validate.
+func (h *Handler) validatePolicy() error {
+	c := &h.PolicyConfig
+	pol, err := c.policy()
+	if err != nil {
+		return err
+	}
+	if pol != nil {
+		if err := pol.Validate(); err != nil {
+			return fmt.Errorf("mcpi: tool policy: %w", err)
+		}
+	}
+	for _, t := range c.Tools {
+		if t.AllowAnonymous && len(t.Scopes) > 0 {
+			return fmt.Errorf("mcpi: tool %q: allow_anonymous cannot be combined with scopes", t.Name)
+		}
+	}
+	if c.ToolScopeConvention && len(c.Tools) == 0 {
+		return errors.New("mcpi: tool_scope_convention applies to tool rules without scopes, and there are none (add `tool *`)")
+	}
+	if c.ConsentURL != "" {
+		u, err := url.Parse(c.ConsentURL)
+		if err != nil || u.Host == "" || u.User != nil || (u.Scheme != "https" && u.Scheme != "http") {
+			return fmt.Errorf("mcpi: consent_url %q is not an absolute http(s) URL without userinfo", c.ConsentURL)
+		}
+	}
+	if _, err := c.actionMode(); err != nil {
+		return err
+	}
+	for _, host := range c.HandshakeActionHosts {
+		if !ValidActionHost(host) {
+			return fmt.Errorf("mcpi: handshake_action_hosts: %q is not a host name or *.domain", host)
+		}
+	}
+	if err := c.ToolAnnotationsPolicy.Validate(); err != nil {
+		return err
+	}
+	if c.MaxResponseSize < 0 {
+		return errors.New("mcpi: sizes must not be negative")
+	}
+	return nil
+}
+
+// ValidActionHost accepts a host name (no scheme, port or path) or
+// "*.<host name>".
+func ValidActionHost(s string) bool {
+	s = strings.TrimPrefix(s, "*.")
+	if s == "" || strings.HasPrefix(s, ".") {
+		return false
+	}
+	return !strings.ContainsAny(s, "/:@?#*[]\\ \t\r\n")
+}
+
+// anonymousMethods are the methods an anonymous client may send (besides
+// notifications and the tools/call of anonymous tools): what an MCP client
+// needs to start a session and find the public tools.
+var anonymousMethods = []string{"initialize", "server/discover", "ping", mcp.MethodToolsList}
+
+// admitAnonymous reports whether r, which presents no credential and no
+// session, may go upstream anyway because everything it calls is allowed
+// anonymously. body is the request body when the carriers read it, else nil.
+func (h *Handler) admitAnonymous(r *http.Request, body []byte) bool {
+	p := &h.policy
+	if p.pol == nil || !p.anyAnonymous || r.Method != http.MethodPost {
+		return false
+	}
+	if body == nil {
+		if !hasRequestBody(r) {
+			return false
+		}
+		var err error
+		if body, err = readBody(nil, r, h.MaxBodySize); err != nil {
+			return false
+		}
+	}
+	msgs, _, err := mcp.ParseMessages(body)
+	if err != nil || confusable(msgs) {
+		return false
+	}
+	for _, m := range msgs {
+		switch {
+		case m.Method == mcp.MethodToolsCall:
+			name, _ := mcp.ToolCallName(m)
+			if !h.toolAllowed(name, nil, false) {
+				return false
+			}
+		case slices.Contains(anonymousMethods, m.Method), strings.HasPrefix(m.Method, "notifications/"):
+		default:
+			return false // responses, and every other method
+		}
+	}
+	return true
+}
+
+// toolAllowed is the policy's decision on tool for the caller holding d (nil
+// when anonymous). An anonymous caller gets only tools whose rule allows
+// anonymous callers: tool_default allow is for verified callers.
+func (h *Handler) toolAllowed(tool string, d *vc.Delegation, presented bool) bool {
+	dec := h.decide(tool, d, presented)
+	if d == nil {
+		return dec.Allowed && dec.Rule != nil && dec.Rule.AllowAnonymous
+	}
+	return dec.Allowed
+}
+
+func (h *Handler) decide(tool string, d *vc.Delegation, presented bool) mcp.Decision {
+	pol := h.policy.pol
+	if d == nil {
+		return pol.Decide(tool, nil, true, false)
+	}
+	if slices.Contains(handshakeTools, tool) && !pol.KnownTool(tool) {
+		return mcp.Decision{Allowed: true, Reason: reasonHandshakeTool}
+	}
+	dec := pol.Decide(tool, d.Scopes, false, presented)
+	if dec.Rule == nil { // no tool rule: the annotation class, if known, replaces tool_default
+		if ad, ok := h.policy.annotations.decide(tool, d.Scopes); ok {
+			return ad
+		}
+	}
+	return dec
+}
+
+// handshakeTools are the tools through which older MCP-I and KYA-OS agents
+// run the handshake with an MCP-I-aware upstream (MCPI-WIRE §5). They are
+// protocol, not capabilities: a verified caller may call them unless an
+// exact rule names them (globs and tool_default do not apply).
+var handshakeTools = []string{"_mcpi_handshake", "_kyaos_handshake", "_mcpi"}
+
+// reasonHandshakeTool is the decision reason for a handshakeTools call.
+const reasonHandshakeTool = "handshake_tool"
+
+// enforcePolicy applies the per-tool policy to an admitted request (d is nil
+// for an anonymous one, adm is its admission) and may wrap w to filter or
+// check the response. It returns handled when it answered the request
+// itself, and recorded when it recorded the request's decision (a denial or
+// a rejection) in place of adm.
+//
+// Methods are compared without regard to case, since a server may route
+// "post" as POST. Every method but GET, HEAD, OPTIONS, DELETE, TRACE and
+// CONNECT may carry JSON-RPC (PUT, PATCH and extension methods too): with a
+// tool policy its body is read and policed like a POST's. See policeHTTP for
+// what a tool policy refuses before that.
+//
+// Only two kinds of request have their response wrapped: one holding
+// JSON-RPC requests (when a tool policy exists, for tools/list filtering, or
+// a tools/call when handshake actions are checked), and a GET resuming an
+// SSE stream (Last-Event-ID), whose replayed events answer requests the edge
+// has not seen in this request. Other GET streams are never touched.
+func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.Delegation, body []byte, adm decision) (_ http.ResponseWriter, handled, recorded bool, err error) {
+	p := &h.policy
+	if p.pol == nil && p.actions == mcp.ActionsOff {
+		return w, false, false, nil
+	}
+	method := strings.ToUpper(r.Method)
+	if p.pol != nil {
+		if status, err := h.policeHTTP(r, method, body != nil); err != nil {
+			h.refuseBody(w, status, mcp.CodeInvalidRequest, err)
+			return w, true, false, nil
+		}
+	}
+	if bodyless(method) {
+		if method != http.MethodGet || r.Header.Get("Last-Event-ID") == "" {
+			return w, false, false, nil
+		}
+		c := h.newResponseCheck(r, d, nil, false, p.pol != nil, p.actions != mcp.ActionsOff)
+		c.presented = h.policy.anyPresentation && h.holderBound(r, d)
+		return c.wrap(w, r), false, false, nil
+	}
+
+	if body == nil {
+		// A tool policy reads every body: a tools/call sent with another
+		// content type must not slip past it. Handshake-action checks
+		// alone look at JSON bodies only.
+		if !hasRequestBody(r) || (p.pol == nil && !wantsBody(r)) {
+			return w, false, false, nil
+		}
+		if body, err = readBody(w, r, h.MaxBodySize); err != nil {
+			return w, true, true, h.reject(w, r, err, nil)
+		}
+	}
+	msgs, batch, err := mcp.ParseMessages(body)
+	if err == nil && p.pol != nil {
+		if confusable(msgs) {
+			err = errConfusable
+		} else {
+			// A repeated id would leave the edge unable to tell which
+			// answer is the tools/list one.
+			err = mcp.CheckUniqueIDs(msgs)
+		}
+	}
+	if err != nil {
+		if p.pol == nil {
+			return w, false, false, nil // nothing to authorize; not JSON-RPC
+		}
+		// What the edge cannot read, it cannot authorize; an upstream
+		// reading it differently could run a tool the policy denies.
+		code := mcp.ErrorCode(err)
+		if errors.Is(err, errConfusable) {
+			code = mcp.CodeInvalidRequest
+		}
+		h.refuseBody(w, http.StatusBadRequest, code, err)
+		return w, true, false, nil
+	}
+
+	var hasList, hasCall, hasRequest bool
+	for _, m := range msgs {
+		hasList = hasList || m.Method == mcp.MethodToolsList
+		hasCall = hasCall || m.Method == mcp.MethodToolsCall
+		hasRequest = hasRequest || mcp.IsRequest(m)
+	}
+	presented := false
+	if d != nil && p.anyPresentation && (hasCall || hasList) {
+		presented = h.holderBound(r, d)
+	}
+
+	if p.pol != nil && hasCall {
+		var decisions []mcp.Decision
+		denied := false
+		for i, m := range msgs {
+			if m.Method != mcp.MethodToolsCall {
+				continue
+			}
+			if decisions == nil {
+				decisions = make([]mcp.Decision, len(msgs))
+			}
+			name, _ := mcp.ToolCallName(m)
+			dec := h.decide(name, d, presented)
+			if d == nil && dec.Allowed && (dec.Rule == nil || !dec.Rule.AllowAnonymous) {
+				// Unreachable through admitAnonymous; kept so the rule
+				// holds whatever admits an anonymous request.
+				dec = mcp.Decision{Rule: dec.Rule, Reason: mcp.ReasonAnonymous}
+			}
+			decisions[i] = dec
+			denied = denied || !dec.Allowed
+			h.logDecision(name, d, dec)
+		}
+		if denied {
+			h.recordDenial(r, msgs, decisions, adm)
+			h.answerDenied(w, msgs, batch, decisions, d)
+			return w, true, true, nil
+		}
+	}
+	// The admission of a tools/call names its tool in the audit log.
+	if hasCall {
+		adm.tool = toolCallNames(msgs)
+		h.recordDecision(r, adm)
+		recorded = true
+	}
+
+	// Any answer may carry a tool list: servers that route answers by
+	// request id (the TypeScript and Python SDKs) deliver a tools/list
+	// answer on the stream of another request that reused its id.
+	filter := p.pol != nil && hasRequest
+	actions := p.actions != mcp.ActionsOff && hasCall
+	if !filter && !actions {
+		return w, false, recorded, nil
+	}
+	c := h.newResponseCheck(r, d, msgs, batch, filter, actions)
+	c.presented = presented
+	c.sniff = !hasList
+	if filter && hasList {
+		// Learn the listed tools' annotation classes before the filter
+		// decides on them (no-op unless tool_annotations_policy is set).
+		return p.annotations.learnFrom(c.wrap(w, r), c.ids, h.MaxResponseSize), false, recorded, nil
+	}
+	return c.wrap(w, r), false, recorded, nil
+}
+
+// toolCallNames names the tools/call requests of msgs for an audit entry:
+// the tool of a single call, the tools of a batch joined by commas, cut at
+// maxAuditTool bytes (the names are the client's choice).
+func toolCallNames(msgs []mcp.Message) string {
+	var names string
+	for _, m := range msgs {
+		if m.Method != mcp.MethodToolsCall {
+			continue
+		}
+		name, _ := mcp.ToolCallName(m)
+		if names == "" {
+			names = name
+		} else {
+			names += "," + name
+		}
+		if len(names) >= maxAuditTool {
+			break
+		}
+	}
+	return names
+}
+
+// holderBound reports whether d was presented holder-bound: in a VP signed by
+// the agent, or over a Level 3 handshake session (the agent proved its key
+// when the session was issued).
+func (h *Handler) holderBound(r *http.Request, d *vc.Delegation) bool {
+	if d == nil {
+		return false
+	}
+	if d.Presented {
+		return true
+	}
+	if !h.l3.enabled {
+		return false
+	}
+	s, err := h.sessionDelegation(r)
+	return err == nil && s != nil && s.Hash == d.Hash && s.AgentDID == d.AgentDID
+}
+
+// recordDenial records the request's one decision, the denial of its first
+// denied call, in place of its admission adm (whose delegation and carrier
+// it keeps).
+func (h *Handler) recordDenial(r *http.Request, msgs []mcp.Message, decisions []mcp.Decision, adm decision) {
+	for i, m := range msgs {
+		if m.Method == mcp.MethodToolsCall && !decisions[i].Allowed {
+			name, _ := mcp.ToolCallName(m)
+			h.recordDecision(r, decision{outcome: "denied", reason: decisions[i].Reason, status: http.StatusOK,
+				delegation: adm.delegation, carrier: adm.carrier, tool: name})
+			return
+		}
+	}
+}
+
+// answerDenied answers a request holding a denied tools/call at the edge,
+// with HTTP 200: a tool error result for every denied call, a JSON-RPC
+// error for every other request of a batch (none of it was forwarded).
+// Notifications get no answer; with nothing to answer it is 202 Accepted.
+func (h *Handler) answerDenied(w http.ResponseWriter, msgs []mcp.Message, batch bool, decisions []mcp.Decision, d *vc.Delegation) {
+	var out [][]byte
+	for i, m := range msgs {
+		if !mcp.IsRequest(m) {
+			continue
+		}
+		if m.Method == mcp.MethodToolsCall && !decisions[i].Allowed {
+			name, _ := mcp.ToolCallName(m)
+			out = append(out, h.deniedResult(m.ID, name, decisions[i], d))
+			continue
+		}
+		out = append(out, mcp.ErrorResponse(m.ID, codeBatchRefused,
+			"not forwarded: the batch holds a tools/call this agent may not make; send this request on its own"))
+	}
+	switch {
+	case len(out) == 0:
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusAccepted)
+	case !batch:
+		writeJSON(w, http.StatusOK, out[0], "no-store")
+	default:
+		writeJSON(w, http.StatusOK, joinBatch(out), "no-store")
+	}
+}
+
+func joinBatch(msgs [][]byte) []byte {
+	n := 2
+	for _, m := range msgs {
+		n += len(m) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, m := range msgs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, m...)
+	}
+	return append(b, ']')
+}
+
+// deniedResult is the tool result answering a denied call of tool.
+func (h *Handler) deniedResult(id []byte, tool string, dec mcp.Decision, d *vc.Delegation) []byte {
+	switch dec.Reason {
+	case mcp.ReasonInsufficientScope, mcp.ReasonAnonymous:
+		n := mcp.NeedsAuthorization{Tool: tool, Missing: dec.Missing, ConsentURL: h.ConsentURL}
+		if d != nil {
+			n.AgentDID = d.AgentDID
+		}
+		if n.ConsentURL != "" {
+			n.ResumeToken = resumeToken()
+		}
+		return mcp.NeedsAuthorizationResult(id, n)
+	case mcp.ReasonPresentationRequired:
+		return mcp.ToolErrorResult(id, fmt.Sprintf("Tool %q requires the delegation to be presented in a Verifiable Presentation signed by the agent, or over an MCP-I handshake session.", tool),
+			map[string]any{"error": "presentation_required", "toolName": tool})
+	default:
+		return mcp.ToolErrorResult(id, fmt.Sprintf("Tool %q is not available to this agent.", tool),
+			map[string]any{"error": "tool_not_allowed", "toolName": tool})
+	}
+}
+
+// resumeToken is an opaque, random 128-bit value the consent service echoes
+// back so that the agent can resume the refused call.
+func resumeToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func (h *Handler) logDecision(tool string, d *vc.Delegation, dec mcp.Decision) {
+	outcome := "denied"
+	if dec.Allowed {
+		outcome = "allowed"
+	}
+	h.metricToolDecision(h.toolLabel(tool), outcome)
+	c := h.logger.Check(zapcore.DebugLevel, "tool call decided")
+	if c == nil {
+		return
+	}
+	fields := []zap.Field{zap.String("tool", h.toolLabel(tool)), zap.Bool("allowed", dec.Allowed), zap.String("reason", dec.Reason)}
+	if len(dec.Missing) > 0 {
+		fields = append(fields, zap.Strings("missing_scopes", dec.Missing))
+	}
+	if d != nil {
+		fields = append(fields, zap.String("agent_did", d.AgentDID))
+	}
+	c.Write(fields...)
+}
+
+// toolLabel is tool as a log or metric label: a name from the configured
+// policy or from the upstream's tool list, else "other".
+func (h *Handler) toolLabel(tool string) string {
+	p := &h.policy
+	return mcp.LabelForTool(tool, func(n string) bool {
+		return (p.pol != nil && p.pol.KnownTool(n)) || p.listed.has(n)
+	})
+}
+
+// errConfusable: a member name differs from a JSON-RPC member name only by
+// case. encoding/json-based upstreams match names case-insensitively, so
+// {"name":"a","Name":"b"} could run b while the edge authorized a.
+var errConfusable = errors.New("mcp: member name differs from a JSON-RPC member only by case")
+
+var rpcMembers = []string{"jsonrpc", "id", "method", "params", "result", "error"}
+
+// confusable reports whether a message has a member whose name equals one
+// of rpcMembers (or, in tools/call params, "name") only when case is
+// ignored.
+func confusable(msgs []mcp.Message) bool {
+	odd := func(raw []byte, names ...string) bool {
+		for j := firstMember(raw, skipWS(raw, 0)); raw[j] != '}'; {
+			var m member
+			m, j = memberAt(raw, j)
+			key := raw[m.keyStart+1 : m.keyEnd-1]
+			if bytes.IndexByte(key, '\\') >= 0 {
+				key = []byte(unquote(raw[m.keyStart:m.keyEnd]))
+			}
+			for _, n := range names {
+				if string(key) != n && bytes.EqualFold(key, []byte(n)) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, m := range msgs {
+		if odd(m.Raw, rpcMembers...) {
+			return true
+		}
+		if m.Method == mcp.MethodToolsCall && len(m.Params) > 0 && odd(m.Params, "name") {
+			return true
+		}
+	}
+	return false
+}
+
+// Refusals of requests whose body the tool policy will not read (policeHTTP).
+var (
+	errBodylessMethod = errors.New("mcpi: a body on a GET, HEAD, OPTIONS, DELETE or TRACE request is refused where a tool policy applies")
+	errConnect        = errors.New("mcpi: CONNECT is refused where a tool policy applies: the edge cannot police a tunnel")
+	errBodyEncoded    = errors.New("mcpi: a request body with a Content-Encoding is refused where a tool policy applies")
+	errBodyCharset    = errors.New("mcpi: where a tool policy applies, a request body needs one well-formed Content-Type, naming no charset but UTF-8")
+)
+
+// bodyless reports whether method (upper case) carries no JSON-RPC in MCP.
+func bodyless(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodDelete, http.MethodTrace, http.MethodConnect:
+		return true
+	}
+	return false
+}
+
+// policeHTTP is what a tool policy requires of a request before its body is
+// read: everything the upstream may read as JSON-RPC must be what the edge
+// reads. It returns the status to refuse r with, and why; or it may change
+// r so that nothing unpoliced goes on:
+//
+//   - A protocol upgrade (WebSocket, h2c) would open a tunnel the edge
+//     cannot see into: the Upgrade header is removed, so the request goes
+//     on as a plain one (RFC 9110 §7.8 lets a server ignore it). CONNECT
+//     (HTTP/2 and HTTP/3 WebSockets) gets 400.
+//   - GET, HEAD, OPTIONS, DELETE and TRACE carry no JSON-RPC: one with a
+//     declared body gets 400, and a body of unknown length (HTTP/2 and
+//     HTTP/3 send bodyless GETs that way) is dropped, never read, so a GET
+//     stream is not held up.
+//   - Any other method's body is read and parsed as JSON-RPC whatever its
+//     media type (or none), but a body in another charset than UTF-8, or
+//     with a Content-Encoding, gets 415: an upstream that decodes it (such
+//     as a Node.js server decoding charset=utf-7 or inflating gzip) would
+//     read other JSON than the edge did. read is whether the carriers
+//     already read the body.
+func (h *Handler) policeHTTP(r *http.Request, method string, read bool) (int, error) {
+	if method == http.MethodConnect {
+		return http.StatusBadRequest, errConnect
+	}
+	if r.Header.Get("Upgrade") != "" {
+		if c := h.logger.Check(zapcore.DebugLevel, "protocol upgrade ignored under the tool policy"); c != nil {
+			c.Write(zap.String("upgrade", r.Header.Get("Upgrade")))
+		}
+		r.Header.Del("Upgrade")
+	}
+	if bodyless(method) {
+		switch {
+		case r.ContentLength > 0:
+			return http.StatusBadRequest, errBodylessMethod
+		case r.ContentLength < 0:
+			r.Body, r.ContentLength, r.TransferEncoding, r.GetBody = http.NoBody, 0, nil, nil
+			r.Header.Del("Transfer-Encoding")
+		}
+		return 0, nil
+	}
+	if !read && !hasRequestBody(r) {
+		return 0, nil
+	}
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for ce := range strings.SplitSeq(v, ",") {
+			if ce = strings.TrimSpace(ce); ce != "" && !strings.EqualFold(ce, "identity") {
+				return http.StatusUnsupportedMediaType, errBodyEncoded
+			}
+		}
+	}
+	switch cts := r.Header.Values("Content-Type"); len(cts) {
+	case 0:
+	case 1:
+		if cts[0] == "" {
+			break
+		}
+		_, params, err := mime.ParseMediaType(cts[0])
+		if err != nil {
+			return http.StatusUnsupportedMediaType, errBodyCharset
+		}
+		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+			return http.StatusUnsupportedMediaType, errBodyCharset
+		}
+	default:
+		return http.StatusUnsupportedMediaType, errBodyCharset
+	}
+	return 0, nil
+}
+
+// refuseBody answers a request the tool policy will not authorize because
+// it cannot read it, with a JSON-RPC error (id null).
+func (h *Handler) refuseBody(w http.ResponseWriter, status, code int, err error) {
+	if c := h.logger.Check(zapcore.DebugLevel, "request body refused by tool policy"); c != nil {
+		c.Write(zap.Int("status", status), zap.Error(err))
+	}
+	if errors.Is(err, errBodyEncoded) {
+		w.Header().Set("Accept-Encoding", "identity")
+	}
+	writeJSON(w, status, mcp.ErrorResponse(nil, code, err.Error()), "no-store")
+}
+
+// hasRequestBody: r may carry a body.
+func hasRequestBody(r *http.Request) bool {
+	return r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
+}
+
+// toolNames is a bounded set of tool names seen in upstream tool lists.
+type toolNames struct {
+	mu sync.RWMutex
+	m  map[string]struct{}
+}
+
+func (t *toolNames) add(name string) {
+	if t == nil || name == "" || len(name) > 64 || t.has(name) {
+		return
+	}
+	t.mu.Lock()
+	if len(t.m) < maxListedTools {
+		t.m[name] = struct{}{}
+	}
+	t.mu.Unlock()
+}
+
+func (t *toolNames) has(name string) bool {
+	if t == nil {
+		return false
+	}
+	t.mu.RLock()
+	_, ok := t.m[name]
+	t.mu.RUnlock()
+	return ok
+}

@@ -1,0 +1,242 @@
+package edge
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/mcpi-edge/caddy-mcpi/assertion"
+	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/vc"
+)
+
+// The handler writes its 4xx responses itself instead of returning
+// caddyhttp.Error: MCP clients need the WWW-Authenticate challenge (it points
+// them at the RFC 9728 document) and the JSON body, and Caddy's default
+// error handling sends only a status line.
+
+// rejection is how one refused request is answered.
+type rejection struct {
+	status int
+	// code is the RFC 6750 error code: invalid_token, invalid_request or
+	// insufficient_scope.
+	code string
+	// description is human text: the text of a sentinel error, never of a
+	// wrapped one, so nothing from the request leaks into the response.
+	description string
+	// reason is vc.Reason of a verification error ("expired", …); empty
+	// when the request did not get as far as verification.
+	reason string
+	// scope lists the route's required scopes for insufficient_scope.
+	scope string
+	// challenge: send WWW-Authenticate (401 and 403).
+	challenge bool
+	// tag is a short stable name for logs: reason when set, else one of
+	// the handler's own (no_credential, conflicting_credentials, …).
+	tag string
+}
+
+// vcSentinels are vc's errors; the first one an error wraps gives the
+// description of a 401.
+var vcSentinels = []error{
+	vc.ErrTooLarge, vc.ErrMalformed, vc.ErrUnsupportedFormat, vc.ErrAlgorithm,
+	vc.ErrIssuerUnresolved, vc.ErrUnknownKey, vc.ErrKeyNotAuthorized, vc.ErrSignature,
+	vc.ErrType, vc.ErrExpired, vc.ErrNotYetValid, vc.ErrAudience, vc.ErrUntrustedIssuer,
+	vc.ErrMissingScope, vc.ErrChainIncomplete, vc.ErrChainFetch, vc.ErrChain, vc.ErrStatusUnavailable,
+	vc.ErrStatusList, vc.ErrRevoked, vc.ErrPresentationRequired, vc.ErrPresentation,
+	vc.ErrHolder, vc.ErrReplay,
+}
+
+// rejectionFor maps every error the handler can refuse a request with to its
+// answer. This is the only place that decides statuses.
+func (h *Handler) rejectionFor(err error) rejection {
+	switch {
+	case errors.Is(err, errNoCredential):
+		return rejection{status: http.StatusUnauthorized, code: "invalid_token", description: errNoCredential.Error(), challenge: true, tag: "no_credential"}
+	case errors.Is(err, errConflict):
+		return rejection{status: http.StatusBadRequest, code: "invalid_request", description: errConflict.Error(), tag: "conflicting_credentials"}
+	case errors.Is(err, errBodyTooLarge):
+		return rejection{status: http.StatusRequestEntityTooLarge, code: "invalid_request", description: errBodyTooLarge.Error(), tag: "body_too_large"}
+	case errors.Is(err, errBodyRead):
+		return rejection{status: http.StatusBadRequest, code: "invalid_request", description: errBodyRead.Error(), tag: "body_unreadable"}
+	case errors.Is(err, errBodyNotJSON):
+		return rejection{status: http.StatusBadRequest, code: "invalid_request", description: errBodyNotJSON.Error(), tag: "body_unreadable"}
+	case errors.Is(err, errForeignBearer):
+		return rejection{status: http.StatusUnauthorized, code: "invalid_token", description: errForeignBearer.Error(), reason: "not_a_delegation", challenge: true, tag: "not_a_delegation"}
+	case errors.Is(err, assertion.ErrDelegationExpired):
+		// Level 2: the delegation expired between verification and signing.
+		return rejection{status: http.StatusUnauthorized, code: "invalid_token", description: vc.ErrExpired.Error(), reason: "expired", challenge: true, tag: "expired"}
+	case errors.Is(err, errChainTooLarge):
+		return rejection{status: http.StatusBadRequest, code: "invalid_request", description: errChainTooLarge.Error(), tag: "chain_too_large"}
+	case errors.Is(err, errChainMalformed):
+		return rejection{status: http.StatusBadRequest, code: "invalid_request", description: errChainMalformed.Error(), tag: "bad_chain_header"}
+	case errors.Is(err, challenge.ErrStoreUnavailable):
+		// The presentation's nonce or replay record could not be checked:
+		// fail closed, and tell the client to retry.
+		return rejection{status: http.StatusServiceUnavailable, code: "temporarily_unavailable", description: "presentation could not be checked",
+			tag: "nonce_store_unavailable"}
+	case errors.Is(err, errEdgeIdentity):
+		return rejection{status: http.StatusInternalServerError, code: "server_error", description: errEdgeIdentity.Error(), tag: "edge_identity"}
+	case errors.Is(err, vc.ErrStatusUnavailable):
+		// The credential may be fine but its revocation status cannot be
+		// read right now: the edge fails closed, and 503 tells the client
+		// to retry rather than to fetch a new credential.
+		return rejection{status: http.StatusServiceUnavailable, code: "temporarily_unavailable", description: vc.ErrStatusUnavailable.Error(),
+			reason: "status_unavailable", tag: "status_unavailable"}
+	case errors.Is(err, vc.ErrChainFetch):
+		// An ancestor named by URL (chain_fetch) could not be fetched right
+		// now: like a status list, fail closed with 503. The client may
+		// retry, or present the ancestors itself.
+		return rejection{status: http.StatusServiceUnavailable, code: "temporarily_unavailable", description: vc.ErrChainFetch.Error(),
+			reason: "chain_fetch_failed", tag: "chain_fetch_failed"}
+	case errors.Is(err, vc.ErrMissingScope):
+		// Verified, but not allowed here: 403, and the scopes to ask for.
+		reason := vc.Reason(err)
+		return rejection{status: http.StatusForbidden, code: "insufficient_scope", description: vc.ErrMissingScope.Error(),
+			reason: reason, scope: strings.Join(h.RequiredScopes, " "), challenge: true, tag: reason}
+	}
+	// Every other verification failure, including an issuer whose did:web
+	// cannot be fetched right now, is a 401: the edge fails closed and the
+	// client learns only the reason, not the details.
+	desc := "credential invalid"
+	for _, s := range vcSentinels {
+		if errors.Is(err, s) {
+			desc = s.Error()
+			break
+		}
+	}
+	reason := vc.Reason(err)
+	return rejection{status: http.StatusUnauthorized, code: "invalid_token", description: desc, reason: reason, challenge: true, tag: reason}
+}
+
+// errorBody is the JSON body of a rejection (RFC 6750 §3 names).
+type errorBody struct {
+	Error            string `json:"error"`
+	ErrorDescription string `json:"error_description"`
+	Reason           string `json:"reason,omitempty"`
+	Scope            string `json:"scope,omitempty"`
+}
+
+// writeRejection answers the request with rej. The response is complete, so
+// the handler returns nil after it.
+func (h *Handler) writeRejection(w http.ResponseWriter, r *http.Request, rej rejection) {
+	hdr := w.Header()
+	if rej.challenge {
+		hdr.Set("WWW-Authenticate", h.challengeHeader(r, rej))
+	}
+	body, _ := json.Marshal(errorBody{rej.code, rej.description, rej.reason, rej.scope})
+	writeJSON(w, rej.status, body, "no-store")
+}
+
+// challengeHeader builds the Bearer challenge. Without a presented
+// credential it carries no error code (RFC 6750 §3.1: a request without
+// credentials is just asked for them).
+func (h *Handler) challengeHeader(r *http.Request, rej rejection) string {
+	var b strings.Builder
+	b.WriteString("Bearer ")
+	if rej.reason != "" || rej.code == "insufficient_scope" {
+		b.WriteString(`error="` + quoteEscape(rej.code) + `", `)
+		if rej.scope != "" {
+			b.WriteString(`scope="` + quoteEscape(rej.scope) + `", `)
+		}
+		if rej.reason != "" {
+			b.WriteString(`error_description="` + quoteEscape(rej.reason) + `", `)
+		}
+	}
+	b.WriteString(`resource_metadata="` + quoteEscape(h.resourceMetadataURL(r)) + `"`)
+	return b.String()
+}
+
+// quoteEscape makes s safe inside an RFC 9110 quoted-string: backslash and
+// quote are escaped, control characters (which could split the header) are
+// dropped.
+func quoteEscape(s string) string {
+	if !strings.ContainsFunc(s, func(c rune) bool { return c == '"' || c == '\\' || c < 0x20 || c == 0x7f }) {
+		return s
+	}
+	var b strings.Builder
+	for _, c := range s {
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(c)
+		case c < 0x20 || c == 0x7f:
+		default:
+			b.WriteRune(c)
+		}
+	}
+	return b.String()
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte, cacheControl string) {
+	hdr := w.Header()
+	hdr.Set("Content-Type", "application/json")
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	if cacheControl != "" {
+		hdr.Set("Cache-Control", cacheControl)
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(body) // a write error means the client left; nothing to do
+}
+
+// RFC 9728 protected resource metadata.
+
+const wellKnownResource = "/.well-known/oauth-protected-resource"
+
+// isResourceMetadataPath matches the document for the whole host and the
+// per-path form /.well-known/oauth-protected-resource/<path> (RFC 9728 §3.1).
+func isResourceMetadataPath(p string) bool {
+	return p == wellKnownResource || strings.HasPrefix(p, wellKnownResource+"/")
+}
+
+// requestScheme is the scheme the client used: https when the connection
+// to Caddy is TLS, or when a proxy the server trusts (`trusted_proxies`)
+// terminated TLS and says so in X-Forwarded-Proto. The URLs the edge
+// publishes (resource metadata, discovery documents) must name the scheme
+// clients reach it at, not the hop behind a load balancer.
+func (h *Handler) requestScheme(r *http.Request) string {
+	if r.TLS != nil {
+		return "https"
+	}
+	if h.hooks.TrustedProxy != nil && h.hooks.TrustedProxy(r) {
+		// The first value is what the outermost proxy saw from the client.
+		proto, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
+		if strings.EqualFold(strings.TrimSpace(proto), "https") {
+			return "https"
+		}
+	}
+	return "http"
+}
+
+func (h *Handler) resourceMetadataURL(r *http.Request) string {
+	return h.requestScheme(r) + "://" + r.Host + wellKnownResource
+}
+
+type resourceMetadata struct {
+	Resource               string   `json:"resource"`
+	AuthorizationServers   []string `json:"authorization_servers,omitempty"`
+	BearerMethodsSupported []string `json:"bearer_methods_supported"`
+	MCPILevelsSupported    []int    `json:"mcpi_levels_supported"`
+}
+
+// serveResourceMetadata answers the RFC 9728 document. The resource is the
+// origin of the request; for the per-path form it is origin + path, because
+// RFC 9728 §3.3 requires the resource to match the URL the document was
+// fetched for.
+func (h *Handler) serveResourceMetadata(w http.ResponseWriter, r *http.Request) {
+	resource := h.requestScheme(r) + "://" + r.Host + strings.TrimPrefix(r.URL.Path, wellKnownResource)
+	levels := make([]int, 0, h.Level)
+	for l := 1; l <= h.Level; l++ {
+		levels = append(levels, l)
+	}
+	body, _ := json.Marshal(resourceMetadata{
+		Resource:               resource,
+		AuthorizationServers:   h.AuthorizationServers,
+		BearerMethodsSupported: []string{"header"},
+		MCPILevelsSupported:    levels,
+	})
+	// Public and the same for every client, but short-lived so a config
+	// change shows up quickly.
+	writeJSON(w, http.StatusOK, body, "public, max-age=300")
+}

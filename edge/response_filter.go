@@ -1,0 +1,491 @@
+package edge
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/mcpi-edge/caddy-mcpi/mcp"
+	"github.com/mcpi-edge/caddy-mcpi/vc"
+)
+
+// Response filtering: tools/list answers lose the tools the caller may not
+// call, and handshake actions in tool results are checked (MCPI-WIRE §6,
+// §7). An application/json answer is held until its JSON value is complete
+// (bounded by max_response_size), rewritten and sent with a new
+// Content-Length; a text/event-stream answer goes through mcp's SSE
+// rewriter event by event, each event flushed as soon as it is complete, so
+// streams keep streaming. Anything else passes untouched.
+
+var (
+	errResponseNotJSON  = errors.New("response is not a JSON object or array")
+	errResponseEncoded  = errors.New("response has a Content-Encoding")
+	errResponseOversize = errors.New("response larger than max_response_size")
+)
+
+// responseCheck is what the responses to one request are checked against.
+type responseCheck struct {
+	h         *Handler
+	d         *vc.Delegation // nil: anonymous
+	presented bool
+	// ids maps IDKey(id) to the method of each request of the request
+	// body; nil for a resumed stream, whose events answer requests the
+	// edge did not see here, and when nothing is filtered and every
+	// request is a tools/call: either way every result is checked.
+	ids map[string]string
+	// msgs are the messages of the request body (nil for a resumed
+	// stream), for the failure answer and the log label.
+	msgs  []mcp.Message
+	batch bool
+
+	filter bool
+	// sniff: the request holds no tools/list, and filter only guards
+	// against a server that puts another request's tools/list answer here
+	// (answers routed by a reused id); what cannot be read passes.
+	sniff   bool
+	actions mcp.ActionMode
+	opts    mcp.ActionOptions
+	tool    string // log label of the called tool(s); "" until toolLabel
+
+	// rw is the filter wrap returns: allocated with the check, since every
+	// check wraps one response.
+	rw responseFilter
+}
+
+func (h *Handler) newResponseCheck(r *http.Request, d *vc.Delegation, msgs []mcp.Message, batch, filter, actions bool) *responseCheck {
+	c := &responseCheck{h: h, d: d, msgs: msgs, batch: batch, filter: filter}
+	if actions {
+		c.actions = h.policy.actions
+		c.opts = mcp.ActionOptions{ToolEndpointHost: r.Host, AllowedHosts: h.HandshakeActionHosts}
+		if d != nil {
+			c.opts.UserDID = d.UserDID
+		}
+	}
+	if msgs != nil && (filter || !onlyToolCalls(msgs)) {
+		c.ids = mcp.RequestMethods(msgs)
+	}
+	return c
+}
+
+// onlyToolCalls reports whether every request in msgs is a tools/call: then
+// CheckResponseBody checks every result, with the request ids or without.
+func onlyToolCalls(msgs []mcp.Message) bool {
+	for _, m := range msgs {
+		if mcp.IsRequest(m) && m.Method != mcp.MethodToolsCall {
+			return false
+		}
+	}
+	return true
+}
+
+// toolLabel is the log label of the tool(s) the request calls: the tool,
+// "batch" for several calls, "none" for none. Only logs need it, so it is
+// worked out on first use.
+func (c *responseCheck) toolLabel() string {
+	if c.tool != "" {
+		return c.tool
+	}
+	c.tool = "none"
+	calls := 0
+	for _, m := range c.msgs {
+		if name, ok := mcp.ToolCallName(m); ok {
+			if calls++; calls == 1 {
+				c.tool = c.h.toolLabel(name)
+			} else {
+				c.tool = "batch"
+			}
+		}
+	}
+	return c.tool
+}
+
+// wrap returns w wrapped to apply c to the response of r. It is called once
+// per check.
+func (c *responseCheck) wrap(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
+	// A compressed answer cannot be read. Without Accept-Encoding neither
+	// an encode handler after this one nor the upstream compresses (the
+	// proxy transport negotiates and decodes its own compression).
+	r.Header.Del("Accept-Encoding")
+	c.rw = responseFilter{ResponseWriter: w, check: c, max: int(c.h.MaxResponseSize)}
+	return &c.rw
+}
+
+// mayPassUnchecked: nothing is filtered and actions are only observed, so a
+// response that cannot be checked may still go through.
+func (c *responseCheck) mayPassUnchecked() bool {
+	return (!c.filter || c.sniff) && c.actions != mcp.ActionsEnforce
+}
+
+func (c *responseCheck) allow(tool string) bool {
+	c.h.policy.listed.add(tool)
+	return c.h.toolAllowed(tool, c.d, c.presented)
+}
+
+// rewrite applies c to one JSON-RPC body (an application/json answer, or the
+// data of one SSE event).
+func (c *responseCheck) rewrite(data []byte) ([]byte, error) {
+	out := data
+	if c.filter {
+		filtered, err := mcp.FilterResponseBody(out, c.ids, c.allow)
+		switch {
+		case err == nil:
+			out = filtered
+		case !c.sniff:
+			return nil, err
+		default:
+			c.logUnchecked(err)
+		}
+	}
+	if c.actions == mcp.ActionsOff {
+		return out, nil
+	}
+	checked, issues, err := mcp.CheckResponseBody(out, c.ids, c.opts, c.actions)
+	if err != nil {
+		if c.actions == mcp.ActionsEnforce {
+			return nil, err
+		}
+		c.logUnchecked(err)
+		return out, nil
+	}
+	for _, is := range issues {
+		msg := "handshake action replaced by a tool error"
+		if c.actions == mcp.ActionsObserve {
+			msg = "invalid handshake action (observe only)"
+		}
+		if ce := c.h.logger.Check(zapcore.WarnLevel, msg); ce != nil {
+			ce.Write(zap.String("tool", c.toolLabel()), zap.String("action", is.Action), zap.String("issue", is.Code),
+				zap.String("field", is.Field), zap.String("detail", is.Detail))
+		}
+	}
+	return checked, nil
+}
+
+// failBody answers every request of the request body with a JSON-RPC error,
+// for a response that was withheld.
+func (c *responseCheck) failBody() []byte {
+	const msg = "mcpi: the upstream response could not be checked and was withheld"
+	var ids []json.RawMessage
+	for _, m := range c.msgs {
+		if mcp.IsRequest(m) {
+			ids = append(ids, m.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return mcp.ErrorResponse(nil, mcp.CodeInternalError, msg)
+	}
+	if !c.batch {
+		return mcp.ErrorResponse(ids[0], mcp.CodeInternalError, msg)
+	}
+	out := make([][]byte, len(ids))
+	for i, id := range ids {
+		out[i] = mcp.ErrorResponse(id, mcp.CodeInternalError, msg)
+	}
+	return joinBatch(out)
+}
+
+// logWithheld logs a response that was not forwarded: the operator's
+// upstream answered something the edge could not check.
+func (c *responseCheck) logWithheld(err error) {
+	if ce := c.h.logger.Check(zapcore.WarnLevel, "upstream response withheld: it could not be checked"); ce != nil {
+		ce.Write(zap.String("tool", c.toolLabel()), zap.Error(err))
+	}
+}
+
+func (c *responseCheck) logUnchecked(err error) {
+	if ce := c.h.logger.Check(zapcore.DebugLevel, "upstream response passed unchecked"); ce != nil {
+		ce.Write(zap.String("tool", c.toolLabel()), zap.Error(err))
+	}
+}
+
+type filterState uint8
+
+const (
+	fsNew    filterState = iota
+	fsPass               // headers sent; the body passes untouched
+	fsJSON               // holding an application/json body
+	fsSSE                // streaming through the SSE rewriter
+	fsDone               // the (rewritten) answer is sent; later bytes are dropped
+	fsFailed             // the SSE stream failed; writes return err
+)
+
+// responseFilter is the http.ResponseWriter handed to the rest of the route
+// for a request whose response c must check. It is used from one goroutine
+// at a time, like any ResponseWriter.
+type responseFilter struct {
+	http.ResponseWriter
+	check *responseCheck
+	max   int
+
+	state  filterState
+	status int
+	buf    []byte
+	scan   jsonValueEnd
+	sse    io.WriteCloser
+	err    error
+	extra  bool // bytes after the JSON value were dropped (logged once)
+}
+
+func (f *responseFilter) WriteHeader(code int) {
+	if f.state != fsNew {
+		return // superfluous, as net/http would say
+	}
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		f.ResponseWriter.WriteHeader(code) // informational: headers to come
+		return
+	}
+	hdr := f.Header()
+	mt := mediaType(hdr.Get("Content-Type"))
+	withBody := code >= 200 && code < 300 && code != http.StatusNoContent && code != http.StatusResetContent &&
+		code != http.StatusPartialContent
+	sse := mt == "text/event-stream"
+	if !withBody || (!sse && !isJSONMediaType(mt)) {
+		f.state = fsPass
+		f.ResponseWriter.WriteHeader(code)
+		return
+	}
+	if ce := hdr.Get("Content-Encoding"); ce != "" && ce != "identity" {
+		if f.check.mayPassUnchecked() {
+			f.check.logUnchecked(errResponseEncoded)
+			f.state = fsPass
+			f.ResponseWriter.WriteHeader(code)
+			return
+		}
+		f.status = code
+		f.fail(errResponseEncoded)
+		return
+	}
+	hdr.Del("Content-Length") // the body is rewritten
+	if !sse {
+		f.status = code
+		f.state = fsJSON
+		return
+	}
+	f.state = fsSSE
+	f.ResponseWriter.WriteHeader(code)
+	opts := []mcp.SSEOption{mcp.WithMaxEventSize(f.max), mcp.WithFlush(f.flushUnder)}
+	if f.check.mayPassUnchecked() {
+		opts = append(opts, mcp.WithOversizePassthrough())
+	}
+	f.sse = mcp.NewSSERewriter(f.ResponseWriter, f.check.rewrite, opts...)
+}
+
+func (f *responseFilter) Write(p []byte) (int, error) {
+	switch f.state {
+	case fsNew:
+		f.WriteHeader(http.StatusOK)
+		return f.Write(p)
+	case fsPass:
+		return f.ResponseWriter.Write(p)
+	case fsJSON:
+		f.writeJSON(p)
+		return len(p), nil
+	case fsSSE:
+		n, err := f.sse.Write(p)
+		if err != nil {
+			f.failSSE(err)
+			return n, err
+		}
+		return n, nil
+	case fsFailed:
+		return 0, f.err
+	default: // fsDone
+		if !f.extra && !onlySpace(p) {
+			f.extra = true
+			f.check.logWithheld(errors.New("bytes after the JSON value dropped"))
+		}
+		return len(p), nil
+	}
+}
+
+// writeJSON holds p until the JSON value is complete, then rewrites and
+// sends it. A body that outgrows the limit or is not a JSON container is
+// replaced by the failure answer (the rest of it is read and dropped so the
+// upstream exchange ends normally), or passes unchecked if it may.
+func (f *responseFilter) writeJSON(p []byte) {
+	end, bad := f.scan.feed(p)
+	switch {
+	case end >= 0 && len(f.buf)+end <= f.max:
+		// A body written in one piece is rewritten from p, which stays
+		// valid until this Write returns, without a copy.
+		body := p[:end]
+		if len(f.buf) > 0 {
+			body = append(f.buf, body...)
+		}
+		f.buf = nil
+		out, err := f.check.rewrite(body)
+		if err != nil {
+			f.fail(err)
+			break
+		}
+		f.send(f.status, out)
+		if rest := p[end:]; !onlySpace(rest) {
+			f.extra = true
+			f.check.logWithheld(errors.New("bytes after the JSON value dropped"))
+		}
+	case bad, len(f.buf)+len(p) > f.max:
+		err := errResponseOversize
+		if bad {
+			err = errResponseNotJSON
+		}
+		if f.check.mayPassUnchecked() {
+			f.check.logUnchecked(err)
+			f.state = fsPass
+			f.ResponseWriter.WriteHeader(f.status)
+			held := f.buf
+			f.buf = nil
+			if _, err := f.ResponseWriter.Write(held); err == nil {
+				_, _ = f.ResponseWriter.Write(p)
+			}
+			return
+		}
+		f.fail(err)
+	default:
+		f.buf = append(f.buf, p...)
+	}
+}
+
+func (f *responseFilter) send(status int, body []byte) {
+	f.state = fsDone
+	f.buf = nil
+	hdr := f.Header()
+	hdr.Set("Content-Length", strconv.Itoa(len(body)))
+	if status == 0 {
+		status = http.StatusOK
+	}
+	f.ResponseWriter.WriteHeader(status)
+	_, _ = f.ResponseWriter.Write(body) // an error means the client left
+}
+
+// fail sends the failure answer in place of a JSON response.
+func (f *responseFilter) fail(err error) {
+	f.check.logWithheld(err)
+	hdr := f.Header()
+	hdr.Del("Content-Encoding")
+	hdr.Set("Content-Type", "application/json")
+	hdr.Set("Cache-Control", "no-store")
+	f.send(f.status, f.check.failBody())
+}
+
+// failSSE ends a stream the rewriter refused: a blank line ends any event
+// begun before its data was refused (a client dispatches nothing for it),
+// then one event answers the requests with a JSON-RPC error. The caller
+// returns the error, so the proxy drops the stream.
+func (f *responseFilter) failSSE(err error) {
+	f.state, f.err = fsFailed, err
+	f.check.logWithheld(err)
+	b := append([]byte("\ndata: "), f.check.failBody()...)
+	b = append(b, "\n\n"...)
+	if _, werr := f.ResponseWriter.Write(b); werr == nil {
+		_ = f.flushUnder()
+	}
+}
+
+// flushUnder flushes the wrapped writer; one that cannot flush is fine.
+func (f *responseFilter) flushUnder() error {
+	err := http.NewResponseController(f.ResponseWriter).Flush()
+	if errors.Is(err, http.ErrNotSupported) {
+		return nil
+	}
+	return err
+}
+
+// Flush sends what is ready: a passed-through body, or the complete SSE
+// events (the rewriter already flushed each). A held JSON body stays held.
+// Before any header was written it first writes them with status 200, as
+// net/http does.
+func (f *responseFilter) Flush() { _ = f.FlushError() }
+
+// FlushError is Flush for http.ResponseController.
+func (f *responseFilter) FlushError() error {
+	if f.state == fsNew {
+		f.WriteHeader(http.StatusOK)
+	}
+	switch f.state {
+	case fsPass, fsSSE:
+		return f.flushUnder()
+	}
+	return nil
+}
+
+// Hijack is refused: a hijacked connection would bypass the filter.
+func (f *responseFilter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return nil, nil, http.ErrNotSupported
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer for
+// deadlines and full duplex.
+func (f *responseFilter) Unwrap() http.ResponseWriter { return f.ResponseWriter }
+
+func onlySpace(p []byte) bool {
+	for _, c := range p {
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return false
+		}
+	}
+	return true
+}
+
+// jsonValueEnd finds where the top-level JSON object or array of a body
+// written in pieces ends, so the answer can be sent as soon as it is
+// complete, without waiting for the end of the handler chain. It tracks
+// only strings and nesting; the complete value is validated by mcp.
+type jsonValueEnd struct {
+	started, inString, escaped bool
+	depth                      int
+}
+
+// feed scans the next piece and returns the offset in p just past the
+// value's end, or -1; bad reports a body that does not start with an object
+// or array.
+func (s *jsonValueEnd) feed(p []byte) (end int, bad bool) {
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if s.inString {
+			switch {
+			case s.escaped:
+				s.escaped = false
+			case c == '\\':
+				s.escaped = true
+			case c == '"':
+				s.inString = false
+			}
+			continue
+		}
+		switch c {
+		case ' ', '\t', '\n', '\r':
+		case '"':
+			if !s.started {
+				return -1, true
+			}
+			s.inString = true
+		case '{', '[':
+			s.started = true
+			s.depth++
+		case '}', ']':
+			if !s.started {
+				return -1, true
+			}
+			if s.depth--; s.depth == 0 {
+				return i + 1, false
+			}
+		default:
+			if !s.started {
+				return -1, true
+			}
+		}
+	}
+	return -1, false
+}
+
+// Interface guards
+var (
+	_ http.Flusher  = (*responseFilter)(nil)
+	_ http.Hijacker = (*responseFilter)(nil)
+)
