@@ -1,0 +1,121 @@
+package edge
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+
+	"github.com/mcpi-edge/caddy-mcpi/mcp"
+	"github.com/mcpi-edge/caddy-mcpi/vc"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// recordDenial records the request's one decision, the denial of its first
+// denied call, in place of its admission adm (whose delegation and carrier
+// it keeps).
+func (h *Handler) recordDenial(r *http.Request, msgs []mcp.Message, decisions []mcp.Decision, adm decision) {
+	for i, m := range msgs {
+		if m.Method == mcp.MethodToolsCall && !decisions[i].Allowed {
+			name, _ := mcp.ToolCallName(m)
+			h.recordDecision(r, decision{outcome: "denied", reason: decisions[i].Reason, status: http.StatusOK,
+				delegation: adm.delegation, carrier: adm.carrier, tool: name})
+			return
+		}
+	}
+}
+
+// answerDenied answers a request holding a denied tools/call at the edge,
+// with HTTP 200: a tool error result for every denied call, a JSON-RPC
+// error for every other request of a batch (none of it was forwarded).
+// Notifications get no answer; with nothing to answer it is 202 Accepted.
+func (h *Handler) answerDenied(w http.ResponseWriter, msgs []mcp.Message, batch bool, decisions []mcp.Decision, d *vc.Delegation) {
+	var out [][]byte
+	for i, m := range msgs {
+		if !mcp.IsRequest(m) {
+			continue
+		}
+		if m.Method == mcp.MethodToolsCall && !decisions[i].Allowed {
+			name, _ := mcp.ToolCallName(m)
+			out = append(out, h.deniedResult(m.ID, name, decisions[i], d))
+			continue
+		}
+		out = append(out, mcp.ErrorResponse(m.ID, codeBatchRefused,
+			"not forwarded: the batch holds a tools/call this agent may not make; send this request on its own"))
+	}
+	switch {
+	case len(out) == 0:
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusAccepted)
+	case !batch:
+		writeJSON(w, http.StatusOK, out[0], "no-store")
+	default:
+		writeJSON(w, http.StatusOK, joinBatch(out), "no-store")
+	}
+}
+
+func joinBatch(msgs [][]byte) []byte {
+	n := 2
+	for _, m := range msgs {
+		n += len(m) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, m := range msgs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, m...)
+	}
+	return append(b, ']')
+}
+
+// deniedResult is the tool result answering a denied call of tool.
+func (h *Handler) deniedResult(id []byte, tool string, dec mcp.Decision, d *vc.Delegation) []byte {
+	switch dec.Reason {
+	case mcp.ReasonInsufficientScope, mcp.ReasonAnonymous:
+		n := mcp.NeedsAuthorization{Tool: tool, Missing: dec.Missing, ConsentURL: h.ConsentURL}
+		if d != nil {
+			n.AgentDID = d.AgentDID
+		}
+		if n.ConsentURL != "" {
+			n.ResumeToken = resumeToken()
+		}
+		return mcp.NeedsAuthorizationResult(id, n)
+	case mcp.ReasonPresentationRequired:
+		return mcp.ToolErrorResult(id, fmt.Sprintf("Tool %q requires the delegation to be presented in a Verifiable Presentation signed by the agent, or over an MCP-I handshake session.", tool),
+			map[string]any{"error": "presentation_required", "toolName": tool})
+	default:
+		return mcp.ToolErrorResult(id, fmt.Sprintf("Tool %q is not available to this agent.", tool),
+			map[string]any{"error": "tool_not_allowed", "toolName": tool})
+	}
+}
+
+// resumeToken is an opaque, random 128-bit value the consent service echoes
+// back so that the agent can resume the refused call.
+func resumeToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func (h *Handler) logDecision(tool string, d *vc.Delegation, dec mcp.Decision) {
+	outcome := "denied"
+	if dec.Allowed {
+		outcome = "allowed"
+	}
+	h.metricToolDecision(h.toolLabel(tool), outcome)
+	c := h.logger.Check(zapcore.DebugLevel, "tool call decided")
+	if c == nil {
+		return
+	}
+	fields := []zap.Field{zap.String("tool", h.toolLabel(tool)), zap.Bool("allowed", dec.Allowed), zap.String("reason", dec.Reason)}
+	if len(dec.Missing) > 0 {
+		fields = append(fields, zap.Strings("missing_scopes", dec.Missing))
+	}
+	if d != nil {
+		fields = append(fields, zap.String("agent_did", d.AgentDID))
+	}
+	c.Write(fields...)
+}

@@ -1,0 +1,153 @@
+package edge
+
+import (
+	"bytes"
+	"errors"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/mcpi-edge/caddy-mcpi/mcp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// errConfusable: a member name differs from a JSON-RPC member name only by
+// case. encoding/json-based upstreams match names case-insensitively, so
+// {"name":"a","Name":"b"} could run b while the edge authorized a.
+var errConfusable = errors.New("mcp: member name differs from a JSON-RPC member only by case")
+
+var rpcMembers = []string{"jsonrpc", "id", "method", "params", "result", "error"}
+
+// confusable reports whether a message has a member whose name equals one
+// of rpcMembers (or, in tools/call params, "name") only when case is
+// ignored.
+func confusable(msgs []mcp.Message) bool {
+	odd := func(raw []byte, names ...string) bool {
+		for j := firstMember(raw, skipWS(raw, 0)); raw[j] != '}'; {
+			var m member
+			m, j = memberAt(raw, j)
+			key := raw[m.keyStart+1 : m.keyEnd-1]
+			if bytes.IndexByte(key, '\\') >= 0 {
+				key = []byte(unquote(raw[m.keyStart:m.keyEnd]))
+			}
+			for _, n := range names {
+				if string(key) != n && bytes.EqualFold(key, []byte(n)) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, m := range msgs {
+		if odd(m.Raw, rpcMembers...) {
+			return true
+		}
+		if m.Method == mcp.MethodToolsCall && len(m.Params) > 0 && odd(m.Params, "name") {
+			return true
+		}
+	}
+	return false
+}
+
+// Refusals of requests whose body the tool policy will not read (policeHTTP).
+var (
+	errBodylessMethod = errors.New("mcpi: a body on a GET, HEAD, OPTIONS, DELETE or TRACE request is refused where a tool policy applies")
+	errConnect        = errors.New("mcpi: CONNECT is refused where a tool policy applies: the edge cannot police a tunnel")
+	errBodyEncoded    = errors.New("mcpi: a request body with a Content-Encoding is refused where a tool policy applies")
+	errBodyCharset    = errors.New("mcpi: where a tool policy applies, a request body needs one well-formed Content-Type, naming no charset but UTF-8")
+)
+
+// bodyless reports whether method (upper case) carries no JSON-RPC in MCP.
+func bodyless(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodDelete, http.MethodTrace, http.MethodConnect:
+		return true
+	}
+	return false
+}
+
+// policeHTTP is what a tool policy requires of a request before its body is
+// read: everything the upstream may read as JSON-RPC must be what the edge
+// reads. It returns the status to refuse r with, and why; or it may change
+// r so that nothing unpoliced goes on:
+//
+//   - A protocol upgrade (WebSocket, h2c) would open a tunnel the edge
+//     cannot see into: the Upgrade header is removed, so the request goes
+//     on as a plain one (RFC 9110 §7.8 lets a server ignore it). CONNECT
+//     (HTTP/2 and HTTP/3 WebSockets) gets 400.
+//   - GET, HEAD, OPTIONS, DELETE and TRACE carry no JSON-RPC: one with a
+//     declared body gets 400, and a body of unknown length (HTTP/2 and
+//     HTTP/3 send bodyless GETs that way) is dropped, never read, so a GET
+//     stream is not held up.
+//   - Any other method's body is read and parsed as JSON-RPC whatever its
+//     media type (or none), but a body in another charset than UTF-8, or
+//     with a Content-Encoding, gets 415: an upstream that decodes it (such
+//     as a Node.js server decoding charset=utf-7 or inflating gzip) would
+//     read other JSON than the edge did. read is whether the carriers
+//     already read the body.
+func (h *Handler) policeHTTP(r *http.Request, method string, read bool) (int, error) {
+	if method == http.MethodConnect {
+		return http.StatusBadRequest, errConnect
+	}
+	if r.Header.Get("Upgrade") != "" {
+		if c := h.logger.Check(zapcore.DebugLevel, "protocol upgrade ignored under the tool policy"); c != nil {
+			c.Write(zap.String("upgrade", r.Header.Get("Upgrade")))
+		}
+		r.Header.Del("Upgrade")
+	}
+	if bodyless(method) {
+		switch {
+		case r.ContentLength > 0:
+			return http.StatusBadRequest, errBodylessMethod
+		case r.ContentLength < 0:
+			r.Body, r.ContentLength, r.TransferEncoding, r.GetBody = http.NoBody, 0, nil, nil
+			r.Header.Del("Transfer-Encoding")
+		}
+		return 0, nil
+	}
+	if !read && !hasRequestBody(r) {
+		return 0, nil
+	}
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for ce := range strings.SplitSeq(v, ",") {
+			if ce = strings.TrimSpace(ce); ce != "" && !strings.EqualFold(ce, "identity") {
+				return http.StatusUnsupportedMediaType, errBodyEncoded
+			}
+		}
+	}
+	switch cts := r.Header.Values("Content-Type"); len(cts) {
+	case 0:
+	case 1:
+		if cts[0] == "" {
+			break
+		}
+		_, params, err := mime.ParseMediaType(cts[0])
+		if err != nil {
+			return http.StatusUnsupportedMediaType, errBodyCharset
+		}
+		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+			return http.StatusUnsupportedMediaType, errBodyCharset
+		}
+	default:
+		return http.StatusUnsupportedMediaType, errBodyCharset
+	}
+	return 0, nil
+}
+
+// refuseBody answers a request the tool policy will not authorize because
+// it cannot read it, with a JSON-RPC error (id null).
+func (h *Handler) refuseBody(w http.ResponseWriter, status, code int, err error) {
+	if c := h.logger.Check(zapcore.DebugLevel, "request body refused by tool policy"); c != nil {
+		c.Write(zap.Int("status", status), zap.Error(err))
+	}
+	if errors.Is(err, errBodyEncoded) {
+		w.Header().Set("Accept-Encoding", "identity")
+	}
+	writeJSON(w, status, mcp.ErrorResponse(nil, code, err.Error()), "no-store")
+}
+
+// hasRequestBody: r may carry a body.
+func hasRequestBody(r *http.Request) bool {
+	return r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
+}
