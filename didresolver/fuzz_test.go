@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -48,14 +46,11 @@ func FuzzParseDocument(f *testing.F) {
 	f.Add([]byte(`{"id":"did:web:example.com"}`))
 	f.Add([]byte(`{"id":"did:web:example.com","authentication":[{"id":"#k","type":"JsonWebKey2020","publicKeyJwk":{"kty":"EC","crv":"secp256k1","x":"AA","y":"AA"}}]}`))
 	f.Add([]byte(`{"id":"did:web:example.com","service":[{"id":"#s","type":["a"],"serviceEndpoint":{"a":["b",{"c":"d"}]}}]}`))
-	if vf, err := os.ReadFile(filepath.Join(vectorDir, "did-web-resolution.json")); err == nil {
-		var v vectorFile
-		if json.Unmarshal(vf, &v) == nil {
-			for _, vec := range v.Vectors {
-				if len(vec.Input.DIDDocument) > 0 {
-					f.Add([]byte(vec.Input.DIDDocument))
-				}
-			}
+	// The vectors are in the repository: a missing or broken file fails the
+	// fuzz test rather than silently dropping these seeds.
+	for _, vec := range loadVectors(f, "did-web-resolution.json").Vectors {
+		if len(vec.Input.DIDDocument) > 0 {
+			f.Add([]byte(vec.Input.DIDDocument))
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -8,9 +8,9 @@ import (
 	"testing"
 )
 
-// vectorDir holds the kya-os conformance vectors. In CI the repository is
-// cloned with shared/ beside it, as on the development machine.
-const vectorDir = "../../shared/vectors/kya-os-mcp"
+// vectorDir holds the kya-os conformance vectors, kept in the repository
+// (one copy, also read by vc's tests) so the tests run on a fresh clone.
+const vectorDir = "../testdata/kya-os-mcp"
 
 type vectorFile struct {
 	Vectors []struct {
@@ -23,12 +23,12 @@ type vectorFile struct {
 	} `json:"vectors"`
 }
 
-func loadVectors(t *testing.T, name string) vectorFile {
+func loadVectors(t testing.TB, name string) vectorFile {
 	t.Helper()
 	path := filepath.Join(vectorDir, name)
 	data, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("kya-os vectors not found at %s (expected shared/vectors beside the repository checkout): %v", path, err)
+		t.Fatalf("kya-os vectors not found at %s (they are part of the repository): %v", path, err)
 	}
 	var vf vectorFile
 	if err := json.Unmarshal(data, &vf); err != nil {

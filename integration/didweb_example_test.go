@@ -126,7 +126,16 @@ func TestCaddyfileExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	env := append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
+	// The file's ports are {$MCPI_DEMO_*_PORT:default} placeholders (so
+	// scripts/demo.sh can move them); drop any the developer exported so the
+	// adapt check sees the defaults the README documents.
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MCPI_DEMO_") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
 
 	t.Run("adapt", func(t *testing.T) {
 		cmd := exec.Command(caddyBin, "adapt", "--config", filepath.Join("..", "Caddyfile.example"), "--adapter", "caddyfile", "--validate")
@@ -186,17 +195,27 @@ func TestCaddyfileExample(t *testing.T) {
 		demoExited := startProcess(t, demo, demoOut, func() string { return "mcpi-demo output:\n" + demoOut.String() })
 		waitHTTP(t, "http://"+demoAddr+"/healthz", demoExited)
 
-		caddyfile := strings.NewReplacer(
-			":8080 {", fmt.Sprintf(":%d {", edgePort),
-			"localhost:8080", fmt.Sprintf("localhost:%d", edgePort),
-			"localhost%3A8080", fmt.Sprintf("localhost%%3A%d", edgePort),
-			"localhost:2019", fmt.Sprintf("127.0.0.1:%d", adminPort),
-			"127.0.0.1:9000", demoAddr,
-		).Replace(string(src))
+		// Move the ports the way scripts/demo.sh does, through the file's
+		// environment placeholders: a port the file wrote out instead would
+		// leave Caddy on 8080 or proxying to 9000, and this run would fail.
 		origin := fmt.Sprintf("http://localhost:%d", edgePort)
 		h := &harness{t: t, port: edgePort, base: origin, output: &syncBuffer{}}
-		startCaddy(t, dir, caddyfile, origin+"/healthz", h.output)
+		startCaddy(t, dir, string(src), origin+"/healthz", h.output,
+			"MCPI_DEMO_EDGE_PORT="+strconv.Itoa(edgePort),
+			"MCPI_DEMO_UPSTREAM_PORT="+strconv.Itoa(demoPort),
+			"MCPI_DEMO_ADMIN_PORT="+strconv.Itoa(adminPort))
 		ctx := testContext(t)
+
+		// The admin API moved too (a system Caddy often holds 2019).
+		adminReq, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://localhost:%d/config/", adminPort), nil)
+		if resp, err := http.DefaultClient.Do(adminReq); err != nil {
+			t.Errorf("admin API on MCPI_DEMO_ADMIN_PORT: %v", err)
+		} else {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("admin API on MCPI_DEMO_ADMIN_PORT: %s", resp.Status)
+			}
+		}
 
 		// curl -i http://localhost:8080/mcp
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, origin+"/mcp", nil)

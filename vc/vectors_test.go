@@ -13,9 +13,10 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 )
 
-// The KYA-OS conformance vectors (decentralized-identity/kya-os-mcp), shared
-// by the project; see SOURCE.md beside them.
-const vectorDir = "../../shared/vectors/kya-os-mcp"
+// The KYA-OS conformance vectors (decentralized-identity/kya-os-mcp), kept
+// in the repository so the tests run on a fresh clone; see SOURCE.md beside
+// them. didresolver's tests read the same folder.
+const vectorDir = "../testdata/kya-os-mcp"
 
 // vectorNow is after every issuanceDate in the vectors (none expires).
 var vectorNow = time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
