@@ -256,7 +256,7 @@ func NewVerifier(r didresolver.Resolver, opts ...Option) *Verifier {
 		maxDepth:   MaxChainDepth,
 		vpLifetime: defaultPresentationLifetime,
 		statusCfg:  statusConfig{ttl: defaultStatusTTL},
-		resultCfg:  resultCacheConfig{ttl: defaultResultCacheTTL},
+		resultCfg:  resultCacheConfig{ttl: defaultResultCacheTTL, maxBytes: defaultResultCacheBytes},
 	}
 	for _, o := range opts {
 		if o != nil {
