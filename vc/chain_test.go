@@ -2,9 +2,7 @@ package vc
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -261,28 +259,7 @@ func TestChain(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			in := tc.in(t)
 			d, err := f.verifier(in.opts...).Verify(ctx, in.leaf, aud, WithAncestors(in.ancestors...))
-			if tc.want == nil {
-				if err != nil {
-					t.Fatalf("Verify: %v", err)
-				}
-				if tc.check != nil {
-					tc.check(t, d)
-				}
-				return
-			}
-			t.Logf("error: %v", err)
-			if d != nil || !errors.Is(err, tc.want) {
-				t.Fatalf("Verify = %v, %v; want %v", d, err, tc.want)
-			}
-			if got := Reason(err); got != tc.reason {
-				t.Errorf("Reason = %q, want %q", got, tc.reason)
-			}
-			if n := sentinelCount(err); n != 1 {
-				t.Errorf("error wraps %d sentinels", n)
-			}
-			if !strings.Contains(err.Error(), tc.detail) {
-				t.Errorf("error %q does not say %q", err, tc.detail)
-			}
+			expectOutcome(t, d, err, tc.want, tc.reason, tc.detail, tc.check)
 		})
 	}
 }
