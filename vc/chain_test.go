@@ -158,7 +158,8 @@ func TestChain(t *testing.T) {
 					delete(c, "expirationDate")
 				}
 			})
-			return input{leaf: ch.leaf, ancestors: [][]byte{ch.root, ch.middle}}
+			// Allowed on its own, it still does not nest.
+			return input{leaf: ch.leaf, ancestors: [][]byte{ch.root, ch.middle}, opts: []Option{WithAllowNoExpiry()}}
 		}, want: ErrChain, reason: "bad_chain", detail: "window"},
 		{name: "window not nested: leaf starts before its parent", in: func(t *testing.T) input {
 			ch := f.chain3(t, func(i int, c map[string]any) {

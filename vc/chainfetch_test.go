@@ -356,6 +356,14 @@ func TestChainFetch(t *testing.T) {
 			})
 			return input{leaf: ch.leaf, paths: serveChain(ch)}
 		}, want: ErrExpired, reason: "expired"},
+		{name: "fetched parent without an end", in: func(t *testing.T) input {
+			ch := f.urlChain(t, func(i int, c map[string]any) {
+				if i == 0 {
+					delete(c, "expirationDate")
+				}
+			})
+			return input{leaf: ch.leaf, paths: serveChain(ch)}
+		}, want: ErrNoExpiry, reason: "no_expiry", detail: "ancestor credential"},
 		{name: "presentation served", in: func(t *testing.T) input {
 			ch := f.urlChain(t, nil)
 			return input{leaf: ch.leaf, paths: map[string]served{"/c/mid": {body: vpJWT(t, ch.mid2, [][]byte{ch.middle}, nil), contentType: "application/jwt"}}}
