@@ -232,7 +232,7 @@ func delegationOf(chain []*parsed) *Delegation {
 	start := len(buf)
 	for _, l := range chain {
 		d.NotBefore = latest(d.NotBefore, l.d.NotBefore)
-		d.ExpiresAt = earliest(d.ExpiresAt, l.d.ExpiresAt)
+		d.ExpiresAt = earliest(d.ExpiresAt, l.d.ExpiresAt, l.lifetimeEnd)
 		id := l.d.ID
 		if id == "" {
 			id = "sha256:" + hex.EncodeToString(l.hash[:])

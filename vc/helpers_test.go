@@ -208,6 +208,18 @@ func (f *fixture) jsonCredential(iss testKey) map[string]any {
 	return c
 }
 
+// signedJSON returns a maker of the fixture's JSON credential by f.ed,
+// changed by tweak (if not nil) and signed by sign.
+func (f *fixture) signedJSON(tweak func(c map[string]any), sign func(t *testing.T, c map[string]any) []byte) func(t *testing.T) []byte {
+	return func(t *testing.T) []byte {
+		c := f.jsonCredential(f.ed)
+		if tweak != nil {
+			tweak(c)
+		}
+		return sign(t, c)
+	}
+}
+
 func header(alg, kid string) map[string]any {
 	h := map[string]any{"alg": alg, "typ": "JWT"}
 	if kid != "" {

@@ -85,6 +85,18 @@ func TestLinkedDataDelegation(t *testing.T) {
 				t.Errorf("delegation = %+v", d)
 			}
 
+			// A credential that states no end is refused unless the
+			// verifier opts in.
+			endless := ldDelegation(issuer, agent)
+			delete(endless, "expirationDate")
+			rawEndless := ldJSON(t, tc.sign(endless))
+			if _, err := verifier().Verify(ctx, rawEndless, vc.ForAudience(ldAudience)); !errors.Is(err, vc.ErrNoExpiry) {
+				t.Errorf("no end: err = %v, want ErrNoExpiry", err)
+			}
+			if _, err := verifier(vc.WithAllowNoExpiry()).Verify(ctx, rawEndless, vc.ForAudience(ldAudience)); err != nil {
+				t.Errorf("no end, WithAllowNoExpiry: %v", err)
+			}
+
 			// A changed scope breaks the signature.
 			m := ldCopy(t, signed)
 			m["credentialSubject"].(map[string]any)["delegation"].(map[string]any)["scopes"] = []any{"greeting:read", "admin"}

@@ -86,6 +86,11 @@ type Verifier struct {
 	resultCfg  resultCacheConfig
 	fetch      *chainFetcher // nil: parents are never fetched (see chainfetch.go)
 	fetchCfg   *ChainFetch
+
+	// maxLifetime bounds a credential's validity window (0: no bound);
+	// allowNoExpiry accepts credentials without an end (see checkLifetime).
+	maxLifetime   time.Duration
+	allowNoExpiry bool
 }
 
 // statusConfig is what the status options set; NewVerifier builds the
@@ -180,6 +185,36 @@ func WithPresentationLifetime(d time.Duration) Option {
 	}
 }
 
+// WithMaxLifetime refuses, with ErrLifetime, a credential whose validity
+// window is longer than d: from its start (the latest of iat, nbf,
+// issuanceDate, validFrom and a delegation's constraints.notBefore) to its
+// end (the earliest of exp, expirationDate, validUntil and a delegation's
+// constraints.notAfter; a JSON proof's expires still bounds when the
+// credential is accepted, but is not its end). With it a credential must
+// state a start, or its window has no measure and it is refused too. Every
+// credential of a chain is held to it, each on its own. A credential
+// without an end, accepted only with WithAllowNoExpiry, is then accepted
+// until d after its start, and Delegation.ExpiresAt says so. Default: no
+// maximum, as with d <= 0.
+func WithMaxLifetime(d time.Duration) Option {
+	return func(v *Verifier) { v.maxLifetime = max(d, 0) }
+}
+
+// WithAllowNoExpiry accepts credentials that state no end of validity:
+// none of exp, expirationDate, validUntil and constraints.notAfter (a
+// proof's expires does not count: it is the proof's end, and an
+// Ed25519Signature2020 proof is not even signed). By default they are
+// refused with ErrNoExpiry, since a delegation that never expires stays
+// usable by whoever obtains it until its issuer revokes it, if it can.
+// With WithMaxLifetime such a credential is accepted until the maximum
+// after its start; without it, forever (a cached result is still served
+// for at most WithResultCacheTTL). Status list credentials are not
+// delegations and need no end either way: a fetched list is used for
+// WithStatusListTTL.
+func WithAllowNoExpiry() Option {
+	return func(v *Verifier) { v.allowNoExpiry = true }
+}
+
 // ReplayGuard records presentation ids so that each is accepted once.
 // Consume must atomically record id for ttl and fail if it was already
 // recorded (a SET NX): concurrent Consume calls for one id must not both
@@ -256,7 +291,7 @@ func NewVerifier(r didresolver.Resolver, opts ...Option) *Verifier {
 		maxDepth:   MaxChainDepth,
 		vpLifetime: defaultPresentationLifetime,
 		statusCfg:  statusConfig{ttl: defaultStatusTTL},
-		resultCfg:  resultCacheConfig{ttl: defaultResultCacheTTL},
+		resultCfg:  resultCacheConfig{ttl: defaultResultCacheTTL, maxBytes: defaultResultCacheBytes},
 	}
 	for _, o := range opts {
 		if o != nil {

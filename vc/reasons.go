@@ -16,6 +16,8 @@ var reasons = [...]struct {
 	{ErrKeyNotAuthorized, "key_not_authorized"},
 	{ErrSignature, "bad_signature"},
 	{ErrType, "wrong_type"},
+	{ErrNoExpiry, "no_expiry"},
+	{ErrLifetime, "lifetime_too_long"},
 	{ErrExpired, "expired"},
 	{ErrNotYetValid, "not_yet_valid"},
 	{ErrAudience, "wrong_audience"},

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // The verified-delegation cache (WithResultCache). An edge sees the same
@@ -55,13 +56,30 @@ import (
 // edge's miss case, a flight costs one allocation where a singleflight
 // call cost four (the string key, the call, the closure, the result).
 //
-// Bound and eviction. At most maxEntries entries, in 16 shards (one below
-// 256 entries) chosen by key; each shard holds its share and evicts with
-// CLOCK (second chance): a hit sets the entry's reference bit, and an
-// insertion into a full shard sweeps the hand past referenced entries,
-// clearing their bits, and replaces the first unreferenced or expired one.
-// A flood of one-off tokens thus displaces entries that are not being used
-// before the ones that are; a hit takes only a read lock.
+// Bound and eviction. At most maxEntries entries and maxBytes bytes, in 16
+// shards (one below 256 entries) chosen by key; each shard holds its share
+// of both and evicts with CLOCK (second chance): a hit sets the entry's
+// reference bit, and an insertion into a full shard sweeps the hand past
+// referenced entries, clearing their bits, and drops the first
+// unreferenced or expired one, as many times as it takes for the new entry
+// to fit. A flood of one-off tokens thus displaces entries that are not
+// being used before the ones that are; a hit takes only a read lock.
+//
+// Bytes. The count alone does not bound memory: an entry keeps its
+// delegation's strings, and a credential's ids are as long as its sender
+// likes (issue 14: 10,000 credentials of 54 KB with long ids held 260 MiB).
+// An entry is accounted as its strings (one detached string, below), its
+// slice headers when they do not fit in the entry, and a fixed overhead
+// for the entry, its key, its map slot and its ring slot
+// (resultEntrySize). The default budget, 16 MiB, is about 1.7 KB for each
+// of the edge's 10,000 entries: twice what a typical entry takes (a
+// KYA-OS VC-JWT of 1.7 KB costs about 800 B of live heap), so the budget
+// only bites when entries are unusually large. An entry over
+// maxResultEntryBytes (16 KiB: twenty typical ones; no plausible delegation
+// comes near it, a chain of ten with long ids is a few KB), or over a
+// sixteenth of its shard's budget, is not stored at all: such a credential
+// is verified on every use, as without the cache, which costs its sender
+// about as much as the edge, and it cannot push out many ordinary entries.
 //
 // Results are copies: every caller gets a Delegation of its own, with its
 // own slices, so no caller can change what the next one gets. The caller
@@ -70,11 +88,16 @@ import (
 // own: a credential's decoded strings share the bytes of its whole claims
 // (see jsonScan), which an entry must not keep alive.
 
-const defaultResultCacheTTL = 60 * time.Second
+const (
+	defaultResultCacheTTL   = 60 * time.Second
+	defaultResultCacheBytes = 16 << 20
+	maxResultEntryBytes     = 16 << 10
+)
 
 // resultCacheConfig is what the result cache options set.
 type resultCacheConfig struct {
 	maxEntries int
+	maxBytes   int
 	ttl        time.Duration
 	observe    func(hit bool)
 }
@@ -89,10 +112,26 @@ type resultCacheConfig struct {
 // credential, or one whose issuer rotated its key, may still be accepted
 // for that long. Presentations are never cached. Failures are not cached;
 // concurrent calls with the same token share one verification. Eviction is
-// CLOCK (second chance) in 16 shards. Each call gets its own copy of the
-// Delegation. See resultcache.go for the details.
+// CLOCK (second chance) in 16 shards. The entries' memory is bounded too
+// (WithResultCacheBytes). Each call gets its own copy of the Delegation.
+// See resultcache.go for the details.
 func WithResultCache(maxEntries int) Option {
 	return func(v *Verifier) { v.resultCfg.maxEntries = max(maxEntries, 0) }
+}
+
+// WithResultCacheBytes bounds the memory the result cache's entries keep
+// (their strings and a fixed overhead each), whatever their count: entries
+// are evicted to stay within both bounds. Default 16 MiB, about twice what
+// 10,000 typical entries take; n <= 0 keeps the default. A delegation
+// larger than 16 KiB, or than a sixteenth of its shard's share of n (n/256
+// from 256 entries on, n/16 below), is not cached: it is verified on every
+// use.
+func WithResultCacheBytes(n int) Option {
+	return func(v *Verifier) {
+		if n > 0 {
+			v.resultCfg.maxBytes = n
+		}
+	}
 }
 
 // WithResultCacheTTL bounds how long a verified delegation is served from
@@ -179,6 +218,9 @@ type resultShard struct {
 	free     []int32 // indexes of nil slots in ring
 	hand     int
 	capacity int
+	// bytes is what the entries take (resultEntrySize), at most maxBytes;
+	// no entry over maxEntryBytes is stored.
+	bytes, maxBytes, maxEntryBytes int
 
 	// flights are the verifications in progress, by key.
 	flightMu sync.Mutex
@@ -209,7 +251,23 @@ type resultEntry struct {
 	// (unix ns), math.MinInt64 when it has neither.
 	until, notBefore int64
 	slot             int32
+	size             int32 // resultEntrySize, accounted in the shard's bytes
 	ref              atomic.Bool
+}
+
+// resultEntryOverhead is what an entry takes besides its strings and their
+// headers: the entry, the map's key and pointer, and the ring's pointer.
+const resultEntryOverhead = int(unsafe.Sizeof(resultEntry{})+unsafe.Sizeof(resultKey{})) + 2*int(unsafe.Sizeof(uintptr(0)))
+
+// resultEntrySize is what an entry accounts for: the overhead, the
+// detached string of strBytes, and the headers of its n slice elements
+// when they do not fit in the entry's strs.
+func resultEntrySize(strBytes, n int) int {
+	size := resultEntryOverhead + strBytes
+	if n > len(resultEntry{}.strs) {
+		size += n * int(unsafe.Sizeof(""))
+	}
+	return size
 }
 
 func newResultCache(cfg resultCacheConfig) *resultCache {
@@ -218,6 +276,9 @@ func newResultCache(cfg resultCacheConfig) *resultCache {
 		n = 16
 	}
 	cfg.maxEntries = min(cfg.maxEntries, 1<<30) // slots are int32
+	if cfg.maxBytes <= 0 {
+		cfg.maxBytes = defaultResultCacheBytes
+	}
 	rc := &resultCache{
 		ttl:     cfg.ttl,
 		observe: cfg.observe,
@@ -230,6 +291,11 @@ func newResultCache(cfg resultCacheConfig) *resultCache {
 		if i < cfg.maxEntries%n {
 			s.capacity++
 		}
+		s.maxBytes = cfg.maxBytes / n
+		if i < cfg.maxBytes%n {
+			s.maxBytes++
+		}
+		s.maxEntryBytes = min(maxResultEntryBytes, s.maxBytes/16)
 		s.entries = make(map[resultKey]*resultEntry, min(s.capacity, 1024))
 	}
 	return rc
@@ -245,6 +311,18 @@ func (rc *resultCache) Len() int {
 		s := &rc.shards[i]
 		s.mu.RLock()
 		n += len(s.entries)
+		s.mu.RUnlock()
+	}
+	return n
+}
+
+// Bytes is what the entries take, as accounted against the budget.
+func (rc *resultCache) Bytes() int {
+	n := 0
+	for i := range rc.shards {
+		s := &rc.shards[i]
+		s.mu.RLock()
+		n += s.bytes
 		s.mu.RUnlock()
 	}
 	return n
@@ -290,39 +368,43 @@ func (rc *resultCache) put(k *resultKey, d *Delegation, now time.Time, statusChe
 		buf = make([]string, 0, n)
 	}
 	copyDelegation(&e.d, d, buf)
-	detachStrings(&e.d)
+	size := resultEntrySize(detachStrings(&e.d), n)
 	if start := latest(d.NotBefore, d.IssuedAt); !start.IsZero() {
 		e.notBefore = start.Add(-skew).UnixNano()
 	}
 
 	s := rc.shard(k)
+	if size > s.maxEntryBytes {
+		return // outsized: verified on every use rather than crowd out others
+	}
+	e.size = int32(size)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old := s.entries[*k]; old != nil {
-		e.slot = old.slot
-		s.ring[e.slot] = e
-		s.entries[*k] = e
-		return
+		s.drop(old)
 	}
-	switch {
-	case len(s.free) > 0:
+	// Evict until a slot is free and the entry fits; there is an entry to
+	// evict whenever either is not the case, as size <= s.maxBytes.
+	for (len(s.free) == 0 && len(s.ring) >= s.capacity) || s.bytes+size > s.maxBytes {
+		s.evict(now.UnixNano())
+	}
+	if len(s.free) > 0 {
 		e.slot = s.free[len(s.free)-1]
 		s.free = s.free[:len(s.free)-1]
-	case len(s.ring) < s.capacity:
+	} else {
 		e.slot = int32(len(s.ring))
 		s.ring = append(s.ring, nil)
-	default:
-		e.slot = s.evict(now.UnixNano())
 	}
 	s.ring[e.slot] = e
 	s.entries[*k] = e
+	s.bytes += size
 }
 
-// evict frees the slot of the first entry, from the hand on, that has
-// expired or has not been used since the hand last passed it, and returns
-// it. The ring is full; s.mu is held. It stops within two turns: the first
-// clears every reference bit.
-func (s *resultShard) evict(now int64) int32 {
+// evict drops the first entry, from the hand on, that has expired or has
+// not been used since the hand last passed it. The shard holds at least
+// one entry; s.mu is held. It stops within two turns: the first clears
+// every reference bit.
+func (s *resultShard) evict(now int64) {
 	for {
 		i := s.hand
 		s.hand++
@@ -331,15 +413,23 @@ func (s *resultShard) evict(now int64) int32 {
 		}
 		e := s.ring[i]
 		if e == nil {
-			return int32(i)
+			continue
 		}
 		if now < e.until && e.ref.Swap(false) {
 			continue
 		}
-		delete(s.entries, e.key)
-		s.ring[i] = nil
-		return int32(i)
+		s.drop(e)
+		return
 	}
+}
+
+// drop removes the stored entry e, freeing its slot and its bytes. s.mu is
+// held.
+func (s *resultShard) drop(e *resultEntry) {
+	delete(s.entries, e.key)
+	s.ring[e.slot] = nil
+	s.free = append(s.free, e.slot)
+	s.bytes -= int(e.size)
 }
 
 // remove drops the entry for k, if any. A flood of bad tokens finds none
@@ -355,9 +445,7 @@ func (rc *resultCache) remove(k *resultKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e := s.entries[*k]; e != nil {
-		delete(s.entries, *k)
-		s.ring[e.slot] = nil
-		s.free = append(s.free, e.slot)
+		s.drop(e)
 	}
 }
 
@@ -521,8 +609,8 @@ func carve(buf, src []string) ([]string, []string) {
 // distinct value once (the issuer is often the user, the credential id the
 // chain's), so that d keeps alive only what it says: strings decoded from
 // a credential share the memory of the whole decoded claims. d's slices
-// must be its own.
-func detachStrings(d *Delegation) {
+// must be its own. It returns the length of the new string.
+func detachStrings(d *Delegation) int {
 	each := func(f func(*string)) {
 		f(&d.AgentDID)
 		f(&d.UserDID)
@@ -561,4 +649,5 @@ func detachStrings(d *Delegation) {
 		}
 		*s = all[off : off+len(*s)]
 	})
+	return n
 }

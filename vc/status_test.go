@@ -187,19 +187,7 @@ func TestStatus(t *testing.T) {
 				}
 				return
 			}
-			t.Logf("error: %v", err)
-			if d != nil || !errors.Is(err, tc.want) {
-				t.Fatalf("Verify = %v, %v; want %v", d, err, tc.want)
-			}
-			if got := Reason(err); got != tc.reason {
-				t.Errorf("Reason = %q, want %q", got, tc.reason)
-			}
-			if n := sentinelCount(err); n != 1 {
-				t.Errorf("error wraps %d sentinels", n)
-			}
-			if !strings.Contains(err.Error(), tc.detail) {
-				t.Errorf("error %q does not say %q", err, tc.detail)
-			}
+			expectRefusal(t, d, err, tc.want, tc.reason, tc.detail)
 		})
 	}
 

@@ -47,7 +47,9 @@ type Delegation struct {
 	Audience []string `json:"audience,omitempty"`
 	// IssuedAt, NotBefore and ExpiresAt are zero when absent. NotBefore and
 	// ExpiresAt are the tightest bounds over every date field of every
-	// credential of the chain; IssuedAt is the leaf's.
+	// credential of the chain (and, for a credential without an end
+	// accepted under WithAllowNoExpiry, the end WithMaxLifetime gives it);
+	// IssuedAt is the leaf's.
 	IssuedAt  time.Time `json:"issued_at,omitzero"`
 	NotBefore time.Time `json:"not_before,omitzero"`
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
@@ -104,6 +106,8 @@ var (
 	ErrKeyNotAuthorized  = errors.New("signing key not authorized for assertionMethod")
 	ErrSignature         = errors.New("signature invalid")
 	ErrType              = errors.New("credential is not a DelegationCredential")
+	ErrNoExpiry          = errors.New("credential has no expiry")
+	ErrLifetime          = errors.New("credential lifetime exceeds the maximum")
 	ErrExpired           = errors.New("credential expired")
 	ErrNotYetValid       = errors.New("credential not yet valid")
 	ErrAudience          = errors.New("credential audience does not match")

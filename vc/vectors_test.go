@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,11 @@ const vectorDir = "../testdata/kya-os-mcp"
 
 // vectorNow is after every issuanceDate in the vectors (none expires).
 var vectorNow = time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+
+// vectorOpts are the options of every verifier of the vectors: their
+// clock, and WithAllowNoExpiry, since no vector credential states an end
+// (TestVectorsNoExpiry checks they are refused without it).
+var vectorOpts = []Option{WithClock(func() time.Time { return vectorNow }), WithAllowNoExpiry()}
 
 type vectorFile struct {
 	Vectors []struct {
@@ -66,8 +72,8 @@ func vectorResolver(t *testing.T, docs map[string]json.RawMessage) mapResolver {
 	return r
 }
 
-func vectorVerifier(r didresolver.Resolver) *Verifier {
-	return NewVerifier(r, WithClock(func() time.Time { return vectorNow }))
+func vectorVerifier(r didresolver.Resolver, opts ...Option) *Verifier {
+	return NewVerifier(r, append(slices.Clip(vectorOpts), opts...)...)
 }
 
 func TestVectorsDelegationChain(t *testing.T) {
@@ -141,15 +147,14 @@ func TestVectorsDelegationChain(t *testing.T) {
 				// Trust applies to the root; the leaf alone is incomplete
 				// unless its own issuer is trusted.
 				res := vectorResolver(t, in.DIDDocuments)
-				clock := WithClock(func() time.Time { return vectorNow })
-				trustRoot := NewVerifier(res, clock, WithTrustedIssuers(root.Issuer))
+				trustRoot := vectorVerifier(res, WithTrustedIssuers(root.Issuer))
 				if _, err := trustRoot.Verify(ctx, in.Leaf, ForAudience(in.ServerDID), WithAncestors(ancestors...)); err != nil {
 					t.Errorf("trusted root: %v", err)
 				}
 				if _, err := trustRoot.Verify(ctx, in.Leaf, ForAudience(in.ServerDID)); !errors.Is(err, ErrChainIncomplete) {
 					t.Errorf("trusted root, no ancestors: err = %v", err)
 				}
-				trustMid := NewVerifier(res, clock, WithTrustedIssuers(leaf.Issuer))
+				trustMid := vectorVerifier(res, WithTrustedIssuers(leaf.Issuer))
 				if _, err := trustMid.Verify(ctx, in.Leaf, ForAudience(in.ServerDID)); err != nil {
 					t.Errorf("leaf issuer trusted directly: %v", err)
 				}
@@ -255,7 +260,7 @@ func TestVectorsStatusList(t *testing.T) {
 			}
 
 			// The delegation credential itself verifies.
-			v := NewVerifier(res, WithClock(func() time.Time { return vectorNow }), WithoutStatusCheck())
+			v := vectorVerifier(res, WithoutStatusCheck())
 			if d, err := v.Verify(ctx, in.Credential, ForAudience(in.ServerDID)); err != nil || d.Format != FormatEd25519JCS {
 				t.Fatalf("delegation credential without status check: %v", err)
 			}
@@ -269,7 +274,7 @@ func TestVectorsStatusList(t *testing.T) {
 
 				// Strict rule: the list as given is refused, so is the credential.
 				srv.set("/revocation/v1", list)
-				v := NewVerifier(res, WithClock(func() time.Time { return vectorNow }), lists)
+				v := vectorVerifier(res, lists)
 				_, err := v.Verify(ctx, in.Credential, ForAudience(in.ServerDID))
 				if !errors.Is(err, ErrStatusList) || !strings.Contains(err.Error(), "signature") {
 					t.Fatalf("vector list as served: err = %v, want ErrStatusList (its signature)", err)
@@ -284,7 +289,7 @@ func TestVectorsStatusList(t *testing.T) {
 				cred := resign(t, in.Credential, func(m map[string]any) {
 					setPath(m, "credentialSubject.delegation.issuerDid", resigner.did)
 				})
-				v = NewVerifier(res, WithClock(func() time.Time { return vectorNow }), lists)
+				v = vectorVerifier(res, lists)
 				d, err := v.Verify(ctx, cred, ForAudience(in.ServerDID))
 				if !errors.Is(err, w) || (w == nil) != (d != nil) {
 					t.Fatalf("re-signed copies: err = %v, want %v", err, w)
@@ -294,5 +299,49 @@ func TestVectorsStatusList(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestVectorsNoExpiry: the vectors' credentials state no end, so a
+// verifier on its defaults refuses every one that otherwise passes,
+// ancestors included, with ErrNoExpiry; vectorOpts opts in.
+func TestVectorsNoExpiry(t *testing.T) {
+	ctx := context.Background()
+	checked := 0
+	for _, file := range []string{"delegation-chain.json", "status-list.json"} {
+		for _, vec := range loadVectors(t, file).Vectors {
+			in := vec.Input
+			if vec.Expected != "pass" {
+				continue
+			}
+			t.Run(vec.ID, func(t *testing.T) {
+				res := vectorResolver(t, in.DIDDocuments)
+				raw := in.Leaf
+				if raw == nil {
+					raw = in.Credential
+				}
+				ancestors := make([][]byte, len(in.Ancestors))
+				for i, a := range in.Ancestors {
+					ancestors[i] = a
+				}
+				checks := []CheckOption{ForAudience(in.ServerDID), WithAncestors(ancestors...)}
+				opts := []Option{WithClock(func() time.Time { return vectorNow }), WithoutStatusCheck()}
+				if _, err := NewVerifier(res, opts...).Verify(ctx, raw, checks...); !errors.Is(err, ErrNoExpiry) || Reason(err) != "no_expiry" {
+					t.Errorf("defaults: err = %v, want ErrNoExpiry", err)
+				}
+				for i, a := range in.Ancestors {
+					if _, err := NewVerifier(res, opts...).Verify(ctx, a, ForAudience(in.ServerDID)); !errors.Is(err, ErrNoExpiry) {
+						t.Errorf("ancestor %d, defaults: err = %v, want ErrNoExpiry", i, err)
+					}
+				}
+				if _, err := vectorVerifier(res, WithoutStatusCheck()).Verify(ctx, raw, checks...); err != nil {
+					t.Errorf("WithAllowNoExpiry: %v", err)
+				}
+				checked++
+			})
+		}
+	}
+	if checked != 3 {
+		t.Errorf("checked %d passing vectors, want 3", checked)
 	}
 }

@@ -51,6 +51,19 @@ type parsed struct {
 	parentID, userDID string
 	// subject is credentialSubject, for status list credentials.
 	subject subject
+	// statedEnd is the end the credential itself states (fill): d.ExpiresAt
+	// before a JSON proof's expires bounds it. Only it counts for the
+	// lifetime rules (checkLifetime): an Ed25519Signature2020 proof is not
+	// signed, so its expires could be anything a presenter likes, and a
+	// proof's end is not the credential's anyway.
+	statedEnd time.Time
+	// lifetimeEnd, for a credential without an end accepted under
+	// WithAllowNoExpiry and WithMaxLifetime, is when the maximum lifetime
+	// ends it (set by checkWindow). It bounds the Delegation's ExpiresAt
+	// but, unlike a stated end, not its children's windows (nests): a
+	// child without an end starts later, so its own such end would never
+	// nest within it.
+	lifetimeEnd time.Time
 	// hash is SHA-256 of the trimmed credential bytes.
 	hash [sha256.Size]byte
 	// Signature material: a JWS (signingInput, sig) or a JSON credential.
@@ -373,6 +386,7 @@ func (p *parsed) fill(cred *credential, jp *jwtPayload) error {
 			d.ExpiresAt = earliest(d.ExpiresAt, c.NotAfter.t)
 		}
 	}
+	p.statedEnd = d.ExpiresAt
 	return nil
 }
 
@@ -471,18 +485,50 @@ func resolverSentinel(err error) error {
 	return nil
 }
 
-// checkWindow checks every date bound with the configured skew.
+// checkWindow checks the lifetime rules and every date bound with the
+// configured skew.
 func (v *Verifier) checkWindow(p *parsed) error {
+	if err := v.checkLifetime(p); err != nil {
+		return err
+	}
 	now := v.now()
 	d := &p.d
 	if !d.ExpiresAt.IsZero() && !now.Before(d.ExpiresAt.Add(v.skew)) {
 		return fail(ErrExpired, "")
+	}
+	if !p.lifetimeEnd.IsZero() && !now.Before(p.lifetimeEnd.Add(v.skew)) {
+		return fail(ErrLifetime, "maximum lifetime passed")
 	}
 	if !d.NotBefore.IsZero() && now.Add(v.skew).Before(d.NotBefore) {
 		return fail(ErrNotYetValid, "")
 	}
 	if !d.IssuedAt.IsZero() && now.Add(v.skew).Before(d.IssuedAt) {
 		return fail(ErrNotYetValid, "issued in the future")
+	}
+	return nil
+}
+
+// checkLifetime applies WithAllowNoExpiry and WithMaxLifetime to a
+// credential's stated window. The window runs from the latest start (the
+// credential is not accepted before it) to the earliest stated end; the
+// skew plays no part, as both ends come from the same issuer. Without a
+// stated start the window has no measure (it began whenever), so a
+// maximum refuses it; a credential without an end is accepted, when it
+// may be, until the maximum after its start (p.lifetimeEnd).
+func (v *Verifier) checkLifetime(p *parsed) error {
+	start := latest(p.d.NotBefore, p.d.IssuedAt)
+	end := p.statedEnd
+	switch {
+	case end.IsZero() && !v.allowNoExpiry:
+		return fail(ErrNoExpiry, "")
+	case v.maxLifetime == 0:
+		return nil
+	case start.IsZero():
+		return fail(ErrLifetime, "no start to measure it from")
+	case end.IsZero():
+		p.lifetimeEnd = start.Add(v.maxLifetime)
+	case end.Sub(start) > v.maxLifetime:
+		return fail(ErrLifetime, "")
 	}
 	return nil
 }

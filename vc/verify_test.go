@@ -33,15 +33,7 @@ func TestVerify(t *testing.T) {
 			return mint(t, f.ed.priv, h, f.vc11Claims(f.ed))
 		}
 	}
-	jsonVC := func(tweak func(c map[string]any), sign func(t *testing.T, c map[string]any) []byte) func(t *testing.T) []byte {
-		return func(t *testing.T) []byte {
-			c := f.jsonCredential(f.ed)
-			if tweak != nil {
-				tweak(c)
-			}
-			return sign(t, c)
-		}
-	}
+	jsonVC := f.signedJSON
 	ed25519JCS := func(multibase bool) func(t *testing.T, c map[string]any) []byte {
 		return func(t *testing.T, c map[string]any) []byte { return signEd25519JCS(t, f.ed, c, multibase) }
 	}
@@ -370,6 +362,43 @@ func TestVerify(t *testing.T) {
 				t.Errorf("error message quotes the credential: %v", err)
 			}
 		})
+	}
+}
+
+// expectOutcome checks what Verify returned against a table row: a
+// delegation (want nil), which check, if any, examines; or a refusal
+// (expectRefusal).
+func expectOutcome(t *testing.T, d *Delegation, err, want error, reason, detail string, check func(*testing.T, *Delegation)) {
+	t.Helper()
+	if want != nil {
+		expectRefusal(t, d, err, want, reason, detail)
+		return
+	}
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	if check != nil {
+		check(t, d)
+	}
+}
+
+// expectRefusal fails unless Verify refused (d is nil) with an error that
+// wraps want and no other sentinel, whose Reason is reason and whose
+// message says detail.
+func expectRefusal(t *testing.T, d *Delegation, err, want error, reason, detail string) {
+	t.Helper()
+	t.Logf("error: %v", err)
+	if d != nil || !errors.Is(err, want) {
+		t.Fatalf("Verify = %v, %v; want %v", d, err, want)
+	}
+	if got := Reason(err); got != reason {
+		t.Errorf("Reason = %q, want %q", got, reason)
+	}
+	if n := sentinelCount(err); n != 1 {
+		t.Errorf("error wraps %d sentinels", n)
+	}
+	if !strings.Contains(err.Error(), detail) {
+		t.Errorf("error %q does not say %q", err, detail)
 	}
 }
 
