@@ -205,6 +205,16 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 
+		case "max_credential_lifetime":
+			if err := parseDuration(d, &h.MaxCredentialLifetime); err != nil {
+				return err
+			}
+		case "allow_endless_credentials":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.AllowEndlessCredentials = true
+
 		case "passthrough_credential":
 			if d.NextArg() {
 				return d.ArgErr()

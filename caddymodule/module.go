@@ -112,6 +112,17 @@ type Handler struct {
 	// off. Default: 10000.
 	VerificationCacheSize int `json:"verification_cache_size,omitempty"`
 
+	// Accept credentials that state no end of validity (no exp,
+	// expirationDate or validUntil). Off by default: such credentials are
+	// refused with 401 no_expiry, since nothing else ever retires them.
+	AllowEndlessCredentials bool `json:"allow_endless_credentials,omitempty"`
+
+	// Refuse credentials valid for longer than this, from their start to
+	// their end (401 lifetime_too_long). With allow_endless_credentials, an
+	// endless credential is accepted for this long after its start.
+	// Default: no maximum.
+	MaxCredentialLifetime caddy.Duration `json:"max_credential_lifetime,omitempty"`
+
 	// Level 2 settings (level2.go).
 	Level2Config
 	// Level 3 settings (level3.go).

@@ -114,6 +114,17 @@ type Config struct {
 	// off. Default: 10000.
 	VerificationCacheSize int
 
+	// Accept credentials that state no end of validity (no exp,
+	// expirationDate or validUntil). Off: they are refused (no_expiry),
+	// since nothing else ever retires them.
+	AllowEndlessCredentials bool
+
+	// Refuse credentials valid for longer than this, from their start to
+	// their end (lifetime_too_long); with AllowEndlessCredentials, an
+	// endless credential is accepted for this long after its start. 0: no
+	// maximum.
+	MaxCredentialLifetime time.Duration
+
 	// Level 2 settings (level2.go).
 	Level2Config
 	// Level 3 settings (level3.go).
@@ -157,7 +168,7 @@ func (c *Config) Validate() error {
 	if _, err := parseCarriers(h.Carriers); err != nil {
 		return err
 	}
-	if !durationsNonNegative(h.ClockSkew, h.DIDCacheTTL, h.DIDWebTimeout) {
+	if !durationsNonNegative(h.ClockSkew, h.DIDCacheTTL, h.DIDWebTimeout, h.MaxCredentialLifetime) {
 		return errors.New("mcpi: durations must not be negative")
 	}
 	if h.MaxCredentialSize < 0 || h.MaxBodySize < 0 {

@@ -185,7 +185,7 @@ func (h *Handler) build() error {
 		vc.WithClockSkew(h.ClockSkew),
 		vc.WithMaxSize(int(h.MaxCredentialSize)),
 		vc.WithTrustedIssuers(h.TrustedIssuers...),
-	}, append(more, h.verificationCacheOptions()...)...)...)
+	}, append(append(more, h.lifetimeOptions()...), h.verificationCacheOptions()...)...)...)
 
 	h.checks = nil
 	if h.RequireAudience {
@@ -228,6 +228,18 @@ func (h *Handler) applyDefaults() {
 	if h.DIDWebTimeout == 0 {
 		h.DIDWebTimeout = DefaultDIDWebTimeout
 	}
+}
+
+// lifetimeOptions are the verifier's rules on a credential's validity span.
+func (h *Handler) lifetimeOptions() []vc.Option {
+	var opts []vc.Option
+	if h.AllowEndlessCredentials {
+		opts = append(opts, vc.WithAllowNoExpiry())
+	}
+	if h.MaxCredentialLifetime > 0 {
+		opts = append(opts, vc.WithMaxLifetime(h.MaxCredentialLifetime))
+	}
+	return opts
 }
 
 // verificationCacheOptions turns on the verified-delegation cache and

@@ -61,7 +61,7 @@ var (
 		// vc.Reason.
 		"too_large", "malformed", "unsupported_format", "unsupported_alg",
 		"issuer_unresolved", "unknown_key", "key_not_authorized", "bad_signature",
-		"wrong_type", "expired", "not_yet_valid", "wrong_audience", "untrusted_issuer",
+		"wrong_type", "expired", "no_expiry", "lifetime_too_long", "not_yet_valid", "wrong_audience", "untrusted_issuer",
 		"chain_incomplete", "chain_fetch_failed", "bad_chain", "status_unavailable", "bad_status_list",
 		"revoked", "missing_scope", "presentation_required", "bad_presentation",
 		"wrong_holder", "replayed", "invalid",

@@ -42,7 +42,7 @@ type rejection struct {
 var vcSentinels = []error{
 	vc.ErrTooLarge, vc.ErrMalformed, vc.ErrUnsupportedFormat, vc.ErrAlgorithm,
 	vc.ErrIssuerUnresolved, vc.ErrUnknownKey, vc.ErrKeyNotAuthorized, vc.ErrSignature,
-	vc.ErrType, vc.ErrExpired, vc.ErrNotYetValid, vc.ErrAudience, vc.ErrUntrustedIssuer,
+	vc.ErrType, vc.ErrExpired, vc.ErrNoExpiry, vc.ErrLifetime, vc.ErrNotYetValid, vc.ErrAudience, vc.ErrUntrustedIssuer,
 	vc.ErrMissingScope, vc.ErrChainIncomplete, vc.ErrChainFetch, vc.ErrChain, vc.ErrStatusUnavailable,
 	vc.ErrStatusList, vc.ErrRevoked, vc.ErrPresentationRequired, vc.ErrPresentation,
 	vc.ErrHolder, vc.ErrReplay,
