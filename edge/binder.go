@@ -30,7 +30,7 @@ type measuredBinder struct {
 func (m *measuredBinder) Bind(ctx context.Context, key string, value []byte, ttl time.Duration) error {
 	start := time.Now()
 	err := m.binder.Bind(ctx, key, value, ttl)
-	m.h.metricNonceStore(m.name, "bind", time.Since(start), err)
+	m.h.obs.NonceStore(m.name, "bind", time.Since(start), err)
 	return err
 }
 
@@ -41,7 +41,7 @@ func (m *measuredBinder) Lookup(ctx context.Context, key string) ([]byte, error)
 	if errors.Is(err, challenge.ErrBindingNotFound) {
 		failure = nil // a normal answer
 	}
-	m.h.metricNonceStore(m.name, "lookup", time.Since(start), failure)
+	m.h.obs.NonceStore(m.name, "lookup", time.Since(start), failure)
 	return val, err
 }
 

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/edge/observe/observetest"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -619,7 +620,7 @@ func TestStatusList(t *testing.T) {
 		})
 		res := serve(t, h, bearer(withStatus(t, f, down.listURL(), "6")))
 		wantRejected(t, res, http.StatusServiceUnavailable, "status_unavailable")
-		if got := obsValue(gatherMCPI(t, reg), "caddy_mcpi_status_list_errors_total", "reason", "status_unavailable"); got != 1 {
+		if got := observetest.Value(observetest.Gather(t, reg), "caddy_mcpi_status_list_errors_total", "reason", "status_unavailable"); got != 1 {
 			t.Errorf("status list errors counted: %v", got)
 		}
 	})

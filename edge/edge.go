@@ -21,6 +21,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/assertion"
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -96,7 +97,7 @@ type Handler struct {
 	l2     level2
 	l3     level3
 	policy policyState
-	obs    observability
+	obs    *observe.Recorder
 
 	logger   *zap.Logger
 	verifier *vc.Verifier
@@ -254,7 +255,7 @@ func (h *Handler) verificationCacheOptions() []vc.Option {
 	}
 	return []vc.Option{
 		vc.WithResultCache(size),
-		vc.WithCacheObserver(func(hit bool) { h.metricCache("delegation", hit) }),
+		vc.WithCacheObserver(func(hit bool) { h.obs.Cache("delegation", hit) }),
 	}
 }
 

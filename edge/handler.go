@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
@@ -10,6 +9,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -60,7 +60,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 		}
 		if d == nil {
 			if h.admitAnonymous(r, ex.body) {
-				return h.serveAdmitted(w, r, next, nil, ex.body, decision{outcome: "admitted", reason: "anonymous", status: http.StatusOK})
+				return h.serveAdmitted(w, r, next, nil, ex.body, observe.Decision{Outcome: "admitted", Reason: "anonymous", Status: http.StatusOK})
 			}
 			return h.reject(w, r, errNoCredential, nil)
 		}
@@ -76,7 +76,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 		if err == nil {
 			err = bind.check(d)
 		}
-		h.observeVerification(time.Since(start), err, cred.raw)
+		h.obs.Verification(time.Since(start), err, cred.raw)
 		if err != nil {
 			return h.reject(w, r, err, cred)
 		}
@@ -102,7 +102,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	if cred != nil {
 		carrierName = cred.carrier.String()
 	}
-	return h.serveAdmitted(w, r, next, d, ex.body, decision{outcome: "admitted", reason: "ok", status: http.StatusOK, delegation: d, carrier: carrierName})
+	return h.serveAdmitted(w, r, next, d, ex.body, observe.Decision{Outcome: "admitted", Reason: "ok", Status: http.StatusOK, Delegation: d, Carrier: carrierName})
 }
 
 // serveAdmitted applies the per-tool policy to an admitted request (d is nil
@@ -110,10 +110,10 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 // decision: adm is recorded unless the policy recorded another one (a
 // denied tools/call, or a body it could not read), so that a denial is
 // not counted and logged as an admission too.
-func (h *Handler) serveAdmitted(w http.ResponseWriter, r *http.Request, next Next, d *vc.Delegation, body []byte, adm decision) error {
+func (h *Handler) serveAdmitted(w http.ResponseWriter, r *http.Request, next Next, d *vc.Delegation, body []byte, adm observe.Decision) error {
 	w, handled, recorded, err := h.enforcePolicy(w, r, d, body, adm)
 	if !recorded {
-		h.recordDecision(r, adm)
+		h.obs.Decision(r, adm)
 	}
 	if handled {
 		return err
@@ -202,54 +202,20 @@ func requestAudiences(host string) []string {
 // Debug: a bad credential is the client's problem, not the operator's.
 func (h *Handler) reject(w http.ResponseWriter, r *http.Request, err error, cred *presented) error {
 	rej := h.rejectionFor(err)
-	dec := decision{outcome: "rejected", reason: rej.tag, status: rej.status}
+	dec := observe.Decision{Outcome: "rejected", Reason: rej.tag, Status: rej.status}
 	if cred != nil {
-		dec.carrier = cred.carrier.String()
+		dec.Carrier = cred.carrier.String()
 	}
-	h.recordDecision(r, dec)
+	h.obs.Decision(r, dec)
 	if c := h.logger.Check(zapcore.DebugLevel, "request rejected"); c != nil {
 		fields := []zap.Field{zap.Int("status", rej.status), zap.String("reason", rej.tag)}
 		if cred != nil {
 			// The issuer is read from the unverified credential: it tells the
 			// operator whom to trust or ask, and is never the token itself.
-			fields = append(fields, zap.String("carrier", cred.carrier.String()), zap.String("issuer", claimedIssuer(cred.raw)))
+			fields = append(fields, zap.String("carrier", cred.carrier.String()), zap.String("issuer", observe.ClaimedIssuer(cred.raw)))
 		}
 		c.Write(fields...)
 	}
 	h.writeRejection(w, r, rej)
 	return nil
-}
-
-// claimedIssuer returns the issuer a credential claims (JWT iss, JSON VC
-// issuer), unverified, cut to a length fit for a log line.
-func claimedIssuer(raw []byte) string {
-	var iss string
-	if len(raw) > 0 && raw[0] == '{' {
-		var v struct {
-			Issuer json.RawMessage `json:"issuer"`
-		}
-		if json.Unmarshal(raw, &v) == nil && len(v.Issuer) > 0 {
-			if json.Unmarshal(v.Issuer, &iss) != nil {
-				var o struct {
-					ID string `json:"id"`
-				}
-				if json.Unmarshal(v.Issuer, &o) == nil {
-					iss = o.ID
-				}
-			}
-		}
-	} else if parts := strings.Split(string(raw), "."); len(parts) == 3 {
-		if p, err := b64url(parts[1]); err == nil {
-			var c struct {
-				Iss string `json:"iss"`
-			}
-			if json.Unmarshal(p, &c) == nil {
-				iss = c.Iss
-			}
-		}
-	}
-	if len(iss) > 256 {
-		iss = iss[:256]
-	}
-	return iss
 }

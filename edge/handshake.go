@@ -553,3 +553,42 @@ func (h *Handler) passLegacy(w http.ResponseWriter, r *http.Request, next Next) 
 	}
 	return true, next(w, r)
 }
+
+// recordHandshake records one handshake or verify call the edge answered or
+// forwarded (observe.Recorder.Handshake), in this route's Level 3 mode.
+func (h *Handler) recordHandshake(r *http.Request, kind challenge.Kind, result string, status int, d *vc.Delegation) {
+	call := "verify"
+	if kind == challenge.KindHandshake {
+		call = "handshake"
+	}
+	h.obs.Handshake(r, h.l3.mode, call, result, status, d)
+}
+
+// handshakeResult is the failure tag of a handshake or verify call, by the
+// sentinel err wraps (with challenge's precedence, as its JSON-RPC code).
+func handshakeResult(err error) string {
+	if errors.Is(err, errUpstreamResponse) || errors.Is(err, errResponseTooLarge) {
+		return "upstream_error"
+	}
+	switch challenge.Code(err) {
+	case challenge.CodeParseError:
+		return "parse_error"
+	case challenge.CodeInvalidRequest:
+		return "invalid_request"
+	case challenge.CodeMethodNotFound:
+		return "method_not_found"
+	case challenge.CodeInvalidParams:
+		return "invalid_params"
+	case challenge.CodeStoreUnavailable:
+		return "store_unavailable"
+	case challenge.CodeExpired:
+		return "expired"
+	case challenge.CodeBadProof:
+		return "bad_proof"
+	case challenge.CodeReplay:
+		return "replay"
+	case challenge.CodeUntrustedCredential:
+		return "untrusted_credential"
+	}
+	return "internal_error"
+}

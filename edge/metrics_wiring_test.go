@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
+	"github.com/mcpi-edge/caddy-mcpi/edge/observe/observetest"
 	"github.com/mcpi-edge/caddy-mcpi/internal/redistest"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
@@ -52,13 +55,13 @@ func TestHandshakeMetricsTerminate(t *testing.T) {
 		t.Fatalf("bad params: %s", rep.Raw)
 	}
 
-	all := gatherMCPI(t, reg)
+	all := observetest.Gather(t, reg)
 	const hs = "caddy_mcpi_handshakes_total"
 	for _, c := range []struct {
 		result string
 		want   float64
 	}{{"issued", 1}, {"verified", 1}, {"replay", 1}, {"invalid_params", 1}} {
-		if got := obsValue(all, hs, "mode", "terminate", "result", c.result); got != c.want {
+		if got := observetest.Value(all, hs, "mode", "terminate", "result", c.result); got != c.want {
 			t.Errorf("%s{terminate,%s} = %v, want %v", hs, c.result, got, c.want)
 		}
 	}
@@ -77,11 +80,11 @@ func TestHandshakeMetricsTerminate(t *testing.T) {
 		op   string
 		want float64
 	}{{"put", 1}, {"peek", 2}, {"consume", 1}} {
-		if got := obsValue(all, ns, "store", "memory", "op", c.op, "result", "ok"); got != c.want {
+		if got := observetest.Value(all, ns, "store", "memory", "op", c.op, "result", "ok"); got != c.want {
 			t.Errorf("%s{memory,%s,ok} = %v, want %v", ns, c.op, got, c.want)
 		}
 	}
-	assertBoundedLabels(t, all, cred, hr.Nonce, hr.Challenge, f.agent.did)
+	observetest.AssertBoundedLabels(t, all, cred, hr.Nonce, hr.Challenge, f.agent.did)
 
 	entries := handshakeAudit(logs)
 	if len(entries) != 4 {
@@ -146,9 +149,9 @@ func TestHandshakeMetricsProxy(t *testing.T) {
 		t.Fatalf("replay: %s", rep.Raw)
 	}
 
-	all := gatherMCPI(t, reg)
+	all := observetest.Gather(t, reg)
 	for _, result := range []string{"issued", "verified", "replay"} {
-		if got := obsValue(all, "caddy_mcpi_handshakes_total", "mode", "proxy", "result", result); got != 1 {
+		if got := observetest.Value(all, "caddy_mcpi_handshakes_total", "mode", "proxy", "result", result); got != 1 {
 			t.Errorf("handshakes_total{proxy,%s} = %v, want 1", result, got)
 		}
 	}
@@ -210,7 +213,7 @@ func TestNonceStoreMetrics(t *testing.T) {
 		t.Fatalf("Consume on a failing store = %v", err)
 	}
 
-	all := gatherMCPI(t, reg)
+	all := observetest.Gather(t, reg)
 	const ns = "caddy_mcpi_nonce_store_duration_seconds"
 	for _, c := range []struct {
 		store, op, result string
@@ -221,12 +224,12 @@ func TestNonceStoreMetrics(t *testing.T) {
 		{"redis", "put", "error", 1},
 		{"redis", "consume", "error", 1},
 	} {
-		if got := obsValue(all, ns, "store", c.store, "op", c.op, "result", c.result); got != c.want {
+		if got := observetest.Value(all, ns, "store", c.store, "op", c.op, "result", c.result); got != c.want {
 			t.Errorf("%s{%s,%s,%s} = %v, want %v", ns, c.store, c.op, c.result, got, c.want)
 		}
 	}
-	if got := obsValue(all, ns, "store", "memory", "op", "put", "result", "error") +
-		obsValue(all, ns, "store", "memory", "op", "consume", "result", "error"); got != 0 {
+	if got := observetest.Value(all, ns, "store", "memory", "op", "put", "result", "error") +
+		observetest.Value(all, ns, "store", "memory", "op", "consume", "result", "error"); got != 0 {
 		t.Errorf("normal answers counted as store errors: %v", got)
 	}
 }
@@ -243,7 +246,7 @@ func TestNonceStoreMetricsRedis(t *testing.T) {
 	})
 	wantAdmitted(t, serve(t, h, bearer(vpOf(t, f.agent, "", nil, f.jwt(t, nil)))))
 	const ns = "caddy_mcpi_nonce_store_duration_seconds"
-	if got := obsValue(gatherMCPI(t, reg), ns, "store", "redis", "op", "put", "result", "ok"); got != 1 {
+	if got := observetest.Value(observetest.Gather(t, reg), ns, "store", "redis", "op", "put", "result", "ok"); got != 1 {
 		t.Errorf("%s{redis,put,ok} = %v, want 1 (the replay guard)", ns, got)
 	}
 }
@@ -279,18 +282,18 @@ func TestDIDResolutionErrorMetric(t *testing.T) {
 	// A credential that resolves counts nothing.
 	wantAdmitted(t, serve(t, h, bearer(f.jwt(t, nil))))
 
-	all := gatherMCPI(t, reg)
+	all := observetest.Gather(t, reg)
 	const de = "caddy_mcpi_did_resolution_errors_total"
-	if got := obsValue(all, de, "method", "web", "reason", "fetch"); got != 1 {
+	if got := observetest.Value(all, de, "method", "web", "reason", "fetch"); got != 1 {
 		t.Errorf("%s{web,fetch} = %v, want 1: %v", de, got, all[de])
 	}
 	if n := len(all[de]); n != 1 {
 		t.Errorf("%s has %d series, want 1: %v", de, n, all[de])
 	}
-	if got := obsValue(all, "caddy_mcpi_decisions_total", "outcome", "rejected", "reason", "issuer_unresolved"); got != 1 {
+	if got := observetest.Value(all, "caddy_mcpi_decisions_total", "outcome", "rejected", "reason", "issuer_unresolved"); got != 1 {
 		t.Errorf("decisions{rejected,issuer_unresolved} = %v, want 1", got)
 	}
-	assertBoundedLabels(t, all, tok, issuer)
+	observetest.AssertBoundedLabels(t, all, tok, issuer)
 }
 
 func TestHandshakeResultTags(t *testing.T) {
@@ -313,29 +316,11 @@ func TestHandshakeResultTags(t *testing.T) {
 		if got := handshakeResult(wrapped); got != want {
 			t.Errorf("handshakeResult(%v) = %q, want %q", err, got, want)
 		}
-		if !isSnakeLabel(want) {
+		if !observe.IsReason(want) && want != "issued" && want != "verified" && !snakeLabel.MatchString(want) {
 			t.Errorf("%q is not a valid label value", want)
 		}
 	}
-	for err, want := range map[error]string{
-		didresolver.ErrNotFound:          "not_found",
-		didresolver.ErrFetch:             "fetch",
-		didresolver.ErrTooLarge:          "too_large",
-		didresolver.ErrForbiddenAddress:  "forbidden_address",
-		didresolver.ErrInvalidDocument:   "invalid_document",
-		didresolver.ErrIDMismatch:        "id_mismatch",
-		didresolver.ErrInvalidDID:        "invalid_did",
-		didresolver.ErrUnsupportedMethod: "unsupported_method",
-		context.DeadlineExceeded:         "timeout",
-		errors.New("x"):                  "other",
-	} {
-		if got := didErrorReason(fmt.Errorf("%w: %w", vc.ErrIssuerUnresolved, err)); got != want {
-			t.Errorf("didErrorReason(%v) = %q, want %q", err, got, want)
-		}
-	}
-	for raw, want := range map[string]string{"": "unknown", `{"issuer":"did:foo:x"}`: "other", `{"issuer":{"id":"did:web:example.com"}}`: "web"} {
-		if got := claimedDIDMethod([]byte(raw)); got != want {
-			t.Errorf("claimedDIDMethod(%s) = %q, want %q", raw, got, want)
-		}
-	}
 }
+
+// snakeLabel is the shape of a bounded label value.
+var snakeLabel = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)

@@ -23,14 +23,14 @@ type measuredNonceStore struct {
 func (m *measuredNonceStore) Put(ctx context.Context, nonce string, rec challenge.Record, ttl time.Duration) error {
 	start := time.Now()
 	err := m.store.Put(ctx, nonce, rec, ttl)
-	m.h.metricNonceStore(m.name, "put", time.Since(start), storeFailure(err))
+	m.h.obs.NonceStore(m.name, "put", time.Since(start), storeFailure(err))
 	return err
 }
 
 func (m *measuredNonceStore) Consume(ctx context.Context, nonce string) (challenge.Record, error) {
 	start := time.Now()
 	rec, err := m.store.Consume(ctx, nonce)
-	m.h.metricNonceStore(m.name, "consume", time.Since(start), storeFailure(err))
+	m.h.obs.NonceStore(m.name, "consume", time.Since(start), storeFailure(err))
 	return rec, err
 }
 
@@ -44,7 +44,7 @@ func (m *measuredNonceStore) Peek(ctx context.Context, nonce string) (challenge.
 	start := time.Now()
 	rec, err := p.Peek(ctx, nonce)
 	if !errors.Is(err, errors.ErrUnsupported) {
-		m.h.metricNonceStore(m.name, "peek", time.Since(start), storeFailure(err))
+		m.h.obs.NonceStore(m.name, "peek", time.Since(start), storeFailure(err))
 	}
 	return rec, err
 }

@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
-	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
+	"github.com/mcpi-edge/caddy-mcpi/edge/observe/observetest"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -44,7 +44,9 @@ func obsContext(t *testing.T) (prometheus.Registerer, *prometheus.Registry) {
 // (audit included) going to an observer.
 func obsHandler(t *testing.T, reg prometheus.Registerer, f fixture, mod func(*Handler)) (*Handler, *observer.ObservedLogs) {
 	t.Helper()
-	h := &Handler{Config: Config{TrustedIssuers: []string{f.user.did}}, registerer: reg, hooks: testHooks}
+	core, logs := observer.New(zapcore.InfoLevel)
+	h := &Handler{Config: Config{TrustedIssuers: []string{f.user.did}}, registerer: reg, hooks: testHooks,
+		logger: zap.New(core).Named("http.handlers.mcpi")}
 	if mod != nil {
 		mod(h)
 	}
@@ -52,107 +54,7 @@ func obsHandler(t *testing.T, reg prometheus.Registerer, f fixture, mod func(*Ha
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() { _ = h.Close() })
-	core, logs := observer.New(zapcore.InfoLevel)
-	h.logger = zap.New(core).Named("http.handlers.mcpi")
 	return h, logs
-}
-
-// obsSeries is one sample of a gathered metric: its labels and value (the
-// sample count for a histogram).
-type obsSeries struct {
-	labels map[string]string
-	value  float64
-}
-
-func gatherMCPI(t *testing.T, reg prometheus.Gatherer) map[string][]obsSeries {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("Gather: %v", err)
-	}
-	out := make(map[string][]obsSeries)
-	for _, mf := range mfs {
-		if !strings.HasPrefix(mf.GetName(), "caddy_mcpi_") {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			s := obsSeries{labels: make(map[string]string)}
-			for _, lp := range m.GetLabel() {
-				s.labels[lp.GetName()] = lp.GetValue()
-			}
-			switch mf.GetType() {
-			case dto.MetricType_COUNTER:
-				s.value = m.GetCounter().GetValue()
-			case dto.MetricType_HISTOGRAM:
-				s.value = float64(m.GetHistogram().GetSampleCount())
-			}
-			out[mf.GetName()] = append(out[mf.GetName()], s)
-		}
-	}
-	return out
-}
-
-// lintMCPI runs Prometheus' linter (naming, units, help) on the mcpi
-// metrics of reg.
-func lintMCPI(t *testing.T, reg prometheus.Gatherer) {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("Gather: %v", err)
-	}
-	var ours []*dto.MetricFamily
-	for _, mf := range mfs {
-		if strings.HasPrefix(mf.GetName(), "caddy_mcpi_") {
-			ours = append(ours, mf)
-		}
-	}
-	problems, err := promlint.NewWithMetricFamilies(ours).Lint()
-	if err != nil || len(problems) > 0 {
-		t.Errorf("promlint: %v %v", problems, err)
-	}
-}
-
-// obsValue returns the value of the series of name with exactly labels.
-func obsValue(all map[string][]obsSeries, name string, labels ...string) float64 {
-	for _, s := range all[name] {
-		if len(s.labels) != len(labels)/2 {
-			continue
-		}
-		match := true
-		for i := 0; i+1 < len(labels); i += 2 {
-			if s.labels[labels[i]] != labels[i+1] {
-				match = false
-			}
-		}
-		if match {
-			return s.value
-		}
-	}
-	return 0
-}
-
-// safeLabel is the shape every label value must have: snake_case tags and
-// MCP tool names, never a DID (':'), a JWS or a URL.
-var safeLabel = regexp.MustCompile(`^[A-Za-z0-9_./-]{1,64}$`)
-
-// assertBoundedLabels fails if a label value of any mcpi metric has an
-// unsafe shape or contains one of secrets.
-func assertBoundedLabels(t *testing.T, all map[string][]obsSeries, secrets ...string) {
-	t.Helper()
-	for name, ss := range all {
-		for _, s := range ss {
-			for k, v := range s.labels {
-				if !safeLabel.MatchString(v) || strings.Contains(v, "did:") {
-					t.Errorf("%s{%s=%q}: unbounded label value", name, k, v)
-				}
-				for _, sec := range secrets {
-					if sec != "" && strings.Contains(sec, v) && len(v) > 8 {
-						t.Errorf("%s{%s=%q}: label holds part of a secret", name, k, v)
-					}
-				}
-			}
-		}
-	}
 }
 
 func TestDecisionMetrics(t *testing.T) {
@@ -181,10 +83,10 @@ func TestDecisionMetrics(t *testing.T) {
 	send("", "")
 	// Outcomes and reasons outside the fixed sets, as a later part might
 	// pass by mistake: counted, as "other".
-	h.recordDecision(newRequest(http.MethodGet, "/mcp", ""), decision{outcome: "admitted", reason: f.agent.did, status: 200})
-	h.recordDecision(newRequest(http.MethodGet, "/mcp", ""), decision{outcome: good, reason: "ok", status: 200})
+	h.obs.Decision(newRequest(http.MethodGet, "/mcp", ""), observe.Decision{Outcome: "admitted", Reason: f.agent.did, Status: 200})
+	h.obs.Decision(newRequest(http.MethodGet, "/mcp", ""), observe.Decision{Outcome: good, Reason: "ok", Status: 200})
 
-	all := gatherMCPI(t, reg)
+	all := observetest.Gather(t, reg)
 	const dec = "caddy_mcpi_decisions_total"
 	for _, c := range []struct {
 		outcome, reason string
@@ -197,7 +99,7 @@ func TestDecisionMetrics(t *testing.T) {
 		{"admitted", "other", 1},
 		{"other", "ok", 1},
 	} {
-		if got := obsValue(all, dec, "outcome", c.outcome, "reason", c.reason); got != c.want {
+		if got := observetest.Value(all, dec, "outcome", c.outcome, "reason", c.reason); got != c.want {
 			t.Errorf("%s{outcome=%q,reason=%q} = %v, want %v", dec, c.outcome, c.reason, got, c.want)
 		}
 	}
@@ -208,15 +110,15 @@ func TestDecisionMetrics(t *testing.T) {
 	// Four credentials were verified: two passed, two did not (the request
 	// without one never reached verification).
 	const ver = "caddy_mcpi_verification_duration_seconds"
-	if got := obsValue(all, ver, "result", "ok"); got != 2 {
+	if got := observetest.Value(all, ver, "result", "ok"); got != 2 {
 		t.Errorf("%s{result=ok} count = %v, want 2", ver, got)
 	}
-	if got := obsValue(all, ver, "result", "error"); got != 2 {
+	if got := observetest.Value(all, ver, "result", "error"); got != 2 {
 		t.Errorf("%s{result=error} count = %v, want 2", ver, got)
 	}
-	assertBoundedLabels(t, all, good, expired, forged, f.agent.did, f.user.did)
+	observetest.AssertBoundedLabels(t, all, good, expired, forged, f.agent.did, f.user.did)
 
-	lintMCPI(t, reg)
+	observetest.Lint(t, reg)
 }
 
 // TestDecisionReasonsCovered: every reason the handler can reject with, and
@@ -233,12 +135,12 @@ func TestDecisionReasonsCovered(t *testing.T) {
 		vc.ErrHolder, vc.ErrReplay,
 	} {
 		errs = append(errs, fmt.Errorf("vc: %w", s))
-		if r := vc.Reason(s); !decisionReasons[r] {
+		if r := vc.Reason(s); !observe.IsReason(r) {
 			t.Errorf("vc.Reason %q is not in decisionReasons", r)
 		}
 	}
 	for _, err := range errs {
-		if tag := h.rejectionFor(err).tag; !decisionReasons[tag] {
+		if tag := h.rejectionFor(err).tag; !observe.IsReason(tag) {
 			t.Errorf("rejection tag %q (for %v) is not in decisionReasons", tag, err)
 		}
 	}
@@ -254,29 +156,26 @@ func TestMetricsReprovision(t *testing.T) {
 	h1, _ := obsHandler(t, ctx, f, nil)
 	h2, _ := obsHandler(t, ctx, f, nil)
 	rec := func(h *Handler) {
-		h.recordDecision(newRequest(http.MethodGet, "/mcp", ""), decision{outcome: "rejected", reason: "expired", status: 401})
-		h.metricHandshake("terminate", "ok")
+		h.obs.Decision(newRequest(http.MethodGet, "/mcp", ""), observe.Decision{Outcome: "rejected", Reason: "expired", Status: 401})
+		h.obs.Handshake(nil, "terminate", "handshake", "ok", 0, nil)
 	}
 	rec(h1)
 	rec(h2)
 	h1b, _ := obsHandler(t, ctx, f, nil) // the same config built again (a reload)
 	h1 = h1b
 	rec(h1)
-	all := gatherMCPI(t, reg)
-	if got := obsValue(all, "caddy_mcpi_decisions_total", "outcome", "rejected", "reason", "expired"); got != 3 {
+	all := observetest.Gather(t, reg)
+	if got := observetest.Value(all, "caddy_mcpi_decisions_total", "outcome", "rejected", "reason", "expired"); got != 3 {
 		t.Errorf("decisions after re-provision = %v, want 3", got)
 	}
-	if got := obsValue(all, "caddy_mcpi_handshakes_total", "mode", "terminate", "result", "ok"); got != 3 {
+	if got := observetest.Value(all, "caddy_mcpi_handshakes_total", "mode", "terminate", "result", "ok"); got != 3 {
 		t.Errorf("handshakes after re-provision = %v, want 3", got)
-	}
-	if h1.obs.metrics.decisions != h2.obs.metrics.decisions {
-		t.Error("two handlers of one registry hold different collectors")
 	}
 
 	ctx2, reg2 := obsContext(t)
 	h3, _ := obsHandler(t, ctx2, f, nil)
 	rec(h3)
-	if got := obsValue(gatherMCPI(t, reg2), "caddy_mcpi_decisions_total", "outcome", "rejected", "reason", "expired"); got != 1 {
+	if got := observetest.Value(observetest.Gather(t, reg2), "caddy_mcpi_decisions_total", "outcome", "rejected", "reason", "expired"); got != 1 {
 		t.Errorf("decisions in a fresh registry = %v, want 1", got)
 	}
 }
@@ -291,108 +190,6 @@ func TestMetricsConflictingRegistration(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "registering metrics") {
 		t.Fatalf("Provision = %v, want a registration error", err)
 	}
-}
-
-// TestMetricHelpers: the counters the other parts call, with the label
-// values they should pass and with values they must never get through (a
-// DID, a token, a URL, a flood of tool names).
-func TestMetricHelpers(t *testing.T) {
-	f := newFixture(t)
-	ctx, reg := obsContext(t)
-	h, _ := obsHandler(t, ctx, f, nil)
-	tok := f.jwt(t, nil)
-
-	h.metricHandshake("terminate", "ok")
-	h.metricHandshake("proxy", "bad_signature")
-	h.metricHandshake(tok, f.agent.did)
-	h.metricNonceStore("redis", "consume", 3*time.Millisecond, nil)
-	h.metricNonceStore("redis", "consume", time.Second, errors.New("i/o timeout"))
-	h.metricNonceStore("memory", "put", time.Microsecond, nil)
-	h.metricCache("delegation", true)
-	h.metricCache("delegation", false)
-	h.metricCache("https://evil.example/x", true)
-	h.metricDIDError("web", "not_found")
-	h.metricDIDError("did:web:evil.example", "fetch")
-	h.metricDIDError(f.user.did, "Timeout: "+tok)
-	h.metricStatusListError("fetch")
-	h.metricStatusListError(tok)
-	h.metricToolDecision("read_file", "allowed")
-	h.metricToolDecision("delete_file", "denied")
-	h.metricToolDecision(tok, "denied")
-	for i := range 3 * maxToolValues {
-		h.metricToolDecision(fmt.Sprintf("tool_%d", i), "allowed")
-	}
-
-	all := gatherMCPI(t, reg)
-	for _, c := range []struct {
-		name   string
-		labels []string
-		want   float64
-	}{
-		{"caddy_mcpi_handshakes_total", []string{"mode", "terminate", "result", "ok"}, 1},
-		{"caddy_mcpi_handshakes_total", []string{"mode", "proxy", "result", "bad_signature"}, 1},
-		{"caddy_mcpi_handshakes_total", []string{"mode", "other", "result", "other"}, 1},
-		{"caddy_mcpi_nonce_store_duration_seconds", []string{"store", "redis", "op", "consume", "result", "ok"}, 1},
-		{"caddy_mcpi_nonce_store_duration_seconds", []string{"store", "redis", "op", "consume", "result", "error"}, 1},
-		{"caddy_mcpi_nonce_store_duration_seconds", []string{"store", "memory", "op", "put", "result", "ok"}, 1},
-		{"caddy_mcpi_cache_requests_total", []string{"cache", "delegation", "result", "hit"}, 1},
-		{"caddy_mcpi_cache_requests_total", []string{"cache", "delegation", "result", "miss"}, 1},
-		{"caddy_mcpi_cache_requests_total", []string{"cache", "other", "result", "hit"}, 1},
-		{"caddy_mcpi_did_resolution_errors_total", []string{"method", "web", "reason", "not_found"}, 1},
-		{"caddy_mcpi_did_resolution_errors_total", []string{"method", "web", "reason", "fetch"}, 1},
-		{"caddy_mcpi_did_resolution_errors_total", []string{"method", "key", "reason", "other"}, 1},
-		{"caddy_mcpi_status_list_errors_total", []string{"reason", "fetch"}, 1},
-		{"caddy_mcpi_status_list_errors_total", []string{"reason", "other"}, 1},
-		{"caddy_mcpi_tool_decisions_total", []string{"tool", "read_file", "outcome", "allowed"}, 1},
-		{"caddy_mcpi_tool_decisions_total", []string{"tool", "delete_file", "outcome", "denied"}, 1},
-		{"caddy_mcpi_tool_decisions_total", []string{"tool", "other", "outcome", "denied"}, 1},
-	} {
-		if got := obsValue(all, c.name, c.labels...); got != c.want {
-			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
-		}
-	}
-	// The flood of tool names is capped: at most maxToolValues distinct
-	// names, the rest counted as "other".
-	tools := make(map[string]bool)
-	for _, s := range all["caddy_mcpi_tool_decisions_total"] {
-		tools[s.labels["tool"]] = true
-	}
-	if len(tools) > maxToolValues+1 {
-		t.Errorf("%d distinct tool labels, want at most %d", len(tools), maxToolValues+1)
-	}
-	if got := obsValue(all, "caddy_mcpi_tool_decisions_total", "tool", "other", "outcome", "allowed"); got < 2*maxToolValues {
-		t.Errorf("capped tool names counted as other: %v, want at least %d", got, 2*maxToolValues)
-	}
-	assertBoundedLabels(t, all, tok, f.agent.did, f.user.did)
-
-	lintMCPI(t, reg)
-}
-
-// TestObservabilityNilSafe: every hook works on a handler that was never
-// provisioned (as in tests of other parts) and on a nil one.
-func TestObservabilityNilSafe(t *testing.T) {
-	for _, h := range []*Handler{nil, {}} {
-		r := newRequest(http.MethodGet, "/mcp", "")
-		if h != nil {
-			h.recordDecision(r, decision{outcome: "admitted", reason: "ok", status: 200})
-			h.observeVerification(time.Millisecond, nil, nil)
-		}
-		h.metricHandshake("terminate", "ok")
-		h.metricNonceStore("memory", "put", time.Millisecond, nil)
-		h.metricCache("delegation", true)
-		h.metricDIDError("web", "fetch")
-		h.metricStatusListError("fetch")
-		h.metricToolDecision("read_file", "allowed")
-	}
-	// A context without a registry: no metrics, no error.
-	h := &Handler{Config: Config{TrustedIssuers: []string{AnyIssuer}}}
-	if err := h.provisionObservability(); err != nil {
-		t.Fatal(err)
-	}
-	if h.obs.metrics != nil {
-		t.Error("metrics without a registry")
-	}
-	h.metricHandshake("terminate", "ok")
 }
 
 func TestAuditEntries(t *testing.T) {
@@ -412,7 +209,7 @@ func TestAuditEntries(t *testing.T) {
 	r.Header.Set("MCP-I-Credential", forged)
 	serve(t, h, r)
 
-	h.recordDecision(newRequest(http.MethodPost, "/mcp", ""), decision{outcome: "denied", reason: "tool_denied", status: 403, tool: "delete_file"})
+	h.obs.Decision(newRequest(http.MethodPost, "/mcp", ""), observe.Decision{Outcome: "denied", Reason: "tool_denied", Status: 403, Tool: "delete_file"})
 
 	entries := logs.FilterLoggerName("http.handlers.mcpi.audit").All()
 	if len(entries) != 3 {
@@ -420,8 +217,8 @@ func TestAuditEntries(t *testing.T) {
 	}
 	admitted, rejected, denied := entries[0].ContextMap(), entries[1].ContextMap(), entries[2].ContextMap()
 	for _, e := range entries {
-		if e.Level != zapcore.InfoLevel || e.Message != auditMessage {
-			t.Errorf("entry %v %q, want INFO %q", e.Level, e.Message, auditMessage)
+		if e.Level != zapcore.InfoLevel || e.Message != observe.AuditMessage {
+			t.Errorf("entry %v %q, want INFO %q", e.Level, e.Message, observe.AuditMessage)
 		}
 	}
 
@@ -502,9 +299,9 @@ func TestToolDenialIsOneDecision(t *testing.T) {
 	if res := polServe(t, h, polPost(polCall(1, "files_write"), tok), nil); res.called {
 		t.Fatal("denied call forwarded")
 	}
-	all := gatherMCPI(t, reg)
+	all := observetest.Gather(t, reg)
 	const dec = "caddy_mcpi_decisions_total"
-	if got := obsValue(all, dec, "outcome", "denied", "reason", "insufficient_scope"); got != 1 {
+	if got := observetest.Value(all, dec, "outcome", "denied", "reason", "insufficient_scope"); got != 1 {
 		t.Errorf("%s{denied,insufficient_scope} = %v, want 1", dec, got)
 	}
 	if n := len(all[dec]); n != 1 {
@@ -527,11 +324,11 @@ func TestToolDenialIsOneDecision(t *testing.T) {
 	if res := polServe(t, h, polPost(polCall(2, "echo"), tok), nil); !res.called {
 		t.Fatalf("allowed call not forwarded: %d", res.rec.Code)
 	}
-	all = gatherMCPI(t, reg)
-	if got := obsValue(all, dec, "outcome", "admitted", "reason", "ok"); got != 1 {
+	all = observetest.Gather(t, reg)
+	if got := observetest.Value(all, dec, "outcome", "admitted", "reason", "ok"); got != 1 {
 		t.Errorf("%s{admitted,ok} = %v after one allowed call, want 1", dec, got)
 	}
-	if got := obsValue(all, dec, "outcome", "denied", "reason", "insufficient_scope"); got != 1 {
+	if got := observetest.Value(all, dec, "outcome", "denied", "reason", "insufficient_scope"); got != 1 {
 		t.Errorf("%s{denied,insufficient_scope} = %v, want still 1", dec, got)
 	}
 	if n := logs.FilterLoggerName("http.handlers.mcpi.audit").Len(); n != 2 {
@@ -542,14 +339,14 @@ func TestToolDenialIsOneDecision(t *testing.T) {
 func TestAuditLogOff(t *testing.T) {
 	f := newFixture(t)
 	ctx, reg := obsContext(t)
-	h, logs := obsHandler(t, ctx, f, func(h *Handler) { h.observabilityConfig().DisableAuditLog = true })
+	h, logs := obsHandler(t, ctx, f, func(h *Handler) { (&h.ObservabilityConfig).DisableAuditLog = true })
 	r := newRequest(http.MethodGet, "/mcp", "")
 	r.Header.Set("Authorization", "Bearer "+f.jwt(t, nil))
 	serve(t, h, r)
 	if n := logs.FilterLoggerName("http.handlers.mcpi.audit").Len(); n != 0 {
 		t.Errorf("%d audit entries with the audit log off", n)
 	}
-	if got := obsValue(gatherMCPI(t, reg), "caddy_mcpi_decisions_total", "outcome", "admitted", "reason", "ok"); got != 1 {
+	if got := observetest.Value(observetest.Gather(t, reg), "caddy_mcpi_decisions_total", "outcome", "admitted", "reason", "ok"); got != 1 {
 		t.Errorf("decisions with the audit log off = %v, want 1", got)
 	}
 }
@@ -561,7 +358,7 @@ func TestAuditLogDenials(t *testing.T) {
 	ctx, reg := obsContext(t)
 	h, logs := obsHandler(t, ctx, f, func(h *Handler) {
 		h.Tools = polTools()
-		h.observabilityConfig().AuditDenialsOnly = true
+		(&h.ObservabilityConfig).AuditDenialsOnly = true
 	})
 	tok := f.jwt(t, nil)
 	polServe(t, h, polPost(polCall(1, "echo"), tok), nil)        // admitted
@@ -575,7 +372,7 @@ func TestAuditLogDenials(t *testing.T) {
 	if strings.Join(outcomes, " ") != "denied rejected" {
 		t.Errorf("audit entries %q, want the denial and the rejection only", outcomes)
 	}
-	if got := obsValue(gatherMCPI(t, reg), "caddy_mcpi_decisions_total", "outcome", "admitted", "reason", "ok"); got != 1 {
+	if got := observetest.Value(observetest.Gather(t, reg), "caddy_mcpi_decisions_total", "outcome", "admitted", "reason", "ok"); got != 1 {
 		t.Errorf("admissions counted %v, want 1", got)
 	}
 
@@ -583,29 +380,5 @@ func TestAuditLogDenials(t *testing.T) {
 	both.DisableAuditLog, both.AuditDenialsOnly = true, true
 	if err := both.Validate(); err == nil || !strings.Contains(err.Error(), "audit") {
 		t.Errorf("Validate with the audit log off and denials only: %v", err)
-	}
-}
-
-func TestLabelShapes(t *testing.T) {
-	for v, want := range map[string]bool{
-		"terminate": true, "bad_signature": true, "a1": true, "": false, "Terminate": false,
-		"did:web:x": false, "1abc": false, "a.b": false, strings.Repeat("a", 33): false,
-	} {
-		if got := isSnakeLabel(v); got != want {
-			t.Errorf("isSnakeLabel(%q) = %v", v, got)
-		}
-	}
-	for v, want := range map[string]bool{
-		"read_file": true, "files.read": true, "get-weather": true, "ns/tool": true, "": false,
-		"a b": false, "did:key:z6Mk": false, strings.Repeat("a", 65): false,
-	} {
-		if got := isToolLabel(v); got != want {
-			t.Errorf("isToolLabel(%q) = %v", v, got)
-		}
-	}
-	for in, want := range map[string]string{"web": "web", "did:web": "web", "did:web:example.com": "web", "did:key:z6Mk": "key"} {
-		if got := didMethodLabel(in); got != want {
-			t.Errorf("didMethodLabel(%q) = %q, want %q", in, got, want)
-		}
 	}
 }

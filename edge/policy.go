@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
@@ -354,7 +355,7 @@ const reasonHandshakeTool = "handshake_tool"
 // a tools/call when handshake actions are checked), and a GET resuming an
 // SSE stream (Last-Event-ID), whose replayed events answer requests the edge
 // has not seen in this request. Other GET streams are never touched.
-func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.Delegation, body []byte, adm decision) (_ http.ResponseWriter, handled, recorded bool, err error) {
+func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.Delegation, body []byte, adm observe.Decision) (_ http.ResponseWriter, handled, recorded bool, err error) {
 	p := &h.policy
 	if p.pol == nil && p.actions == mcp.ActionsOff {
 		return w, false, false, nil
@@ -450,8 +451,8 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 	}
 	// The admission of a tools/call names its tool in the audit log.
 	if hasCall {
-		adm.tool = toolCallNames(msgs)
-		h.recordDecision(r, adm)
+		adm.Tool = toolCallNames(msgs)
+		h.obs.Decision(r, adm)
 		recorded = true
 	}
 
@@ -476,7 +477,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 
 // toolCallNames names the tools/call requests of msgs for an audit entry:
 // the tool of a single call, the tools of a batch joined by commas, cut at
-// maxAuditTool bytes (the names are the client's choice).
+// observe.MaxAuditTool bytes (the names are the client's choice).
 func toolCallNames(msgs []mcp.Message) string {
 	var names string
 	for _, m := range msgs {
@@ -489,7 +490,7 @@ func toolCallNames(msgs []mcp.Message) string {
 		} else {
 			names += "," + name
 		}
-		if len(names) >= maxAuditTool {
+		if len(names) >= observe.MaxAuditTool {
 			break
 		}
 	}

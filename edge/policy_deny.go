@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 	"go.uber.org/zap"
@@ -15,12 +16,12 @@ import (
 // recordDenial records the request's one decision, the denial of its first
 // denied call, in place of its admission adm (whose delegation and carrier
 // it keeps).
-func (h *Handler) recordDenial(r *http.Request, msgs []mcp.Message, decisions []mcp.Decision, adm decision) {
+func (h *Handler) recordDenial(r *http.Request, msgs []mcp.Message, decisions []mcp.Decision, adm observe.Decision) {
 	for i, m := range msgs {
 		if m.Method == mcp.MethodToolsCall && !decisions[i].Allowed {
 			name, _ := mcp.ToolCallName(m)
-			h.recordDecision(r, decision{outcome: "denied", reason: decisions[i].Reason, status: http.StatusOK,
-				delegation: adm.delegation, carrier: adm.carrier, tool: name})
+			h.obs.Decision(r, observe.Decision{Outcome: "denied", Reason: decisions[i].Reason, Status: http.StatusOK,
+				Delegation: adm.Delegation, Carrier: adm.Carrier, Tool: name})
 			return
 		}
 	}
@@ -105,7 +106,7 @@ func (h *Handler) logDecision(tool string, d *vc.Delegation, dec mcp.Decision) {
 	if dec.Allowed {
 		outcome = "allowed"
 	}
-	h.metricToolDecision(h.toolLabel(tool), outcome)
+	h.obs.ToolDecision(h.toolLabel(tool), outcome)
 	c := h.logger.Check(zapcore.DebugLevel, "tool call decided")
 	if c == nil {
 		return

@@ -3,6 +3,8 @@ package edge
 import (
 	"net/http"
 	"testing"
+
+	"github.com/mcpi-edge/caddy-mcpi/edge/observe/observetest"
 )
 
 // A credential presented again is served from the verified-delegation cache:
@@ -32,15 +34,15 @@ func TestVerificationCache(t *testing.T) {
 				}
 			}
 			var hits, misses float64
-			for _, s := range gatherMCPI(t, reg)["caddy_mcpi_cache_requests_total"] {
-				if s.labels["cache"] != "delegation" {
+			for _, s := range observetest.Gather(t, reg)["caddy_mcpi_cache_requests_total"] {
+				if s.Labels["cache"] != "delegation" {
 					continue
 				}
-				switch s.labels["result"] {
+				switch s.Labels["result"] {
 				case "hit":
-					hits += s.value
+					hits += s.Value
 				case "miss":
-					misses += s.value
+					misses += s.Value
 				}
 			}
 			if hits != tc.wantHit || misses != tc.wanted {

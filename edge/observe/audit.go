@@ -1,4 +1,4 @@
-package edge
+package observe
 
 import (
 	"net"
@@ -22,41 +22,19 @@ import (
 // refusals with `audit_log denials`, or drop it with `audit_log off`.
 //
 // Level 3 handshake and verify calls the edge answers or forwards get an
-// entry too (recordHandshake), with the handshake mode and the call.
+// entry too (Recorder.Handshake), with the handshake mode and the call.
 //
 // An entry says who was admitted or refused and why, never with what: no
 // token, signature, nonce, presentation or header value is ever written.
 // The DIDs are those of the verified delegation; a rejected request has
 // none (what an unverified credential claims is not evidence).
 
-// auditMessage is the message of every audit entry.
-const auditMessage = "mcpi decision"
+// AuditMessage is the message of every audit entry.
+const AuditMessage = "mcpi decision"
 
-// maxAuditTool bounds the tool name in an entry: it is the client's choice.
-const maxAuditTool = 128
-
-// auditLogger returns the audit logger, nil when the audit log is off. It
-// follows the handler's logger (tests swap that for a Nop): the named
-// logger is kept only as long as it was derived from h.logger, since
-// naming clones the logger on every call.
-func (h *Handler) auditLogger() *zap.Logger {
-	if !h.obs.auditOn || h.logger == nil || !h.logger.Core().Enabled(zapcore.InfoLevel) {
-		return nil
-	}
-	c := h.obs.auditNamed
-	if c == nil {
-		return h.logger.Named(auditLoggerName)
-	}
-	if p := c.Load(); p != nil && p.base == h.logger {
-		return p.named
-	}
-	named := h.logger.Named(auditLoggerName)
-	c.Store(&namedLogger{base: h.logger, named: named})
-	return named
-}
-
-// namedLogger is the audit logger and the logger it was derived from.
-type namedLogger struct{ base, named *zap.Logger }
+// MaxAuditTool bounds the tool name in an entry: it is the client's choice;
+// longer names are cut.
+const MaxAuditTool = 128
 
 // auditFields recycles the field slices of audit entries. A zap core
 // encodes (or, like zaptest's observer, copies) the fields during Write and
@@ -70,34 +48,31 @@ var auditFields = sync.Pool{New: func() any {
 // maxAuditFields is the most fields an entry has.
 const maxAuditFields = 19
 
-// audit writes the audit entry for d, unless the audit log is off or keeps
-// refusals only and d is an admission.
-func (h *Handler) audit(r *http.Request, d decision) {
-	if h.obs.auditDenialsOnly && d.outcome == "admitted" {
+// writeAudit writes the audit entry for d, unless the audit log is off or
+// keeps refusals only and d is an admission.
+func (rec *Recorder) writeAudit(r *http.Request, d Decision) {
+	l := rec.audit
+	if l == nil || rec.denialsOnly && d.Outcome == "admitted" {
 		return
 	}
-	l := h.auditLogger()
-	if l == nil {
-		return
-	}
-	c := l.Check(zapcore.InfoLevel, auditMessage)
+	c := l.Check(zapcore.InfoLevel, AuditMessage)
 	if c == nil {
 		return
 	}
 	fp := auditFields.Get().(*[]zap.Field)
 	fields := append((*fp)[:0],
-		zap.String("outcome", d.outcome),
-		zap.String("reason", d.reason),
+		zap.String("outcome", d.Outcome),
+		zap.String("reason", d.Reason),
 	)
-	if d.status != 0 {
-		fields = append(fields, zap.Int("status", d.status))
+	if d.Status != 0 {
+		fields = append(fields, zap.Int("status", d.Status))
 	}
-	if d.handshake != "" {
+	if d.Handshake != "" {
 		// A Level 3 handshake or verify call: no nonce, challenge, proof
 		// or credential is logged, only who (once verified) and the result.
-		fields = append(fields, zap.String("handshake", d.handshake), zap.String("call", d.call))
+		fields = append(fields, zap.String("handshake", d.Handshake), zap.String("call", d.Call))
 	}
-	if del := d.delegation; del != nil {
+	if del := d.Delegation; del != nil {
 		fields = append(fields,
 			zap.String("agent_did", del.AgentDID),
 			zap.String("user_did", del.UserDID),
@@ -108,37 +83,27 @@ func (h *Handler) audit(r *http.Request, d decision) {
 			zap.Array("scopes", (*scopeList)(&del.Scopes)),
 		)
 	}
-	if d.carrier != "" {
-		fields = append(fields, zap.String("carrier", d.carrier))
+	if d.Carrier != "" {
+		fields = append(fields, zap.String("carrier", d.Carrier))
 	}
-	if d.tool != "" {
-		tool := d.tool
-		if len(tool) > maxAuditTool {
-			tool = tool[:maxAuditTool]
+	if d.Tool != "" {
+		tool := d.Tool
+		if len(tool) > MaxAuditTool {
+			tool = tool[:MaxAuditTool]
 		}
 		fields = append(fields, zap.String("tool", tool))
 	}
 	if r != nil {
-		fields = append(fields, zap.String("upstream", h.auditUpstream(r)))
-		fields = h.appendRequestFields(fields, r)
+		if rec.req.Upstream != nil {
+			fields = append(fields, zap.String("upstream", rec.req.Upstream(r)))
+		}
+		fields = rec.appendRequestFields(fields, r)
 	}
 	c.Write(fields...)
 	// The pooled slice must not keep the request's strings alive.
 	clear(fields)
 	*fp = fields[:0]
 	auditFields.Put(fp)
-}
-
-// auditUpstream names the service the request is for: the configured
-// upstream origin (the aud of the Level 2 assertion), else the origin the
-// request was addressed to, which is the assertion's default aud. The
-// edge decides before reverse_proxy picks a backend, so no backend address
-// is known here; the access log has it.
-func (h *Handler) auditUpstream(r *http.Request) string {
-	if h.Upstream != "" {
-		return h.Upstream
-	}
-	return h.requestScheme(r) + "://" + r.Host
 }
 
 // scopeList logs scopes as a JSON array, as zap.Strings does.
@@ -155,13 +120,15 @@ func (s *scopeList) MarshalLogArray(enc zapcore.ArrayEncoder) error {
 // audit entry: method, host and path as the client sent them (before any
 // handle_path stripping; the query is left out, as it may hold someone
 // else's secrets), Caddy's request id and the peer's address.
-func (h *Handler) appendRequestFields(fields []zap.Field, r *http.Request) []zap.Field {
+func (rec *Recorder) appendRequestFields(fields []zap.Field, r *http.Request) []zap.Field {
 	method, path := r.Method, ""
 	if r.URL != nil {
 		path = r.URL.Path
 	}
-	if m, u := h.original(r); u != nil {
-		method, path = m, u.Path
+	if rec.req.Original != nil {
+		if m, u := rec.req.Original(r); u != nil {
+			method, path = m, u.Path
+		}
 	}
 	fields = append(fields,
 		zap.String("method", method),
@@ -171,8 +138,8 @@ func (h *Handler) appendRequestFields(fields []zap.Field, r *http.Request) []zap
 	// {http.request.uuid} is generated on first use and kept for the
 	// request; using it also adds it to the access log entry as "uuid",
 	// which is how an audit entry and an access log entry are matched.
-	if h.hooks.RequestID != nil {
-		if id := h.hooks.RequestID(r); id != "" {
+	if rec.req.RequestID != nil {
+		if id := rec.req.RequestID(r); id != "" {
 			fields = append(fields, zap.String("request_id", id))
 		}
 	}
@@ -181,8 +148,10 @@ func (h *Handler) appendRequestFields(fields []zap.Field, r *http.Request) []zap
 		ip = r.RemoteAddr
 	}
 	fields = append(fields, zap.String("remote_ip", ip))
-	if clientIP := h.clientIP(r); clientIP != "" && clientIP != ip {
-		fields = append(fields, zap.String("client_ip", clientIP))
+	if rec.req.ClientIP != nil {
+		if clientIP := rec.req.ClientIP(r); clientIP != "" && clientIP != ip {
+			fields = append(fields, zap.String("client_ip", clientIP))
+		}
 	}
 	return fields
 }

@@ -1,4 +1,4 @@
-package edge
+package observe
 
 import (
 	"errors"
@@ -327,31 +327,31 @@ func didMethodLabel(m string) string {
 // without metrics (not provisioned, or provisioned without a registry) and
 // safe for concurrent use.
 
-// metricHandshake counts one handshake (mode: how it was served, e.g.
+// countHandshake counts one handshake (mode: how it was served, e.g.
 // "terminate" or "proxy"; result: a snake_case tag, "issued", "verified"
-// or a failure, see recordHandshake and handshakeResult).
-func (h *Handler) metricHandshake(mode, result string) {
-	m := h.metrics()
+// or a failure, see Handshake).
+func (rec *Recorder) countHandshake(mode, result string) {
+	m := rec.metricsOrNil()
 	if m == nil {
 		return
 	}
 	m.handshakes.WithLabelValues(m.mode.value(mode), m.result.value(result)).Inc()
 }
 
-// metricNonceStore records one nonce store operation (store: "memory",
+// NonceStore records one nonce store operation (store: "memory",
 // "redis"; op: "put", "consume", …) and its duration. err is a failure of
 // the store itself; an unknown or spent nonce is a normal answer (nil).
-func (h *Handler) metricNonceStore(store, op string, d time.Duration, err error) {
-	m := h.metrics()
+func (rec *Recorder) NonceStore(store, op string, d time.Duration, err error) {
+	m := rec.metricsOrNil()
 	if m == nil {
 		return
 	}
 	m.nonceStore.WithLabelValues(m.store.value(store), m.op.value(op), okOrError(err)).Observe(d.Seconds())
 }
 
-// metricCache counts one lookup in a cache (e.g. "delegation", "did").
-func (h *Handler) metricCache(cache string, hit bool) {
-	m := h.metrics()
+// Cache counts one lookup in a cache (e.g. "delegation", "did").
+func (rec *Recorder) Cache(cache string, hit bool) {
+	m := rec.metricsOrNil()
 	if m == nil {
 		return
 	}
@@ -370,34 +370,34 @@ func (h *Handler) metricCache(cache string, hit bool) {
 	m.cache.WithLabelValues(m.cacheName.value(cache), result).Inc()
 }
 
-// metricDIDError counts one failed DID resolution. method is the DID method
+// DIDError counts one failed DID resolution. method is the DID method
 // ("web", or the DID itself: only the method is kept); reason is a
 // snake_case tag ("not_found", "fetch", "timeout", …).
-func (h *Handler) metricDIDError(method, reason string) {
-	m := h.metrics()
+func (rec *Recorder) DIDError(method, reason string) {
+	m := rec.metricsOrNil()
 	if m == nil {
 		return
 	}
 	m.didErrors.WithLabelValues(m.method.value(didMethodLabel(method)), m.didReason.value(reason)).Inc()
 }
 
-// metricStatusListError counts one failed status list fetch or check.
-func (h *Handler) metricStatusListError(reason string) {
-	m := h.metrics()
+// StatusListError counts one failed status list fetch or check.
+func (rec *Recorder) StatusListError(reason string) {
+	m := rec.metricsOrNil()
 	if m == nil {
 		return
 	}
 	m.statusList.WithLabelValues(m.statusReason.value(reason)).Inc()
 }
 
-// metricToolDecision counts one per-tool policy decision (outcome: a
+// ToolDecision counts one per-tool policy decision (outcome: a
 // snake_case tag such as "allowed" or "denied"). tool should be a
 // tool named in the configured policy (or "other"): it is the MCP tool
 // name, which the client chooses, so it is also shape-checked and capped.
-// It is counted apart from caddy_mcpi_decisions_total: recordDecision does
-// not count tools.
-func (h *Handler) metricToolDecision(tool, outcome string) {
-	m := h.metrics()
+// It is counted apart from caddy_mcpi_decisions_total: Decision does not
+// count tools.
+func (rec *Recorder) ToolDecision(tool, outcome string) {
+	m := rec.metricsOrNil()
 	if m == nil {
 		return
 	}
@@ -421,9 +421,10 @@ func (h *Handler) metricToolDecision(tool, outcome string) {
 	c.Inc()
 }
 
-func (h *Handler) metrics() *metrics {
-	if h == nil {
+// metricsOrNil is nil for a nil Recorder or one without a registry.
+func (rec *Recorder) metricsOrNil() *metrics {
+	if rec == nil {
 		return nil
 	}
-	return h.obs.metrics
+	return rec.metrics
 }
