@@ -110,8 +110,11 @@ func parseJWS(raw []byte) (*parsed, *presentation, error) {
 	}
 	var hdr jwsHeader
 	hb, err := decodeB64(h)
-	if err != nil || decodeJWSHeader(hb, &hdr) != nil {
-		return nil, nil, fail(ErrMalformed, "JWS header")
+	if err == nil {
+		err = decodeJWSHeader(hb, &hdr)
+	}
+	if err != nil {
+		return nil, nil, malformedJSON(err, "JWS header")
 	}
 	typ := kindOfTyp(hdr.Typ)
 	payload, err := decodeB64(pl)
@@ -120,6 +123,11 @@ func parseJWS(raw []byte) (*parsed, *presentation, error) {
 	}
 	var jp jwtPayload
 	if err := decodeJWTPayload(payload, &jp); err != nil {
+		if errors.Is(err, ErrRepeatedMember) {
+			// Whatever the claims say they are: the edge took the token
+			// for a delegation, so it is a broken one.
+			return nil, nil, malformedJSON(err, "JWT claims")
+		}
 		var shape jwtShape
 		if unmarshalObject(payload, &shape) != nil || typ == typVC || typ == typVP ||
 			present(shape.VC) || present(shape.VP) || (present(shape.Context) && present(shape.Type)) {
