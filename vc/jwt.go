@@ -124,9 +124,15 @@ func parseJWS(raw []byte) (*parsed, *presentation, error) {
 	var jp jwtPayload
 	if err := decodeJWTPayload(payload, &jp); err != nil {
 		if errors.Is(err, ErrRepeatedMember) {
-			// Whatever the claims say they are: the edge took the token
-			// for a delegation, so it is a broken one.
-			return nil, nil, malformedJSON(err, "JWT claims")
+			// A token with a credential's marks (what IsCredentialTyp and
+			// IsCredentialClaim look for, by name: the values may be the
+			// ones a repeat hides), or that is not even JSON, is a broken
+			// credential; any other is someone else's token, as without
+			// the repeat.
+			if typ == typVC || typ == typVP || !withoutCredentialClaim(payload) {
+				return nil, nil, malformedJSON(err, "JWT claims")
+			}
+			return nil, nil, fail(ErrUnsupportedFormat, "JWT is not a credential")
 		}
 		var shape jwtShape
 		if unmarshalObject(payload, &shape) != nil || typ == typVC || typ == typVP ||
