@@ -8,8 +8,10 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gowebpki/jcs"
+	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 )
 
 // Tests of ErrRepeatedMember: JSON in which an object repeats a member
@@ -298,5 +300,33 @@ func TestRepeatedCredentialSubjectAttack(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "admin") {
 		t.Fatalf("error quotes the credential: %v", err)
+	}
+}
+
+// TestRepeatedMembersIssuerDocument: an issuer whose DID document (here
+// the JWK a did:jwk encodes, resolved without I/O) repeats a member name
+// does not resolve; the edge fails closed.
+func TestRepeatedMembersIssuerDocument(t *testing.T) {
+	f := newFixture(t)
+	k := newKey(t, didresolver.Ed25519)
+	pj, err := didresolver.PublicJWK(k.pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := pj["x"].(string)
+	verify := func(jwk string) error {
+		iss := testKey{priv: k.priv, pub: k.pub, did: "did:jwk:" + b64([]byte(jwk))}
+		iss.kid = iss.did + "#0"
+		tok := mint(t, iss.priv, header("EdDSA", iss.kid), f.vc11Claims(iss))
+		v := NewVerifier(didresolver.New(), WithClock(func() time.Time { return fixedNow }))
+		_, err := v.Verify(context.Background(), tok, ForAudience(serverDID))
+		return err
+	}
+	if err := verify(`{"crv":"Ed25519","kty":"OKP","x":"` + x + `"}`); err != nil {
+		t.Fatalf("precondition: %v", err)
+	}
+	err = verify(`{"crv":"Ed25519","kty":"OKP","x":"` + x + `","X":"` + x + `"}`)
+	if !errors.Is(err, ErrIssuerUnresolved) || !errors.Is(err, didresolver.ErrInvalidDID) || Reason(err) != "issuer_unresolved" {
+		t.Fatalf("err %v (reason %q), want ErrIssuerUnresolved, reason issuer_unresolved", err, Reason(err))
 	}
 }
