@@ -3,6 +3,8 @@ package challenge
 import (
 	"encoding/json"
 	"errors"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonkey"
 )
 
 // Errors. Every error returned by this package wraps one of these, so callers
@@ -44,6 +46,15 @@ var (
 	// ErrNonceExists: NonceStore.Put found a record under the nonce.
 	ErrNonceExists = errors.New("challenge: nonce already stored")
 )
+
+// ErrRepeatedMember is wrapped, beside ErrInvalidRequest or
+// ErrInvalidParams, by the error for a request in which an object the
+// edge reads or passes on (the request, params, signedChallenge, a
+// credential object, anything nested in them) repeats a member name,
+// exactly or in another case under Unicode folding. An upstream decoding
+// the forwarded request with another parser could read another value than
+// the one checked here. It is the same value as vc.ErrRepeatedMember.
+var ErrRepeatedMember = jsonkey.ErrRepeated
 
 type storeFullError struct{}
 

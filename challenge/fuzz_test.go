@@ -28,6 +28,9 @@ func FuzzParseRequest(f *testing.F) {
 		req("handshake", `{"agentDid":"`+testDID+`","AGENTDID":"did:key:z"}`),
 		`{"jsonrpc":"2.0","id":1,"method":"handshake","params":{"agentDid":"` + testDID + `"},"paramſ":{"agentDid":"did:key:z"}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"handshake","params":{"nonce":"n","\u212aey":1,"key":2}}`,
+		// Repeats nested in params.
+		req("verify", `{"signedChallenge":`+validSC+`,"credential":{"credentialSubject":{},"credentialSubject":{}}}`),
+		req("handshake", `{"nonce":"abc","clientInfo":{"name":"a","Name":"b"}}`),
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s))

@@ -13,6 +13,7 @@ import (
 	"github.com/gowebpki/jcs"
 
 	"github.com/mcpi-edge/caddy-mcpi/internal/jsonkey"
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 )
 
 // Version is the JSON-RPC version every message carries.
@@ -181,7 +182,10 @@ func WithMethods(handshake, verify string) ParseOption {
 // The request object, params and signedChallenge must not repeat a member
 // name, nor spell a name as a case variant of another or of a member read
 // here, Unicode folding included ("Credential", "paramſ"): ErrInvalidRequest
-// at the top level, else ErrInvalidParams. A proxy forwards the request as
+// at the top level, else ErrInvalidParams. No object nested in params (a
+// credential object, an unknown member's value) may repeat a name either
+// (ErrInvalidParams). The error for a repeat, at any level, also wraps
+// ErrRepeatedMember. A proxy forwards the request as
 // received, and an upstream decoding it with Go's encoding/json (which
 // matches names case-insensitively, last one winning) would otherwise read
 // another value than the one checked here.
@@ -282,7 +286,7 @@ func IsLegacyHandshake(data []byte) bool {
 }
 
 func isLegacyParams(params json.RawMessage) bool {
-	m, err := objectMembers(params, legacyParamsMembers...)
+	m, err := nestedMembers(params, legacyParamsMembers...)
 	if err != nil {
 		// Ambiguous params are no legacy handshake (which is passed
 		// through unread); ParseHandshakeParams refuses them.
@@ -304,7 +308,7 @@ func isLegacyParams(params json.RawMessage) bool {
 // ParseHandshakeParams parses and checks handshake params. Errors wrap
 // ErrInvalidParams.
 func ParseHandshakeParams(raw json.RawMessage) (*HandshakeParams, error) {
-	m, err := objectMembers(raw, handshakeMembers...)
+	m, err := nestedMembers(raw, handshakeMembers...)
 	if err != nil {
 		return nil, paramsError(err, "params")
 	}
@@ -349,7 +353,7 @@ func (p *HandshakeParams) validate() error {
 // ParseVerifyParams parses and checks verify params. Errors wrap
 // ErrInvalidParams.
 func ParseVerifyParams(raw json.RawMessage) (*VerifyParams, error) {
-	m, err := objectMembers(raw, verifyMembers...)
+	m, err := nestedMembers(raw, verifyMembers...)
 	if err != nil {
 		return nil, paramsError(err, "params")
 	}
@@ -470,7 +474,7 @@ func (sc *SignedChallenge) members() (map[string]json.RawMessage, error) {
 }
 
 func (sc *SignedChallenge) parse(raw []byte) error {
-	m, err := objectMembers(raw, signedChallengeMembers...)
+	m, err := nestedMembers(raw, signedChallengeMembers...)
 	if err != nil {
 		return paramsError(err, "signedChallenge")
 	}
@@ -688,6 +692,24 @@ func objectMembers(raw []byte, known ...string) (map[string]json.RawMessage, err
 	}
 	if err := jsonkey.Check(names, known...); err != nil {
 		return nil, err
+	}
+	return m, nil
+}
+
+// nestedMembers is objectMembers for an object whose values are read or
+// passed on (params, signedChallenge; the credential in verify params goes
+// to the credential verifier, unknown members into the signing input): it
+// also refuses a name repeated at any depth inside them
+// (jsonscan.CheckMembers), as ErrRepeatedMember. Not used for the request
+// object itself, so that a repeat inside params is ErrInvalidParams; the
+// request's other members are scalars, or refused.
+func nestedMembers(raw []byte, known ...string) (map[string]json.RawMessage, error) {
+	m, err := objectMembers(raw, known...)
+	if err != nil {
+		return nil, err
+	}
+	if errors.Is(jsonscan.CheckMembers(raw), ErrRepeatedMember) {
+		return nil, ErrRepeatedMember
 	}
 	return m, nil
 }

@@ -14,6 +14,8 @@ import (
 	"context"
 	"crypto"
 	"errors"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonkey"
 )
 
 // Resolver resolves a DID to its document. Implementations must be safe for
@@ -81,3 +83,12 @@ var (
 	// or its encoding is invalid.
 	ErrUnsupportedKey = errors.New("didresolver: unsupported or invalid key")
 )
+
+// ErrRepeatedMember is wrapped, beside ErrInvalidDocument (or ErrInvalidDID
+// for a did:jwk), by the error for a DID document or did:jwk key in which
+// an object repeats a member name, at any depth, exactly or in another
+// case under Unicode folding ("id" twice, "kty" and "\u212aty"). Decoding
+// would keep one of the values, and another resolver of the same DID may
+// keep the other: the keys a credential is checked with must not depend on
+// the parser. It is the same value as vc.ErrRepeatedMember.
+var ErrRepeatedMember = jsonkey.ErrRepeated

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/decred/dcrd/dcrec/secp256k1/v4"
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 	"github.com/mr-tron/base58"
 )
 
@@ -92,6 +93,11 @@ type Service struct {
 // not support is kept (Keys skips it, Key reports ErrUnsupportedKey), so one
 // exotic key does not make a whole document unusable.
 func ParseDocument(data []byte) (*Document, error) {
+	// Before decoding, which would merge a repeated member out of sight.
+	// Syntax errors are left to json.Unmarshal, which says what they are.
+	if errors.Is(jsonscan.CheckMembers(data), ErrRepeatedMember) {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidDocument, ErrRepeatedMember)
+	}
 	var doc Document
 	if err := json.Unmarshal(data, &doc); err != nil {
 		// The JSON error text can quote the input; report only its kind.

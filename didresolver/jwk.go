@@ -8,10 +8,12 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/decred/dcrd/dcrec/secp256k1/v4"
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 )
 
 // JWKs are handled by hand rather than with jwx: jwx supports secp256k1 only
@@ -265,6 +267,11 @@ func resolveJWKDID(d DID) (*Document, error) {
 	raw, err := decodeB64URL(d.ID)
 	if err != nil {
 		return nil, fmt.Errorf("%w: did:jwk id is not base64url", ErrInvalidDID)
+	}
+	// The JWK is the DID: two resolvers reading a repeated member
+	// differently would derive different keys for it.
+	if errors.Is(jsonscan.CheckMembers(raw), ErrRepeatedMember) {
+		return nil, fmt.Errorf("%w: did:jwk id: %w", ErrInvalidDID, ErrRepeatedMember)
 	}
 	var jwk map[string]any
 	if err := json.Unmarshal(raw, &jwk); err != nil || jwk == nil {

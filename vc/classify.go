@@ -1,6 +1,11 @@
 package vc
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
+)
 
 // IsCredentialTyp reports whether a JWS header typ makes parseJWS read the
 // token as a credential or a presentation: vc+jwt, vp+jwt, vc+ld+jwt or
@@ -25,4 +30,17 @@ func IsCredentialTyp(typ string) bool {
 func IsCredentialClaim(name []byte) bool {
 	return bytes.EqualFold(name, []byte("vc")) || bytes.EqualFold(name, []byte("vp")) ||
 		bytes.EqualFold(name, []byte("@context"))
+}
+
+// withoutCredentialClaim reports whether payload is JSON without a
+// top-level member IsCredentialClaim accepts (names unescaped).
+func withoutCredentialClaim(payload []byte) bool {
+	marked := false
+	valid := jsonscan.Walk(payload, func(key, _ []byte) {
+		var name string
+		if !marked && json.Unmarshal(key, &name) == nil && IsCredentialClaim([]byte(name)) {
+			marked = true
+		}
+	})
+	return valid && !marked
 }

@@ -48,6 +48,8 @@ var classifyPayloads = []string{
 	`{"@CONTEXT":["https://www.w3.org/ns/credentials/v2"],"TYPE":"VerifiablePresentation"}`,
 	`{"@context":1}`, `{"type":["VerifiableCredential"]}`, `{"credentialSubject":{"id":"x"}}`,
 	`{"issuer":"did:key:z","credentialSubject":{}}`, `{"v\u0063":{}}`, `{"\u0040context":[],"type":[]}`,
+	// Repeated names: without the marks still not a credential.
+	`{"":[],"":[]}`, `{"sub":"a","SUB":{"x":1,"x":2}}`, `{"vc":{},"vc":null}`, `{"vp":1,"\u0076p":null}`,
 }
 
 // Whatever carries none of the marks, parseJWS refuses as not a credential

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonkey"
 )
 
 // jsonScan reads one JSON text in a single pass, checking its syntax as it
@@ -29,6 +31,8 @@ type jsonScan struct {
 	// arena holds the decoded string lists, so that the few short lists
 	// of a credential cost one allocation, not one each.
 	arena []string
+	// names holds the member names of the open objects.
+	names jsonkey.Members
 }
 
 // errJSON: the text is not JSON, or a value does not have the type its
@@ -84,6 +88,7 @@ func (s *jsonScan) object(member func(key string) error) error {
 		s.depth--
 		return nil
 	}
+	s.names.Open()
 	for {
 		key, err := s.key()
 		if err != nil {
@@ -98,6 +103,7 @@ func (s *jsonScan) object(member func(key string) error) error {
 		case '}':
 			s.i++
 			s.depth--
+			s.names.Close()
 			return nil
 		default:
 			return errJSON
@@ -105,13 +111,17 @@ func (s *jsonScan) object(member func(key string) error) error {
 	}
 }
 
-// key reads a member name and its colon.
+// key reads a member name and its colon, and refuses a name the open
+// object already has.
 func (s *jsonScan) key() (string, error) {
 	if s.peek() != '"' {
 		return "", errJSON
 	}
 	k, err := s.stringValue()
 	if err != nil {
+		return "", err
+	}
+	if err := s.names.Add(k); err != nil {
 		return "", err
 	}
 	if s.peek() != ':' {
@@ -297,7 +307,8 @@ func (s *jsonScan) skip() ([]byte, error) {
 			}
 			open = append(open, closing)
 			if c == '{' {
-				if err := s.skipKey(); err != nil {
+				s.names.Open()
+				if _, err := s.key(); err != nil {
 					return nil, err
 				}
 			}
@@ -335,6 +346,9 @@ func (s *jsonScan) skip() ([]byte, error) {
 				s.i++
 				s.depth--
 				open = open[:len(open)-1]
+				if closing == '}' {
+					s.names.Close()
+				}
 				continue
 			}
 			if c != ',' {
@@ -342,25 +356,13 @@ func (s *jsonScan) skip() ([]byte, error) {
 			}
 			s.i++
 			if closing == '}' {
-				if err := s.skipKey(); err != nil {
+				if _, err := s.key(); err != nil {
 					return nil, err
 				}
 			}
 			break
 		}
 	}
-}
-
-// skipKey reads a member name and its colon without unquoting the name.
-func (s *jsonScan) skipKey() error {
-	if _, err := s.scanString(); err != nil {
-		return err
-	}
-	if s.peek() != ':' {
-		return errJSON
-	}
-	s.i++
-	return nil
 }
 
 // fieldName returns the member of names that key selects, the way

@@ -10,6 +10,8 @@ import (
 
 	"github.com/gowebpki/jcs"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonkey"
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 	"github.com/mr-tron/base58"
 )
 
@@ -51,6 +53,9 @@ type jsonVC struct {
 
 // parseJSONVC parses a JSON credential with an embedded proof.
 func parseJSONVC(raw []byte, ld ldProofVerifier) (*parsed, error) {
+	if err := checkMembers(raw, "JSON"); err != nil {
+		return nil, err
+	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &top); err != nil {
 		return nil, fail(ErrMalformed, "JSON")
@@ -261,4 +266,25 @@ func contextList(raw json.RawMessage) ([]json.RawMessage, error) {
 	var l []json.RawMessage
 	err := json.Unmarshal(raw, &l)
 	return l, err
+}
+
+// checkMembers refuses raw, a JSON document about to be decoded, unless it
+// is JSON whose objects repeat no member name at any depth (see
+// ErrRepeatedMember): decoding into a map or a struct would merge the
+// repeats out of sight. what names the document in the error's detail.
+func checkMembers(raw []byte, what string) error {
+	if err := jsonscan.CheckMembers(raw); err != nil {
+		return malformedJSON(err, what)
+	}
+	return nil
+}
+
+// malformedJSON is the ErrMalformed for a JSON document, named by what,
+// refused with err by jsonscan.CheckMembers or jsonScan: with
+// ErrRepeatedMember as the cause when a member name repeats.
+func malformedJSON(err error, what string) error {
+	if errors.Is(err, jsonkey.ErrRepeated) {
+		return &verifyError{kind: ErrMalformed, detail: what, cause: ErrRepeatedMember}
+	}
+	return fail(ErrMalformed, what)
 }

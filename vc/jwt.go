@@ -110,8 +110,11 @@ func parseJWS(raw []byte) (*parsed, *presentation, error) {
 	}
 	var hdr jwsHeader
 	hb, err := decodeB64(h)
-	if err != nil || decodeJWSHeader(hb, &hdr) != nil {
-		return nil, nil, fail(ErrMalformed, "JWS header")
+	if err == nil {
+		err = decodeJWSHeader(hb, &hdr)
+	}
+	if err != nil {
+		return nil, nil, malformedJSON(err, "JWS header")
 	}
 	typ := kindOfTyp(hdr.Typ)
 	payload, err := decodeB64(pl)
@@ -120,6 +123,17 @@ func parseJWS(raw []byte) (*parsed, *presentation, error) {
 	}
 	var jp jwtPayload
 	if err := decodeJWTPayload(payload, &jp); err != nil {
+		if errors.Is(err, ErrRepeatedMember) {
+			// A token with a credential's marks (what IsCredentialTyp and
+			// IsCredentialClaim look for, by name: the values may be the
+			// ones a repeat hides), or that is not even JSON, is a broken
+			// credential; any other is someone else's token, as without
+			// the repeat.
+			if typ == typVC || typ == typVP || !withoutCredentialClaim(payload) {
+				return nil, nil, malformedJSON(err, "JWT claims")
+			}
+			return nil, nil, fail(ErrUnsupportedFormat, "JWT is not a credential")
+		}
 		var shape jwtShape
 		if unmarshalObject(payload, &shape) != nil || typ == typVC || typ == typVP ||
 			present(shape.VC) || present(shape.VP) || (present(shape.Context) && present(shape.Type)) {

@@ -7,13 +7,16 @@ import (
 
 // Decoding a VC-JWT's header and claims with jsonScan, into the same
 // structs and with the same outcome as unmarshalObject (encoding/json and
-// the UnmarshalJSON methods of fields.go): the same member selection
-// (exact name, else case-folded), a repeated member decoded over the
-// earlier one, null leaving a string, date or scope list as it was and
-// clearing a pointer or a string list. The shapes a KYA-OS or VC 2.0
-// credential uses are decoded here; rarer ones (an array of subjects, an
-// issuer object, a scope list given twice as arrays) are handed, as text,
-// to their UnmarshalJSON, which is what encoding/json would call.
+// the UnmarshalJSON methods of fields.go) on every input whose objects do
+// not repeat a member name: the same member selection (exact name, else
+// case-folded), null leaving a string, date or scope list as it was and
+// clearing a pointer or a string list. An input that repeats a name, at
+// any depth and in any letter case, is refused (jsonkey.ErrRepeated),
+// where encoding/json would decode the repeat over the earlier value: the
+// issuer signed one reading, and another parser may act on the other. The
+// shapes a KYA-OS or VC 2.0 credential uses are decoded here; rarer ones
+// (an array of subjects, an issuer object) are handed, as text, to their
+// UnmarshalJSON, which is what encoding/json would call.
 // FuzzJWTDecodeMatchesJSON compares the two on arbitrary input.
 
 // Member names, as their json tags spell them.
@@ -149,9 +152,8 @@ func (s *jsonScan) credentialMember(c *credential, name string) error {
 	return err
 }
 
-// subject decodes credentialSubject: an object is decoded over f's
-// subject (as encoding/json decodes into a struct that holds values
-// already); the array form is left to subjectField.UnmarshalJSON.
+// subject decodes credentialSubject: an object into f's subject; the
+// array form is left to subjectField.UnmarshalJSON.
 func (s *jsonScan) subject(f *subjectField) error {
 	switch s.peek() {
 	case 'n':
@@ -336,9 +338,9 @@ func (s *jsonScan) stringList(l *stringList) error {
 }
 
 // scopeList: an array, or a string of space-separated scopes; null
-// leaves it as it was. A second array over one already decoded is left
-// to scopeList.UnmarshalJSON: encoding/json decodes it over the earlier
-// slice, which keeps elements the new array gives as null.
+// leaves it as it was. Each list is decoded once (names do not repeat),
+// so an array never lands on an earlier one, which encoding/json would
+// decode it over.
 func (s *jsonScan) scopeList(l *scopeList) error {
 	switch s.peek() {
 	case 'n':
@@ -348,18 +350,6 @@ func (s *jsonScan) scopeList(l *scopeList) error {
 		l.v, l.set = strings.Fields(v), true
 		return err
 	case '[':
-		if l.v != nil {
-			b, err := s.skip()
-			if err != nil {
-				return err
-			}
-			m := *l // through a copy, as in subject
-			if m.UnmarshalJSON(b) != nil {
-				return errJSON
-			}
-			*l = m
-			return nil
-		}
 		v, err := s.strings()
 		l.v, l.set = v, true
 		return err
@@ -380,7 +370,10 @@ func (s *jsonScan) issuer(f *issuerField) error {
 		return err
 	case '{':
 		b, err := s.skip()
-		if err != nil || f.UnmarshalJSON(b) != nil {
+		if err != nil {
+			return err
+		}
+		if f.UnmarshalJSON(b) != nil {
 			return errJSON
 		}
 		return nil
@@ -391,7 +384,10 @@ func (s *jsonScan) issuer(f *issuerField) error {
 // numericDate is numericDate.UnmarshalJSON on the member's text.
 func (s *jsonScan) numericDate(n *numericDate) error {
 	b, err := s.skip()
-	if err != nil || n.UnmarshalJSON(b) != nil {
+	if err != nil {
+		return err
+	}
+	if n.UnmarshalJSON(b) != nil {
 		return errJSON
 	}
 	return nil

@@ -1,35 +1,43 @@
 package vc
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonkey"
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 )
 
 // sameAsJSON decodes b as JWT claims and as a JWS header with jsonScan and
 // with encoding/json (unmarshalObject, the decoding jsonScan replaces) and
-// fails unless both fail or both give equal structs. It reports whether
-// the claims and the header decoded.
+// fails unless jsonScan accepts exactly what encoding/json accepts without
+// a repeated member name (jsonscan.CheckMembers), giving equal structs, and
+// refuses as repeated only what CheckMembers finds repeated. It reports
+// whether the claims and the header decoded.
 func sameAsJSON(t *testing.T, b []byte) (claimsOK, headerOK bool) {
 	t.Helper()
+	repeated := errors.Is(jsonscan.CheckMembers(b), jsonkey.ErrRepeated)
+	same := func(what string, errFast, errStd error, fast, std any) bool {
+		t.Helper()
+		if errors.Is(errFast, jsonkey.ErrRepeated) && !repeated {
+			t.Fatalf("%s %q: jsonScan found a repeat CheckMembers does not", what, b)
+		}
+		if want := errStd == nil && !repeated; (errFast == nil) != want {
+			t.Fatalf("%s %q: jsonScan error %v, encoding/json error %v, repeated %t", what, b, errFast, errStd, repeated)
+		}
+		if errFast == nil && !reflect.DeepEqual(fast, std) {
+			t.Fatalf("%s %q:\njsonScan      %+v\nencoding/json %+v", what, b, fast, std)
+		}
+		return errFast == nil
+	}
 	var fast, std jwtPayload
-	errFast, errStd := decodeJWTPayload(b, &fast), unmarshalObject(b, &std)
-	if (errFast == nil) != (errStd == nil) {
-		t.Fatalf("claims %q: jsonScan error %v, encoding/json error %v", b, errFast, errStd)
-	}
-	if errFast == nil && !reflect.DeepEqual(fast, std) {
-		t.Fatalf("claims %q:\njsonScan      %+v\nencoding/json %+v", b, fast, std)
-	}
+	claimsOK = same("claims", decodeJWTPayload(b, &fast), unmarshalObject(b, &std), fast, std)
 	var hFast, hStd jwsHeader
-	errHFast, errHStd := decodeJWSHeader(b, &hFast), unmarshalObject(b, &hStd)
-	if (errHFast == nil) != (errHStd == nil) {
-		t.Fatalf("header %q: jsonScan error %v, encoding/json error %v", b, errHFast, errHStd)
-	}
-	if errHFast == nil && !reflect.DeepEqual(hFast, hStd) {
-		t.Fatalf("header %q:\njsonScan      %+v\nencoding/json %+v", b, hFast, hStd)
-	}
-	return errFast == nil, errHFast == nil
+	headerOK = same("header", decodeJWSHeader(b, &hFast), unmarshalObject(b, &hStd), hFast, hStd)
+	return claimsOK, headerOK
 }
 
 // jwtDecodeValid decode the same both ways, as claims and as a header,
@@ -39,23 +47,18 @@ var jwtDecodeValid = map[string]string{
 	"whitespace":            " \t\r\n{ \"iss\" : \"a\" , \"aud\" :[ \"x\" , \"y\" ] } \n",
 	"header":                `{"alg":"EdDSA","typ":"JWT","kid":"did:key:z6Mk#z6Mk","crit":["b64"],"b64":false,"jwk":{"kty":"OKP"}}`,
 	"case-folded names":     `{"ISS":"a","Sub":"b","VC":{"TYPE":["VerifiableCredential"]},"ALG":"x"}`,
-	"unicode folding":       `{"i\u017fs":"long s","\u212aid":"kelvin","\u212aID":"k2"}`,
+	"unicode folding":       `{"i\u017fs":"long s","\u212aid":"kelvin"}`,
+	"null leaves strings":   `{"iss":null,"jti":null,"exp":null,"vc":{"issuanceDate":null}}`,
+	"null lists":            `{"aud":null,"vc":{"type":null,"credentialSubject":null}}`,
+	"null pointer":          `{"vc":null}`,
+	"issuer object null id": `{"issuer":{"id":null}}`,
+	"issuer null":           `{"issuer":null}`,
+	"same names at levels":  `{"id":"a","vc":{"id":"b","credentialSubject":{"id":"c","delegation":{"id":"d"}}},"x":[{"id":1},{"id":2}]}`,
 	"unicode folding raw":   "{\"i\xc5\xbfs\":\"long s\",\"\xe2\x84\xaaid\":\"kelvin\"}",
-	"exact beats folded":    `{"Iss":"folded","iss":"exact"}`,
-	"repeated members":      `{"iss":"a","iss":"b","aud":"x","aud":["y"],"exp":1,"exp":2}`,
-	"null keeps strings":    `{"iss":"a","iss":null,"jti":null,"exp":5,"exp":null}`,
-	"null clears lists":     `{"aud":"x","aud":null,"vc":{"type":"a","type":null}}`,
-	"null clears pointers":  `{"vc":{"id":"a"},"vc":null}`,
-	"pointers merge":        `{"vc":{"id":"a"},"vc":{"type":["t"]},"vc":{"credentialSubject":{"id":"s"}}}`,
-	"subject merges":        `{"vc":{"credentialSubject":{"id":"s","delegation":{"id":"d"}},"credentialSubject":{"scope":"a b"}}}`,
 	"subject array":         `{"vc":{"credentialSubject":[{"id":"s","scope":["a"]}]}}`,
 	"subject array of null": `{"vc":{"credentialSubject":[null]}}`,
-	"subject null":          `{"vc":{"credentialSubject":{"id":"s"},"credentialSubject":null}}`,
 	"issuer forms":          `{"issuer":"a","vc":{"issuer":{"id":"b","name":"n"}},"credentialSubject":{"id":"x"}}`,
-	"issuer object null id": `{"issuer":{"id":"a","id":null}}`,
-	"issuer null":           `{"issuer":"a","issuer":null}`,
 	"scope string":          `{"scope":"  a  b\tc ","credentialSubject":{"scopes":""}}`,
-	"scopes repeated":       `{"vc":{"credentialSubject":{"delegation":{"scopes":["a","b"],"scopes":[null]},"scopes":"x y","scopes":["z",null,null]}}}`,
 	"scopes null elements":  `{"vc":{"credentialSubject":{"delegation":{"scopes":[null,"a"],"constraints":{"scopes":[]}}}}}`,
 	"empty arrays":          `{"aud":[],"type":[],"scope":[]}`,
 	"null elements":         `{"aud":[null,"a",null]}`,
@@ -153,12 +156,56 @@ var jwtDecodeInvalid = map[string]string{
 	"kid object":             `{"kid":{}}`,
 }
 
+// jwtDecodeRepeated repeat a member name, at some depth, in some case:
+// encoding/json accepts them (decoding each repeat over the earlier
+// value), jsonScan refuses them, as claims and as a header alike.
+var jwtDecodeRepeated = map[string]string{
+	"unicode folding repeat": `{"i\u017fs":"long s","\u212aid":"kelvin","\u212aID":"k2"}`,
+	"folded and exact":       `{"Iss":"folded","iss":"exact"}`,
+	"repeated members":       `{"iss":"a","iss":"b","aud":"x","aud":["y"],"exp":1,"exp":2}`,
+	"null keeps strings":     `{"iss":"a","iss":null,"jti":null,"exp":5,"exp":null}`,
+	"null clears lists":      `{"aud":"x","aud":null,"vc":{"type":"a","type":null}}`,
+	"null clears pointers":   `{"vc":{"id":"a"},"vc":null}`,
+	"pointers merge":         `{"vc":{"id":"a"},"vc":{"type":["t"]},"vc":{"credentialSubject":{"id":"s"}}}`,
+	"subject merges":         `{"vc":{"credentialSubject":{"id":"s","delegation":{"id":"d"}},"credentialSubject":{"scope":"a b"}}}`,
+	"subject null":           `{"vc":{"credentialSubject":{"id":"s"},"credentialSubject":null}}`,
+	"issuer object null id":  `{"issuer":{"id":"a","id":null}}`,
+	"issuer null":            `{"issuer":"a","issuer":null}`,
+	"scopes repeated":        `{"vc":{"credentialSubject":{"delegation":{"scopes":["a","b"],"scopes":[null]},"scopes":"x y","scopes":["z",null,null]}}}`,
+	"escaped repeat":         `{"iss":"a","\u0069ss":"b"}`,
+	"Kelvin sign":            `{"vc":{"credentialSubject":{"delegation":{"k":1,"scopes":["a"],"\u212a":2}}}}`,
+	"in a skipped member":    `{"x":{"y":[1,{"z":1,"Z":2}]}}`,
+	"in @context":            `{"@context":["a",{"b":1,"b":2}]}`,
+	"in credentialStatus":    `{"credentialStatus":{"type":"x","TYPE":"y"}}`,
+	"in the header jwk":      `{"alg":"EdDSA","jwk":{"kty":"OKP","kty":"EC"}}`,
+	"in an issuer object":    `{"issuer":{"id":"a","name":"n","Name":"m"}}`,
+	"in a subject array":     `{"vc":{"credentialSubject":[{"id":"s","scope":["a"],"SCOPE":["b"]}]}}`,
+	"credentialSubject case": `{"vc":{"credentialSubject":{"scopes":["admin"]},"credentialsubject":{"scopes":["read"]}}}`,
+}
+
 func TestJWTDecodeMatchesJSON(t *testing.T) {
 	for name, in := range jwtDecodeValid {
 		t.Run("valid/"+name, func(t *testing.T) {
 			if claimsOK, headerOK := sameAsJSON(t, []byte(in)); !claimsOK || !headerOK {
 				t.Fatal("refused")
 			}
+		})
+	}
+	for name, in := range jwtDecodeRepeated {
+		t.Run("repeated/"+name, func(t *testing.T) {
+			b := []byte(in)
+			if unmarshalObject(b, new(jwtPayload)) != nil || unmarshalObject(b, new(jwsHeader)) != nil {
+				t.Fatal("encoding/json refuses the input: not a repeat test")
+			}
+			var jp jwtPayload
+			var h jwsHeader
+			if err := decodeJWTPayload(b, &jp); !errors.Is(err, jsonkey.ErrRepeated) {
+				t.Errorf("claims: %v, want ErrRepeated", err)
+			}
+			if err := decodeJWSHeader(b, &h); !errors.Is(err, jsonkey.ErrRepeated) {
+				t.Errorf("header: %v, want ErrRepeated", err)
+			}
+			sameAsJSON(t, b)
 		})
 	}
 	for name, in := range jwtDecodeInvalid {
@@ -204,6 +251,9 @@ func FuzzJWTDecodeMatchesJSON(f *testing.F) {
 		if len(in) < 1000 {
 			f.Add([]byte(in))
 		}
+	}
+	for _, in := range jwtDecodeRepeated {
+		f.Add([]byte(in))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		sameAsJSON(t, b)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
-	"github.com/mcpi-edge/caddy-mcpi/internal/jsonkey"
 )
 
 // A Verifiable Presentation wraps the delegation credential (and maybe its
@@ -135,18 +134,15 @@ func parseVPClaims(payload []byte) (*presentation, error) {
 
 // parseJSONVP parses a JSON VP with an embedded proof.
 func parseJSONVP(raw []byte) (*presentation, error) {
+	// Also refuses a "Proof" beside the "proof" read here by its exact
+	// name, which encoding/json would read instead; a lone "Proof" is no
+	// proof below. The embedded JSON credentials are checked too.
+	if err := checkMembers(raw, "JSON"); err != nil {
+		return nil, err
+	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &top); err != nil {
 		return nil, fail(ErrMalformed, "JSON")
-	}
-	// The proof is read by its exact name; a "Proof" beside or instead of
-	// it would be read differently by others (encoding/json folds case).
-	names := make([]string, 0, len(top))
-	for k := range top {
-		names = append(names, k)
-	}
-	if jsonkey.Check(names, "proof") != nil {
-		return nil, fail(ErrMalformed, "proof member repeated or in another case")
 	}
 	var doc presentationDoc
 	if err := json.Unmarshal(raw, &doc); err != nil {

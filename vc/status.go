@@ -402,6 +402,9 @@ func (v *Verifier) verifyStatusList(ctx context.Context, raw []byte) (*statusLis
 		if errors.Is(err, ErrIssuerUnresolved) {
 			return nil, &verifyError{kind: ErrStatusUnavailable, detail: "status list issuer unresolved", cause: resolverSentinel(err)}
 		}
+		if errors.Is(err, ErrRepeatedMember) {
+			return nil, &verifyError{kind: ErrStatusList, detail: "status list credential repeats a member name", cause: ErrRepeatedMember}
+		}
 		detail := "status list credential does not verify"
 		if errors.Is(err, ErrSignature) {
 			detail = "status list signature invalid"

@@ -16,6 +16,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"time"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonkey"
 )
 
 // Format names the credential format that was verified.
@@ -129,3 +131,16 @@ var (
 	ErrHolder               = errors.New("presentation holder is not the credential subject")
 	ErrReplay               = errors.New("presentation replayed")
 )
+
+// ErrRepeatedMember is the cause of an ErrMalformed for JSON in which an
+// object, at any depth, repeats a member name, exactly or in another case
+// under Unicode folding ("credentialSubject" and "credentialsubject", "k"
+// and the Kelvin sign "\u212a"): in a credential, a presentation, a JWS
+// header, JWT claims, or a status list credential (reported as
+// ErrStatusList). Parsers disagree on which of the values counts
+// (encoding/json decodes every repeat over the last, others keep the
+// first), so a signature checked here would vouch for a reading another
+// reader of the same bytes need not share. Reason gives "malformed" for
+// it, as for any ErrMalformed. It is the same value as
+// didresolver.ErrRepeatedMember and challenge.ErrRepeatedMember.
+var ErrRepeatedMember = jsonkey.ErrRepeated

@@ -104,3 +104,150 @@ func BenchmarkFoldASCII(b *testing.B) {
 		_ = Fold(s)
 	}
 }
+
+// add opens an object in m, adds names and reports the first error.
+func add(m *Members, names ...string) error {
+	for _, n := range names {
+		if err := m.Add(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func TestMembers(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		names []string
+		want  error
+	}{
+		{"distinct", []string{"id", "type", "credentialSubject", "nam\u00e9", "name"}, nil},
+		{"exact", []string{"id", "type", "id"}, ErrRepeated},
+		{"ASCII case", []string{"credentialSubject", "credentialsubject"}, ErrRepeated},
+		{"Kelvin sign", []string{"K", "\u212a"}, ErrRepeated},
+		{"Kelvin sign first", []string{"\u212aid", "kID"}, ErrRepeated},
+		{"long s", []string{"scope\u017f", "SCOPES"}, ErrRepeated},
+		{"dotted capital I", []string{"\u0130d", "ID"}, ErrRepeated},
+		{"two non-ASCII", []string{"\u00e9", "\u00c9"}, ErrRepeated},
+		{"invalid UTF-8", []string{"a\xff", "a\xfe"}, ErrRepeated},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var m Members
+			m.Open()
+			if err := add(&m, tc.names...); err != tc.want {
+				t.Fatalf("Add %q: %v, want %v", tc.names, err, tc.want)
+			}
+		})
+	}
+}
+
+// A name repeats only within its own object: not in a parent, a child or a
+// closed sibling; and this holds past the inline levels and names, and once
+// an object holds its keys in a set.
+func TestMembersNesting(t *testing.T) {
+	for _, width := range []int{1, 3, linearMax, linearMax + 1, 3 * linearMax} {
+		var m Members
+		names := func(level int) []string {
+			out := make([]string, width)
+			for i := range out {
+				out[i] = "n" + string(rune('a'+i%26)) + string(rune('a'+i/26)) + string(rune('A'+level%26))
+			}
+			return out
+		}
+		const depth = 3 * inlineDepth
+		for level := range depth {
+			m.Open()
+			// The same names in every level, in another case, then a
+			// level-specific one, so that each level holds width+1 names.
+			for _, n := range names(0) {
+				if err := m.Add(n); err != nil {
+					t.Fatalf("width %d level %d: %q: %v", width, level, n, err)
+				}
+			}
+			if err := m.Add(names(level)[0] + "!"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for level := depth - 1; level >= 0; level-- {
+			// Each level still refuses its own names, in any case.
+			if err := m.Add(strings.ToUpper(names(0)[width-1])); err != ErrRepeated {
+				t.Fatalf("width %d level %d: repeat not refused: %v", width, level, err)
+			}
+			m.Open() // a sibling of the closed child, empty again
+			if err := add(&m, names(0)...); err != nil {
+				t.Fatalf("width %d level %d: sibling: %v", width, level, err)
+			}
+			m.Close()
+			m.Close()
+		}
+		if m.n != 0 || m.depth != 0 || len(m.sets) != 0 || len(m.more) != 0 {
+			t.Fatalf("width %d: left %d names, depth %d, %d sets", width, m.n, m.depth, len(m.sets))
+		}
+	}
+}
+
+// An object of many members is checked with a set, not by comparing each
+// name with all the earlier ones (quadratic in a hostile object).
+func TestMembersManyUseSet(t *testing.T) {
+	var m Members
+	m.Open()
+	for i := range linearMax + 1 {
+		if err := m.Add(string(rune('a' + i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(m.sets) != 1 {
+		t.Fatalf("%d names compared one by one", m.n)
+	}
+	if err := m.Add("B"); err != ErrRepeated {
+		t.Fatalf("repeat in the set: %v", err)
+	}
+	if err := m.Add("\u212a"); err != ErrRepeated { // 'k' is the 11th name
+		t.Fatalf("folded repeat in the set: %v", err)
+	}
+}
+
+// Members compares names as Fold does, for every rune that has a case (and
+// a sample of the others): beside its upper case, lower case and simple
+// fold, ASCII-prefixed so that the ASCII lowering of held names meets
+// non-ASCII fold keys.
+func TestMembersMatchesFold(t *testing.T) {
+	for r := rune(0x80); r <= unicode.MaxRune; r++ {
+		cased := unicode.SimpleFold(r) != r || unicode.ToUpper(r) != r || unicode.ToLower(r) != r
+		if !utf8.ValidRune(r) || !cased && r%251 != 0 {
+			continue
+		}
+		a := "X" + string(r)
+		for _, b := range []string{"x" + string(unicode.ToUpper(r)), "x" + string(unicode.ToLower(r)), "x" + string(unicode.SimpleFold(r))} {
+			var m Members
+			m.Open()
+			got := add(&m, a, b) == ErrRepeated
+			if want := Fold(a) == Fold(b); got != want {
+				t.Fatalf("%q, %q: repeated %t, Fold says %t", a, b, got, want)
+			}
+		}
+	}
+}
+
+func BenchmarkMembersCredential(b *testing.B) {
+	levels := [][]string{
+		{"iss", "sub", "aud", "nbf", "iat", "exp", "jti", "vc"},
+		{"@context", "id", "type", "issuer", "issuanceDate", "expirationDate", "credentialSubject"},
+		{"id", "delegation"},
+		{"id", "issuerDid", "subjectDid", "userDid", "scopes", "constraints", "status", "createdAt"},
+		{"scopes", "notBefore", "notAfter", "audience"},
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		var m Members
+		for _, l := range levels {
+			m.Open()
+			if err := add(&m, l...); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for range levels {
+			m.Close()
+		}
+	}
+}

@@ -2,10 +2,45 @@
 // and reports the members of a top-level object on the way. The edge runs
 // it on every bearer and every JSON-RPC body: encoding/json's scanner, a
 // state machine called per byte, was the largest part of those checks.
+// CheckMembers also refuses member names repeated at any depth.
 package jsonscan
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonkey"
+)
 
 // Valid reports whether b is one JSON value, exactly as json.Valid does.
 func Valid(b []byte) bool { return Walk(b, nil) }
+
+// ErrSyntax: CheckMembers was given something that is not one JSON value.
+var ErrSyntax = errors.New("not a JSON value")
+
+// CheckMembers checks that b is one JSON value (as Valid) in which no
+// object, at any depth, has two members whose names fold together
+// (jsonkey.Fold, after unescaping: "id" twice, "id" and "ID", "k" and
+// "\u212a"). It returns nil, ErrSyntax, or jsonkey.ErrRepeated, which is
+// reported for a repeat met before a syntax error.
+//
+// Parsers disagree on such objects: encoding/json decodes every repeat
+// over the earlier value, matching names case-insensitively; others keep
+// the first, or match exactly. A signature checked over one reading then
+// vouches for another, so whoever reads untrusted JSON that others read
+// too refuses it. Check before decoding: after encoding/json has merged
+// the repeats, they cannot be seen.
+func CheckMembers(b []byte) error {
+	w := walker{b: b, src: string(b), names: new(jsonkey.Members)}
+	if w.walk(nil) {
+		return nil
+	}
+	if w.repeated {
+		return jsonkey.ErrRepeated
+	}
+	return ErrSyntax
+}
 
 // Walk checks that b is one JSON value, exactly as json.Valid does, and
 // calls member with the key (quoted, as in b) and the value of every member
@@ -22,6 +57,11 @@ func Valid(b []byte) bool { return Walk(b, nil) }
 // counts only when Walk returns true. It must not keep the slices.
 func Walk(b []byte, member func(key, val []byte)) bool {
 	w := walker{b: b}
+	return w.walk(member)
+}
+
+func (w *walker) walk(member func(key, val []byte)) bool {
+	b := w.b
 	const (
 		stValue = iota // a value is next
 		stKey          // a member's key is next
@@ -52,6 +92,9 @@ func Walk(b []byte, member func(key, val []byte)) bool {
 					w.pop()
 					state = stAfter
 				} else if c == '{' {
+					if w.names != nil {
+						w.names.Open()
+					}
 					state = stKey
 				}
 				continue
@@ -87,6 +130,9 @@ func Walk(b []byte, member func(key, val []byte)) bool {
 				return false
 			}
 			keyEnd := w.i
+			if w.names != nil && !w.addName(k, keyEnd) {
+				return false
+			}
 			w.ws()
 			if w.i >= len(b) || b[w.i] != ':' {
 				return false
@@ -123,6 +169,9 @@ func Walk(b []byte, member func(key, val []byte)) bool {
 			case c == '}' && obj, c == ']' && !obj:
 				w.i++
 				w.pop()
+				if obj && w.names != nil {
+					w.names.Close()
+				}
 			default:
 				return false
 			}
@@ -143,6 +192,28 @@ type walker struct {
 	// 64 levels in small, deeper ones in more.
 	small uint64
 	more  []uint64
+	// names, when set, collects the member names of the open objects
+	// (CheckMembers); src is b as a string, for names without escapes.
+	names    *jsonkey.Members
+	src      string
+	repeated bool // walk stopped at a repeated name
+}
+
+// addName adds the name of the key b[start:end] (quoted) to w.names. An
+// escaped name is unescaped by encoding/json, so that it is the name
+// decoders see ("\u0069d" is "id").
+func (w *walker) addName(start, end int) bool {
+	name := w.src[start+1 : end-1]
+	if bytes.IndexByte(w.b[start:end], '\\') >= 0 {
+		if json.Unmarshal(w.b[start:end], &name) != nil {
+			return false
+		}
+	}
+	if w.names.Add(name) != nil {
+		w.repeated = true
+		return false
+	}
+	return true
 }
 
 func (w *walker) ws() {

@@ -54,6 +54,8 @@ import (
 	"github.com/hyperledger/aries-framework-go/component/models/ld/processor"
 	"github.com/hyperledger/aries-framework-go/component/models/ld/proof"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonkey"
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 	"github.com/piprate/json-gold/ld"
 )
 
@@ -91,6 +93,25 @@ var (
 	// algorithm) signs with. Also wraps ErrUnsupported.
 	ErrKeyType error = &kindError{"ldproof: key type does not match the proof", "key_type"}
 )
+
+// ErrRepeatedMember: the credential, or the header of its proof's JWS,
+// has an object that repeats a member name, at any depth, exactly or in
+// another case under Unicode folding. Verify's error wraps it with
+// ErrMalformed. It is the same value as vc.ErrRepeatedMember.
+var ErrRepeatedMember = jsonkey.ErrRepeated
+
+// checkMembers refuses b (named by what) unless it is JSON whose objects
+// repeat no member name (jsonscan.CheckMembers).
+func checkMembers(b []byte, what string) error {
+	switch err := jsonscan.CheckMembers(b); {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrRepeatedMember):
+		return fmt.Errorf("%w: %s: %w", ErrMalformed, what, ErrRepeatedMember)
+	default:
+		return failf(ErrMalformed, "%s is not JSON", what)
+	}
+}
 
 type kindError struct{ msg, kind string }
 
@@ -194,6 +215,12 @@ func (v *Verifier) Verify(ctx context.Context, raw []byte, key didresolver.Key) 
 	}
 	if len(raw) > maxDocumentSize {
 		return failf(ErrMalformed, "credential larger than %d bytes", maxDocumentSize)
+	}
+	// A repeated member would be merged by the decoding below: the
+	// signature would cover one reading, while the caller, or another
+	// reader of the same credential, may act on another.
+	if err := checkMembers(raw, "credential"); err != nil {
+		return err
 	}
 	var doc map[string]any
 	if err := json.Unmarshal(raw, &doc); err != nil {
@@ -397,6 +424,9 @@ func detachedJWSAlg(jws string) (string, error) {
 	hb, err := b64url.DecodeString(parts[0])
 	if err != nil {
 		return "", failf(ErrMalformed, "proof.jws header encoding")
+	}
+	if err := checkMembers(hb, "proof.jws header"); err != nil {
+		return "", err
 	}
 	var h struct {
 		Alg  string    `json:"alg"`

@@ -1,6 +1,7 @@
 package ldproof
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -381,6 +382,51 @@ func TestRefusals(t *testing.T) {
 				t.Fatalf("err = %v, want %v", err, tc.want)
 			}
 			t.Log(err)
+			checkResult(t, err)
+		})
+	}
+}
+
+// TestRepeatedMembers: a member name repeated anywhere in the credential
+// or in its JWS header is refused before JSON-LD processing, even where
+// the signature covers it.
+func TestRepeatedMembers(t *testing.T) {
+	noNetwork(t)
+	v := newVerifier(t)
+	loader := signerLoader(t, nil)
+	ed := newKey(t, didresolver.Ed25519)
+	ed2020 := mustJSON(t, signLD(t, loader, delegation("did:key:issuer"), TypeEd25519Signature2020, algEdDSA, ed))
+	jws := signLD(t, loader, delegation("did:key:issuer"), TypeEd25519Signature2018, algEdDSA, ed)
+	if err := v.Verify(context.Background(), ed2020, ed.key); err != nil {
+		t.Fatalf("precondition: %v", err)
+	}
+	// insert puts text after marker, or after the opening brace.
+	insert := func(raw []byte, marker, text string) []byte {
+		i := 1
+		if marker != "" {
+			if bytes.Count(raw, []byte(marker)) != 1 {
+				t.Fatalf("marker %s not found once", marker)
+			}
+			i = bytes.Index(raw, []byte(marker)) + len(marker)
+		}
+		return append(append(append([]byte(nil), raw[:i]...), text...), raw[i:]...)
+	}
+	header := b64url.EncodeToString([]byte(`{"alg":"EdDSA","b64":false,"crit":["b64"],"\u0061lg":"none"}`))
+	for name, raw := range map[string][]byte{
+		"top level":                   insert(ed2020, "", `"issuer":"did:key:other",`),
+		"case-folded, in the subject": insert(ed2020, `"credentialSubject":{`, `"ID":"did:key:other",`),
+		"Kelvin sign, in the proof":   insert(ed2020, `"proof":{`, `"\u212aey":1,"key":2,`),
+		"JWS header": func() []byte {
+			c := copyMap(jws)
+			set(c, "proof.jws", header+"..AA")
+			return mustJSON(t, c)
+		}(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := v.Verify(context.Background(), raw, ed.key)
+			if !errors.Is(err, ErrMalformed) || !errors.Is(err, ErrRepeatedMember) {
+				t.Fatalf("err = %v, want ErrMalformed and ErrRepeatedMember", err)
+			}
 			checkResult(t, err)
 		})
 	}
