@@ -127,9 +127,9 @@ func (h *Handler) serveAdmitted(w http.ResponseWriter, r *http.Request, next Nex
 // append copies it): callers must not modify its elements.
 func (h *Handler) checksFor(r *http.Request) []vc.CheckOption {
 	if h.hostChecks != nil {
-		return h.hostChecks.get(r.Host)
+		return h.hostChecks.get(serviceHost(r))
 	}
-	return buildChecks(h.Audiences, r.Host, h.checks)
+	return buildChecks(h.Audiences, serviceHost(r), h.checks)
 }
 
 // buildChecks is checksFor without the cache.

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/textproto"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -290,7 +289,7 @@ func (h *Handler) forwardCall(w http.ResponseWriter, r *http.Request, next Next,
 		return &cw.resp, nil
 	}
 
-	resp, err := h.sendUpstream(r, ep.abs, body)
+	resp, err := h.sendUpstream(r, ep, body)
 	if err != nil {
 		return nil, httpError(http.StatusBadGateway, fmt.Errorf("forwarding handshake call: %w", err))
 	}
@@ -317,23 +316,40 @@ func (h *Handler) forwardCall(w http.ResponseWriter, r *http.Request, next Next,
 	return nil, nil
 }
 
-// sendUpstream POSTs body to u with r's end-to-end headers (the Level 2
-// headers included, when set) and the usual X-Forwarded-* ones.
-func (h *Handler) sendUpstream(r *http.Request, u *url.URL, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, u.String(), bytes.NewReader(body))
+// sendUpstream POSTs body to ep's URL, another origin than the route's,
+// with the headers a JSON-RPC call needs and the edge's own (the Level 2
+// identity headers, when set, and X-Forwarded-*), never the client's
+// others: cookies and tokens meant for this site do not travel elsewhere.
+// A URL that only a DID document named goes through the SSRF guard.
+func (h *Handler) sendUpstream(r *http.Request, ep endpointRef, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, ep.abs.String(), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
-	req.Header = r.Header.Clone()
-	removeHopByHop(req.Header)
-	req.Header.Del("Content-Length")
+	for _, k := range forwardedToOrigins {
+		if v, ok := r.Header[k]; ok {
+			req.Header[k] = v
+		}
+	}
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		// Replaced, not appended: the client's own value is not trusted.
 		req.Header.Set("X-Forwarded-For", ip)
 	}
 	req.Header.Set("X-Forwarded-Proto", h.requestScheme(r))
 	req.Header.Set("X-Forwarded-Host", r.Host)
-	return h.l3.client.Do(req)
+	client := h.l3.client
+	if ep.discovered {
+		client = h.l3.guarded
+	}
+	return client.Do(req)
+}
+
+// forwardedToOrigins are the request headers a handshake call to another
+// origin carries (canonical names): what a JSON-RPC call needs, and the
+// identity headers only the edge sets (the client's were stripped).
+var forwardedToOrigins = []string{
+	"Content-Type", "Accept", "User-Agent", "Mcp-Protocol-Version", "Mcp-Session-Id",
+	hdrAgentDID, hdrUserDID, hdrVerifiedDelegation, hdrReputation, hdrKYAOSAgentDID, hdrKYAOSProof,
 }
 
 // newHandshakeClient is the client for absolute upstream endpoints and

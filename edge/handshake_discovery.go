@@ -37,6 +37,9 @@ const (
 type endpointRef struct {
 	path, query string
 	abs         *url.URL
+	// discovered: abs came from a document the operator did not write
+	// (upstream_did's services), so it is reached through the SSRF guard.
+	discovered bool
 }
 
 func (e endpointRef) String() string {
@@ -102,14 +105,36 @@ func (h *Handler) localize(eps *upstreamEndpoints) *upstreamEndpoints {
 	return eps
 }
 
-// discoveryCache holds the discovered endpoints for discovery_ttl; one
-// discovery runs at a time, the others wait for it.
+// discoveryCache holds the discovered endpoints for discovery_ttl, per
+// Host when discovery goes through the route (an upstream may answer per
+// Host, and one client's Host must not choose every other client's
+// endpoints); one discovery runs at a time per Host, the others wait for
+// it.
 type discoveryCache struct {
 	ttl     time.Duration
 	mu      sync.Mutex
+	entries map[string]*discoveryEntry // at most maxCachedHosts
+}
+
+type discoveryEntry struct {
 	cur     *upstreamEndpoints
 	expires time.Time
 	running chan struct{}
+}
+
+// entry returns the entry of host, creating it; the caller holds mu.
+func (dc *discoveryCache) entry(host string) *discoveryEntry {
+	e := dc.entries[host]
+	if e == nil {
+		if len(dc.entries) >= maxCachedHosts || dc.entries == nil {
+			// Many Hosts (or a client making them up): start over rather
+			// than grow. Running discoveries finish on their own entries.
+			dc.entries = make(map[string]*discoveryEntry, maxCachedHosts)
+		}
+		e = &discoveryEntry{}
+		dc.entries[host] = e
+	}
+	return e
 }
 
 // upstreamEndpoints returns the endpoints to forward to: explicit, else
@@ -120,14 +145,21 @@ func (h *Handler) upstreamEndpoints(r *http.Request, next Next) *upstreamEndpoin
 		return l.explicit
 	}
 	dc := l.discovery
+	// With the upstream's origin configured, discovery does not depend on
+	// the request; through the route, it does on the Host.
+	key := ""
+	if l.upstream == nil {
+		key = serviceHost(r)
+	}
 	for {
 		dc.mu.Lock()
-		if dc.cur != nil && time.Now().Before(dc.expires) {
-			cur := dc.cur
+		de := dc.entry(key)
+		if de.cur != nil && time.Now().Before(de.expires) {
+			cur := de.cur
 			dc.mu.Unlock()
 			return cur
 		}
-		if ch := dc.running; ch != nil {
+		if ch := de.running; ch != nil {
 			dc.mu.Unlock()
 			select {
 			case <-ch:
@@ -137,12 +169,12 @@ func (h *Handler) upstreamEndpoints(r *http.Request, next Next) *upstreamEndpoin
 			}
 		}
 		ch := make(chan struct{})
-		dc.running = ch
+		de.running = ch
 		dc.mu.Unlock()
 
 		eps, ttl := h.discover(r, next)
 		dc.mu.Lock()
-		dc.cur, dc.expires, dc.running = eps, time.Now().Add(ttl), nil
+		de.cur, de.expires, de.running = eps, time.Now().Add(ttl), nil
 		dc.mu.Unlock()
 		close(ch)
 		if c := h.logger.Check(zapcore.DebugLevel, "upstream handshake endpoints discovered"); c != nil {
@@ -171,14 +203,23 @@ func (h *Handler) discover(r *http.Request, next Next) (*upstreamEndpoints, time
 	base := h.l3.upstream
 	if base != nil {
 		wk := base.ResolveReference(&url.URL{Path: wellKnownMCPI})
-		doc, transient = h.fetchDocument(ctx, wk)
+		doc, transient = h.fetchDocument(ctx, h.l3.client, wk)
 		base = wk
 	} else {
 		doc, transient = h.fetchDocumentNext(ctx, r, next)
 	}
 	if doc != nil {
+		// Only endpoints on the upstream itself: paths of a document that
+		// came through the route, or URLs on the configured upstream
+		// origin. A document naming another origin would send agents'
+		// credentials and the edge's assertions there.
 		if eps := doc.endpoints(base, "well-known"); eps != nil {
-			return h.localize(eps), ttl
+			if eps = h.localize(eps); eps.handshake.abs == nil && eps.verify.abs == nil {
+				return eps, ttl
+			}
+			if c := h.logger.Check(zapcore.WarnLevel, "upstream mcp-i.json names handshake endpoints on another origin; ignored (set handshake_endpoint to use them)"); c != nil {
+				c.Write(zap.Stringer("handshake", eps.handshake), zap.Stringer("verify", eps.verify))
+			}
 		}
 	}
 	if transient {
@@ -267,13 +308,13 @@ func parseMCPIDocument(data []byte) *mcpiDocument {
 // fetchDocument GETs an mcp-i.json with the edge's client. transient is
 // true when the failure may pass (network error, 5xx), false when the
 // upstream answered that there is none.
-func (h *Handler) fetchDocument(ctx context.Context, u *url.URL) (doc *mcpiDocument, transient bool) {
+func (h *Handler) fetchDocument(ctx context.Context, client *http.Client, u *url.URL) (doc *mcpiDocument, transient bool) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, false
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := h.l3.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		if c := h.logger.Check(zapcore.DebugLevel, "fetching upstream mcp-i.json"); c != nil {
 			c.Write(zap.Stringer("url", u), zap.Error(err))
@@ -371,9 +412,10 @@ func (h *Handler) didEndpoints(ctx context.Context) (eps *upstreamEndpoints, tra
 	}
 	if hs == "" && wk != "" {
 		u, _ := url.Parse(wk)
-		d, tr := h.fetchDocument(ctx, u)
+		d, tr := h.fetchDocument(ctx, h.l3.guarded, u)
 		if d != nil {
 			if eps := d.endpoints(u, "did"); eps != nil {
+				eps.handshake.discovered, eps.verify.discovered = true, true
 				return eps, false
 			}
 		}
@@ -390,6 +432,7 @@ func (h *Handler) didEndpoints(ctx context.Context) (eps *upstreamEndpoints, tra
 	if err1 != nil || err2 != nil || hsRef.abs == nil || vfRef.abs == nil {
 		return nil, false
 	}
+	hsRef.discovered, vfRef.discovered = true, true
 	return &upstreamEndpoints{handshake: hsRef, verify: vfRef, source: "did"}, false
 }
 
@@ -452,7 +495,7 @@ func (h *Handler) handshakeServices(r *http.Request, edgeDID string) []assertion
 	if !h.l3.enabled {
 		return nil
 	}
-	base := h.requestScheme(r) + "://" + r.Host + h.edgePathPrefix(r)
+	base := h.requestScheme(r) + "://" + serviceHost(r) + h.edgePathPrefix(r)
 	return []assertion.Service{{
 		ID:   edgeDID + "#mcp-i",
 		Type: "mcp-i",

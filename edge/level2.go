@@ -508,7 +508,7 @@ func (h *Handler) injectIdentity(r *http.Request, d *vc.Delegation) error {
 			return nil
 		}
 	}
-	names, err := rt.namesFor(r.Host)
+	names, err := rt.namesFor(serviceHost(r))
 	if err != nil {
 		return err
 	}

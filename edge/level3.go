@@ -118,7 +118,10 @@ type level3 struct {
 	explicit  *upstreamEndpoints
 	upstream  *url.URL
 	discovery *discoveryCache
-	client    *http.Client
+	// client reaches the endpoints the operator named (handshake_endpoint,
+	// the upstream origin); guarded those only a DID document named,
+	// through the SSRF guard.
+	client, guarded *http.Client
 
 	// proxySessions binds the upstream's handshake sessions
 	// (proxysession.go).
@@ -206,6 +209,11 @@ func (h *Handler) provisionLevel3() error {
 			h.DiscoveryTTL = time.Duration(defaultDiscoveryTTL)
 		}
 		l.client = newHandshakeClient()
+		guarded, err := didresolver.GuardedClient(l.client, h.AllowPrivateDIDWeb, handshakeTimeout)
+		if err != nil {
+			return fmt.Errorf("mcpi: handshake client: %v", err)
+		}
+		l.guarded = guarded
 		if h.Upstream != "" {
 			// Level 2's upstream origin (validated there).
 			u, err := ParseUpstreamOrigin(h.Upstream)
@@ -344,8 +352,10 @@ func (h *Handler) validateLevel3() error {
 // cleanupLevel3 runs from Cleanup, also after a partial Provision.
 func (h *Handler) cleanupLevel3() error {
 	l := &h.l3
-	if l.client != nil {
-		l.client.CloseIdleConnections()
+	for _, c := range []*http.Client{l.client, l.guarded} {
+		if c != nil {
+			c.CloseIdleConnections()
+		}
 	}
 	return nil
 }

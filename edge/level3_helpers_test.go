@@ -132,6 +132,9 @@ type fakeUpstream struct {
 	reqs     chan recordedReq
 	// challenges it issued, by nonce.
 	issued map[string]string
+	// override, when set, answers a request first (reporting whether it
+	// did).
+	override func(http.ResponseWriter, *http.Request) bool
 }
 
 type recordedReq struct {
@@ -145,6 +148,9 @@ func newFakeUpstream(t testing.TB, hsPath, vfPath string) *fakeUpstream {
 }
 
 func (u *fakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if u.override != nil && u.override(w, r) {
+		return
+	}
 	body, _ := io.ReadAll(r.Body)
 	u.reqs <- recordedReq{Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
 	switch r.URL.Path {
