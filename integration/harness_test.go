@@ -325,11 +325,12 @@ func startProcess(t *testing.T, cmd *exec.Cmd, out *syncBuffer, report func() st
 	return exited
 }
 
-// waitHTTP polls url until it answers HTTP, failing after 20s or if the
-// process behind exited reports that it stopped.
+// waitHTTP polls url until it answers HTTP, failing after 60s (a loaded
+// two-core machine running the race detector can take that long to start
+// Caddy) or if the process behind exited reports that it stopped.
 func waitHTTP(t *testing.T, url string, exited chan error) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		select {
 		case err := <-exited:
@@ -343,7 +344,7 @@ func waitHTTP(t *testing.T, url string, exited chan error) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s did not answer within 20s: %v", url, err)
+			t.Fatalf("%s did not answer within 60s: %v", url, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
