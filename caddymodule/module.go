@@ -206,13 +206,12 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if st != nil {
 		opts = append(opts, edge.WithKeyStorage(st))
 	}
-	if h.Level >= 3 {
-		s, name, err := h.loadNonceStore(ctx)
-		if err != nil {
-			return err
-		}
-		opts = append(opts, edge.WithNonceStore(s, name))
+	// Every level: presentations are single-use through the store.
+	s, name, err := h.loadNonceStore(ctx)
+	if err != nil {
+		return err
 	}
+	opts = append(opts, edge.WithNonceStore(s, name))
 
 	e, err := edge.New(cfg, opts...)
 	if err != nil {
@@ -248,9 +247,6 @@ func (h *Handler) loadNonceStore(ctx caddy.Context) (challenge.NonceStore, strin
 // Validate checks the configuration. It works on an unprovisioned Handler
 // too (zero values mean defaults), so Caddyfile tests can call it directly.
 func (h *Handler) Validate() error {
-	if h.Level < 3 && h.NonceStoreRaw != nil {
-		return errors.New("mcpi: nonce_store needs level 3")
-	}
 	cfg := h.edgeConfig()
 	return cfg.Validate()
 }

@@ -80,8 +80,9 @@ var (
 )
 
 // delegationOptions are the verifier options of this file: status lists,
-// the replay guard (with a Level 3 nonce store, so provisionNonceStore
-// must have run) and Linked Data proofs.
+// the replay guard that makes every presentation single-use at every level
+// (through the nonce store, so provisionNonceStore must have run) and
+// Linked Data proofs.
 func (h *Handler) delegationOptions() ([]vc.Option, error) {
 	if h.StatusListTTL == 0 {
 		h.StatusListTTL = time.Duration(defaultStatusListTTL)

@@ -9,6 +9,8 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -157,10 +159,9 @@ func TestRequirePresentation(t *testing.T) {
 		if res.fwd.Header.Get("Authorization") != "" {
 			t.Error("the presentation was forwarded")
 		}
-		// Level 1 has no replay guard: the same VP verifies again.
-		d, err := h.verifier.Verify(context.Background(), []byte(vp), h.checksFor(bearer(vp))...)
-		if err != nil || !d.Presented {
-			t.Fatalf("Verify: %v, %+v", err, d)
+		// Single use at Level 1 too: the same VP is a replay.
+		if _, err := h.verifier.Verify(context.Background(), []byte(vp), h.checksFor(bearer(vp))...); !errors.Is(err, vc.ErrReplay) {
+			t.Fatalf("Verify of the same VP again: %v, want vc.ErrReplay", err)
 		}
 	})
 	t.Run("VP-JWT by someone else", func(t *testing.T) {
@@ -191,11 +192,11 @@ func TestPresentationReplayAndNonce(t *testing.T) {
 	f := newFixture(t)
 	cred := f.jwt(t, nil)
 
-	t.Run("level 1 has no replay guard", func(t *testing.T) {
+	t.Run("level 1 is single use too", func(t *testing.T) {
 		h := f.handler(t, nil)
 		vp := vpOf(t, f.agent, "", nil, cred)
 		wantAdmitted(t, serve(t, h, bearer(vp)))
-		wantAdmitted(t, serve(t, h, bearer(vp)))
+		wantRejected(t, serve(t, h, bearer(vp)), http.StatusUnauthorized, "replayed")
 	})
 
 	h := f.l3Handler(t, nil)
@@ -702,4 +703,22 @@ func TestJSONLDSetting(t *testing.T) {
 			t.Fatalf("Provision with a missing context file: %v", err)
 		}
 	})
+}
+
+// TestPresentationSingleUseEveryLevel (review round 3, finding 7): with
+// require_presentation at level 1 and 2, the same presentation is admitted
+// once; the second use is refused as a replay, through the route's store.
+func TestPresentationSingleUseEveryLevel(t *testing.T) {
+	f := newFixture(t)
+	cred := f.jwt(t, nil)
+	for _, level := range []int{1, 2} {
+		t.Run(fmt.Sprintf("level %d", level), func(t *testing.T) {
+			h := f.handler(t, func(h *Handler) { h.Level, h.RequirePresentation = level, true })
+			vp := vpOf(t, f.agent, "", nil, cred)
+			wantAdmitted(t, serve(t, h, bearer(vp)))
+			wantRejected(t, serve(t, h, bearer(vp)), http.StatusUnauthorized, "replayed")
+			// A fresh presentation of the same credential is another one.
+			wantAdmitted(t, serve(t, h, bearer(vpOf(t, f.agent, "", nil, cred))))
+		})
+	}
 }

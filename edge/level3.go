@@ -132,9 +132,6 @@ type level3 struct {
 // one of the handler's own. It runs before the verifier is built, which
 // uses the store as its replay guard, and before provisionLevel3.
 func (h *Handler) provisionNonceStore() {
-	if h.Level < 3 {
-		return
-	}
 	s, name := h.nonceStore, h.nonceStoreName
 	if s == nil {
 		h.ownStore = challenge.NewMemoryStore(h.ctx, challenge.WithMaxEntries(challenge.DefaultMemoryMaxEntries))

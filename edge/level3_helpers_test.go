@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,8 +168,10 @@ func (u *fakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			ID json.RawMessage `json:"id"`
 		}
 		_ = json.Unmarshal(body, &req)
-		n := len(u.issued)
-		chal, nonce := fmt.Sprintf("a0b1c2d3e4f5%04d", n), fmt.Sprintf("6789012345%04d", n)
+		// Unique across the test binary: the test handlers share one
+		// store, as Caddy's default store is shared by every config.
+		n := upstreamNonces.Add(1)
+		chal, nonce := fmt.Sprintf("a0b1c2d3e4f5%06d", n), fmt.Sprintf("6789012345%06d", n)
 		u.issued[nonce] = chal
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"challenge":%q,"nonce":%q,"supportedMethods":["Ed25519"],"expiresIn":300}}`, req.ID, chal, nonce)
@@ -184,6 +187,9 @@ func (u *fakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusTeapot)
 	}
 }
+
+// upstreamNonces numbers the challenges every fakeUpstream issues.
+var upstreamNonces atomic.Int64
 
 // handler adapts the upstream to next.
 func (u *fakeUpstream) handler() Next {
