@@ -4,8 +4,10 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,12 +50,16 @@ func dlgChild(t *testing.T, iss party, tmpl vc.Template, parentID string) string
 	return dlgSign(t, iss, claims)
 }
 
-// dlgVP wraps creds in a VP-JWT signed by holder for audience.
+// vpCount makes every dlgVP presentation a new one.
+var vpCount atomic.Int64
+
+// dlgVP wraps creds in a VP-JWT signed by holder for audience, a new
+// presentation (its own jti) on every call.
 func dlgVP(t *testing.T, holder party, audience string, creds ...string) string {
 	t.Helper()
 	now := time.Now()
 	return dlgSign(t, holder, map[string]any{
-		"iss": holder.did, "aud": audience, "jti": "urn:uuid:vp-integration",
+		"iss": holder.did, "aud": audience, "jti": fmt.Sprintf("urn:uuid:vp-integration-%d", vpCount.Add(1)),
 		"iat": now.Add(-time.Minute).Unix(), "exp": now.Add(2 * time.Minute).Unix(),
 		"vp": map[string]any{
 			"@context":             []any{"https://www.w3.org/2018/credentials/v1"},
@@ -88,15 +94,21 @@ func TestDelegationChainAndPresentation(t *testing.T) {
 		tm.Scopes = []string{"greet:execute"}
 	}), "integration-root")
 
+	// A presentation is taken once: the agent signs a new one for every
+	// request (perRequest), the chain header stays the same.
+	freshVP := func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+dlgVP(t, w.agent, w.audience, leaf)) }
 	cases := []struct {
-		name   string
-		header http.Header
+		name       string
+		header     http.Header
+		perRequest func(*http.Request)
 	}{
-		{"VC-JWT leaf", http.Header{"Authorization": {"Bearer " + leaf}, "KYA-OS-Delegation-Chain": {rootTok}}},
-		{"VP-JWT", http.Header{"Authorization": {"Bearer " + dlgVP(t, w.agent, w.audience, leaf)}, "KYA-OS-Delegation-Chain": {`["` + rootTok + `"]`}}},
+		{"VC-JWT leaf", http.Header{"Authorization": {"Bearer " + leaf}, "KYA-OS-Delegation-Chain": {rootTok}}, nil},
+		{"VP-JWT", http.Header{"KYA-OS-Delegation-Chain": {`["` + rootTok + `"]`}}, freshVP},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			h.perRequest = tc.perRequest
+			defer func() { h.perRequest = nil }()
 			reqs := h.listToolsAdmitted(t, "/trusted/mcp", tc.header, leaf, rootTok)
 			for i, r := range reqs {
 				for k := range r.Header {

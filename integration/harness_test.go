@@ -151,6 +151,10 @@ type harness struct {
 	base     string // http://127.0.0.1:<port>
 	upstream *recorder
 	output   *syncBuffer
+	// perRequest, when set, adjusts every request an SDK client sends
+	// (after its fixed headers): a fresh presentation for each, as an
+	// agent must send, since the edge takes each presentation once.
+	perRequest func(*http.Request)
 }
 
 // siteConfig fills the standard test site.

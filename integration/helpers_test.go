@@ -150,12 +150,17 @@ func tamper(jws string) string {
 type headerRT struct {
 	base http.RoundTripper
 	h    http.Header
+	// each, when set, adjusts every request after h was added.
+	each func(*http.Request)
 }
 
 func (rt headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	for k, v := range rt.h {
 		r.Header[k] = v
+	}
+	if rt.each != nil {
+		rt.each(r)
 	}
 	return rt.base.RoundTrip(r)
 }
@@ -178,7 +183,7 @@ func (h *harness) connectWith(ctx context.Context, path string, hdr http.Header,
 	client := mcp.NewClient(&mcp.Implementation{Name: "integration", Version: "0"}, opts)
 	transport := &mcp.StreamableClientTransport{
 		Endpoint:   h.base + path,
-		HTTPClient: &http.Client{Transport: headerRT{base: tr, h: hdr}},
+		HTTPClient: &http.Client{Transport: headerRT{base: tr, h: hdr, each: h.perRequest}},
 		// A rejected request must fail the call, not be retried.
 		MaxRetries: -1,
 	}
