@@ -38,6 +38,15 @@ func (r mcpiRoute) label() string {
 	return hosts + " (" + strings.Join(r.listen, ",") + ")"
 }
 
+// siteHost is the Host a client of the route sends when the route has one
+// host on one port, else "".
+func (r mcpiRoute) siteHost() string {
+	if len(r.hosts) != 1 || strings.Contains(r.hosts[0], "*") || len(r.listen) != 1 {
+		return ""
+	}
+	return withPort(r.hosts[0], listenPort(r.listen[0]), "")
+}
+
 // findMCPIRoutes lists the mcpi handlers of a JSON config's http servers,
 // in their routes and error routes, by server name.
 func findMCPIRoutes(cfgJSON []byte) ([]mcpiRoute, error) {
@@ -109,7 +118,7 @@ func routeHostMatchers(sets []map[string]json.RawMessage) ([]string, error) {
 // writes it: [scheme://]host[:port], or :port), or the only route when
 // site is empty, and returns the Host a client of it sends ("" when that
 // cannot be told). Routes whose handlers have the same settings count as
-// one: which of them serves a request does not change the verdict.
+// one, since the same settings give the same verdict for the same Host.
 func pickRoute(routes []mcpiRoute, site string) (mcpiRoute, string, error) {
 	if len(routes) == 0 {
 		return mcpiRoute{}, "", errors.New("the config has no mcpi handler")
@@ -118,15 +127,14 @@ func pickRoute(routes []mcpiRoute, site string) (mcpiRoute, string, error) {
 		if distinct := distinctRoutes(routes); len(distinct) > 1 {
 			return mcpiRoute{}, "", fmt.Errorf("the config has %d mcpi routes with different settings, choose one with --site: %s", len(distinct), labels(distinct))
 		}
-		r := routes[0]
-		host := ""
-		if len(r.hosts) == 1 && !strings.Contains(r.hosts[0], "*") {
-			host = r.hosts[0]
-			if len(r.listen) == 1 {
-				host = withPort(host, listenPort(r.listen[0]), "")
+		// The Host of the site, when every route has the same one.
+		host := routes[0].siteHost()
+		for _, r := range routes[1:] {
+			if r.siteHost() != host {
+				host = ""
 			}
 		}
-		return r, host, nil
+		return routes[0], host, nil
 	}
 
 	addr, err := httpcaddyfile.ParseAddress(site)

@@ -116,6 +116,13 @@ http://files.example.com:8080 {
 	respond ok
 }
 `)
+	twinSites := writeConfig(t, "Caddyfile", `http://mcp.example.com, http://mcp2.example.com {
+	mcpi {
+		trust `+is.did+`
+	}
+	respond ok
+}
+`)
 	jsonConfig := writeConfig(t, "caddy.json", `{"apps": {"http": {"servers": {"srv0": {
 	"listen": [":443"],
 	"routes": [{"match": [{"host": ["api.example.com"]}], "handle": [
@@ -168,6 +175,11 @@ http://files.example.com:8080 {
 			err: "the config has 2 mcpi routes with different settings"},
 		{name: "handlers of one site that differ, with --site", cred: mcpTok, args: []string{"--config", pathRoutes, "--site", "mcp.example.com"},
 			err: "mcp.example.com has 2 mcpi handlers with different settings (mcp.example.com (:80); mcp.example.com (:80)): verify cannot tell which one a request meets"},
+		{name: "one route, two hosts", cred: mcpTok, args: []string{"--config", twinSites},
+			err: "the route mcp.example.com,mcp2.example.com (:80) derives its audiences from the Host of each request"},
+		{name: "one route, two hosts, with --site", cred: mcpTok, args: []string{"--config", twinSites, "--site", "mcp.example.com"}},
+		{name: "one route, two hosts, the other --site", cred: mcpTok, args: []string{"--config", twinSites, "--site", "mcp2.example.com"},
+			invalid: "invalid: wrong_audience"},
 		{name: "JSON config", cred: is.jwt("did:web:api.example.com"), args: []string{"--config", jsonConfig}},
 		{name: "JSON config, route's require_audience", cred: is.jwt(""), args: []string{"--config", jsonConfig},
 			invalid: "invalid: wrong_audience"},
