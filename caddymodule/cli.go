@@ -193,50 +193,64 @@ var errInvalidCredential = errors.New("invalid credential")
 
 func verifyCommand() *cobra.Command {
 	var (
-		trust, audience []string
-		allowPrivate    bool
+		trust, audience           []string
+		allowPrivate              bool
+		configFile, adapter, site string
 	)
 	cmd := &cobra.Command{
-		Use:   "verify [--trust <did>,…|any] [--audience <id>] [--allow-private-did-web] <file|->",
+		Use: "verify [--config <file> [--adapter <name>] [--site <address>]] [--trust <did>,…|any] " +
+			"[--audience <id>] [--allow-private-did-web] <file|->",
 		Short: "Verify a delegation credential",
-		Long: `Verifies a credential (a VC-JWT or JSON VC, from a file or "-" for stdin) like
-the mcpi handler does, and prints the delegation as JSON. An invalid
-credential prints "invalid: <reason>" on stderr and exits 1. Without --trust,
-every issuer whose DID resolves is accepted. A credential that names an
-audience is only accepted with a matching --audience.`,
+		Long: `Verifies a credential (a VC-JWT, JSON VC or presentation, from a file or "-"
+for stdin) like the mcpi handler does, and prints the delegation as JSON. An
+invalid credential prints "invalid: <reason>" on stderr, then what happened,
+and exits 1.
+
+With --config, the credential is verified as the mcpi route of that config
+would verify it: with the route's trust, audiences (or those derived from the
+site's host), required scopes, require_presentation, credential lifetime
+rules, JSON-LD contexts, chain fetching and revocation settings. --site
+chooses the route by its site address ([scheme://]host[:port], or :port with
+the host agents use before it) when the config has several. The config is read
+like "caddy run" reads it (a file named Caddyfile*, or --adapter, is adapted).
+Not applied: a Level 3 presentation nonce (the challenge is not at hand) and
+per-tool policies (they depend on the tool called).
+
+Without --config: without --trust, every issuer whose DID resolves is
+accepted, and a credential that names an audience is only accepted with a
+matching --audience.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if configFile == "" && (site != "" || adapter != "") {
+				return errors.New("--site and --adapter need --config")
+			}
+			if configFile != "" && (len(trust) > 0 || len(audience) > 0 || allowPrivate) {
+				return errors.New("--trust, --audience and --allow-private-did-web cannot be combined with --config: the route's settings apply")
+			}
 			raw, err := readCredential(cmd.InOrStdin(), args[0])
 			if err != nil {
 				return err
 			}
-			res := didresolver.New(
-				didresolver.WithAllowPrivateAddresses(allowPrivate),
-				didresolver.WithAllowHTTP(allowPrivate),
-			)
-			// Linked Data proofs too, as the handler verifies them by default.
-			ld, err := ldproof.New()
-			if err != nil {
-				return err
-			}
-			opts := []vc.Option{vc.WithLinkedDataVerifier(ld)}
-			if issuers := splitList(trust); len(issuers) > 0 && !(len(issuers) == 1 && issuers[0] == "any") {
-				opts = append(opts, vc.WithTrustedIssuers(issuers...))
-			}
-			var checks []vc.CheckOption
-			if auds := splitList(audience); len(auds) > 0 {
-				checks = append(checks, vc.ForAudience(auds...))
-			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			d, err := vc.NewVerifier(res, opts...).Verify(ctx, raw, checks...)
-			if err != nil {
-				fmt.Fprintln(cmd.ErrOrStderr(), "invalid:", vc.Reason(err))
-				// The reason is printed; cobra must not print it again, nor
-				// the usage (the invocation was fine).
-				cmd.SilenceErrors = true
-				cmd.SilenceUsage = true
-				return errInvalidCredential
+			var d *vc.Delegation
+			if configFile != "" {
+				e, host, err := loadRoute(configFile, adapter, site)
+				if err != nil {
+					return err
+				}
+				d, err = e.VerifyCredential(ctx, raw, host)
+				_ = e.Close() // it started nothing that outlives it
+				if err != nil {
+					return invalidCredential(cmd, err)
+				}
+			} else {
+				if d, err = verifyStandalone(ctx, raw, trust, audience, allowPrivate); err != nil {
+					if errors.Is(err, errSetup) {
+						return err
+					}
+					return invalidCredential(cmd, err)
+				}
 			}
 			out, err := json.MarshalIndent(d, "", "  ")
 			if err != nil {
@@ -247,10 +261,57 @@ audience is only accepted with a matching --audience.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringSliceVar(&trust, "trust", nil, "trusted issuer DIDs, comma-separated, or any")
-	f.StringSliceVar(&audience, "audience", nil, "audience(s) this verifier answers to")
-	f.BoolVar(&allowPrivate, "allow-private-did-web", false, "let did:web reach private addresses over http (tests only)")
+	f.StringVarP(&configFile, "config", "c", "", "verify as the mcpi route of this config would")
+	f.StringVarP(&adapter, "adapter", "a", "", "name of the config adapter to apply (with --config)")
+	f.StringVar(&site, "site", "", "site address of the route (with --config), when the config has several mcpi routes")
+	f.StringSliceVar(&trust, "trust", nil, "trusted issuer DIDs, comma-separated, or any (without --config)")
+	f.StringSliceVar(&audience, "audience", nil, "audience(s) this verifier answers to (without --config)")
+	f.BoolVar(&allowPrivate, "allow-private-did-web", false, "let did:web reach private addresses over http, tests only (without --config)")
 	return cmd
+}
+
+// errSetup marks a verifyStandalone error that is not the credential's.
+var errSetup = errors.New("verifier setup")
+
+// verifyStandalone verifies raw with the flags' settings and the handler's
+// defaults otherwise.
+func verifyStandalone(ctx context.Context, raw []byte, trust, audience []string, allowPrivate bool) (*vc.Delegation, error) {
+	res := didresolver.New(
+		didresolver.WithAllowPrivateAddresses(allowPrivate),
+		didresolver.WithAllowHTTP(allowPrivate),
+	)
+	// Linked Data proofs too, as the handler verifies them by default.
+	ld, err := ldproof.New()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errSetup, err)
+	}
+	opts := []vc.Option{vc.WithLinkedDataVerifier(ld)}
+	if issuers := splitList(trust); len(issuers) > 0 && !(len(issuers) == 1 && issuers[0] == "any") {
+		opts = append(opts, vc.WithTrustedIssuers(issuers...))
+	}
+	var checks []vc.CheckOption
+	if auds := splitList(audience); len(auds) > 0 {
+		checks = append(checks, vc.ForAudience(auds...))
+	}
+	return vc.NewVerifier(res, opts...).Verify(ctx, raw, checks...)
+}
+
+// invalidCredential prints why the credential was refused: the reason a
+// request would get, what happened, and for an inline JSON-LD context what
+// the operator can do about it.
+func invalidCredential(cmd *cobra.Command, err error) error {
+	w := cmd.ErrOrStderr()
+	fmt.Fprintln(w, "invalid:", vc.Reason(err))
+	fmt.Fprintln(w, " ", err)
+	if errors.Is(err, ldproof.ErrInlineContext) {
+		fmt.Fprintln(w, "  No setting accepts inline contexts: have the issuer publish its context at a URL,"+
+			" name it in @context, and serve the document with jsonld_context <url> <file>.")
+	}
+	// The reason is printed; cobra must not print it again, nor the usage
+	// (the invocation was fine).
+	cmd.SilenceErrors = true
+	cmd.SilenceUsage = true
+	return errInvalidCredential
 }
 
 // maxCLICredential bounds what verify reads; the verifier's own limit is

@@ -151,24 +151,32 @@ func rotateTarget(configFile, adapter string) (certmagic.Storage, []handlerKeySe
 // findMCPIHandlers walks a JSON config for {"handler": "mcpi", ...} objects
 // at level 2 or 3 without a signing_key file.
 func findMCPIHandlers(v any, out []handlerKeySettings) []handlerKeySettings {
+	eachMCPIHandler(v, func(t map[string]any) {
+		b, _ := json.Marshal(t)
+		var hs handlerKeySettings
+		if json.Unmarshal(b, &hs) == nil && hs.Level >= 2 && hs.SigningKey == "" {
+			out = append(out, hs)
+		}
+	})
+	return out
+}
+
+// eachMCPIHandler calls fn with every {"handler": "mcpi", ...} object in v,
+// a decoded JSON config or part of one, wherever it is nested (subroutes).
+func eachMCPIHandler(v any, fn func(map[string]any)) {
 	switch t := v.(type) {
 	case map[string]any:
 		if t["handler"] == "mcpi" {
-			b, _ := json.Marshal(t)
-			var hs handlerKeySettings
-			if json.Unmarshal(b, &hs) == nil && hs.Level >= 2 && hs.SigningKey == "" {
-				out = append(out, hs)
-			}
+			fn(t)
 		}
 		for _, c := range t {
-			out = findMCPIHandlers(c, out)
+			eachMCPIHandler(c, fn)
 		}
 	case []any:
 		for _, c := range t {
-			out = findMCPIHandlers(c, out)
+			eachMCPIHandler(c, fn)
 		}
 	}
-	return out
 }
 
 // pickSetting returns the one value of a setting the handlers agree on

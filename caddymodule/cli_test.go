@@ -70,7 +70,7 @@ func TestCLIKeygenIssueVerify(t *testing.T) {
 
 		cmd := verifyCommand()
 		out, stderr, err := runCmd(t, cmd, cred, "--trust", agent.DID, "--audience", "https://mcp.example.com", "-")
-		if !errors.Is(err, errInvalidCredential) || out != "" || strings.TrimSpace(stderr) != "invalid: untrusted_issuer" {
+		if !errors.Is(err, errInvalidCredential) || out != "" || stderr != "invalid: untrusted_issuer\n  vc: credential issuer not trusted\n" {
 			t.Errorf("verify untrusted: out %q stderr %q err %v", out, stderr, err)
 		}
 		if !cmd.SilenceErrors {

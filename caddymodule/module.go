@@ -218,6 +218,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.edge = e
+	h.warnAccessLog(ctx)
 	return nil
 }
 

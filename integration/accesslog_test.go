@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -243,6 +244,31 @@ func TestAccessLogCredentials(t *testing.T) {
 					t.Errorf("%s/%s: audit entry %v", site, c.name, a)
 				}
 			}
+		}
+	})
+
+	t.Run("provisioning warnings", func(t *testing.T) {
+		// Each mcpi handler checks its site's access log when Caddy loads
+		// the config: the plain site keeps every header carrier, the
+		// filtered one (whose filter leaves out the chain header) one.
+		var got [][]string
+		for _, line := range strings.Split(out.String(), "\n") {
+			var e struct {
+				Logger, Msg, Caddyfile string
+				Headers                []string
+			}
+			if json.Unmarshal([]byte(line), &e) != nil || !strings.HasPrefix(e.Msg, "mcpi: the access log records credential headers in full") {
+				continue
+			}
+			if e.Logger != "http.handlers.mcpi" || !strings.Contains(e.Caddyfile, "request>headers>"+e.Headers[0]+" replace REDACTED") {
+				t.Errorf("warning %s", line)
+			}
+			got = append(got, e.Headers)
+		}
+		want := []string{"Kya-Delegation", "Kya-Os-Delegation-Credential", "Mcp-I-Credential", "Kya-Os-Delegation-Chain"}
+		if len(got) != 2 || !slices.ContainsFunc(got, func(h []string) bool { return slices.Equal(h, want) }) ||
+			!slices.ContainsFunc(got, func(h []string) bool { return slices.Equal(h, []string{"Kya-Os-Delegation-Chain"}) }) {
+			t.Errorf("warnings name %q, want %q and [Kya-Os-Delegation-Chain]", got, want)
 		}
 	})
 

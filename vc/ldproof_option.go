@@ -24,8 +24,9 @@ type LinkedDataVerifier interface {
 	//
 	// Its errors are mapped to this package's sentinels by the method
 	// ProofErrorKind() string of the first error in the chain that has one
-	// (errors.As): "malformed" → ErrMalformed, "unsupported" and "context"
-	// → ErrUnsupportedFormat, "key_type" → ErrAlgorithm; anything else,
+	// (errors.As): "malformed" → ErrMalformed, "unsupported", "context" and
+	// "inline_context" → ErrUnsupportedFormat, "key_type" → ErrAlgorithm;
+	// anything else,
 	// "signature" included, → ErrSignature. The error itself is kept as the
 	// cause only if it is that classified error, whose text should be fixed.
 	Verify(ctx context.Context, raw []byte, key didresolver.Key) error
@@ -82,6 +83,9 @@ func (a *linkedData) verify(ctx context.Context, raw []byte, key didresolver.Key
 		return &verifyError{kind: ErrUnsupportedFormat, detail: "Linked Data proof", cause: cause}
 	case "context":
 		return &verifyError{kind: ErrUnsupportedFormat, detail: "JSON-LD context not available", cause: cause}
+	case "inline_context":
+		// Not "not available": the context is right there, and refused.
+		return &verifyError{kind: ErrUnsupportedFormat, detail: "inline JSON-LD context refused: the signature does not cover it", cause: cause}
 	case "key_type":
 		return &verifyError{kind: ErrAlgorithm, detail: "key type does not fit the Linked Data proof", cause: cause}
 	}

@@ -115,6 +115,17 @@ func TestLinkedDataDelegation(t *testing.T) {
 				t.Errorf("error quotes the credential: %v", err)
 			}
 
+			// An inline context is refused, and the error says so: it is
+			// not a context that could not be found.
+			m = ldCopy(t, signed)
+			m["@context"] = append(m["@context"].([]any), map[string]any{"@vocab": "https://example.com/vocab#"})
+			_, err = verifier().Verify(ctx, ldJSON(t, m), vc.ForAudience(ldAudience))
+			if vc.Reason(err) != "unsupported_format" || !errors.Is(err, ldproof.ErrInlineContext) ||
+				!strings.Contains(err.Error(), "inline JSON-LD context refused: the signature does not cover it") ||
+				strings.Contains(err.Error(), "not available") {
+				t.Errorf("inline context: err = %v (%s), want unsupported_format saying the inline context is refused", err, vc.Reason(err))
+			}
+
 			// The algorithm allow-list applies to the issuer key.
 			if _, err := verifier(vc.WithAllowedAlgs(vc.AlgES256)).Verify(ctx, raw, vc.ForAudience(ldAudience)); !errors.Is(err, vc.ErrAlgorithm) {
 				t.Errorf("EdDSA not allowed: err = %v, want ErrAlgorithm", err)

@@ -73,25 +73,33 @@ const (
 const maxDocumentSize = 1 << 20
 
 // Errors. Every error Verify returns wraps one of these (ErrKeyType also
-// wraps ErrUnsupported). Each has a ProofErrorKind method ("signature",
-// "malformed", "unsupported", "context", "key_type") so that callers that
-// do not import this package can classify errors with errors.As.
+// wraps ErrUnsupported, ErrInlineContext ErrContext). Each has a
+// ProofErrorKind method ("signature", "malformed", "unsupported",
+// "context", "inline_context", "key_type") so that callers that do not
+// import this package can classify errors with errors.As.
 var (
 	// ErrSignature: the proof does not verify with the key.
-	ErrSignature error = &kindError{"ldproof: signature does not verify", "signature"}
+	ErrSignature error = &kindError{msg: "ldproof: signature does not verify", kind: "signature"}
 	// ErrMalformed: the credential or its proof is not valid JSON-LD, or
 	// carries content the signature would not cover.
-	ErrMalformed error = &kindError{"ldproof: malformed credential", "malformed"}
+	ErrMalformed error = &kindError{msg: "ldproof: malformed credential", kind: "malformed"}
 	// ErrUnsupported: the proof type, cryptosuite or JWS algorithm is not
 	// one this package verifies, or the credential holds a proof set.
-	ErrUnsupported error = &kindError{"ldproof: unsupported proof", "unsupported"}
+	ErrUnsupported error = &kindError{msg: "ldproof: unsupported proof", kind: "unsupported"}
 	// ErrContext: the credential names a JSON-LD context that is neither
-	// embedded nor supplied by the operator (it is never fetched), or an
-	// inline context without WithInlineContexts.
-	ErrContext error = &kindError{"ldproof: JSON-LD context not available", "context"}
+	// embedded nor supplied by the operator (it is never fetched), or holds
+	// an inline one (ErrInlineContext).
+	ErrContext error = &kindError{msg: "ldproof: JSON-LD context not available", kind: "context"}
+	// ErrInlineContext: the credential (or its proof) holds an inline
+	// context object, refused without WithInlineContexts: the signature
+	// covers the RDF the contexts produce, not the contexts, so whoever
+	// passes the credential on could change one without breaking it. Also
+	// wraps ErrContext. Its own kind lets callers say what happened instead
+	// of "not available".
+	ErrInlineContext error = &kindError{msg: "ldproof: inline JSON-LD context", kind: "inline_context", parent: ErrContext}
 	// ErrKeyType: the key is not of the type the proof suite (or its JWS
 	// algorithm) signs with. Also wraps ErrUnsupported.
-	ErrKeyType error = &kindError{"ldproof: key type does not match the proof", "key_type"}
+	ErrKeyType error = &kindError{msg: "ldproof: key type does not match the proof", kind: "key_type"}
 )
 
 // ErrRepeatedMember: the credential, or the header of its proof's JWS,
@@ -113,9 +121,16 @@ func checkMembers(b []byte, what string) error {
 	}
 }
 
-type kindError struct{ msg, kind string }
+// kindError is a sentinel; parent, when set, is a broader sentinel it
+// refines (errors.Is matches both).
+type kindError struct {
+	msg, kind string
+	parent    error
+}
 
 func (e *kindError) Error() string { return e.msg }
+
+func (e *kindError) Unwrap() error { return e.parent }
 
 // ProofErrorKind classifies the error for callers that do not import this
 // package.
@@ -268,7 +283,7 @@ func contextsAt(obj map[string]any, top bool) error {
 		switch {
 		case k == "@context":
 			if !urlsOnly(m) {
-				err = failf(ErrContext, "inline contexts are not accepted")
+				err = failf(ErrInlineContext, "in @context")
 			}
 		case top && k == "proof":
 			if pf, ok := m.(map[string]any); ok {
@@ -291,7 +306,7 @@ func noContext(v any) error {
 	case map[string]any:
 		for k, m := range t {
 			if k == "@context" {
-				return failf(ErrContext, "inline contexts are not accepted")
+				return failf(ErrInlineContext, "in a nested @context")
 			}
 			if err := noContext(m); err != nil {
 				return err

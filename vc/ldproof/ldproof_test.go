@@ -256,8 +256,13 @@ func TestInlineContext(t *testing.T) {
 	doc := delegation("did:key:issuer")
 	doc["@context"] = []any{vcV1, map[string]any{"@vocab": "https://example.com/vocab#"}}
 	raw := mustJSON(t, signLD(t, loader, doc, TypeEd25519Signature2020, algEdDSA, ed))
-	if err := newVerifier(t).Verify(context.Background(), raw, ed.key); !errors.Is(err, ErrContext) {
-		t.Fatalf("inline context: err = %v, want ErrContext", err)
+	err := newVerifier(t).Verify(context.Background(), raw, ed.key)
+	var k interface{ ProofErrorKind() string }
+	if !errors.Is(err, ErrInlineContext) || !errors.Is(err, ErrContext) || !errors.As(err, &k) || k.ProofErrorKind() != "inline_context" {
+		t.Fatalf("inline context: err = %v, want ErrInlineContext (kind inline_context), which is an ErrContext", err)
+	}
+	if strings.Contains(err.Error(), "not available") {
+		t.Errorf("inline context: %q says the context is not available", err)
 	}
 	if err := newVerifier(t, WithInlineContexts()).Verify(context.Background(), raw, ed.key); err != nil {
 		t.Fatalf("WithInlineContexts: %v", err)
@@ -266,8 +271,8 @@ func TestInlineContext(t *testing.T) {
 	doc = delegation("did:key:issuer")
 	set(doc, "credentialSubject.@context", map[string]any{"x": "https://example.com/x"})
 	raw = mustJSON(t, signLD(t, loader, doc, TypeEd25519Signature2020, algEdDSA, ed))
-	if err := newVerifier(t).Verify(context.Background(), raw, ed.key); !errors.Is(err, ErrContext) {
-		t.Fatalf("nested context: err = %v, want ErrContext", err)
+	if err := newVerifier(t).Verify(context.Background(), raw, ed.key); !errors.Is(err, ErrInlineContext) {
+		t.Fatalf("nested context: err = %v, want ErrInlineContext", err)
 	}
 }
 

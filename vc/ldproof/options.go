@@ -37,7 +37,8 @@ func WithContext(url string, doc []byte) Option {
 }
 
 // WithInlineContexts accepts credentials whose @context holds embedded
-// context objects (and nested @context members). Off by default: an inline
+// context objects (and nested @context members), which are otherwise
+// refused with ErrInlineContext. Off by default: an inline
 // context is not covered by the signature, so a forwarder could remap
 // terms (for instance point "scopes" at the IRI of another signed member)
 // without breaking it. Turn it on only when the JSON a credential carries
