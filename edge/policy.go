@@ -350,11 +350,12 @@ const reasonHandshakeTool = "handshake_tool"
 // tool policy its body is read and policed like a POST's. See policeHTTP for
 // what a tool policy refuses before that.
 //
-// Only two kinds of request have their response wrapped: one holding
-// JSON-RPC requests (when a tool policy exists, for tools/list filtering, or
-// a tools/call when handshake actions are checked), and a GET resuming an
-// SSE stream (Last-Event-ID), whose replayed events answer requests the edge
-// has not seen in this request. Other GET streams are never touched.
+// Two kinds of request have their response wrapped: one holding JSON-RPC
+// requests (when a tool policy exists, for tools/list filtering, or a
+// tools/call when handshake actions are checked), and every GET, whose SSE
+// stream may carry results (replayed after Last-Event-ID, or sent by a
+// server on its standalone stream) to requests the edge has not seen in
+// this request. The stream is rewritten event by event, never buffered.
 func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.Delegation, body []byte, adm observe.Decision) (_ http.ResponseWriter, handled, recorded bool, err error) {
 	p := &h.policy
 	if p.pol == nil && p.actions == mcp.ActionsOff {
@@ -368,7 +369,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 		}
 	}
 	if bodyless(method) {
-		if method != http.MethodGet || r.Header.Get("Last-Event-ID") == "" {
+		if method != http.MethodGet {
 			return w, false, false, nil
 		}
 		c := h.newResponseCheck(r, d, nil, false, p.pol != nil, p.actions != mcp.ActionsOff)

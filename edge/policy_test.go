@@ -712,9 +712,11 @@ func TestPolicyToolsListSSE(t *testing.T) {
 	}
 }
 
-// TestPolicyGETStreamUntouched: a GET stream (the standalone SSE stream) is
-// neither read nor wrapped, and streams.
-func TestPolicyGETStreamUntouched(t *testing.T) {
+// TestPolicyGETStreamFiltered (review round 3, finding 3): a GET stream (the
+// standalone SSE stream) is wrapped even without Last-Event-ID, since a
+// server may send results on it; it still streams, and a tool list on it
+// is filtered.
+func TestPolicyGETStreamFiltered(t *testing.T) {
 	f := newFixture(t)
 	h := polHandler(t, f, nil)
 	tok := f.jwt(t, nil)
@@ -725,8 +727,8 @@ func TestPolicyGETStreamUntouched(t *testing.T) {
 	if !res.called {
 		t.Fatalf("HTTP %d", res.rec.Code)
 	}
-	if _, wrapped := res.w.(*responseFilter); wrapped {
-		t.Error("GET stream wrapped")
+	if _, wrapped := res.w.(*responseFilter); !wrapped {
+		t.Error("GET stream not wrapped")
 	}
 
 	get := func(base string) *http.Request {
@@ -736,8 +738,9 @@ func TestPolicyGETStreamUntouched(t *testing.T) {
 		return r
 	}
 	list := polToolsListResult(3)
-	if events := polStream(t, h, get, `{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`, list); events[1] != list {
-		t.Errorf("GET stream rewritten: %s", events[1])
+	events := polStream(t, h, get, `{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`, list)
+	if got := decodeRPC(t, []byte(events[1])).toolNames(); !slices.Equal(got, []string{"echo", "public"}) {
+		t.Errorf("tools/list on the GET stream = %v, want [echo public]", got)
 	}
 }
 
@@ -1193,9 +1196,6 @@ func TestPolicyMethods(t *testing.T) {
 		if !res.called || res.fwd.Body != http.NoBody || res.fwd.ContentLength != 0 {
 			t.Fatalf("called=%t HTTP %d", res.called, res.rec.Code)
 		}
-		if _, wrapped := res.w.(*responseFilter); wrapped {
-			t.Error("GET stream wrapped")
-		}
 	})
 	t.Run("DELETE ends a session", func(t *testing.T) {
 		r := newRequest(http.MethodDelete, "/mcp", "")
@@ -1352,4 +1352,32 @@ func TestPolicyBodyEncoding(t *testing.T) {
 			t.Fatalf("HTTP %d", res.rec.Code)
 		}
 	})
+}
+
+// TestPolicyOddMediaTypes (review round 3, finding 3): an answer that must be
+// checked is checked only as exactly application/json or
+// text/event-stream; any other type is withheld, since clients find JSON or
+// a stream in "text/plain; x=application/json" as well.
+func TestPolicyOddMediaTypes(t *testing.T) {
+	f := newFixture(t)
+	h := polHandler(t, f, nil)
+	tok := f.jwt(t, nil)
+	list := polToolsListResult(1)
+	for _, ct := range []string{
+		"text/plain; x=application/json",
+		`application/x-foo; p="application/json"`,
+		"text/html;text/event-stream",
+		"",
+	} {
+		t.Run(ct, func(t *testing.T) {
+			res := polServe(t, h, polPost(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, tok), func(w http.ResponseWriter, _ *http.Request) {
+				w.Header()["Content-Type"] = []string{ct}
+				_, _ = io.WriteString(w, list)
+			})
+			body := res.rec.Body.String()
+			if strings.Contains(body, "files_write") || !strings.Contains(body, `"code":-32603`) {
+				t.Fatalf("HTTP %d %q: the unfiltered list reached the client, or no JSON-RPC error", res.rec.Code, body)
+			}
+		})
+	}
 }

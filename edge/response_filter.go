@@ -25,9 +25,10 @@ import (
 // streams keep streaming. Anything else passes untouched.
 
 var (
-	errResponseNotJSON  = errors.New("response is not a JSON object or array")
-	errResponseEncoded  = errors.New("response has a Content-Encoding")
-	errResponseOversize = errors.New("response larger than max_response_size")
+	errResponseNotJSON   = errors.New("response is not a JSON object or array")
+	errResponseEncoded   = errors.New("response has a Content-Encoding")
+	errResponseMediaType = errors.New("response is neither application/json nor text/event-stream")
+	errResponseOversize  = errors.New("response larger than max_response_size")
 )
 
 // responseCheck is what the responses to one request are checked against.
@@ -245,9 +246,24 @@ func (f *responseFilter) WriteHeader(code int) {
 	withBody := code >= 200 && code < 300 && code != http.StatusNoContent && code != http.StatusResetContent &&
 		code != http.StatusPartialContent
 	sse := mt == "text/event-stream"
-	if !withBody || (!sse && !isJSONMediaType(mt)) {
+	if !withBody {
 		f.state = fsPass
 		f.ResponseWriter.WriteHeader(code)
+		return
+	}
+	if !sse && !isJSONMediaType(mt) {
+		// Exactly JSON or an event stream, or not checked: clients find
+		// JSON in "text/plain; x=application/json" too (the TypeScript
+		// SDK only looks for the substring), so an answer that must be
+		// checked and is of any other type is withheld.
+		if f.check.mayPassUnchecked() {
+			f.check.logUnchecked(errResponseMediaType)
+			f.state = fsPass
+			f.ResponseWriter.WriteHeader(code)
+			return
+		}
+		f.status = code
+		f.fail(errResponseMediaType)
 		return
 	}
 	if ce := hdr.Get("Content-Encoding"); ce != "" && ce != "identity" {
@@ -397,16 +413,13 @@ func (f *responseFilter) flushUnder() error {
 }
 
 // Flush sends what is ready: a passed-through body, or the complete SSE
-// events (the rewriter already flushed each). A held JSON body stays held.
-// Before any header was written it first writes them with status 200, as
-// net/http does.
+// events (the rewriter already flushed each). A held JSON body stays held,
+// and so do headers not written yet: the media type that decides how the
+// body is checked may still be set.
 func (f *responseFilter) Flush() { _ = f.FlushError() }
 
 // FlushError is Flush for http.ResponseController.
 func (f *responseFilter) FlushError() error {
-	if f.state == fsNew {
-		f.WriteHeader(http.StatusOK)
-	}
 	switch f.state {
 	case fsPass, fsSSE:
 		return f.flushUnder()
