@@ -290,7 +290,7 @@ func (h *Handler) admitAnonymous(r *http.Request, body []byte) bool {
 		switch {
 		case m.Method == mcp.MethodToolsCall:
 			name, _ := mcp.ToolCallName(m)
-			if !h.toolAllowed(name, nil, false) {
+			if !h.toolAllowed(serviceHost(r), name, nil, false) {
 				return false
 			}
 		case slices.Contains(anonymousMethods, m.Method), strings.HasPrefix(m.Method, "notifications/"):
@@ -301,18 +301,19 @@ func (h *Handler) admitAnonymous(r *http.Request, body []byte) bool {
 	return true
 }
 
-// toolAllowed is the policy's decision on tool for the caller holding d (nil
-// when anonymous). An anonymous caller gets only tools whose rule allows
-// anonymous callers: tool_default allow is for verified callers.
-func (h *Handler) toolAllowed(tool string, d *vc.Delegation, presented bool) bool {
-	dec := h.decide(tool, d, presented)
+// toolAllowed is the policy's decision on tool, at the site named host
+// (serviceHost), for the caller holding d (nil when anonymous). An
+// anonymous caller gets only tools whose rule allows anonymous callers:
+// tool_default allow is for verified callers.
+func (h *Handler) toolAllowed(host, tool string, d *vc.Delegation, presented bool) bool {
+	dec := h.decide(host, tool, d, presented)
 	if d == nil {
 		return dec.Allowed && dec.Rule != nil && dec.Rule.AllowAnonymous
 	}
 	return dec.Allowed
 }
 
-func (h *Handler) decide(tool string, d *vc.Delegation, presented bool) mcp.Decision {
+func (h *Handler) decide(host, tool string, d *vc.Delegation, presented bool) mcp.Decision {
 	pol := h.policy.pol
 	if d == nil {
 		return pol.Decide(tool, nil, true, false)
@@ -322,7 +323,7 @@ func (h *Handler) decide(tool string, d *vc.Delegation, presented bool) mcp.Deci
 	}
 	dec := pol.Decide(tool, d.Scopes, false, presented)
 	if dec.Rule == nil { // no tool rule: the annotation class, if known, replaces tool_default
-		if ad, ok := h.policy.annotations.decide(tool, d.Scopes); ok {
+		if ad, ok := h.policy.annotations.decide(host, tool, d.Scopes); ok {
 			return ad
 		}
 	}
@@ -434,7 +435,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 				decisions = make([]mcp.Decision, len(msgs))
 			}
 			name, _ := mcp.ToolCallName(m)
-			dec := h.decide(name, d, presented)
+			dec := h.decide(serviceHost(r), name, d, presented)
 			if d == nil && dec.Allowed && (dec.Rule == nil || !dec.Rule.AllowAnonymous) {
 				// Unreachable through admitAnonymous; kept so the rule
 				// holds whatever admits an anonymous request.
@@ -471,7 +472,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 	if filter && hasList {
 		// Learn the listed tools' annotation classes before the filter
 		// decides on them (no-op unless tool_annotations_policy is set).
-		return p.annotations.learnFrom(c.wrap(w, r), c.ids, h.MaxResponseSize), false, recorded, nil
+		return p.annotations.learnFrom(c.wrap(w, r), c.host, c.ids, h.MaxResponseSize), false, recorded, nil
 	}
 	return c.wrap(w, r), false, recorded, nil
 }

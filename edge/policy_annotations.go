@@ -106,14 +106,17 @@ func newAnnotationPolicy(c *ToolAnnotationsPolicy) *annotationPolicy {
 	return a
 }
 
-// learn records the class of tool from an upstream tools/list answer. A
-// known tool's class is updated (the upstream may change it);
-// ToolClassUnknown forgets it. A new tool is not learned once the set is
-// full.
-func (a *annotationPolicy) learn(tool string, class mcp.ToolClass) {
+// learn records the class of tool, at the site named host, from an
+// upstream tools/list answer. Classes are kept per host: an upstream that
+// answers per Host must not let one client's Host declare another site's
+// tools read-only. A known tool's class is updated (the upstream may change
+// it); ToolClassUnknown forgets it. A new tool is not learned once the set
+// is full.
+func (a *annotationPolicy) learn(host, tool string, class mcp.ToolClass) {
 	if tool == "" || len(tool) > maxLearnedNameLen {
 		return
 	}
+	tool = learnedKey(host, tool)
 	a.mu.RLock()
 	old, known := a.learned[tool]
 	full := len(a.learned) >= a.max
@@ -132,9 +135,12 @@ func (a *annotationPolicy) learn(tool string, class mcp.ToolClass) {
 	}
 }
 
-func (a *annotationPolicy) class(tool string) mcp.ToolClass {
+// learnedKey is the key of tool at host in learned.
+func learnedKey(host, tool string) string { return host + "\x00" + tool }
+
+func (a *annotationPolicy) class(host, tool string) mcp.ToolClass {
 	a.mu.RLock()
-	c := a.learned[tool]
+	c := a.learned[learnedKey(host, tool)]
 	a.mu.RUnlock()
 	return c
 }
@@ -144,11 +150,11 @@ func (a *annotationPolicy) class(tool string) mcp.ToolClass {
 // (feature off, tool not learned, class without scopes): tool_default
 // decides then. Decision.Rule is the class's rule, outside Policy.Rules; it
 // never allows anonymous callers.
-func (a *annotationPolicy) decide(tool string, granted []string) (_ mcp.Decision, ok bool) {
+func (a *annotationPolicy) decide(host, tool string, granted []string) (_ mcp.Decision, ok bool) {
 	if a == nil {
 		return mcp.Decision{}, false
 	}
-	r := a.rules[a.class(tool)] // rules[ToolClassUnknown] is nil
+	r := a.rules[a.class(host, tool)] // rules[ToolClassUnknown] is nil
 	if r == nil {
 		return mcp.Decision{}, false
 	}
@@ -169,11 +175,11 @@ func (a *annotationPolicy) decide(tool string, granted []string) (_ mcp.Decision
 // text/event-stream) are learned before the filter sees them: the filter
 // then decides on the listed tools with their classes known. ids are the
 // request's ids and methods. w is returned as is when the feature is off.
-func (a *annotationPolicy) learnFrom(w http.ResponseWriter, ids map[string]string, max int64) http.ResponseWriter {
+func (a *annotationPolicy) learnFrom(w http.ResponseWriter, host string, ids map[string]string, max int64) http.ResponseWriter {
 	if a == nil || len(ids) == 0 {
 		return w
 	}
-	return &annotationLearner{ResponseWriter: w, a: a, ids: ids, max: int(max)}
+	return &annotationLearner{ResponseWriter: w, a: a, host: host, ids: ids, max: int(max)}
 }
 
 type learnerState uint8
@@ -192,9 +198,10 @@ const (
 // would without annotations.
 type annotationLearner struct {
 	http.ResponseWriter
-	a   *annotationPolicy
-	ids map[string]string
-	max int
+	a    *annotationPolicy
+	host string
+	ids  map[string]string
+	max  int
 
 	state learnerState
 	buf   []byte
@@ -264,7 +271,7 @@ func (l *annotationLearner) learnEvent(data []byte) ([]byte, error) {
 // learnBody learns from one JSON-RPC body; one the edge cannot read is the
 // filter's to refuse.
 func (l *annotationLearner) learnBody(body []byte) {
-	_ = mcp.EachListedTool(body, l.ids, l.a.learn)
+	_ = mcp.EachListedTool(body, l.ids, func(tool string, class mcp.ToolClass) { l.a.learn(l.host, tool, class) })
 }
 
 // Flush and FlushError pass on to the filter.

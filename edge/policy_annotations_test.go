@@ -250,7 +250,7 @@ func TestToolAnnotationsNotLearned(t *testing.T) {
 				h.MaxResponseSize = int64(len(listAnswer) + 100)
 			})
 			polServe(t, h, polPost(tc.body, tok), tc.reply)
-			if c := h.policy.annotations.class("lookup"); c != mcp.ToolClassUnknown {
+			if c := h.policy.annotations.class(testHost, "lookup"); c != mcp.ToolClassUnknown {
 				t.Errorf("learned %v", c)
 			}
 		})
@@ -260,41 +260,41 @@ func TestToolAnnotationsNotLearned(t *testing.T) {
 func TestToolAnnotationsBounded(t *testing.T) {
 	a := newAnnotationPolicy(&ToolAnnotationsPolicy{ReadOnly: []string{"r"}})
 	for i := range maxLearnedTools + 500 {
-		a.learn(fmt.Sprintf("tool%d", i), mcp.ToolClassReadOnly)
+		a.learn(testHost, fmt.Sprintf("tool%d", i), mcp.ToolClassReadOnly)
 	}
 	if n := len(a.learned); n != maxLearnedTools {
 		t.Fatalf("learned %d tools, want the cap %d", n, maxLearnedTools)
 	}
 	beyond := fmt.Sprintf("tool%d", maxLearnedTools)
-	if _, ok := a.decide(beyond, []string{"r"}); ok {
+	if _, ok := a.decide(testHost, beyond, []string{"r"}); ok {
 		t.Error("a tool beyond the cap got a class decision instead of tool_default")
 	}
-	if d, ok := a.decide("tool0", []string{"r"}); !ok || !d.Allowed {
+	if d, ok := a.decide(testHost, "tool0", []string{"r"}); !ok || !d.Allowed {
 		t.Errorf("tool0: %+v %t", d, ok)
 	}
 	// Known tools still update when full; forgetting makes room.
-	a.learn("tool0", mcp.ToolClassDestructive)
-	if c := a.class("tool0"); c != mcp.ToolClassDestructive {
+	a.learn(testHost, "tool0", mcp.ToolClassDestructive)
+	if c := a.class(testHost, "tool0"); c != mcp.ToolClassDestructive {
 		t.Errorf("tool0 class %v after update", c)
 	}
-	a.learn("tool1", mcp.ToolClassUnknown)
-	a.learn(beyond, mcp.ToolClassReadOnly)
-	if a.class("tool1") != mcp.ToolClassUnknown || a.class(beyond) != mcp.ToolClassReadOnly || len(a.learned) != maxLearnedTools {
-		t.Errorf("forget and relearn: %v %v %d", a.class("tool1"), a.class(beyond), len(a.learned))
+	a.learn(testHost, "tool1", mcp.ToolClassUnknown)
+	a.learn(testHost, beyond, mcp.ToolClassReadOnly)
+	if a.class(testHost, "tool1") != mcp.ToolClassUnknown || a.class(testHost, beyond) != mcp.ToolClassReadOnly || len(a.learned) != maxLearnedTools {
+		t.Errorf("forget and relearn: %v %v %d", a.class(testHost, "tool1"), a.class(testHost, beyond), len(a.learned))
 	}
 	// Over-long names are not learned.
 	long := strings.Repeat("x", maxLearnedNameLen+1)
-	a.learn(long, mcp.ToolClassReadOnly)
-	if a.class(long) != mcp.ToolClassUnknown {
+	a.learn(testHost, long, mcp.ToolClassReadOnly)
+	if a.class(testHost, long) != mcp.ToolClassUnknown {
 		t.Error("over-long name learned")
 	}
 	// A class without scopes falls back to tool_default.
-	a.learn("tool2", mcp.ToolClassOther)
-	if _, ok := a.decide("tool2", nil); ok {
+	a.learn(testHost, "tool2", mcp.ToolClassOther)
+	if _, ok := a.decide(testHost, "tool2", nil); ok {
 		t.Error("class without scopes decided")
 	}
 	var nilPolicy *annotationPolicy
-	if _, ok := nilPolicy.decide("tool0", nil); ok {
+	if _, ok := nilPolicy.decide(testHost, "tool0", nil); ok {
 		t.Error("feature off but decided")
 	}
 }
@@ -309,8 +309,8 @@ func TestToolAnnotationsConcurrent(t *testing.T) {
 			defer wg.Done()
 			for i := range 200 {
 				name := fmt.Sprintf("t%d", (g*7+i)%50)
-				a.learn(name, mcp.ToolClass(1+i%3))
-				a.decide(name, []string{"w"})
+				a.learn(testHost, name, mcp.ToolClass(1+i%3))
+				a.decide(testHost, name, []string{"w"})
 			}
 		}()
 	}
@@ -328,5 +328,28 @@ func TestAnnotationsPolicyTurnsDefaultToDeny(t *testing.T) {
 	c.ToolDefault = "allow"
 	if p, _ := c.policy(); p == nil || p.Default != mcp.DefaultAllow {
 		t.Fatalf("explicit tool_default allow lost: %+v", p)
+	}
+}
+
+// TestToolAnnotationsPerHost (review round 3, finding 1's sibling): the
+// classes learned from one Host's tools/list do not decide for another: an
+// upstream answering per Host must not let a client's Host declare the
+// site's tools read-only.
+func TestToolAnnotationsPerHost(t *testing.T) {
+	f := newFixture(t)
+	h := annHandler(t, f, nil)
+	evilTok := f.jwt(t, func(tm *vc.Template) { tm.Scopes, tm.Audience = []string{"ro:read"}, []string{"https://evil.test"} })
+	r := polPost(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, evilTok)
+	r.Host = "evil.test"
+	if res := polServe(t, h, r, annListReply); res.rec.Code != http.StatusOK {
+		t.Fatalf("tools/list at evil.test: HTTP %d %s", res.rec.Code, res.rec.Body)
+	}
+	ro := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"ro:read"} })
+	if fwd, _ := annCall(t, h, ro, "lookup"); fwd {
+		t.Fatal("a class learned at evil.test decided a call at " + testHost)
+	}
+	annList(t, h, ro)
+	if fwd, m := annCall(t, h, ro, "lookup"); !fwd {
+		t.Fatalf("lookup after this site's own tools/list: %+v", m.Result)
 	}
 }

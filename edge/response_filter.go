@@ -34,6 +34,7 @@ var (
 // responseCheck is what the responses to one request are checked against.
 type responseCheck struct {
 	h         *Handler
+	host      string         // serviceHost of the request
 	d         *vc.Delegation // nil: anonymous
 	presented bool
 	// ids maps IDKey(id) to the method of each request of the request
@@ -61,7 +62,7 @@ type responseCheck struct {
 }
 
 func (h *Handler) newResponseCheck(r *http.Request, d *vc.Delegation, msgs []mcp.Message, batch, filter, actions bool) *responseCheck {
-	c := &responseCheck{h: h, d: d, msgs: msgs, batch: batch, filter: filter}
+	c := &responseCheck{h: h, host: serviceHost(r), d: d, msgs: msgs, batch: batch, filter: filter}
 	if actions {
 		c.actions = h.policy.actions
 		c.opts = mcp.ActionOptions{ToolEndpointHost: r.Host, AllowedHosts: h.HandshakeActionHosts}
@@ -126,7 +127,7 @@ func (c *responseCheck) mayPassUnchecked() bool {
 
 func (c *responseCheck) allow(tool string) bool {
 	c.h.policy.listed.add(tool)
-	return c.h.toolAllowed(tool, c.d, c.presented)
+	return c.h.toolAllowed(c.host, tool, c.d, c.presented)
 }
 
 // rewrite applies c to one JSON-RPC body (an application/json answer, or the
