@@ -22,6 +22,24 @@ func Valid(b []byte) bool { return Walk(b, nil) }
 // counts only when Walk returns true. It must not keep the slices.
 func Walk(b []byte, member func(key, val []byte)) bool {
 	w := walker{b: b}
+	w.ws()
+	if w.i < len(b) && b[w.i] == '{' && member != nil {
+		w.top = true
+	}
+	if !w.value(member) {
+		return false
+	}
+	w.ws()
+	return w.i == len(b)
+}
+
+// value reads the value at w.i (not whitespace), with everything nested in
+// it, and stops just past it. Containers it opens count on top of those
+// already open (w.depth), against MaxDepth. member is Walk's, for the
+// members of the top-level object (w.top, at depth 1).
+func (w *walker) value(member func(key, val []byte)) bool {
+	b := w.b
+	base := w.depth
 	const (
 		stValue = iota // a value is next
 		stKey          // a member's key is next
@@ -29,10 +47,6 @@ func Walk(b []byte, member func(key, val []byte)) bool {
 	)
 	var key []byte // of the top-level member being read
 	var valStart int
-	w.ws()
-	if w.i < len(b) && b[w.i] == '{' && member != nil {
-		w.top = true
-	}
 	state := stValue
 	for {
 		switch state {
@@ -100,9 +114,8 @@ func Walk(b []byte, member func(key, val []byte)) bool {
 			state = stValue
 
 		case stAfter:
-			if w.depth == 0 {
-				w.ws()
-				return w.i == len(b)
+			if w.depth == base {
+				return true
 			}
 			if w.top && w.depth == 1 {
 				member(key, b[valStart:w.i])
