@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpi-edge/caddy-mcpi/assertion"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -581,16 +582,8 @@ func stripInjected(h http.Header) {
 		default:
 			continue
 		}
-		ascii := isASCIIString(k)
-		n := k
-		if !ascii {
-			n = strings.ToLower(headerSeparators.Replace(k))
-		}
-		for _, name := range injectedHeaders {
-			if ascii && sepFoldEqual(k, name) || !ascii && n == name {
-				delete(h, k)
-				break
-			}
+		if carrier.HeaderIs(k, injectedHeaders...) {
+			delete(h, k)
 		}
 	}
 }

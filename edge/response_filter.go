@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
@@ -241,11 +242,11 @@ func (f *responseFilter) WriteHeader(code int) {
 		return
 	}
 	hdr := f.Header()
-	mt := mediaType(hdr.Get("Content-Type"))
+	mt := carrier.MediaType(hdr.Get("Content-Type"))
 	withBody := code >= 200 && code < 300 && code != http.StatusNoContent && code != http.StatusResetContent &&
 		code != http.StatusPartialContent
 	sse := mt == "text/event-stream"
-	if !withBody || (!sse && !isJSONMediaType(mt)) {
+	if !withBody || (!sse && !carrier.IsJSONMediaType(mt)) {
 		f.state = fsPass
 		f.ResponseWriter.WriteHeader(code)
 		return

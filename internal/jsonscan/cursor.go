@@ -45,6 +45,10 @@ func (c *Cursor) Pos() int {
 	return c.w.i
 }
 
+// Offset returns how far the cursor has read: just past the last value,
+// key or bracket it read.
+func (c *Cursor) Offset() int { return c.w.i }
+
 // Kind returns the first byte of the next value ('{', '[', '"', 't', 'f',
 // 'n', '-' or a digit), or 0 at the end of the input or after an error.
 func (c *Cursor) Kind() byte {
