@@ -45,7 +45,7 @@ const (
 )
 
 // Level 2 request headers. The X-* ones are also stripped by
-// stripIdentityHeaders; injectIdentity strips them again right before
+// carrier.Reader.StripIdentity; injectIdentity strips them again right before
 // setting them, in every spelling.
 const (
 	hdrAgentDID           = "X-Agent-Did"
