@@ -39,6 +39,21 @@ type Cursor struct {
 // NewCursor returns a cursor at the start of b.
 func NewCursor(b []byte) Cursor { return Cursor{w: walker{b: b}} }
 
+// Limit makes the cursor stop at an object or array nested more than depth
+// levels deep, counting those it is in, as it stops at one past MaxDepth:
+// for readers that accept less nesting than encoding/json. It must be set
+// before anything is read; depth may be 0 or less, for no container at
+// all.
+func (c *Cursor) Limit(depth int) { c.w.limit, c.w.limited = depth, true }
+
+// Failed reports whether the cursor stopped at something Valid would
+// refuse, or at a container past its limit (TooDeep).
+func (c *Cursor) Failed() bool { return c.bad }
+
+// TooDeep reports whether the cursor stopped at a container nested deeper
+// than MaxDepth or its Limit.
+func (c *Cursor) TooDeep() bool { return c.bad && c.w.deep }
+
 // Pos returns the offset of the next value, past any whitespace.
 func (c *Cursor) Pos() int {
 	c.w.ws()

@@ -268,3 +268,42 @@ func BenchmarkCursor(b *testing.B) {
 		}
 	})
 }
+
+// Limit bounds the nesting below MaxDepth, counting the containers the
+// cursor is in, whether it steps into them or skips them.
+func TestCursorLimit(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		limit   int
+		enter   bool // step into the top-level array instead of skipping it
+		tooDeep bool
+	}{
+		{`1`, 0, false, false},
+		{`[]`, 0, false, true},
+		{`[]`, -3, false, true},
+		{`[[1]]`, 2, false, false},
+		{`[[1]]`, 2, true, false},
+		{`[[[1]]]`, 2, false, true},
+		{`[[[1]]]`, 2, true, true},
+		{`[1,{"a":[{}]}]`, 3, true, true},
+		{`[1,{"a":[{}]}]`, 4, true, false},
+	} {
+		c := NewCursor([]byte(tc.in))
+		c.Limit(tc.limit)
+		if tc.enter && c.Array() {
+			for c.NextElement() {
+				c.Skip()
+			}
+		} else {
+			c.Skip()
+		}
+		if c.TooDeep() != tc.tooDeep || c.Failed() != tc.tooDeep || c.Done() == tc.tooDeep {
+			t.Errorf("%s, limit %d, enter %v: too deep %v, failed %v, done %v", tc.in, tc.limit, tc.enter, c.TooDeep(), c.Failed(), c.Done())
+		}
+	}
+	c := NewCursor([]byte(`[1,}`))
+	c.Skip()
+	if !c.Failed() || c.TooDeep() {
+		t.Errorf("syntax error: failed %v, too deep %v", c.Failed(), c.TooDeep())
+	}
+}

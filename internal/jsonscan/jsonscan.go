@@ -151,7 +151,11 @@ type walker struct {
 	b     []byte
 	i     int
 	depth int
-	top   bool // the top-level value is an object whose members are reported
+	// limit, when limited, bounds depth below MaxDepth (Cursor.Limit);
+	// deep: a container past the bound stopped the walk.
+	limit         int
+	limited, deep bool
+	top           bool // the top-level value is an object whose members are reported
 	// kinds holds a bit per open container, set for an object: the first
 	// 64 levels in small, deeper ones in more.
 	small uint64
@@ -170,7 +174,8 @@ func (w *walker) ws() {
 }
 
 func (w *walker) push(obj bool) bool {
-	if w.depth >= MaxDepth {
+	if w.depth >= MaxDepth || w.limited && w.depth >= w.limit {
+		w.deep = true
 		return false
 	}
 	d := w.depth
@@ -206,6 +211,13 @@ func (w *walker) inObject() bool {
 func (w *walker) str() bool {
 	b := w.b
 	for i := w.i + 1; i < len(b); i++ {
+		// Most bytes of a string are plain: one table look-up each.
+		for i < len(b) && plain[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			break
+		}
 		switch c := b[i]; {
 		case c == '"':
 			w.i = i + 1
@@ -236,6 +248,15 @@ func (w *walker) str() bool {
 	}
 	return false
 }
+
+// plain holds the bytes a string holds as they are: not '"', '\\' or a
+// control character.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func isHexDigit(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
