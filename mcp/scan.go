@@ -15,15 +15,16 @@ import (
 // and no real MCP message comes near this.
 const MaxDepth = 256
 
-// errScan means the scanner met bytes that are not valid JSON. The scanner
-// only runs on input already checked with json.Valid, so this is a bug guard,
-// never expected.
+// errScan means the reader met bytes that are not valid JSON. ParseMessages
+// reports those as ErrParse; everything else reads parts of messages it
+// parsed, so there it is a bug guard, never expected.
 var errScan = errors.New("mcp: internal JSON scan error")
 
-// The functions below read JSON that jsonscan.Valid has accepted with a
-// jsonscan.Cursor, returning byte offsets instead of decoding, so that the
-// edge can read the few members it needs and splice replacements in while
-// every other byte stays as the upstream or client wrote it. Keys are
+// The functions below read JSON with a jsonscan.Cursor, which checks it as
+// jsonscan.Valid does on the way (and its nesting against MaxDepth). They
+// return byte offsets instead of decoding, so that the edge can read the
+// few members it needs and splice replacements in while every other byte
+// stays as the upstream or client wrote it. Keys are
 // compared after JSON unescaping, exactly (case-sensitive), and duplicates
 // of the members we read are reported: encoding/json would match "Method"
 // to a "method" field and keep the last duplicate, while a JavaScript
