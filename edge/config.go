@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -165,7 +166,7 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("mcpi: non_delegation_bearer must be pass or reject, got %q", h.NonDelegationBearer)
 	}
-	if _, err := parseCarriers(h.Carriers); err != nil {
+	if _, err := carrier.ParseSet(h.Carriers); err != nil {
 		return err
 	}
 	if !durationsNonNegative(h.ClockSkew, h.DIDCacheTTL, h.DIDWebTimeout, h.MaxCredentialLifetime) {
@@ -199,3 +200,6 @@ func (c *Config) Validate() error {
 	}
 	return h.validatePolicy()
 }
+
+// IsCarrier reports whether name is a carrier Config.Carriers may list.
+func IsCarrier(name string) bool { return carrier.Known(name) }

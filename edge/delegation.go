@@ -3,6 +3,7 @@ package edge
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 	"github.com/mcpi-edge/caddy-mcpi/vc/ldproof"
 )
@@ -24,10 +26,6 @@ import (
 
 const (
 	defaultStatusListTTL = 60 * time.Second
-
-	// maxAncestors is the most credentials the chain header may carry (vc
-	// refuses more: WithAncestors).
-	maxAncestors = 2 * vc.MaxChainDepth
 
 	// replayKeyPrefix starts every vc replay-guard id ("vp:<hash>"), which
 	// share the Level 3 nonce store with issued challenges.
@@ -72,12 +70,6 @@ type DelegationConfig struct {
 	// set it to trust their TLS server.
 	statusClient *http.Client
 }
-
-// Errors of the chain carrier; respond.go maps them.
-var (
-	errChainTooLarge  = errors.New("delegation chain too large")
-	errChainMalformed = errors.New("delegation chain malformed")
-)
 
 // delegationOptions are the verifier options of this file: status lists,
 // the replay guard that makes every presentation single-use at every level
@@ -137,78 +129,6 @@ func (h *Handler) validateDelegation() error {
 	return nil
 }
 
-// takeChain returns the values of the chain header and, unless the
-// credential passes through, removes it from the request: it never reaches
-// the upstream, whether the request is then admitted, rejected, admitted
-// anonymously or handed to the handshake. Nil when the carrier is off.
-func (h *Handler) takeChain(r *http.Request) []string {
-	if !h.enabled.has(carrierKYAOSDelegationChain) {
-		return nil
-	}
-	vals := r.Header.Values(hdrDelegationChain)
-	if !h.PassthroughCredential {
-		r.Header.Del(hdrDelegationChain)
-	}
-	return vals
-}
-
-// parseChain reads the ancestors in the values of the chain header. Each
-// value is a JSON array of credentials (VC-JWT strings or JSON VC
-// objects), one JSON VC object, or VC-JWTs separated by commas. At most
-// maxBytes in all and maxAncestors credentials.
-func parseChain(vals []string, maxBytes int64) ([][]byte, error) {
-	var total int64
-	for _, v := range vals {
-		total += int64(len(v))
-	}
-	if total > maxBytes {
-		return nil, errChainTooLarge
-	}
-	var out [][]byte
-	for _, v := range vals {
-		v = strings.TrimSpace(v)
-		switch {
-		case v == "":
-		case v[0] == '[':
-			var elems []json.RawMessage
-			if err := json.Unmarshal([]byte(v), &elems); err != nil {
-				return nil, errChainMalformed
-			}
-			for _, e := range elems {
-				e = bytes.TrimSpace(e)
-				switch e[0] { // json.Unmarshal leaves no empty element
-				case '"':
-					var s string
-					if json.Unmarshal(e, &s) != nil || strings.TrimSpace(s) == "" {
-						return nil, errChainMalformed
-					}
-					out = append(out, []byte(strings.TrimSpace(s)))
-				case '{':
-					out = append(out, e)
-				default:
-					return nil, errChainMalformed
-				}
-			}
-		case v[0] == '{':
-			if !json.Valid([]byte(v)) {
-				return nil, errChainMalformed
-			}
-			out = append(out, []byte(v))
-		default:
-			// A JWS has no commas.
-			for tok := range strings.SplitSeq(v, ",") {
-				if tok = strings.TrimSpace(tok); tok != "" {
-					out = append(out, []byte(tok))
-				}
-			}
-		}
-		if len(out) > maxAncestors {
-			return nil, errChainTooLarge
-		}
-	}
-	return out, nil
-}
-
 // requestChecks are the verification rules for the credential raw of r:
 // checksFor's, require_presentation, the ancestors given in chain, and at
 // Level 3 the binding of a presentation nonce to a challenge of the nonce
@@ -241,7 +161,7 @@ func (h *Handler) withChain(opts []vc.CheckOption, chain []string) ([]vc.CheckOp
 	if len(chain) == 0 {
 		return opts, nil
 	}
-	ancestors, err := parseChain(chain, maxAncestors*h.MaxCredentialSize)
+	ancestors, err := carrier.ParseChain(chain, carrier.MaxAncestors*h.MaxCredentialSize)
 	if err != nil {
 		return nil, err
 	}
@@ -375,3 +295,7 @@ func (g storeReplayGuard) Consume(ctx context.Context, id string, ttl time.Durat
 }
 
 var _ vc.ReplayGuard = storeReplayGuard{}
+
+func b64url(s string) ([]byte, error) {
+	return base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/assertion"
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
@@ -101,14 +102,12 @@ type Handler struct {
 
 	logger   *zap.Logger
 	verifier *vc.Verifier
-	enabled  carrierSet
+	carriers *carrier.Reader
 	// checks are the per-request verification rules that do not depend on
 	// the request (everything but derived audiences).
 	checks []vc.CheckOption
 	// hostChecks caches checksFor's rules.
 	hostChecks *checkCache
-	// bearers remembers the delegation bearers seen.
-	bearers *bearerMemo
 
 	registerer     prometheus.Registerer
 	didCache       *didresolver.Cache
@@ -159,11 +158,11 @@ func (h *Handler) build() error {
 	if err := h.provisionObservability(); err != nil {
 		return err
 	}
-	enabled, err := parseCarriers(h.Carriers)
+	enabled, err := carrier.ParseSet(h.Carriers)
 	if err != nil {
 		return err
 	}
-	h.enabled = enabled
+	h.carriers = carrier.New(carrier.Config{Enabled: enabled, MaxBody: h.MaxBodySize, Passthrough: h.PassthroughCredential})
 
 	if h.didCache == nil {
 		res := didresolver.New(
@@ -196,7 +195,6 @@ func (h *Handler) build() error {
 		h.checks = append(h.checks, vc.RequireScopes(h.RequiredScopes...))
 	}
 	h.hostChecks = newCheckCache(h.Audiences, h.checks)
-	h.bearers = newBearerMemo()
 	if err := h.provisionLevel2(); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
@@ -19,10 +20,9 @@ import (
 // may wrap the ResponseWriter, and it never buffers an SSE stream.
 func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) error {
 	// 1. Identity headers are the edge's to set; a client's are lies.
-	stripIdentityHeaders(r.Header, h.enabled)
-	stripIdentityTrailers(r)
+	h.carriers.StripIdentity(r)
 	// The ancestors of a chain are read now and never travel on.
-	chain := h.takeChain(r)
+	chain := h.carriers.TakeChain(r)
 
 	// 2. The RFC 9728 document is how a client learns what to present, so
 	// it needs no credential.
@@ -38,54 +38,53 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	}
 
 	// 3. Every enabled carrier.
-	ex, err := extractWith(h.bearers, w, r, h.enabled, h.MaxBodySize, !h.PassthroughCredential)
-	if err != nil && (h.policy.pol == nil || err != errBodyNotJSON) {
+	found, err := h.carriers.Find(w, r)
+	if err != nil && (h.policy.pol == nil || err != carrier.ErrBodyNotJSON) {
 		// A tool policy reads every body and refuses what is not JSON
 		// itself (its 400 or 415), after the credential.
 		return h.reject(w, r, err, nil)
 	}
-	if conflicting(ex.found) {
-		return h.reject(w, r, errConflict, &ex.found[0])
+	if found.Conflicting() {
+		return h.reject(w, r, carrier.ErrConflict, &found.Credentials[0])
 	}
-	if ex.foreignBearer && h.NonDelegationBearer == BearerReject {
-		return h.reject(w, r, errForeignBearer, nil)
+	if found.ForeignBearer && h.NonDelegationBearer == BearerReject {
+		return h.reject(w, r, carrier.ErrForeignBearer, nil)
 	}
 	// 4. Without a credential, only an edge-issued handshake session admits.
 	var d *vc.Delegation
-	var cred *presented
-	if len(ex.found) == 0 {
+	var cred *carrier.Credential
+	if len(found.Credentials) == 0 {
 		d, err = h.sessionDelegation(r)
 		if err != nil {
 			return h.reject(w, r, err, nil)
 		}
 		if d == nil {
-			if h.admitAnonymous(r, ex.body) {
-				return h.serveAdmitted(w, r, next, nil, ex.body, observe.Decision{Outcome: "admitted", Reason: "anonymous", Status: http.StatusOK})
+			if h.admitAnonymous(r, found.Body) {
+				return h.serveAdmitted(w, r, next, nil, found.Body, observe.Decision{Outcome: "admitted", Reason: "anonymous", Status: http.StatusOK})
 			}
-			return h.reject(w, r, errNoCredential, nil)
+			return h.reject(w, r, carrier.ErrNoCredential, nil)
 		}
 	} else {
 		// 5. One verification path for every carrier and format.
-		cred = &ex.found[0]
-		opts, bind, err := h.requestChecks(r, cred.raw, chain)
+		cred = &found.Credentials[0]
+		opts, bind, err := h.requestChecks(r, cred.Raw, chain)
 		if err != nil {
 			return h.reject(w, r, err, cred)
 		}
 		start := time.Now()
-		d, err = h.verifier.Verify(r.Context(), cred.raw, opts...)
+		d, err = h.verifier.Verify(r.Context(), cred.Raw, opts...)
 		if err == nil {
 			err = bind.check(d)
 		}
-		h.obs.Verification(time.Since(start), err, cred.raw)
+		h.obs.Verification(time.Since(start), err, cred.Raw)
 		if err != nil {
 			return h.reject(w, r, err, cred)
 		}
 	}
 
-	// 6. The credential was for the edge; it does not travel on.
-	if !h.PassthroughCredential {
-		removeCarriers(r, ex, h.enabled)
-	}
+	// 6. The credential was for the edge; it does not travel on (unless
+	// passthrough_credential).
+	h.carriers.Remove(r, found)
 
 	// 7. The host learns who is calling (Caddy: placeholders).
 	h.setIdentity(r, d)
@@ -100,9 +99,9 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	// carrier, unless the per-tool policy denies the request.
 	carrierName := "session"
 	if cred != nil {
-		carrierName = cred.carrier.String()
+		carrierName = cred.Carrier.String()
 	}
-	return h.serveAdmitted(w, r, next, d, ex.body, observe.Decision{Outcome: "admitted", Reason: "ok", Status: http.StatusOK, Delegation: d, Carrier: carrierName})
+	return h.serveAdmitted(w, r, next, d, found.Body, observe.Decision{Outcome: "admitted", Reason: "ok", Status: http.StatusOK, Delegation: d, Carrier: carrierName})
 }
 
 // serveAdmitted applies the per-tool policy to an admitted request (d is nil
@@ -200,11 +199,11 @@ func requestAudiences(host string) []string {
 
 // reject answers the request with the rejection for err and logs why, at
 // Debug: a bad credential is the client's problem, not the operator's.
-func (h *Handler) reject(w http.ResponseWriter, r *http.Request, err error, cred *presented) error {
+func (h *Handler) reject(w http.ResponseWriter, r *http.Request, err error, cred *carrier.Credential) error {
 	rej := h.rejectionFor(err)
 	dec := observe.Decision{Outcome: "rejected", Reason: rej.tag, Status: rej.status}
 	if cred != nil {
-		dec.Carrier = cred.carrier.String()
+		dec.Carrier = cred.Carrier.String()
 	}
 	h.obs.Decision(r, dec)
 	if c := h.logger.Check(zapcore.DebugLevel, "request rejected"); c != nil {
@@ -212,7 +211,6 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, err error, cred
 		if cred != nil {
 			// The issuer is read from the unverified credential: it tells the
 			// operator whom to trust or ask, and is never the token itself.
-			fields = append(fields, zap.String("carrier", cred.carrier.String()), zap.String("issuer", observe.ClaimedIssuer(cred.raw)))
 		}
 		c.Write(fields...)
 	}

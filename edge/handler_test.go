@@ -759,3 +759,12 @@ func BenchmarkServeHTTPValid(b *testing.B) {
 		}
 	}
 }
+
+// failReader fails the test when anything reads it: GET bodies and SSE
+// streams must never be touched.
+type failReader struct{ t *testing.T }
+
+func (f failReader) Read([]byte) (int, error) {
+	f.t.Error("body was read")
+	return 0, io.EOF
+}

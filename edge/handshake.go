@@ -17,7 +17,9 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/internal/jsonkey"
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -43,7 +45,7 @@ var (
 
 // serveHandshakeCall takes a POST on a handshake path.
 func (h *Handler) serveHandshakeCall(w http.ResponseWriter, r *http.Request, next Next, chain []string) (bool, error) {
-	body, err := readBody(w, r, h.MaxBodySize)
+	body, err := carrier.ReadBody(w, r, h.MaxBodySize)
 	if err != nil {
 		return true, h.reject(w, r, err, nil)
 	}
@@ -126,12 +128,8 @@ func (h *Handler) verifyCallChecks(r *http.Request, chain []string) ([]vc.CheckO
 // proxyCall forwards a handshake or verify to the upstream's endpoint.
 func (h *Handler) proxyCall(w http.ResponseWriter, r *http.Request, next Next, call *challenge.Call, body []byte, chain []string) error {
 	eps := h.upstreamEndpoints(r, next)
-	if !h.PassthroughCredential {
-		// The call needs no carrier; one sent anyway was for the edge.
-		hdrOnly := h.enabled &^ bodyCarriers
-		ex, _ := extract(w, r, hdrOnly, 0, false)
-		removeCarriers(r, ex, hdrOnly)
-	}
+	// The call needs no carrier; one sent anyway was for the edge.
+	h.carriers.RemoveHeaders(r)
 	if call.Kind == challenge.KindHandshake {
 		return h.proxyHandshake(w, r, next, call, body, eps.handshake)
 	}
@@ -274,7 +272,7 @@ func (h *Handler) forwardCall(w http.ResponseWriter, r *http.Request, next Next,
 	if ep.abs == nil {
 		r.URL.Path, r.URL.RawPath, r.URL.RawQuery = ep.path, "", ep.query
 		r.RequestURI = r.URL.RequestURI()
-		setBody(r, body)
+		carrier.SetBody(r, body)
 		if !capture {
 			return nil, next(w, r)
 		}
@@ -494,30 +492,28 @@ var legacyTools = map[string]bool{"_mcpi_handshake": true, "_kyaos_handshake": t
 // names: "paramſ" is "params" to it), so that no upstream JSON parser can
 // read a different method or tool name than the edge did.
 func isLegacyForm(body []byte) bool {
-	if !json.Valid(body) {
+	c := jsonscan.NewCursor(body)
+	if c.Kind() != '{' {
 		return false
 	}
-	i := skipWS(body, 0)
-	if i >= len(body) || body[i] != '{' {
+	top, ok := uniqueMembers(&c, body, "jsonrpc", "id", "method", "params")
+	if !ok || !c.Done() {
 		return false
 	}
-	top, ok := uniqueMembers(body, i, "jsonrpc", "id", "method", "params")
-	if !ok {
-		return false
-	}
-	method, ok := top["method"]
-	if !ok || body[method.valStart] != '"' {
+	method := top["method"]
+	if len(method) == 0 || method[0] != '"' {
 		return false
 	}
 	var name string
-	if json.Unmarshal(body[method.valStart:method.valEnd], &name) != nil {
+	if json.Unmarshal(method, &name) != nil {
 		return false
 	}
-	params, ok := top["params"]
-	if !ok || body[params.valStart] != '{' {
+	params := top["params"]
+	if len(params) == 0 || params[0] != '{' {
 		return false
 	}
-	pm, ok := uniqueMembers(body, params.valStart, "name", "arguments")
+	pc := jsonscan.NewCursor(params)
+	pm, ok := uniqueMembers(&pc, params, "name", "arguments")
 	if !ok {
 		return false
 	}
@@ -525,26 +521,29 @@ func isLegacyForm(body []byte) bool {
 	case challenge.DefaultHandshakeMethod:
 		return challenge.IsLegacyHandshake(body)
 	case "tools/call":
-		tool, ok := pm["name"]
-		if !ok || body[tool.valStart] != '"' {
+		tool := pm["name"]
+		if len(tool) == 0 || tool[0] != '"' {
 			return false
 		}
 		var t string
-		return json.Unmarshal(body[tool.valStart:tool.valEnd], &t) == nil && legacyTools[t]
+		return json.Unmarshal(tool, &t) == nil && legacyTools[t]
 	}
 	return false
 }
 
-// uniqueMembers lists the members of the object at b[i] by exact name; ok
-// is false when two names fold together or a name is a case variant of
-// one of known (jsonkey.Check). b must be valid JSON.
-func uniqueMembers(b []byte, i int, known ...string) (map[string]member, bool) {
-	ms := objectMembers(b, i)
-	names := make([]string, len(ms))
-	out := make(map[string]member, len(ms))
-	for j, m := range ms {
-		names[j] = m.name
-		out[m.name] = m
+// uniqueMembers reads the object at c, a cursor over doc, and returns the
+// values of its members by exact name; ok is false when two names fold
+// together or a name is a case variant of one of known (jsonkey.Check),
+// or the object is not valid JSON.
+func uniqueMembers(c *jsonscan.Cursor, doc []byte, known ...string) (map[string][]byte, bool) {
+	var names []string
+	out := make(map[string][]byte)
+	c.Object()
+	for c.NextMember() {
+		name := string(jsonscan.Unquote(c.Key()))
+		start, end := c.Skip()
+		names = append(names, name)
+		out[name] = doc[start:end]
 	}
 	if jsonkey.Check(names, known...) != nil {
 		return nil, false
@@ -557,8 +556,8 @@ func uniqueMembers(b []byte, i int, known ...string) (map[string]member, bool) {
 // (`legacy_handshake pass`). When it does present one, the regular path
 // verifies it (and adds the identity) instead.
 func (h *Handler) passLegacy(w http.ResponseWriter, r *http.Request, next Next) (bool, error) {
-	ex, err := extract(w, r, h.enabled, h.MaxBodySize, false)
-	if err != nil || len(ex.found) > 0 || (ex.foreignBearer && h.NonDelegationBearer == BearerReject) {
+	found, err := h.carriers.Find(w, r)
+	if err != nil || len(found.Credentials) > 0 || (found.ForeignBearer && h.NonDelegationBearer == BearerReject) {
 		return false, nil
 	}
 	if d, err := h.sessionDelegation(r); d != nil || err != nil {

@@ -2,9 +2,12 @@ package edge
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"go.uber.org/zap"
@@ -87,6 +90,77 @@ func BenchmarkHotPath(b *testing.B) {
 			}
 			if cpu1, ok := processCPU(); ok && cpuOK {
 				b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
+			}
+		})
+	}
+}
+
+// BenchmarkBodies is BenchmarkHotPath's b for bodies the carriers must
+// read: the credential in Authorization or in params.delegationToken (the
+// whole-proxy bench's e: found, verified, cut out of the body), with the
+// arguments of the tools/call small or about 8 KiB of nested JSON, and with
+// a per-tool rule (the tool policy reads the body again).
+func BenchmarkBodies(b *testing.B) {
+	f := newFixture(b)
+	tok := f.jwt(b, nil)
+	small := `{"text":"hi"}`
+	var big strings.Builder
+	big.WriteString(`{"items":[`)
+	for i := range 64 {
+		if i > 0 {
+			big.WriteByte(',')
+		}
+		fmt.Fprintf(&big, `{"id":%d,"name":"item %d","tags":["a","b","c"],"text":"%s","n":{"x":1.5e3,"y":null,"z":true}}`, i, i, strings.Repeat("lorem ipsum ", 6))
+	}
+	big.WriteString(`]}`)
+	next := Next(func(w http.ResponseWriter, r *http.Request) error {
+		body, _ := io.ReadAll(r.Body)
+		if bytes.Contains(body, []byte("delegationToken")) {
+			return errors.New("credential forwarded")
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, err := io.WriteString(w, hotPathReply)
+		return err
+	})
+	for _, tc := range []struct {
+		name, args string
+		inBody     bool
+		policy     bool
+	}{
+		{"bearer/small", small, false, false},
+		{"bearer/8KiB", big.String(), false, false},
+		{"body/small", small, true, false},
+		{"body/8KiB", big.String(), true, false},
+		{"bearer/8KiB/tool-policy", big.String(), false, true},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			h := f.handler(b, func(h *Handler) {
+				if tc.policy {
+					h.Tools = []ToolPolicy{{Name: "echo", Scopes: []string{"echo:execute"}}}
+				}
+			})
+			params := `"name":"echo",`
+			if tc.inBody {
+				params += `"delegationToken":"` + tok + `",`
+			}
+			body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{` + params + `"arguments":` + tc.args + `}}`)
+			one := func() {
+				r := httptest.NewRequest(http.MethodPost, "http://"+testHost+"/mcp", bytes.NewReader(body))
+				r.Header.Set("Content-Type", "application/json")
+				if !tc.inBody {
+					r.Header.Set("Authorization", "Bearer "+tok)
+				}
+				w := httptest.NewRecorder()
+				r = prepareRequest(r, newTestReplacer())
+				if err := h.ServeNext(w, r, next); err != nil || w.Code != http.StatusOK {
+					b.Fatalf("HTTP %d %q: %v", w.Code, w.Body, err)
+				}
+			}
+			one()
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				one()
 			}
 		})
 	}

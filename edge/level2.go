@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpi-edge/caddy-mcpi/assertion"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -44,7 +45,7 @@ const (
 )
 
 // Level 2 request headers. The X-* ones are also stripped by
-// stripIdentityHeaders; injectIdentity strips them again right before
+// carrier.Reader.StripIdentity; injectIdentity strips them again right before
 // setting them, in every spelling.
 const (
 	hdrAgentDID           = "X-Agent-Did"
@@ -581,16 +582,8 @@ func stripInjected(h http.Header) {
 		default:
 			continue
 		}
-		ascii := isASCIIString(k)
-		n := k
-		if !ascii {
-			n = strings.ToLower(headerSeparators.Replace(k))
-		}
-		for _, name := range injectedHeaders {
-			if ascii && sepFoldEqual(k, name) || !ascii && n == name {
-				delete(h, k)
-				break
-			}
+		if carrier.HeaderIs(k, injectedHeaders...) {
+			delete(h, k)
 		}
 	}
 }

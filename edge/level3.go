@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -380,10 +381,10 @@ func (h *Handler) serveLevel3(w http.ResponseWriter, r *http.Request, next Next,
 			writeJSON(w, http.StatusMethodNotAllowed, []byte(`{"error":"method_not_allowed","error_description":"handshake endpoints take JSON-RPC over POST"}`), "no-store")
 			return true, nil
 		}
-	case h.LegacyHandshake == LegacyPass && r.Method == http.MethodPost && wantsBody(r) && r.ContentLength <= h.MaxBodySize:
+	case h.LegacyHandshake == LegacyPass && r.Method == http.MethodPost && carrier.WantsBody(r) && r.ContentLength <= h.MaxBodySize:
 		// (A body announced as larger is no legacy handshake; Level 1
 		// decides about it as it would without this setting.)
-		body, err := readBody(w, r, h.MaxBodySize)
+		body, err := carrier.ReadBody(w, r, h.MaxBodySize)
 		if err != nil {
 			return true, h.reject(w, r, err, nil)
 		}

@@ -82,7 +82,7 @@ func TestHandshakeVerifyWithChainHeader(t *testing.T) {
 		if v := got[0].Header.Get("X-User-Did"); v != c.user.did {
 			t.Errorf("forwarded verify: X-User-DID %q, want the root issuer %q", v, c.user.did)
 		}
-		if v := got[0].Header.Get(hdrDelegationChain); v != "" {
+		if v := got[0].Header.Get("Kya-Os-Delegation-Chain"); v != "" {
 			t.Errorf("chain header forwarded: %.40s", v)
 		}
 	})

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe/observetest"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
@@ -125,7 +126,7 @@ func TestDecisionMetrics(t *testing.T) {
 // every vc.Reason, is a label value of its own, not "other".
 func TestDecisionReasonsCovered(t *testing.T) {
 	h := &Handler{}
-	errs := []error{errNoCredential, errConflict, errBodyTooLarge, errBodyRead, errForeignBearer, errEdgeIdentity,
+	errs := []error{carrier.ErrNoCredential, carrier.ErrConflict, carrier.ErrBodyTooLarge, carrier.ErrBodyRead, carrier.ErrForeignBearer, errEdgeIdentity,
 		fmt.Errorf("wrapped: %w", errors.New("not a sentinel"))}
 	for _, s := range []error{
 		vc.ErrTooLarge, vc.ErrMalformed, vc.ErrUnsupportedFormat, vc.ErrAlgorithm, vc.ErrIssuerUnresolved,

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
@@ -278,7 +279,7 @@ func (h *Handler) admitAnonymous(r *http.Request, body []byte) bool {
 			return false
 		}
 		var err error
-		if body, err = readBody(nil, r, h.MaxBodySize); err != nil {
+		if body, err = carrier.ReadBody(nil, r, h.MaxBodySize); err != nil {
 			return false
 		}
 	}
@@ -382,10 +383,10 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 		// A tool policy reads every body: a tools/call sent with another
 		// content type must not slip past it. Handshake-action checks
 		// alone look at JSON bodies only.
-		if !hasRequestBody(r) || (p.pol == nil && !wantsBody(r)) {
+		if !hasRequestBody(r) || (p.pol == nil && !carrier.WantsBody(r)) {
 			return w, false, false, nil
 		}
-		if body, err = readBody(w, r, h.MaxBodySize); err != nil {
+		if body, err = carrier.ReadBody(w, r, h.MaxBodySize); err != nil {
 			return w, true, true, h.reject(w, r, err, nil)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 )
 
@@ -213,7 +214,7 @@ func (l *annotationLearner) WriteHeader(code int) {
 	if l.state == lsNew && (code < 100 || code >= 200 || code == http.StatusSwitchingProtocols) {
 		l.state = lsOff
 		hdr := l.Header()
-		mt := mediaType(hdr.Get("Content-Type"))
+		mt := carrier.MediaType(hdr.Get("Content-Type"))
 		ce := hdr.Get("Content-Encoding")
 		if code >= 200 && code < 300 && code != http.StatusNoContent && code != http.StatusResetContent &&
 			code != http.StatusPartialContent && (ce == "" || ce == "identity") {
@@ -222,7 +223,7 @@ func (l *annotationLearner) WriteHeader(code int) {
 				l.state = lsSSE
 				l.sse = mcp.NewSSERewriter(io.Discard, l.learnEvent, mcp.WithMaxEventSize(l.max),
 					mcp.WithOversizePassthrough(), mcp.WithFlush(func() error { return nil }))
-			case isJSONMediaType(mt):
+			case carrier.IsJSONMediaType(mt):
 				l.state = lsJSON
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -24,13 +25,11 @@ var rpcMembers = []string{"jsonrpc", "id", "method", "params", "result", "error"
 // ignored.
 func confusable(msgs []mcp.Message) bool {
 	odd := func(raw []byte, names ...string) bool {
-		for j := firstMember(raw, skipWS(raw, 0)); raw[j] != '}'; {
-			var m member
-			m, j = memberAt(raw, j)
-			key := raw[m.keyStart+1 : m.keyEnd-1]
-			if bytes.IndexByte(key, '\\') >= 0 {
-				key = []byte(unquote(raw[m.keyStart:m.keyEnd]))
-			}
+		c := jsonscan.NewCursor(raw)
+		c.Object()
+		for c.NextMember() {
+			key := jsonscan.Unquote(c.Key())
+			c.Skip()
 			for _, n := range names {
 				if string(key) != n && bytes.EqualFold(key, []byte(n)) {
 					return true

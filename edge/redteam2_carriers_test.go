@@ -16,6 +16,7 @@ import (
 	"github.com/lestrrat-go/jwx/v2/jwa"
 	"github.com/lestrrat-go/jwx/v2/jws"
 
+	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -41,7 +42,7 @@ func rt2Sign(p party, header, payload string) string {
 	return input + "." + base64.RawURLEncoding.EncodeToString(sig)
 }
 
-// TestRedteam2ForeignBearerReadAsVC: isDelegationJWT (carriers.go) decodes a
+// TestRedteam2ForeignBearerReadAsVC: carrier.IsDelegation (edge/carrier) decodes a
 // bearer's segments with strict base64url and reads them with a strict
 // RFC 8259 walker. A bearer whose payload a JWT library reads as a VC-JWT
 // ("vc" claim) but that the edge cannot decode is classified as someone
@@ -130,7 +131,7 @@ func TestRedteam2ForeignBearerReadAsVC(t *testing.T) {
 
 	for name, tok := range cases {
 		t.Run(name, func(t *testing.T) {
-			if isDelegationJWT(tok) {
+			if carrier.IsDelegation(tok) {
 				return // read as a delegation: verified (and refused) by the edge
 			}
 			r := newRequest(http.MethodPost, "/mcp", toolsCallBody)
@@ -146,7 +147,7 @@ func TestRedteam2ForeignBearerReadAsVC(t *testing.T) {
 
 // TestRedteam2BodyCarrierBehindBOM: without a tool policy, a body the edge's
 // jsonscan finds invalid is neither scanned for carriers nor stripped
-// (extractBody returns nil, nil). Python's json.loads(bytes) (Starlette's
+// (the carrier scan finds nothing). Python's json.loads(bytes) (Starlette's
 // request.json(), so FastAPI and the Python MCP SDK) and Express's
 // body-parser (iconv strips the BOM) read a BOM-prefixed body, and Python
 // also reads NaN: the upstream gets params.delegationToken, a credential
@@ -180,7 +181,7 @@ func TestRedteam2BodyCarrierBehindBOM(t *testing.T) {
 // TestRedteam2VC20BearerNotRecognized: vc's parseJWS reads a payload with a
 // top-level "@context" and "type" as a VC 2.0 credential "whatever the
 // allowed typ says" (absent, "JWT"), and takes "vc+ld+jwt" for vc+jwt;
-// isDelegationJWT (carriers.go) recognizes only a vc/vp member or a typ of
+// carrier.IsDelegation (edge/carrier) recognizes only a vc/vp member or a typ of
 // vc+jwt/vp+jwt. So a credential the edge itself verifies and admits in
 // KYA-Delegation is, in Authorization, "someone else's token": under the
 // default non_delegation_bearer pass it is never verified and goes to the
@@ -217,8 +218,29 @@ func TestRedteam2VC20BearerNotRecognized(t *testing.T) {
 			r.Header.Set("KYA-Delegation", good)
 			res := serve(t, h, r)
 			if res.called && strings.Contains(res.fwd.Header.Get("Authorization"), tok) {
-				t.Errorf("a credential the edge verifies in KYA-Delegation was, in Authorization, forwarded upstream unverified (isDelegationJWT = %v)", isDelegationJWT(tok))
+				t.Errorf("a credential the edge verifies in KYA-Delegation was, in Authorization, forwarded upstream unverified (isDelegationJWT = %v)", carrier.IsDelegation(tok))
 			}
 		})
 	}
+}
+
+// TestBearerWithFoldedVCIsVerified: a bearer whose payload names its
+// credential "VC" is read as one by encoding/json, so the edge verifies it
+// (and refuses this unsigned one) instead of passing it upstream as someone
+// else's token.
+func TestBearerWithFoldedVCIsVerified(t *testing.T) {
+	f := newFixture(t)
+	h := f.handler(t, nil)
+	for _, payload := range []string{`{"iss":"did:key:z6Mkx","VC":{"type":["VerifiableCredential"]}}`, `{"Vp":{}}`} {
+		res := serve(t, h, bearer(fakeJWT(`{"alg":"EdDSA","typ":"JWT"}`, payload)))
+		if res.called || res.rec.Code != http.StatusUnauthorized {
+			t.Errorf("payload %s: HTTP %d, forwarded %t; want 401, not forwarded", payload, res.rec.Code, res.called)
+		}
+	}
+}
+
+// fakeJWT builds an unsigned compact JWS.
+func fakeJWT(header, payload string) string {
+	e := base64.RawURLEncoding.EncodeToString
+	return e([]byte(header)) + "." + e([]byte(payload)) + ".c2ln"
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcpi-edge/caddy-mcpi/assertion"
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -52,25 +53,25 @@ var vcSentinels = []error{
 // answer. This is the only place that decides statuses.
 func (h *Handler) rejectionFor(err error) rejection {
 	switch {
-	case errors.Is(err, errNoCredential):
-		return rejection{status: http.StatusUnauthorized, code: "invalid_token", description: errNoCredential.Error(), challenge: true, tag: "no_credential"}
-	case errors.Is(err, errConflict):
-		return rejection{status: http.StatusBadRequest, code: "invalid_request", description: errConflict.Error(), tag: "conflicting_credentials"}
-	case errors.Is(err, errBodyTooLarge):
-		return rejection{status: http.StatusRequestEntityTooLarge, code: "invalid_request", description: errBodyTooLarge.Error(), tag: "body_too_large"}
-	case errors.Is(err, errBodyRead):
-		return rejection{status: http.StatusBadRequest, code: "invalid_request", description: errBodyRead.Error(), tag: "body_unreadable"}
-	case errors.Is(err, errBodyNotJSON):
-		return rejection{status: http.StatusBadRequest, code: "invalid_request", description: errBodyNotJSON.Error(), tag: "body_unreadable"}
-	case errors.Is(err, errForeignBearer):
-		return rejection{status: http.StatusUnauthorized, code: "invalid_token", description: errForeignBearer.Error(), reason: "not_a_delegation", challenge: true, tag: "not_a_delegation"}
+	case errors.Is(err, carrier.ErrNoCredential):
+		return rejection{status: http.StatusUnauthorized, code: "invalid_token", description: carrier.ErrNoCredential.Error(), challenge: true, tag: "no_credential"}
+	case errors.Is(err, carrier.ErrConflict):
+		return rejection{status: http.StatusBadRequest, code: "invalid_request", description: carrier.ErrConflict.Error(), tag: "conflicting_credentials"}
+	case errors.Is(err, carrier.ErrBodyTooLarge):
+		return rejection{status: http.StatusRequestEntityTooLarge, code: "invalid_request", description: carrier.ErrBodyTooLarge.Error(), tag: "body_too_large"}
+	case errors.Is(err, carrier.ErrBodyRead):
+		return rejection{status: http.StatusBadRequest, code: "invalid_request", description: carrier.ErrBodyRead.Error(), tag: "body_unreadable"}
+	case errors.Is(err, carrier.ErrBodyNotJSON):
+		return rejection{status: http.StatusBadRequest, code: "invalid_request", description: carrier.ErrBodyNotJSON.Error(), tag: "body_unreadable"}
+	case errors.Is(err, carrier.ErrForeignBearer):
+		return rejection{status: http.StatusUnauthorized, code: "invalid_token", description: carrier.ErrForeignBearer.Error(), reason: "not_a_delegation", challenge: true, tag: "not_a_delegation"}
 	case errors.Is(err, assertion.ErrDelegationExpired):
 		// Level 2: the delegation expired between verification and signing.
 		return rejection{status: http.StatusUnauthorized, code: "invalid_token", description: vc.ErrExpired.Error(), reason: "expired", challenge: true, tag: "expired"}
-	case errors.Is(err, errChainTooLarge):
-		return rejection{status: http.StatusBadRequest, code: "invalid_request", description: errChainTooLarge.Error(), tag: "chain_too_large"}
-	case errors.Is(err, errChainMalformed):
-		return rejection{status: http.StatusBadRequest, code: "invalid_request", description: errChainMalformed.Error(), tag: "bad_chain_header"}
+	case errors.Is(err, carrier.ErrChainTooLarge):
+		return rejection{status: http.StatusBadRequest, code: "invalid_request", description: carrier.ErrChainTooLarge.Error(), tag: "chain_too_large"}
+	case errors.Is(err, carrier.ErrChainMalformed):
+		return rejection{status: http.StatusBadRequest, code: "invalid_request", description: carrier.ErrChainMalformed.Error(), tag: "bad_chain_header"}
 	case errors.Is(err, challenge.ErrStoreUnavailable):
 		// The presentation's nonce or replay record could not be checked:
 		// fail closed, and tell the client to retry.

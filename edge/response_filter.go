@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
@@ -243,7 +244,7 @@ func (f *responseFilter) WriteHeader(code int) {
 		return
 	}
 	hdr := f.Header()
-	mt := mediaType(hdr.Get("Content-Type"))
+	mt := carrier.MediaType(hdr.Get("Content-Type"))
 	withBody := code >= 200 && code < 300 && code != http.StatusNoContent && code != http.StatusResetContent &&
 		code != http.StatusPartialContent
 	sse := mt == "text/event-stream"
@@ -252,7 +253,7 @@ func (f *responseFilter) WriteHeader(code int) {
 		f.ResponseWriter.WriteHeader(code)
 		return
 	}
-	if !sse && !isJSONMediaType(mt) {
+	if !sse && !carrier.IsJSONMediaType(mt) {
 		// Exactly JSON or an event stream, or not checked: clients find
 		// JSON in "text/plain; x=application/json" too (the TypeScript
 		// SDK only looks for the substring), so an answer that must be

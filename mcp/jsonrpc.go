@@ -67,52 +67,74 @@ func ParseMessages(body []byte) (msgs []Message, batch bool, err error) {
 	if i == len(body) {
 		return nil, false, ErrEmpty
 	}
-	if !jsonscan.Valid(body) {
-		return nil, false, ErrParse
-	}
+	// One pass reads the messages and checks that the body is JSON. An
+	// error in a message counts only if the whole body is JSON: after one,
+	// the rest is only checked.
+	c := jsonscan.NewCursor(body)
+	c.Limit(MaxDepth)
 	switch body[i] {
 	case '{':
-		m, err := parseMessage(body, i, 1, -1)
-		if err != nil {
-			return nil, false, err
+		var m Message
+		if m, err = readMessage(&c, body, -1); err == nil {
+			msgs = []Message{m}
 		}
-		return []Message{m}, false, nil
 	case '[':
-		_, err := eachElement(body, i, 1, func(idx, start, _ int) error {
-			if body[start] != '{' {
-				return &MessageError{Index: idx, Err: ErrNotObject}
+		batch = true
+		c.Array()
+		for idx := 0; c.NextElement(); idx++ {
+			switch {
+			case err != nil:
+				c.Skip()
+			case c.Kind() != '{':
+				if c.Skip(); !c.Failed() {
+					err = &MessageError{Index: idx, Err: ErrNotObject}
+				}
+			default:
+				var m Message
+				if m, err = readMessage(&c, body, idx); err == nil {
+					msgs = append(msgs, m)
+				}
 			}
-			m, err := parseMessage(body, start, 2, idx)
-			if err != nil {
-				return err
-			}
-			msgs = append(msgs, m)
-			return nil
-		})
-		if err != nil {
-			return nil, true, err
 		}
-		if len(msgs) == 0 {
-			return nil, true, ErrEmptyBatch
-		}
-		return msgs, true, nil
 	default:
-		return nil, false, &MessageError{Index: -1, Err: ErrNotObject}
+		c.Skip()
+		err = &MessageError{Index: -1, Err: ErrNotObject}
 	}
+	if !c.Done() {
+		// Too deep for MCP is not yet invalid JSON: that takes the
+		// check the cursor did not finish.
+		if !c.TooDeep() || !jsonscan.Valid(body) {
+			return nil, false, ErrParse
+		}
+		if err == nil {
+			err = ErrTooDeep
+		}
+	}
+	if err == nil && batch && len(msgs) == 0 {
+		err = ErrEmptyBatch
+	}
+	if err != nil {
+		return nil, batch, err
+	}
+	return msgs, batch, nil
 }
 
-// parseMessage parses the object at body[i]; depth is its nesting level and
-// idx its batch index (-1 for a single message).
-func parseMessage(body []byte, i, depth, idx int) (Message, error) {
-	bad := func(member string, err error) (Message, error) {
-		if err == ErrTooDeep {
-			return Message{}, err
-		}
-		return Message{}, &MessageError{Index: idx, Member: member, Err: err}
-	}
-	f, dup, end, err := findMembers(body, i, depth, "jsonrpc", "id", "method", "params", "result", "error")
+// readMessage reads the message object at c, a cursor over body; idx is
+// its batch index (-1 for a single message).
+func readMessage(c *jsonscan.Cursor, body []byte, idx int) (Message, error) {
+	i := c.Pos()
+	f, dup, err := readFound(c, 0, "jsonrpc", "id", "method", "params", "result", "error")
 	if err != nil {
-		return bad("", err)
+		return Message{}, err
+	}
+	return checkMessage(body, i, c.Offset(), f, dup, idx)
+}
+
+// checkMessage makes the message body[i:end] from its members f (as
+// readFound finds them) and checks it; idx is its batch index.
+func checkMessage(body []byte, i, end int, f spans, dup string, idx int) (Message, error) {
+	bad := func(member string, err error) (Message, error) {
+		return Message{}, &MessageError{Index: idx, Member: member, Err: err}
 	}
 	if dup != "" {
 		return bad(dup, ErrInvalidMessage)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"unicode/utf8"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 )
 
 // MaxDepth is the deepest nesting of arrays and objects accepted anywhere in
@@ -13,18 +15,20 @@ import (
 // and no real MCP message comes near this.
 const MaxDepth = 256
 
-// errScan means the scanner met bytes that are not valid JSON. The scanner
-// only runs on input already checked with json.Valid, so this is a bug guard,
-// never expected.
+// errScan means the reader met bytes that are not valid JSON. ParseMessages
+// reports those as ErrParse; everything else reads parts of messages it
+// parsed, so there it is a bug guard, never expected.
 var errScan = errors.New("mcp: internal JSON scan error")
 
-// The scanner below walks JSON that json.Valid has accepted, returning byte
-// offsets instead of decoding, so that the edge can read the few members it
-// needs and splice replacements in while every other byte stays as the
-// upstream or client wrote it. Keys are compared after JSON unescaping,
-// exactly (case-sensitive), and duplicates of the members we read are
-// reported: encoding/json would match "Method" to a "method" field and keep
-// the last duplicate, while a JavaScript upstream would see something else.
+// The functions below read JSON with a jsonscan.Cursor, which checks it as
+// jsonscan.Valid does on the way (and its nesting against MaxDepth). They
+// return byte offsets instead of decoding, so that the edge can read the
+// few members it needs and splice replacements in while every other byte
+// stays as the upstream or client wrote it. Keys are
+// compared after JSON unescaping, exactly (case-sensitive), and duplicates
+// of the members we read are reported: encoding/json would match "Method"
+// to a "method" field and keep the last duplicate, while a JavaScript
+// upstream would see something else.
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
@@ -47,25 +51,21 @@ func trimSpace(d []byte) []byte {
 	return d[i:j]
 }
 
-// stringEnd returns the offset just past the string starting at d[i] == '"'.
-func stringEnd(d []byte, i int) (int, error) {
-	j := i + 1
-	for {
-		k := bytes.IndexByte(d[j:], '"')
-		if k < 0 {
-			return 0, errScan
-		}
-		q := j + k
-		// The quote is escaped when an odd number of backslashes precede it.
-		n := 0
-		for p := q - 1; p > i && d[p] == '\\'; p-- {
-			n++
-		}
-		if n%2 == 0 {
-			return q + 1, nil
-		}
-		j = q + 1
+// cursorAt returns a cursor over d from d[i], where containers may nest
+// room levels deep before ErrTooDeep.
+func cursorAt(d []byte, i, room int) jsonscan.Cursor {
+	c := jsonscan.NewCursor(d[i:])
+	c.Limit(room)
+	return c
+}
+
+// scanErr is the error of a cursor that stopped: ErrTooDeep, or errScan
+// for bytes that are not JSON.
+func scanErr(c *jsonscan.Cursor) error {
+	if c.TooDeep() {
+		return ErrTooDeep
 	}
+	return errScan
 }
 
 // valueEnd returns the offset just past the value starting at d[i] (not
@@ -75,43 +75,12 @@ func valueEnd(d []byte, i, depth int) (int, error) {
 	if i >= len(d) {
 		return 0, errScan
 	}
-	switch d[i] {
-	case '"':
-		return stringEnd(d, i)
-	case '{', '[':
-		level := 0
-		for j := i; j < len(d); j++ {
-			switch d[j] {
-			case '"':
-				k, err := stringEnd(d, j)
-				if err != nil {
-					return 0, err
-				}
-				j = k - 1
-			case '{', '[':
-				level++
-				if depth+level > MaxDepth {
-					return 0, ErrTooDeep
-				}
-			case '}', ']':
-				level--
-				if level == 0 {
-					return j + 1, nil
-				}
-			}
-		}
-		return 0, errScan
-	default:
-		j := i
-		for j < len(d) {
-			switch d[j] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return j, nil
-			}
-			j++
-		}
-		return j, nil
+	c := cursorAt(d, i, MaxDepth-depth)
+	_, end := c.Skip()
+	if c.Failed() {
+		return 0, scanErr(&c)
 	}
+	return i + end, nil
 }
 
 // member is one object member: the unescaped key and the value's offsets.
@@ -130,41 +99,34 @@ func eachMember(d []byte, i, depth int, fn func(m member) error) (int, error) {
 	if depth > MaxDepth {
 		return 0, ErrTooDeep
 	}
-	j := skipSpace(d, i+1)
-	if j < len(d) && d[j] == '}' {
-		return j + 1, nil
+	c := cursorAt(d, i, MaxDepth-depth+1)
+	if err := readMembers(&c, i, fn); err != nil {
+		return 0, err
 	}
-	for j < len(d) {
-		if d[j] != '"' {
-			return 0, errScan
-		}
-		ke, err := stringEnd(d, j)
+	return i + c.Offset(), nil
+}
+
+// readMembers reads the object at c, a cursor over d[base:], and calls fn
+// for every member, with offsets into d.
+func readMembers(c *jsonscan.Cursor, base int, fn func(m member) error) error {
+	c.Object()
+	for c.NextMember() {
+		key, err := unquote(c.Key())
 		if err != nil {
-			return 0, err
+			return err
 		}
-		key, err := unquote(d[j:ke])
-		if err != nil {
-			return 0, err
+		start, end := c.Skip()
+		if c.Failed() {
+			break
 		}
-		j = skipSpace(d, ke)
-		if j >= len(d) || d[j] != ':' {
-			return 0, errScan
+		if err := fn(member{key: key, start: base + start, end: base + end}); err != nil {
+			return err
 		}
-		vs := skipSpace(d, j+1)
-		ve, err := valueEnd(d, vs, depth)
-		if err != nil {
-			return 0, err
-		}
-		if err := fn(member{key: key, start: vs, end: ve}); err != nil {
-			return 0, err
-		}
-		next, done, err := afterItem(d, ve, '}')
-		if err != nil || done {
-			return next, err
-		}
-		j = next
 	}
-	return 0, errScan
+	if c.Failed() {
+		return scanErr(c)
+	}
+	return nil
 }
 
 // eachElement calls fn with the offsets of every element of the array
@@ -177,45 +139,26 @@ func eachElement(d []byte, i, depth int, fn func(idx, start, end int) error) (in
 	if depth > MaxDepth {
 		return 0, ErrTooDeep
 	}
-	j := skipSpace(d, i+1)
-	if j < len(d) && d[j] == ']' {
-		return j + 1, nil
-	}
-	for idx := 0; j < len(d); idx++ {
-		ve, err := valueEnd(d, j, depth)
-		if err != nil {
+	c := cursorAt(d, i, MaxDepth-depth+1)
+	c.Array()
+	for idx := 0; c.NextElement(); idx++ {
+		start, end := c.Skip()
+		if c.Failed() {
+			break
+		}
+		if err := fn(idx, i+start, i+end); err != nil {
 			return 0, err
 		}
-		if err := fn(idx, j, ve); err != nil {
-			return 0, err
-		}
-		next, done, err := afterItem(d, ve, ']')
-		if err != nil || done {
-			return next, err
-		}
-		j = next
 	}
-	return 0, errScan
-}
-
-// afterItem reads what follows an item of an object or array ending at
-// d[end]: a ',' (the offset of the next item) or the closing byte (done,
-// the offset just past the container).
-func afterItem(d []byte, end int, closing byte) (next int, done bool, err error) {
-	j := skipSpace(d, end)
-	switch {
-	case j >= len(d):
-		return 0, false, errScan
-	case d[j] == ',':
-		return skipSpace(d, j+1), false, nil
-	case d[j] == closing:
-		return j + 1, true, nil
+	if c.Failed() {
+		return 0, scanErr(&c)
 	}
-	return 0, false, errScan
+	return i + c.Offset(), nil
 }
 
 // unquote returns the content of the JSON string s (with its quotes). The
-// common case, no escapes, returns a sub-slice without allocating.
+// common case, no escapes, returns a sub-slice without allocating, and
+// leaves bytes that are not UTF-8 as they are (IDKey compares ids so).
 func unquote(s []byte) ([]byte, error) {
 	if len(s) < 2 || s[0] != '"' || s[len(s)-1] != '"' {
 		return nil, errScan
@@ -267,22 +210,43 @@ type spans [maxFind][2]int
 // ({-1,-1} when absent), the first name that occurs more than once, if any,
 // and the offset just past the object.
 func findMembers(d []byte, i, depth int, names ...string) (found spans, dup string, end int, err error) {
+	found = notFound(names)
+	end, err = eachMember(d, i, depth, func(m member) error {
+		found.add(m, names, &dup)
+		return nil
+	})
+	return found, dup, end, err
+}
+
+// readFound is findMembers for the object at c, a cursor over d[base:].
+func readFound(c *jsonscan.Cursor, base int, names ...string) (found spans, dup string, err error) {
+	found = notFound(names)
+	err = readMembers(c, base, func(m member) error {
+		found.add(m, names, &dup)
+		return nil
+	})
+	return found, dup, err
+}
+
+func notFound(names []string) (found spans) {
 	if len(names) > maxFind {
 		panic("mcp: findMembers: more names than maxFind")
 	}
 	for k := range names {
 		found[k] = [2]int{-1, -1}
 	}
-	end, err = eachMember(d, i, depth, func(m member) error {
-		for k, n := range names {
-			if string(m.key) == n {
-				if found[k][0] >= 0 && dup == "" {
-					dup = n
-				}
-				found[k] = [2]int{m.start, m.end}
+	return found
+}
+
+// add records m if it is one of names, and in dup the first name found
+// twice.
+func (found *spans) add(m member, names []string, dup *string) {
+	for k, n := range names {
+		if string(m.key) == n {
+			if found[k][0] >= 0 && *dup == "" {
+				*dup = n
 			}
+			found[k] = [2]int{m.start, m.end}
 		}
-		return nil
-	})
-	return found, dup, end, err
+	}
 }

@@ -33,8 +33,13 @@ var ErrSyntax = errors.New("not a JSON value")
 // the repeats, they cannot be seen.
 func CheckMembers(b []byte) error {
 	w := walker{b: b, src: string(b), names: new(jsonkey.Members)}
-	if w.walk(nil) {
-		return nil
+	w.ws()
+	ok := w.value(nil)
+	if ok {
+		w.ws()
+		if w.i == len(b) {
+			return nil
+		}
 	}
 	if w.repeated {
 		return jsonkey.ErrRepeated
@@ -57,11 +62,24 @@ func CheckMembers(b []byte) error {
 // counts only when Walk returns true. It must not keep the slices.
 func Walk(b []byte, member func(key, val []byte)) bool {
 	w := walker{b: b}
-	return w.walk(member)
+	w.ws()
+	if w.i < len(b) && b[w.i] == '{' && member != nil {
+		w.top = true
+	}
+	if !w.value(member) {
+		return false
+	}
+	w.ws()
+	return w.i == len(b)
 }
 
-func (w *walker) walk(member func(key, val []byte)) bool {
+// value reads the value at w.i (not whitespace), with everything nested in
+// it, and stops just past it. Containers it opens count on top of those
+// already open (w.depth), against MaxDepth. member is Walk's, for the
+// members of the top-level object (w.top, at depth 1).
+func (w *walker) value(member func(key, val []byte)) bool {
 	b := w.b
+	base := w.depth
 	const (
 		stValue = iota // a value is next
 		stKey          // a member's key is next
@@ -69,10 +87,6 @@ func (w *walker) walk(member func(key, val []byte)) bool {
 	)
 	var key []byte // of the top-level member being read
 	var valStart int
-	w.ws()
-	if w.i < len(b) && b[w.i] == '{' && member != nil {
-		w.top = true
-	}
 	state := stValue
 	for {
 		switch state {
@@ -146,9 +160,8 @@ func (w *walker) walk(member func(key, val []byte)) bool {
 			state = stValue
 
 		case stAfter:
-			if w.depth == 0 {
-				w.ws()
-				return w.i == len(b)
+			if w.depth == base {
+				return true
 			}
 			if w.top && w.depth == 1 {
 				member(key, b[valStart:w.i])
@@ -187,7 +200,11 @@ type walker struct {
 	b     []byte
 	i     int
 	depth int
-	top   bool // the top-level value is an object whose members are reported
+	// limit, when limited, bounds depth below MaxDepth (Cursor.Limit);
+	// deep: a container past the bound stopped the walk.
+	limit         int
+	limited, deep bool
+	top           bool // the top-level value is an object whose members are reported
 	// kinds holds a bit per open container, set for an object: the first
 	// 64 levels in small, deeper ones in more.
 	small uint64
@@ -196,7 +213,7 @@ type walker struct {
 	// (CheckMembers); src is b as a string, for names without escapes.
 	names    *jsonkey.Members
 	src      string
-	repeated bool // walk stopped at a repeated name
+	repeated bool // the walk stopped at a repeated name
 }
 
 // addName adds the name of the key b[start:end] (quoted) to w.names. An
@@ -228,7 +245,8 @@ func (w *walker) ws() {
 }
 
 func (w *walker) push(obj bool) bool {
-	if w.depth >= MaxDepth {
+	if w.depth >= MaxDepth || w.limited && w.depth >= w.limit {
+		w.deep = true
 		return false
 	}
 	d := w.depth
@@ -264,6 +282,13 @@ func (w *walker) inObject() bool {
 func (w *walker) str() bool {
 	b := w.b
 	for i := w.i + 1; i < len(b); i++ {
+		// Most bytes of a string are plain: one table look-up each.
+		for i < len(b) && plain[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			break
+		}
 		switch c := b[i]; {
 		case c == '"':
 			w.i = i + 1
@@ -294,6 +319,15 @@ func (w *walker) str() bool {
 	}
 	return false
 }
+
+// plain holds the bytes a string holds as they are: not '"', '\\' or a
+// control character.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func isHexDigit(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'

@@ -1,4 +1,4 @@
-package edge
+package carrier
 
 import (
 	"bytes"
@@ -83,7 +83,7 @@ func TestBearerToken(t *testing.T) {
 		{"DPoP abc", "", false},
 	}
 	for _, tt := range tests {
-		tok, ok := bearerToken(tt.in)
+		tok, ok := BearerToken(tt.in)
 		if tok != tt.tok || ok != tt.ok {
 			t.Errorf("bearerToken(%q) = %q, %v; want %q, %v", tt.in, tok, ok, tt.tok, tt.ok)
 		}
@@ -104,7 +104,7 @@ func TestStripIdentityHeaders(t *testing.T) {
 	for _, k := range append(append([]string{}, spoofed...), kept...) {
 		h[k] = []string{"v"} // raw keys: Go keeps X_Agent_DID as sent
 	}
-	stripIdentityHeaders(h, allCarriers)
+	stripIdentityHeaders(h, All)
 	for _, k := range spoofed {
 		if _, ok := h[k]; ok {
 			t.Errorf("%s not stripped", k)
@@ -118,7 +118,7 @@ func TestStripIdentityHeaders(t *testing.T) {
 
 	// A KYA-* carrier switched off is just another KYA-* header.
 	h = http.Header{"Kya-Delegation": {"v"}, "Kya-Os-Delegation-Credential": {"v"}, "Mcp-I-Credential": {"v"}}
-	stripIdentityHeaders(h, 1<<carrierAuthorization)
+	stripIdentityHeaders(h, Of(Authorization))
 	if _, ok := h["Kya-Delegation"]; ok {
 		t.Error("disabled Kya-Delegation not stripped")
 	}
@@ -130,10 +130,10 @@ func TestStripIdentityHeaders(t *testing.T) {
 	}
 }
 
-func rawOf(found []presented) []string {
+func rawOf(found []Credential) []string {
 	var out []string
 	for _, p := range found {
-		out = append(out, p.carrier.String()+"="+string(p.raw))
+		out = append(out, p.Carrier.String()+"="+string(p.Raw))
 	}
 	return out
 }
@@ -213,13 +213,14 @@ func TestExtractBody(t *testing.T) {
 		{name: "params not an object", body: `{"params":["delegationToken","x"]}`},
 		{name: "nested deeper is not a carrier", body: `{"params":{"meta":{"delegationToken":"x"}}}`},
 		{name: "invalid JSON", body: `{"params":{"delegationToken":"x"}`},
+		{name: "cut off in a carrier", body: `{"METHOD":"tools/call","PArAms":{"ARGUMENTS":{"_MCPI_DELEGATION":`},
 		{name: "trailing garbage", body: `{"params":{"delegationToken":"x"}} x`},
 		{name: "string top level", body: `"delegationToken"`},
 		{name: "empty", body: ``},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			found, stripped := extractBody([]byte(tt.body), allCarriers, true)
+			found, stripped, _ := scanBody([]byte(tt.body), All, true)
 			if got := rawOf(found); !reflect.DeepEqual(got, tt.found) {
 				t.Errorf("found %q, want %q", got, tt.found)
 			}
@@ -233,7 +234,7 @@ func TestExtractBody(t *testing.T) {
 				t.Errorf("stripped:\n got %s\nwant %s", stripped, tt.stripped)
 			}
 			// Without strip, nothing is rewritten.
-			if _, s := extractBody([]byte(tt.body), allCarriers, false); s != nil {
+			if _, s, _ := scanBody([]byte(tt.body), All, false); s != nil {
 				t.Errorf("strip=false rewrote the body")
 			}
 		})
@@ -242,7 +243,7 @@ func TestExtractBody(t *testing.T) {
 
 func TestExtractBodyDisabledCarrier(t *testing.T) {
 	body := `{"method":"tools/call","params":{"delegationToken":"A","arguments":{"_mcpi_delegation":"B"}}}`
-	found, stripped := extractBody([]byte(body), 1<<carrierMCPIDelegation, true)
+	found, stripped, _ := scanBody([]byte(body), Of(MCPIDelegation), true)
 	if got := rawOf(found); !reflect.DeepEqual(got, []string{"mcpi_delegation=B"}) {
 		t.Errorf("found %q", got)
 	}
@@ -252,21 +253,21 @@ func TestExtractBodyDisabledCarrier(t *testing.T) {
 }
 
 func TestConflicting(t *testing.T) {
-	p := func(s string) presented { return presented{carrierAuthorization, []byte(s)} }
+	p := func(s string) Credential { return Credential{Authorization, []byte(s)} }
 	tests := []struct {
 		name  string
-		found []presented
+		found []Credential
 		want  bool
 	}{
-		{"one", []presented{p("a")}, false},
-		{"same after trim", []presented{p("a.b.c"), p(" a.b.c\n")}, false},
-		{"different", []presented{p("a.b.c"), p("a.b.d")}, true},
-		{"same JSON VC, other layout", []presented{p(`{"id":"x","proof":{"v":1}}`), p(`{ "proof": {"v": 1}, "id": "x" }`)}, false},
-		{"different JSON VC", []presented{p(`{"id":"x"}`), p(`{"id":"y"}`)}, true},
-		{"JWT vs JSON", []presented{p(`a.b.c`), p(`{"id":"x"}`)}, true},
+		{"one", []Credential{p("a")}, false},
+		{"same after trim", []Credential{p("a.b.c"), p(" a.b.c\n")}, false},
+		{"different", []Credential{p("a.b.c"), p("a.b.d")}, true},
+		{"same JSON VC, other layout", []Credential{p(`{"id":"x","proof":{"v":1}}`), p(`{ "proof": {"v": 1}, "id": "x" }`)}, false},
+		{"different JSON VC", []Credential{p(`{"id":"x"}`), p(`{"id":"y"}`)}, true},
+		{"JWT vs JSON", []Credential{p(`a.b.c`), p(`{"id":"x"}`)}, true},
 	}
 	for _, tt := range tests {
-		if got := conflicting(tt.found); got != tt.want {
+		if got := (&Found{Credentials: tt.found}).Conflicting(); got != tt.want {
 			t.Errorf("%s: conflicting = %v, want %v", tt.name, got, tt.want)
 		}
 	}
@@ -295,7 +296,7 @@ func TestIsJSONContentType(t *testing.T) {
 		"application/json\u00a0; x=1":    true,
 		"application/vnd.x+json; q=\x00": true,
 	} {
-		if got := isJSONContentType(ct); got != want {
+		if got := IsJSONContentType(ct); got != want {
 			t.Errorf("isJSONContentType(%q) = %v", ct, got)
 		}
 	}
@@ -315,7 +316,7 @@ func TestMediaType(t *testing.T) {
 		if err != nil {
 			want = ""
 		}
-		if got := mediaType(ct); got != want {
+		if got := MediaType(ct); got != want {
 			t.Errorf("mediaType(%q) = %q, mime says %q", ct, got, want)
 		}
 	}
@@ -343,7 +344,7 @@ func TestExtractDoesNotReadNonJSONOrGET(t *testing.T) {
 		} else {
 			r.Header.Set("Content-Type", "text/event-stream")
 		}
-		if _, err := extract(httptest.NewRecorder(), r, allCarriers, 1<<20, true); err != nil {
+		if _, err := New(Config{Enabled: All, MaxBody: 1 << 20}).Find(httptest.NewRecorder(), r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -353,9 +354,9 @@ func TestExtractRestoresBody(t *testing.T) {
 	body := "{ \"jsonrpc\": \"2.0\",\n  \"method\": \"tools/call\", \"params\": {\"name\": \"x\"} }\n"
 	r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")
-	ex, err := extract(httptest.NewRecorder(), r, allCarriers, 1<<20, true)
-	if err != nil || len(ex.found) != 0 || ex.strippedBody != nil {
-		t.Fatalf("extract: %v %v %s", err, ex.found, ex.strippedBody)
+	f, err := New(Config{Enabled: All, MaxBody: 1 << 20}).Find(httptest.NewRecorder(), r)
+	if err != nil || len(f.Credentials) != 0 || f.stripped != nil {
+		t.Fatalf("Find: %v %v %s", err, f.Credentials, f.stripped)
 	}
 	got, _ := io.ReadAll(r.Body)
 	if string(got) != body {
@@ -369,8 +370,8 @@ func TestExtractBodyTooLarge(t *testing.T) {
 		r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(big))
 		r.Header.Set("Content-Type", "application/json")
 		r.ContentLength = cl
-		if _, err := extract(httptest.NewRecorder(), r, allCarriers, 1024, true); err != errBodyTooLarge {
-			t.Errorf("content-length %d: err = %v, want errBodyTooLarge", cl, err)
+		if _, err := New(Config{Enabled: All, MaxBody: 1024}).Find(httptest.NewRecorder(), r); err != ErrBodyTooLarge {
+			t.Errorf("content-length %d: err = %v, want ErrBodyTooLarge", cl, err)
 		}
 	}
 }
@@ -383,11 +384,12 @@ func TestRemoveCarriersFixesContentLength(t *testing.T) {
 	r.Header.Set("Authorization", "Bearer opaque-oauth-token")
 	r.Header.Set("Kya-Delegation", "T")
 	r.Header.Set("Mcp-I-Delegation", "urn:1")
-	ex, err := extract(httptest.NewRecorder(), r, allCarriers, 1<<20, true)
+	rd := New(Config{Enabled: All, MaxBody: 1 << 20})
+	f, err := rd.Find(httptest.NewRecorder(), r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	removeCarriers(r, ex, allCarriers)
+	rd.Remove(r, f)
 	got, _ := io.ReadAll(r.Body)
 	want := `{"method":"tools/call","params":{"name":"x"}}`
 	if string(got) != want {
@@ -404,7 +406,7 @@ func TestRemoveCarriersFixesContentLength(t *testing.T) {
 	}
 }
 
-// referenceStrip is an independent model of extractBody, through
+// referenceStrip is an independent model of scanBody, through
 // encoding/json, used to check the hand-written scanner.
 func referenceStrip(v any) (any, int) {
 	n := 0
@@ -511,8 +513,11 @@ func FuzzExtractCarriers(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		found, stripped := extractBody(body, allCarriers, true)
-		if !json.Valid(body) {
+		found, stripped, ok := scanBody(body, All, true)
+		if ok != json.Valid(body) {
+			t.Fatalf("scanBody says valid %v", ok)
+		}
+		if !ok {
 			if found != nil || stripped != nil {
 				t.Fatalf("carriers found in invalid JSON")
 			}
@@ -527,10 +532,10 @@ func FuzzExtractCarriers(f *testing.F) {
 		if !json.Valid(stripped) {
 			t.Fatalf("stripped body is not JSON: %q", stripped)
 		}
-		if again, s := extractBody(stripped, allCarriers, true); len(again) != 0 || s != nil {
+		if again, s, _ := scanBody(stripped, All, true); len(again) != 0 || s != nil {
 			t.Fatalf("carriers left after stripping: %q", rawOf(again))
 		}
-		if _, s := extractBody(body, allCarriers, false); s != nil {
+		if _, s, _ := scanBody(body, All, false); s != nil {
 			t.Fatalf("strip=false rewrote the body")
 		}
 		if hasDuplicateKeys(body) {
@@ -792,7 +797,7 @@ func TestReadAll(t *testing.T) {
 			t.Errorf("readAll of %d bytes announced as %d: %d bytes, %v", c.n, c.size, len(got), err)
 		}
 		if c.n > 0 {
-			if _, err := readAll(bytes.NewReader(want), c.size, int64(c.n-1)); err != errBodyTooLarge {
+			if _, err := readAll(bytes.NewReader(want), c.size, int64(c.n-1)); err != ErrBodyTooLarge {
 				t.Errorf("readAll of %d bytes, at most %d: %v", c.n, c.n-1, err)
 			}
 		}
@@ -849,7 +854,7 @@ func TestCarrierHeaderNamesCanonical(t *testing.T) {
 
 // isIdentityHeaderRef is what isIdentityHeader must agree with: the name
 // lower-cased with "_" and "." read as "-", then compared.
-func isIdentityHeaderRef(k string, enabled carrierSet) bool {
+func isIdentityHeaderRef(k string, enabled Set) bool {
 	if len(k) < 4 {
 		return false
 	}
@@ -860,15 +865,15 @@ func isIdentityHeaderRef(k string, enabled carrierSet) bool {
 	}
 	switch k {
 	case hdrKYADelegation:
-		if enabled.has(carrierKYADelegation) {
+		if enabled.Has(KYADelegation) {
 			return false
 		}
 	case hdrKYAOSCred:
-		if enabled.has(carrierKYAOSDelegationCredential) {
+		if enabled.Has(KYAOSDelegationCredential) {
 			return false
 		}
 	case hdrDelegationChain:
-		if enabled.has(carrierKYAOSDelegationChain) {
+		if enabled.Has(KYAOSDelegationChain) {
 			return false
 		}
 	case hdrMCPICred, hdrMCPIDelegation:
@@ -892,7 +897,7 @@ var identityHeaderCases = []string{
 }
 
 func TestIsIdentityHeaderAgrees(t *testing.T) {
-	for _, enabled := range []carrierSet{0, allCarriers, 1 << carrierAuthorization} {
+	for _, enabled := range []Set{0, All, Of(Authorization)} {
 		for _, k := range identityHeaderCases {
 			if got, want := isIdentityHeader(k, enabled), isIdentityHeaderRef(k, enabled); got != want {
 				t.Errorf("isIdentityHeader(%q, %b) = %v, want %v", k, enabled, got, want)
@@ -903,28 +908,13 @@ func TestIsIdentityHeaderAgrees(t *testing.T) {
 
 func FuzzIsIdentityHeader(f *testing.F) {
 	for _, k := range identityHeaderCases {
-		f.Add(k, uint8(allCarriers))
+		f.Add(k, uint8(All))
 	}
 	f.Fuzz(func(t *testing.T, k string, enabled uint8) {
-		if got, want := isIdentityHeader(k, carrierSet(enabled)), isIdentityHeaderRef(k, carrierSet(enabled)); got != want {
+		if got, want := isIdentityHeader(k, Set(enabled)), isIdentityHeaderRef(k, Set(enabled)); got != want {
 			t.Errorf("isIdentityHeader(%q, %b) = %v, want %v", k, enabled, got, want)
 		}
 	})
-}
-
-// TestBearerWithFoldedVCIsVerified: a bearer whose payload names its
-// credential "VC" is read as one by encoding/json, so the edge verifies it
-// (and refuses this unsigned one) instead of passing it upstream as someone
-// else's token.
-func TestBearerWithFoldedVCIsVerified(t *testing.T) {
-	f := newFixture(t)
-	h := f.handler(t, nil)
-	for _, payload := range []string{`{"iss":"did:key:z6Mkx","VC":{"type":["VerifiableCredential"]}}`, `{"Vp":{}}`} {
-		res := serve(t, h, bearer(fakeJWT(`{"alg":"EdDSA","typ":"JWT"}`, payload)))
-		if res.called || res.rec.Code != http.StatusUnauthorized {
-			t.Errorf("payload %s: HTTP %d, forwarded %t; want 401, not forwarded", payload, res.rec.Code, res.called)
-		}
-	}
 }
 
 func TestStripConnectionTokens(t *testing.T) {
@@ -939,7 +929,7 @@ func TestStripConnectionTokens(t *testing.T) {
 		{[]string{"X-Agent-Reputation-Score, , close"}, []string{"close"}},
 	} {
 		h := http.Header{"Connection": tc.in}
-		stripIdentityHeaders(h, allCarriers)
+		stripIdentityHeaders(h, All)
 		if got := h["Connection"]; !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("Connection %q → %q, want %q", tc.in, got, tc.want)
 		}

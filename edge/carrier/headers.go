@@ -1,8 +1,9 @@
-package edge
+package carrier
 
 import (
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -23,16 +24,16 @@ const (
 
 // headerCarriers maps the single-token header carriers to their header.
 var headerCarriers = [...]struct {
-	c    carrier
+	k    Kind
 	name string
 }{
-	{carrierKYADelegation, hdrKYADelegation},
-	{carrierKYAOSDelegationCredential, hdrKYAOSCred},
-	{carrierMCPICredential, hdrMCPICred},
+	{KYADelegation, hdrKYADelegation},
+	{KYAOSDelegationCredential, hdrKYAOSCred},
+	{MCPICredential, hdrMCPICred},
 }
 
 // stripIdentityHeaders deletes every header a client could use to pose as a
-// verified agent or user toward the upstream (step 1 of ServeHTTP). Only the
+// verified agent or user toward the upstream (the first step of the pipeline). Only the
 // edge may set those. Names are compared after mapping '_' and '.' to '-' and
 // lowering case, because many upstream stacks (CGI, PHP, nginx with
 // underscores_in_headers, some Node frameworks) treat X_Agent_DID as
@@ -43,7 +44,7 @@ var headerCarriers = [...]struct {
 // Underscore spellings of every carrier header go too: they are never read,
 // and an upstream that normalizes names would otherwise see a credential the
 // edge never checked.
-func stripIdentityHeaders(h http.Header, enabled carrierSet) {
+func stripIdentityHeaders(h http.Header, enabled Set) {
 	for k := range h {
 		if isIdentityHeader(k, enabled) {
 			delete(h, k)
@@ -125,7 +126,7 @@ func (b *trailerStripper) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func isIdentityHeader(k string, enabled carrierSet) bool {
+func isIdentityHeader(k string, enabled Set) bool {
 	// Cheap filter: every name we strip starts with x, k or m.
 	if len(k) < 4 {
 		return false
@@ -137,15 +138,15 @@ func isIdentityHeader(k string, enabled carrierSet) bool {
 	}
 	switch k {
 	case hdrKYADelegation:
-		if enabled.has(carrierKYADelegation) {
+		if enabled.Has(KYADelegation) {
 			return false
 		}
 	case hdrKYAOSCred:
-		if enabled.has(carrierKYAOSDelegationCredential) {
+		if enabled.Has(KYAOSDelegationCredential) {
 			return false
 		}
 	case hdrDelegationChain:
-		if enabled.has(carrierKYAOSDelegationChain) {
+		if enabled.Has(KYAOSDelegationChain) {
 			return false
 		}
 	case hdrMCPICred, hdrMCPIDelegation:
@@ -185,6 +186,25 @@ func isIdentityName(n string) bool {
 		}
 	}
 	return strings.HasPrefix(n, "kya-")
+}
+
+// HeaderIs reports whether the header name k is one of names (lower case,
+// '-' separated) as upstreams that fold '_' and '.' into '-' and ignore
+// case read it: whether k, lower-cased with '_' and '.' read as '-', is
+// one of them.
+func HeaderIs(k string, names ...string) bool {
+	if isASCIIString(k) {
+		// Compared in place, as every header of every request may come here.
+		for _, n := range names {
+			if sepFoldEqual(k, n) {
+				return true
+			}
+		}
+		return false
+	}
+	// Unicode letters whose lower case is ASCII (U+212A is k): the
+	// general way, which allocates.
+	return slices.Contains(names, strings.ToLower(headerSeparators.Replace(k)))
 }
 
 // sepFoldEqual reports whether the ASCII name k is name (lower case, '-'

@@ -1,4 +1,4 @@
-package edge
+package carrier
 
 import (
 	"bytes"
@@ -12,9 +12,9 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
-// bearerToken returns the token of an "Authorization: Bearer <token>" value
-// (scheme case-insensitive, RFC 7235).
-func bearerToken(v string) (string, bool) {
+// BearerToken returns the token of an "Authorization: Bearer <token>"
+// value (scheme case-insensitive, RFC 7235).
+func BearerToken(v string) (string, bool) {
 	const scheme = "bearer"
 	v = strings.TrimSpace(v)
 	if len(v) < len(scheme) || !strings.EqualFold(v[:len(scheme)], scheme) {
@@ -26,6 +26,11 @@ func bearerToken(v string) (string, bool) {
 	}
 	return strings.TrimSpace(rest), true
 }
+
+// IsDelegation reports whether a bearer token is a delegation credential,
+// for the edge to verify, rather than someone else's token for the
+// upstream; see isDelegationJWT.
+func IsDelegation(tok string) bool { return isDelegationJWT(tok) }
 
 // isDelegationJWT reports whether a bearer token is ours (MCPI-WIRE §1),
 // failing closed. A token that is not three dot-separated segments (opaque,
@@ -148,8 +153,8 @@ var b64urlChar = func() (t [256]bool) {
 
 // isJSONObject reports whether b, if valid JSON, is an object.
 func isJSONObject(b []byte) bool {
-	i := skipWS(b, 0)
-	return i < len(b) && b[i] == '{'
+	c := jsonscan.NewCursor(b)
+	return c.Kind() == '{'
 }
 
 // isForeignHeader reports whether the JOSE header h is a JSON object that
@@ -164,14 +169,14 @@ func isForeignHeader(h []byte) bool {
 	}
 	ours := false
 	valid := jsonscan.Walk(h, func(key, val []byte) {
-		if ours || !bytes.EqualFold(unquoteKey(key), []byte("typ")) {
+		if ours || !bytes.EqualFold(jsonscan.Unquote(key), []byte("typ")) {
 			return
 		}
 		switch val[0] {
 		case '"':
 			t := val[1 : len(val)-1]
 			if bytes.IndexByte(t, '\\') >= 0 {
-				ours = vc.IsCredentialTyp(unquote(val))
+				ours = vc.IsCredentialTyp(string(jsonscan.Unquote(val)))
 			} else {
 				ours = vc.IsCredentialTyp(string(t))
 			}
@@ -194,21 +199,9 @@ func isForeignPayload(b []byte) bool {
 	}
 	ours := false
 	valid := jsonscan.Walk(b, func(key, _ []byte) {
-		if !ours && vc.IsCredentialClaim(unquoteKey(key)) {
+		if !ours && vc.IsCredentialClaim(jsonscan.Unquote(key)) {
 			ours = true
 		}
 	})
 	return valid && !ours
-}
-
-// unquoteKey is the key of a member as jsonscan.Walk reports it, unescaped.
-func unquoteKey(q []byte) []byte {
-	if bytes.IndexByte(q, '\\') < 0 {
-		return q[1 : len(q)-1]
-	}
-	return []byte(unquote(q))
-}
-
-func b64url(s string) ([]byte, error) {
-	return base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
 }

@@ -1,4 +1,4 @@
-package edge
+package carrier
 
 import (
 	"bytes"
@@ -11,22 +11,23 @@ import (
 	"unicode/utf8"
 )
 
-// wantsBody: only a POST with a JSON body can hold a JSON-RPC carrier. GET
-// (SSE streams) and everything else is never read, so streams stay streams.
-func wantsBody(r *http.Request) bool {
+// WantsBody reports whether r is a POST with a JSON body: only such a
+// request can hold a JSON-RPC carrier. GET (SSE streams) and everything
+// else is never read, so streams stay streams.
+func WantsBody(r *http.Request) bool {
 	if r.Method != http.MethodPost || r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return false
 	}
-	return isJSONContentType(r.Header.Get("Content-Type"))
+	return IsJSONContentType(r.Header.Get("Content-Type"))
 }
 
-// isJSONContentType reports whether a Content-Type value names JSON,
+// IsJSONContentType reports whether a Content-Type value names JSON,
 // whatever its parameters.
-func isJSONContentType(ct string) bool { return isJSONMediaType(mediaType(ct)) }
+func IsJSONContentType(ct string) bool { return IsJSONMediaType(MediaType(ct)) }
 
-// isJSONMediaType reports whether a media type (lower case, as mediaType
+// IsJSONMediaType reports whether a media type (lower case, as MediaType
 // returns it) is JSON.
-func isJSONMediaType(mt string) bool {
+func IsJSONMediaType(mt string) bool {
 	switch mt {
 	case "application/json", "application/json-rpc", "application/jsonrequest":
 		return true
@@ -34,14 +35,14 @@ func isJSONMediaType(mt string) bool {
 	return strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
 }
 
-// mediaType returns the media type of a Content-Type value in lower case,
+// MediaType returns the media type of a Content-Type value in lower case,
 // as mime.ParseMediaType does, or "" when the type itself is malformed. The
 // parameters are not parsed: a JSON body is JSON to a reader that ignores
 // them, as JSON-RPC servers do, so a malformed or repeated parameter must
 // not make the edge skip reading a request body, or checking a response,
 // that the other side reads as JSON. Unlike mime.ParseMediaType it
 // allocates nothing for the usual values: it runs several times per request.
-func mediaType(ct string) string {
+func MediaType(ct string) string {
 	base, _, _ := strings.Cut(ct, ";")
 	for i := range len(base) {
 		if base[i] >= utf8.RuneSelf {
@@ -76,25 +77,27 @@ func isToken(s string) bool {
 	return true
 }
 
-// readBody reads the whole body up to max bytes and puts an identical copy
-// back on r.
-func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
+// ReadBody reads the whole body of r, up to max bytes (ErrBodyTooLarge),
+// and puts an identical copy back on r; a body that cannot be read is
+// ErrBodyRead. w, when not nil, is r's: a body of unknown length is read
+// through http.MaxBytesReader, which has the server close the connection
+// instead of reading the rest of an oversized body.
+func ReadBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
 	if r.ContentLength > max {
-		return nil, errBodyTooLarge
+		return nil, ErrBodyTooLarge
 	}
 	rd := r.Body
 	if r.ContentLength < 0 {
-		// Unknown length: MaxBytesReader also has the server close the
-		// connection instead of reading the rest of an oversized body. A
-		// known length is within max, and net/http reads no further.
+		// Unknown length. A known length is within max, and net/http
+		// reads no further.
 		rd = http.MaxBytesReader(w, r.Body, max)
 	}
 	body, err := readAll(rd, r.ContentLength, max)
 	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok || err == errBodyTooLarge {
-			return nil, errBodyTooLarge
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok || err == ErrBodyTooLarge {
+			return nil, ErrBodyTooLarge
 		}
-		return nil, errBodyRead
+		return nil, ErrBodyRead
 	}
 	r.Body = newMemBody(body)
 	return body, nil
@@ -102,7 +105,7 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error)
 
 // readAll is io.ReadAll with a first buffer of the announced size (-1 when
 // unknown), so that a body of known length is read into one allocation of
-// its size, and a limit: more than max bytes is errBodyTooLarge. Only up to
+// its size, and a limit: more than max bytes is ErrBodyTooLarge. Only up to
 // maxPrealloc is taken on trust: a client announcing a large body and
 // sending nothing must not cost the edge that much memory.
 func readAll(rd io.Reader, size, max int64) ([]byte, error) {
@@ -114,7 +117,7 @@ func readAll(rd io.Reader, size, max int64) ([]byte, error) {
 		n, err := rd.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
 		if int64(len(b)) > max {
-			return nil, errBodyTooLarge
+			return nil, ErrBodyTooLarge
 		}
 		if err == io.EOF {
 			return b, nil
@@ -143,8 +146,8 @@ func newMemBody(b []byte) *memBody {
 
 func (*memBody) Close() error { return nil }
 
-// setBody replaces the request body with b (after a carrier was removed).
-func setBody(r *http.Request, b []byte) {
+// SetBody replaces the body of r with b, and its length with b's.
+func SetBody(r *http.Request, b []byte) {
 	r.Body = newMemBody(b)
 	r.ContentLength = int64(len(b))
 	r.TransferEncoding = nil
