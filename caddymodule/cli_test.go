@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcpi-edge/caddy-mcpi/mcpicli"
 	"github.com/spf13/cobra"
 )
 
@@ -26,16 +27,16 @@ func TestCLIKeygenIssueVerify(t *testing.T) {
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "issuer.jwk")
 
-	issuerDID, _, err := runCmd(t, keygenCommand(), "", "--out", keyFile)
+	issuerDID, _, err := runCmd(t, mcpicli.Keygen(), "", "--out", keyFile)
 	if err != nil || !strings.HasPrefix(issuerDID, "did:key:z6Mk") {
 		t.Fatalf("keygen --out: %q %v", issuerDID, err)
 	}
 	issuerDID = strings.TrimSpace(issuerDID)
-	if _, _, err := runCmd(t, keygenCommand(), "", "--out", keyFile); err == nil {
+	if _, _, err := runCmd(t, mcpicli.Keygen(), "", "--out", keyFile); err == nil {
 		t.Error("keygen overwrote an existing key file")
 	}
 
-	out, _, err := runCmd(t, keygenCommand(), "", "--type", "p256")
+	out, _, err := runCmd(t, mcpicli.Keygen(), "", "--type", "p256")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestCLIKeygenIssueVerify(t *testing.T) {
 	}
 
 	for _, format := range []string{"jwt", "json"} {
-		cred, _, err := runCmd(t, issueCommand(), "", "--issuer-key", keyFile, "--agent", agent.DID,
+		cred, _, err := runCmd(t, mcpicli.Issue(), "", "--issuer-key", keyFile, "--agent", agent.DID,
 			"--audience", "https://mcp.example.com,did:web:mcp.example.com", "--scopes", "a:read,b:write", "--ttl", "10m", "--format", format)
 		if err != nil {
 			t.Fatalf("issue --format %s: %v", format, err)
@@ -70,7 +71,7 @@ func TestCLIKeygenIssueVerify(t *testing.T) {
 
 		cmd := verifyCommand()
 		out, stderr, err := runCmd(t, cmd, cred, "--trust", agent.DID, "--audience", "https://mcp.example.com", "-")
-		if !errors.Is(err, errInvalidCredential) || out != "" || stderr != "invalid: untrusted_issuer\n  vc: credential issuer not trusted\n" {
+		if !errors.Is(err, mcpicli.ErrInvalidCredential) || out != "" || stderr != "invalid: untrusted_issuer\n  vc: credential issuer not trusted\n" {
 			t.Errorf("verify untrusted: out %q stderr %q err %v", out, stderr, err)
 		}
 		if !cmd.SilenceErrors {
@@ -78,7 +79,7 @@ func TestCLIKeygenIssueVerify(t *testing.T) {
 		}
 	}
 
-	if _, _, err := runCmd(t, issueCommand(), "", "--issuer-key", keyFile, "--agent", agent.DID); err == nil {
+	if _, _, err := runCmd(t, mcpicli.Issue(), "", "--issuer-key", keyFile, "--agent", agent.DID); err == nil {
 		t.Error("issue without --audience succeeded")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/mcpicli"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -201,7 +202,7 @@ http://files.example.com:8080 {
 				}
 			case tt.invalid != "":
 				first, rest, _ := strings.Cut(stderr, "\n")
-				if !errors.Is(err, errInvalidCredential) || out != "" || first != tt.invalid || !strings.Contains(rest, tt.detail) {
+				if !errors.Is(err, mcpicli.ErrInvalidCredential) || out != "" || first != tt.invalid || !strings.Contains(rest, tt.detail) {
 					t.Fatalf("out %q stderr %q err %v, want %q then %q", out, stderr, err, tt.invalid, tt.detail)
 				}
 			default:
@@ -243,7 +244,7 @@ func TestCLIVerifyInlineContext(t *testing.T) {
 
 	_, stderr, err := runCmd(t, verifyCommand(), string(b), "--trust", is.did, "--audience", "did:web:mcp.example.com", "-")
 	lines := strings.Split(strings.TrimSpace(stderr), "\n")
-	if !errors.Is(err, errInvalidCredential) || len(lines) != 3 || lines[0] != "invalid: unsupported_format" ||
+	if !errors.Is(err, mcpicli.ErrInvalidCredential) || len(lines) != 3 || lines[0] != "invalid: unsupported_format" ||
 		!strings.Contains(lines[1], "inline JSON-LD context refused: the signature does not cover it") ||
 		strings.Contains(stderr, "not available") || !strings.Contains(lines[2], "jsonld_context <url> <file>") {
 		t.Fatalf("stderr %q, err %v", stderr, err)

@@ -30,245 +30,82 @@ type (
 	ObservabilityConfig = edge.ObservabilityConfig
 )
 
-// Level2Config holds the Level 2 settings (identity headers for MCP-I-aware
-// upstreams). It is embedded in Handler, so its fields are top-level JSON
-// config fields of http.handlers.mcpi. They apply only at level 2 and 3.
+// Level2Config is the JSON form of edge.Level2Config, which documents each
+// field (and docs/configuration.md each setting); durations are
+// caddy.Duration.
 type Level2Config struct {
-	// DID the edge signs as (iss of the assertions, prefix of their kid,
-	// id of the served did.json). Default: did:web:<request host>, the
-	// port's colon %3A-encoded. Replicas behind one name get the same DID
-	// either way; set it when one edge answers under several names.
-	EdgeDID string `json:"edge_did,omitempty"`
-
-	// File holding the edge's private signing key (an Ed25519 or P-256
-	// private JWK, or PEM). Placeholders such as {env.*} are expanded.
-	// Default: a key generated once and kept in Caddy's storage (under
-	// key_storage_key), shared by every instance using that storage, and
-	// rotated with `caddy mcpi rotate-key`. A key from a file is never
-	// rotated by the edge; replacing the file drops the old key at once.
-	SigningKey string `json:"signing_key,omitempty"`
-
-	// Algorithm of a generated key: EdDSA or ES256. With signing_key it
-	// must match the key if set. Default: EdDSA.
-	SigningAlg string `json:"signing_alg,omitempty"`
-
-	// Lifetime of an X-Verified-Delegation assertion, in whole seconds, at
-	// most 5m; never past the delegation's own expiry. Default: 60s.
-	AssertionTTL caddy.Duration `json:"assertion_ttl,omitempty"`
-
-	// Form of X-Verified-Delegation: "jws" (a signed assertion) or "hash"
-	// (only "sha256:<hex>" of the presented credential, for upstreams that
-	// trust the edge by network position). Default: jws.
-	AssertionForm string `json:"assertion_form,omitempty"`
-
-	// Reuse a signed assertion for later requests with the same credential
-	// and audience while more than half of its lifetime is left (the jti
-	// then repeats). Turning it off signs every request. Default: true.
-	AssertionReuse *bool `json:"assertion_reuse,omitempty"`
-
-	// Headers sent upstream: "mcpi" (X-Agent-DID, X-User-DID,
-	// X-Verified-Delegation, X-Agent-Reputation-Score), "kya-os"
-	// (KYA-OS-Agent-DID, KYA-OS-Delegation-Proof) or "both". Default: mcpi.
-	HeaderProfile string `json:"header_profile,omitempty"`
-
-	// Origin of the upstream (scheme://host[:port]), e.g.
-	// http://127.0.0.1:9000. It is the aud of the assertions (the host
-	// alone for KYA-OS proofs) and where upstream_mcpi auto looks for
-	// /.well-known/mcp-i.json. Required for auto. Default aud: the origin
-	// of the request.
-	Upstream string `json:"upstream,omitempty"`
-
-	// Whether the upstream gets the identity headers: "on" (the operator
-	// declares it MCP-I-aware), "off" (never: Level 1 behaviour), or
-	// "auto": only while the upstream declares MCP-I support, by serving
-	// /.well-known/mcp-i.json or by an MCP-I-Version response header (seen
-	// through reverse_proxy). Default: on.
-	UpstreamMCPI string `json:"upstream_mcpi,omitempty"`
-
-	// How long what auto learned about the upstream is trusted before it is
-	// probed again (in the background). Default: 5m.
-	MCPIProbeTTL caddy.Duration `json:"mcpi_probe_ttl,omitempty"`
-
-	// Where the reputation score of the agent comes from. Without it,
-	// X-Agent-Reputation-Score is never sent.
-	Reputation *ReputationConfig `json:"reputation,omitempty"`
-
-	// Storage key of the generated key set. Default: mcpi/edge-keys.json.
-	KeyStorageKey string `json:"key_storage_key,omitempty"`
-
-	// How often the key set is reloaded from storage, so that a key rotated
-	// by `caddy mcpi rotate-key` or another instance is picked up. Default:
-	// 30s.
-	KeyReloadInterval caddy.Duration `json:"key_reload_interval,omitempty"`
-
-	// How long a rotated-out key stays in the JWKS. It must cover
-	// assertion_ttl plus key_reload_interval (an instance may sign with the
-	// old key until it reloads). Default: assertion_ttl +
-	// key_reload_interval + 60s of clock skew. A stored key set keeps the
-	// longest retention any instance asked for.
-	KeyRetention caddy.Duration `json:"key_retention,omitempty"`
+	EdgeDID           string            `json:"edge_did,omitempty"`
+	SigningKey        string            `json:"signing_key,omitempty"`
+	SigningAlg        string            `json:"signing_alg,omitempty"`
+	AssertionTTL      caddy.Duration    `json:"assertion_ttl,omitempty"`
+	AssertionForm     string            `json:"assertion_form,omitempty"`
+	AssertionReuse    *bool             `json:"assertion_reuse,omitempty"`
+	HeaderProfile     string            `json:"header_profile,omitempty"`
+	Upstream          string            `json:"upstream,omitempty"`
+	UpstreamMCPI      string            `json:"upstream_mcpi,omitempty"`
+	MCPIProbeTTL      caddy.Duration    `json:"mcpi_probe_ttl,omitempty"`
+	Reputation        *ReputationConfig `json:"reputation,omitempty"`
+	KeyStorageKey     string            `json:"key_storage_key,omitempty"`
+	KeyReloadInterval caddy.Duration    `json:"key_reload_interval,omitempty"`
+	KeyRetention      caddy.Duration    `json:"key_retention,omitempty"`
 }
 
-// Level3Config holds the Level 3 settings (the JSON-RPC challenge-response
-// handshake, MCPI-WIRE §5). It is embedded in Handler, so its fields are
-// top-level JSON config fields of http.handlers.mcpi. They apply only at
-// level 3; Validate refuses them at a lower level.
+// Level3Config is the JSON form of edge.Level3Config, which documents each
+// field (and docs/configuration.md each setting); durations are
+// caddy.Duration.
 type Level3Config struct {
-	// How the edge takes part in the handshake. "terminate": the edge
-	// answers handshake and verify itself and issues an edge session that
-	// later requests present instead of the credential. "proxy": the edge
-	// forwards both to the upstream's handshake endpoints, records the
-	// upstream's challenges in its nonce store on the way back, and checks
-	// every verify (signature, single use, credential) before the upstream
-	// sees it, adding the Level 2 identity headers. Default: terminate.
-	Handshake string `json:"handshake,omitempty"`
-
-	// Proxy mode: the upstream's handshake endpoint, a path on the
-	// route's upstream (forwarded through the rest of the route, normally
-	// reverse_proxy, with the path rewritten; so is a URL on the Level 2
-	// `upstream` origin) or an absolute http(s) URL of another origin
-	// (forwarded by the edge's own client). Unset: discovered from the
-	// upstream's /.well-known/mcp-i.json (fetched from the Level 2
-	// `upstream` origin when set, else through the route), else the
-	// services of upstream_did's document, else the edge's own handshake
-	// paths on the route's upstream.
-	HandshakeEndpoint string `json:"handshake_endpoint,omitempty"`
-	// Proxy mode: the upstream's verify endpoint, as handshake_endpoint.
-	// Default: handshake_endpoint when that is set (one JSON-RPC endpoint
-	// for both methods).
-	VerifyEndpoint string `json:"verify_endpoint,omitempty"`
-	// Proxy mode: DID of the upstream; its document's services of type
-	// mcp-i or JSON-RPC name the endpoints when /.well-known/mcp-i.json
-	// does not.
-	UpstreamDID string `json:"upstream_did,omitempty"`
-	// Proxy mode: how long discovered endpoints are cached. Default: 5m.
-	DiscoveryTTL caddy.Duration `json:"discovery_ttl,omitempty"`
-
-	// Path at which the edge takes handshake calls. Default:
-	// /api/mcp/handshake.
-	HandshakePath string `json:"handshake_path,omitempty"`
-	// Path at which the edge takes verify calls. Default: /api/mcp/verify.
-	// Either path takes either method; the JSON-RPC method decides.
-	VerifyPath string `json:"verify_path,omitempty"`
-	// JSON-RPC method name of the handshake call. Default: handshake.
-	HandshakeMethod string `json:"handshake_method,omitempty"`
-	// JSON-RPC method name of the verify call. Default: verify.
-	VerifyMethod string `json:"verify_method,omitempty"`
-
-	// Where issued (terminate) or seen (proxy) challenges are kept until
-	// answered, module namespace mcpi.nonce_stores: memory (default) or
-	// redis (shared by replicas).
-	NonceStoreRaw json.RawMessage `json:"nonce_store,omitempty" caddy:"namespace=mcpi.nonce_stores inline_key=backend"`
-
-	// Lifetime of a challenge. Default: 5m.
-	ChallengeTTL caddy.Duration `json:"challenge_ttl,omitempty"`
-	// Tolerated difference between the signed timestamp and the edge's
-	// clock. Default: 2m.
-	HandshakeSkew caddy.Duration `json:"handshake_skew,omitempty"`
-	// Lifetime of a handshake session, never beyond the credential's
-	// expiry. Terminate mode: of the edge's session token. Proxy mode: of
-	// the edge's binding of the upstream's session id to the verified
-	// delegation (never beyond the upstream's expiresAt either). Default:
-	// 15m.
-	SessionTTL caddy.Duration `json:"session_ttl,omitempty"`
-
-	// The older KYA handshake forms (JSON-RPC handshake with {nonce,
-	// audience, timestamp, agentDid}, tools/call of _mcpi_handshake,
-	// _kyaos_handshake or _mcpi) are always forwarded untouched.
-	// "verify": like any request, they need a credential or an edge
-	// session. "pass": without either, they are forwarded anyway, with no
-	// identity (this is how a KYA agent obtains its credential). Default:
-	// verify.
-	LegacyHandshake string `json:"legacy_handshake,omitempty"`
+	Handshake         string         `json:"handshake,omitempty"`
+	HandshakeEndpoint string         `json:"handshake_endpoint,omitempty"`
+	VerifyEndpoint    string         `json:"verify_endpoint,omitempty"`
+	UpstreamDID       string         `json:"upstream_did,omitempty"`
+	DiscoveryTTL      caddy.Duration `json:"discovery_ttl,omitempty"`
+	HandshakePath     string         `json:"handshake_path,omitempty"`
+	VerifyPath        string         `json:"verify_path,omitempty"`
+	HandshakeMethod   string         `json:"handshake_method,omitempty"`
+	VerifyMethod      string         `json:"verify_method,omitempty"`
+	// Where presentations' single-use records, and at Level 3 the
+	// challenges and proxy session bindings, are kept: a module of
+	// namespace mcpi.nonce_stores, memory (default) or redis (shared by
+	// replicas). Handed to the edge as edge.WithNonceStore.
+	NonceStoreRaw   json.RawMessage `json:"nonce_store,omitempty" caddy:"namespace=mcpi.nonce_stores inline_key=backend"`
+	ChallengeTTL    caddy.Duration  `json:"challenge_ttl,omitempty"`
+	HandshakeSkew   caddy.Duration  `json:"handshake_skew,omitempty"`
+	SessionTTL      caddy.Duration  `json:"session_ttl,omitempty"`
+	LegacyHandshake string          `json:"legacy_handshake,omitempty"`
 }
 
-// DelegationConfig holds the settings of revocation checking and Linked
-// Data proofs. It is embedded in Handler, so its fields are top-level JSON
-// config fields of http.handlers.mcpi.
+// DelegationConfig is the JSON form of edge.DelegationConfig, which documents each
+// field (and docs/configuration.md each setting); durations are
+// caddy.Duration.
 type DelegationConfig struct {
-	// How long a fetched status list (a credential's credentialStatus,
-	// StatusList2021 or Bitstring Status List) is used before it is fetched
-	// again. Default: 60s.
-	StatusListTTL caddy.Duration `json:"status_list_ttl,omitempty"`
-
-	// How long past its TTL a status list that can no longer be fetched
-	// (or whose new copy does not verify) is still used. Default: 0: a
-	// revocation status that cannot be established fails closed with 503
-	// status_unavailable. A longer window keeps the edge up through a
-	// status server outage, at the cost of learning of revocations later.
-	StatusStaleIfError caddy.Duration `json:"status_stale_if_error,omitempty"`
-
-	// Turn off JSON-LD Linked Data proofs (Ed25519Signature2018, the
-	// JSON-LD Ed25519Signature2020, JsonWebSignature2020,
-	// EcdsaSecp256k1Signature2019, eddsa-rdfc-2022). On by default; their
-	// contexts are embedded, never fetched. Off, such credentials get 401
-	// unsupported_format.
-	DisableJSONLD bool `json:"disable_jsonld,omitempty"`
-
-	// Extra JSON-LD context documents, context URL → file, read at
-	// provisioning, for credentials naming contexts that are not embedded.
-	// A context decides what a signature covers: supply only documents
-	// you trust.
-	JSONLDContexts map[string]string `json:"jsonld_contexts,omitempty"`
-
-	// Fetch a chain's missing parent credentials from the https URL their
-	// child names, within an allow-list of URL prefixes (chainfetch.go).
-	// Off unless set.
-	ChainFetch *ChainFetchConfig `json:"chain_fetch,omitempty"`
-
+	StatusListTTL      caddy.Duration    `json:"status_list_ttl,omitempty"`
+	StatusStaleIfError caddy.Duration    `json:"status_stale_if_error,omitempty"`
+	DisableJSONLD      bool              `json:"disable_jsonld,omitempty"`
+	JSONLDContexts     map[string]string `json:"jsonld_contexts,omitempty"`
+	ChainFetch         *ChainFetchConfig `json:"chain_fetch,omitempty"`
 	// jsonldSet: the Caddyfile already gave `jsonld`; chainFetchSet:
 	// `chain_fetch`.
 	jsonldSet, chainFetchSet bool
 }
 
-// ChainFetchConfig turns on fetching a delegation chain's missing parents
-// from the https URL their child names. A parent is fetched only when it
-// was not presented (in a Verifiable Presentation or the
-// KYA-OS-Delegation-Chain header) and its child's issuer is not trusted
-// directly; what is fetched is verified like every other ancestor.
+// ChainFetchConfig is the JSON form of edge.ChainFetchConfig, which documents each
+// field (and docs/configuration.md each setting); durations are
+// caddy.Duration.
 type ChainFetchConfig struct {
-	// URL prefixes parents may be fetched from, each
-	// https://host[:port]/path/ (path ending with "/", no query): a URL is
-	// fetched only when it has the same host and port and its path lies
-	// under the prefix's. Required: the URLs come from credentials anyone
-	// can mint, and the edge must not be made to fetch from anywhere else.
-	Allow []string `json:"allow,omitempty"`
-
-	// Timeout of one fetch. Default: 5s.
-	Timeout caddy.Duration `json:"timeout,omitempty"`
-
-	// Largest parent credential fetched, in bytes. Default: 65536.
-	MaxSize int64 `json:"max_size,omitempty"`
-
-	// How long a fetched parent is reused before it is fetched again; it
-	// is verified on every use all the same. Failures are remembered for
-	// 5s (or this TTL if shorter). Default: 5m.
+	Allow    []string       `json:"allow,omitempty"`
+	Timeout  caddy.Duration `json:"timeout,omitempty"`
+	MaxSize  int64          `json:"max_size,omitempty"`
 	CacheTTL caddy.Duration `json:"cache_ttl,omitempty"`
 }
 
-// ReputationConfig says where X-Agent-Reputation-Score comes from. The
-// score is informational: a lookup that fails (timeout, error status, a body
-// that is not {"score": <number>}, a number out of range) only leaves the
-// header out, it never fails the request.
+// ReputationConfig is the JSON form of edge.ReputationConfig, which documents each
+// field (and docs/configuration.md each setting); durations are
+// caddy.Duration.
 type ReputationConfig struct {
-	// Fixed scores by agent DID, 0 to 100. They take precedence over the
-	// endpoint. (The Caddyfile also accepts 0.0 to 1.0 written with a
-	// decimal point, and scales it.)
-	Scores map[string]float64 `json:"scores,omitempty"`
-
-	// URL of a reputation service, with {did} where the agent DID goes
-	// (URL-escaped). It is asked with GET and must answer 200 with
-	// {"score": <number>}: 0 to 100, or 0.0 to 1.0 written with a decimal
-	// point (scaled to 0 to 100). Answers are cached.
-	Endpoint string `json:"endpoint,omitempty"`
-
-	// How long an endpoint answer is cached. Failures are cached for at
-	// most 30s. Default: 5m.
-	CacheTTL caddy.Duration `json:"cache_ttl,omitempty"`
-
-	// Timeout of one endpoint lookup; the request waits at most this long
-	// for an uncached score. Default: 1s.
-	Timeout caddy.Duration `json:"timeout,omitempty"`
+	Scores   map[string]float64 `json:"scores,omitempty"`
+	Endpoint string             `json:"endpoint,omitempty"`
+	CacheTTL caddy.Duration     `json:"cache_ttl,omitempty"`
+	Timeout  caddy.Duration     `json:"timeout,omitempty"`
 }
 
 // edgeConfig is h's configuration as edge.Config: every field of the same
