@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 	"golang.org/x/net/idna"
 	"golang.org/x/net/publicsuffix"
 )
@@ -138,7 +139,7 @@ type ActionOptions struct {
 // must be an object; callbackToolName a string. null counts as absent for
 // optional members.
 func CheckActions(result json.RawMessage, opts ActionOptions) (json.RawMessage, []ActionIssue, error) {
-	if !json.Valid(result) {
+	if !jsonscan.Valid(result) {
 		return nil, nil, ErrParse
 	}
 	out, issues, _, err := checkActions(result, opts, 0)
@@ -154,7 +155,7 @@ func EnforceActions(result json.RawMessage, opts ActionOptions, mode ActionMode)
 	if mode == ActionsOff {
 		return result, nil, nil
 	}
-	if !json.Valid(result) {
+	if !jsonscan.Valid(result) {
 		return nil, nil, ErrParse
 	}
 	out, issues, _, err := enforceActions(result, opts, mode, 0)

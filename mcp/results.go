@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 )
 
 // textContent is an MCP TextContent block.
@@ -55,7 +57,7 @@ func marshal(v any) ([]byte, error) {
 // null), else null: an answer must always be valid JSON.
 func responseID(id json.RawMessage) json.RawMessage {
 	id = trimSpace(id)
-	if len(id) > 0 && json.Valid(id) {
+	if len(id) > 0 && jsonscan.Valid(id) {
 		switch c := id[0]; {
 		case c == '"', c == '-', c >= '0' && c <= '9', c == 'n':
 			return id

@@ -3,6 +3,8 @@ package mcp
 import (
 	"encoding/json"
 	"errors"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 )
 
 // FilterToolsList removes from a tools/list result every tool for which
@@ -17,7 +19,7 @@ import (
 // another type, or given twice, is ErrInvalidToolsList, and a result that is
 // not an object is ErrNotObject. A nil allow keeps everything.
 func FilterToolsList(result json.RawMessage, allow func(toolName string) bool) (json.RawMessage, error) {
-	if !json.Valid(result) {
+	if !jsonscan.Valid(result) {
 		return nil, ErrParse
 	}
 	out, _, err := filterToolsList(result, allow, 0)
@@ -35,53 +37,62 @@ func filterToolsList(result []byte, allow func(string) bool, depth int) (out []b
 	if i == len(result) || result[i] != '{' {
 		return nil, false, ErrNotObject
 	}
-	f, dup, _, err := findMembers(result, i, depth+1, "tools")
-	if err != nil {
-		return nil, false, err
-	}
-	if dup != "" {
-		return nil, false, ErrInvalidToolsList
-	}
-	as, ae := f[0][0], f[0][1]
-	if as < 0 || result[as] == 'n' {
-		return result, false, nil
-	}
-	if result[as] != '[' {
-		return nil, false, ErrInvalidToolsList
-	}
+	// One pass over the result: its members, and the tools of its "tools"
+	// array with their names (finding a tool's name finds its end).
 	type span struct{ s, e int }
 	var kept []span
-	removed := false
-	// Not eachElement: for a tool object, finding its name already finds
-	// its end, and tools are most of a tools/list answer's bytes.
-	for j := skipSpace(result, as+1); result[j] != ']'; {
-		var e int
-		var name string
-		var ok bool
-		if result[j] == '{' {
-			f, dup, end, err := findMembers(result, j, depth+3, "name")
-			if err != nil {
-				return nil, false, err
-			}
-			e = end
-			if dup == "" && f[0][0] >= 0 {
-				name, ok = stringValue(result, f[0][0], f[0][1])
-			}
-		} else if e, err = valueEnd(result, j, depth+2); err != nil {
+	removed, twice := false, false
+	as, ae := -1, -1
+	c := cursorAt(result, i, MaxDepth-depth)
+	c.Object()
+	for c.NextMember() {
+		key, err := unquote(c.Key())
+		if err != nil {
 			return nil, false, err
 		}
-		if ok && allow(name) {
-			kept = append(kept, span{j, e})
-		} else {
-			removed = true
+		if string(key) != "tools" || as >= 0 {
+			twice = twice || string(key) == "tools"
+			c.Skip()
+			continue
 		}
-		j = skipSpace(result, e)
-		if j < len(result) && result[j] == ',' {
-			j = skipSpace(result, j+1)
+		as = i + c.Pos()
+		if !c.Array() {
+			_, e := c.Skip()
+			ae = i + e
+			continue
 		}
-		if j >= len(result) {
-			return nil, false, errScan
+		for c.NextElement() {
+			j := i + c.Pos()
+			var name string
+			var ok bool
+			if c.Kind() == '{' {
+				f, dup, err := readFound(&c, i, "name")
+				if err != nil {
+					break
+				}
+				if dup == "" && f[0][0] >= 0 {
+					name, ok = stringValue(result, f[0][0], f[0][1])
+				}
+			} else {
+				c.Skip()
+			}
+			if ok && allow(name) {
+				kept = append(kept, span{j, i + c.Offset()})
+			} else {
+				removed = true
+			}
 		}
+		ae = i + c.Offset()
+	}
+	switch {
+	case c.Failed():
+		return nil, false, scanErr(&c)
+	case twice:
+		return nil, false, ErrInvalidToolsList
+	case as < 0 || result[as] == 'n':
+		return result, false, nil
+	case result[as] != '[':
+		return nil, false, ErrInvalidToolsList
 	}
 	if !removed {
 		return result, false, nil

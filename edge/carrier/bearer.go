@@ -12,9 +12,9 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
-// BearerToken returns the token of an "Authorization: Bearer <token>"
+// bearerToken returns the token of an "Authorization: Bearer <token>"
 // value (scheme case-insensitive, RFC 7235).
-func BearerToken(v string) (string, bool) {
+func bearerToken(v string) (string, bool) {
 	const scheme = "bearer"
 	v = strings.TrimSpace(v)
 	if len(v) < len(scheme) || !strings.EqualFold(v[:len(scheme)], scheme) {

@@ -18,12 +18,12 @@ func WantsBody(r *http.Request) bool {
 	if r.Method != http.MethodPost || r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return false
 	}
-	return IsJSONContentType(r.Header.Get("Content-Type"))
+	return isJSONContentType(r.Header.Get("Content-Type"))
 }
 
-// IsJSONContentType reports whether a Content-Type value names JSON,
+// isJSONContentType reports whether a Content-Type value names JSON,
 // whatever its parameters.
-func IsJSONContentType(ct string) bool { return IsJSONMediaType(MediaType(ct)) }
+func isJSONContentType(ct string) bool { return IsJSONMediaType(MediaType(ct)) }
 
 // IsJSONMediaType reports whether a media type (lower case, as MediaType
 // returns it) is JSON.

@@ -60,8 +60,8 @@ type Set uint8
 const (
 	// All is every carrier.
 	All = Set(1<<numKinds - 1)
-	// Body are the carriers in the request body (JSON-RPC members).
-	Body = Set(1<<DelegationToken | 1<<MCPIDelegation)
+	// inBody are the carriers in the request body (JSON-RPC members).
+	inBody = Set(1<<DelegationToken | 1<<MCPIDelegation)
 )
 
 // Has reports whether k is in s.

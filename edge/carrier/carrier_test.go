@@ -83,7 +83,7 @@ func TestBearerToken(t *testing.T) {
 		{"DPoP abc", "", false},
 	}
 	for _, tt := range tests {
-		tok, ok := BearerToken(tt.in)
+		tok, ok := bearerToken(tt.in)
 		if tok != tt.tok || ok != tt.ok {
 			t.Errorf("bearerToken(%q) = %q, %v; want %q, %v", tt.in, tok, ok, tt.tok, tt.ok)
 		}
@@ -296,7 +296,7 @@ func TestIsJSONContentType(t *testing.T) {
 		"application/json\u00a0; x=1":    true,
 		"application/vnd.x+json; q=\x00": true,
 	} {
-		if got := IsJSONContentType(ct); got != want {
+		if got := isJSONContentType(ct); got != want {
 			t.Errorf("isJSONContentType(%q) = %v", ct, got)
 		}
 	}

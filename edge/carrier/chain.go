@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -51,7 +52,7 @@ func ParseChain(vals []string, maxBytes int64) ([][]byte, error) {
 				}
 			}
 		case v[0] == '{':
-			if !json.Valid([]byte(v)) {
+			if !jsonscan.Valid([]byte(v)) {
 				return nil, ErrChainMalformed
 			}
 			out = append(out, []byte(v))

@@ -29,9 +29,6 @@ func New(cfg Config) *Reader {
 	return &Reader{cfg: cfg, bearers: newBearerMemo()}
 }
 
-// Enabled returns the carriers rd reads.
-func (rd *Reader) Enabled() Set { return rd.cfg.Enabled }
-
 // StripIdentity removes from r every identity header a client sent, and
 // keeps identity headers out of its trailers; see stripIdentityHeaders.
 // Only the edge may set those: this is the first thing done to a request.
@@ -48,7 +45,7 @@ func (rd *Reader) StripIdentity(r *http.Request) {
 // in Found all the same.
 func (rd *Reader) Find(w http.ResponseWriter, r *http.Request) (Found, error) {
 	f := rd.findHeaders(r, rd.cfg.Enabled)
-	if rd.cfg.Enabled&Body == 0 || !WantsBody(r) {
+	if rd.cfg.Enabled&inBody == 0 || !WantsBody(r) {
 		return f, nil
 	}
 	body, err := ReadBody(w, r, rd.cfg.MaxBody)
@@ -78,7 +75,7 @@ func (rd *Reader) findHeaders(r *http.Request, enabled Set) Found {
 		// The names are canonical already: the map is read directly,
 		// without Values canonicalizing them again on every request.
 		for _, v := range r.Header[hdrAuthorization] {
-			tok, ok := BearerToken(v)
+			tok, ok := bearerToken(v)
 			if !ok {
 				continue // Basic, DPoP, …: not ours, not a bearer
 			}
@@ -122,7 +119,7 @@ func (rd *Reader) RemoveHeaders(r *http.Request) {
 	if rd.cfg.Passthrough {
 		return
 	}
-	hdrOnly := rd.cfg.Enabled &^ Body
+	hdrOnly := rd.cfg.Enabled &^ inBody
 	f := rd.findHeaders(r, hdrOnly)
 	removeCarriers(r, &f, hdrOnly)
 }
@@ -134,7 +131,7 @@ func removeCarriers(r *http.Request, f *Found, enabled Set) {
 		if vals := r.Header[hdrAuthorization]; len(vals) > 0 {
 			kept := vals[:0:0]
 			for _, v := range vals {
-				if tok, ok := BearerToken(v); ok && f.foundIn(Authorization, tok) {
+				if tok, ok := bearerToken(v); ok && f.foundIn(Authorization, tok) {
 					continue
 				}
 				kept = append(kept, v)
