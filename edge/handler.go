@@ -97,7 +97,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 
 	// 8. The audit log (observe.go) records the admission with its
 	// carrier, unless the per-tool policy denies the request.
-	carrierName := "session"
+	carrierName := carrierSession
 	if cred != nil {
 		carrierName = cred.Carrier.String()
 	}
@@ -217,3 +217,7 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, err error, cred
 	h.writeRejection(w, r, rej)
 	return nil
 }
+
+// carrierSession is the carrier of a decision admitted by a handshake
+// session (edge session, or an upstream session bound at verify).
+const carrierSession = "session"

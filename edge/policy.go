@@ -375,7 +375,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 			return w, false, false, nil
 		}
 		c := h.newResponseCheck(r, d, nil, false, p.pol != nil, p.actions != mcp.ActionsOff)
-		c.presented = h.policy.anyPresentation && h.holderBound(r, d)
+		c.presented = h.policy.anyPresentation && h.holderBound(r, d, adm)
 		return c.wrap(w, r), false, false, nil
 	}
 
@@ -422,7 +422,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 	}
 	presented := false
 	if d != nil && p.anyPresentation && (hasCall || hasList) {
-		presented = h.holderBound(r, d)
+		presented = h.holderBound(r, d, adm)
 	}
 
 	if p.pol != nil && hasCall {
@@ -503,11 +503,13 @@ func toolCallNames(msgs []mcp.Message) string {
 // holderBound reports whether d was presented holder-bound: in a VP signed by
 // the agent, or over a Level 3 handshake session (the agent proved its key
 // when the session was issued).
-func (h *Handler) holderBound(r *http.Request, d *vc.Delegation) bool {
+func (h *Handler) holderBound(r *http.Request, d *vc.Delegation, adm observe.Decision) bool {
 	if d == nil {
 		return false
 	}
-	if d.Presented {
+	if d.Presented || adm.Carrier == carrierSession {
+		// Admitted by its session: that session is the proof, and
+		// looking it up again would cost another MAC or store round trip.
 		return true
 	}
 	if !h.l3.enabled {
