@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -67,17 +66,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	} else {
 		// 5. One verification path for every carrier and format.
 		cred = &found.Credentials[0]
-		opts, bind, err := h.requestChecks(r, cred.Raw, chain)
-		if err != nil {
-			return h.reject(w, r, err, cred)
-		}
-		start := time.Now()
-		d, err = h.verifier.Verify(r.Context(), cred.Raw, opts...)
-		if err == nil {
-			err = bind.check(d)
-		}
-		h.obs.Verification(time.Since(start), err, cred.Raw)
-		if err != nil {
+		if d, err = h.verify(r, cred.Raw, chain); err != nil {
 			return h.reject(w, r, err, cred)
 		}
 	}

@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
@@ -19,14 +20,23 @@ import (
 // against a route with it.
 func (h *Handler) VerifyCredential(ctx context.Context, raw []byte, host string) (*vc.Delegation, error) {
 	r := (&http.Request{Host: host, Header: http.Header{}}).WithContext(ctx)
-	opts, bind, err := h.requestChecks(r, raw, nil)
+	return h.verify(r, raw, nil)
+}
+
+// verify is the one verification of a credential presented on r (with the
+// ancestors of its chain header): the route's rules for r, the verifier,
+// the presentation's nonce binding, and the measurement.
+func (h *Handler) verify(r *http.Request, raw []byte, chain []string) (*vc.Delegation, error) {
+	opts, bind, err := h.requestChecks(r, raw, chain)
 	if err != nil {
 		return nil, err
 	}
-	d, err := h.verifier.Verify(ctx, raw, opts...)
+	start := time.Now()
+	d, err := h.verifier.Verify(r.Context(), raw, opts...)
 	if err == nil {
 		err = bind.check(d)
 	}
+	h.obs.Verification(time.Since(start), err, raw)
 	if err != nil {
 		return nil, err
 	}
