@@ -115,9 +115,9 @@ func (h *Handler) serveAdmitted(w http.ResponseWriter, r *http.Request, next Nex
 // append copies it): callers must not modify its elements.
 func (h *Handler) checksFor(r *http.Request) []vc.CheckOption {
 	if h.hostChecks != nil {
-		return h.hostChecks.get(serviceHost(r))
+		return h.hostChecks.get(h.serviceHost(r))
 	}
-	return buildChecks(h.Audiences, serviceHost(r), h.checks)
+	return buildChecks(h.Audiences, h.serviceHost(r), h.checks)
 }
 
 // buildChecks is checksFor without the cache.

@@ -149,7 +149,7 @@ func (h *Handler) upstreamEndpoints(r *http.Request, next Next) *upstreamEndpoin
 	// the request; through the route, it does on the Host.
 	key := ""
 	if l.upstream == nil {
-		key = serviceHost(r)
+		key = h.serviceHost(r)
 	}
 	for {
 		dc.mu.Lock()
@@ -495,7 +495,7 @@ func (h *Handler) handshakeServices(r *http.Request, edgeDID string) []assertion
 	if !h.l3.enabled {
 		return nil
 	}
-	base := h.requestScheme(r) + "://" + serviceHost(r) + h.edgePathPrefix(r)
+	base := h.requestScheme(r) + "://" + h.serviceHost(r) + h.edgePathPrefix(r)
 	return []assertion.Service{{
 		ID:   edgeDID + "#mcp-i",
 		Type: "mcp-i",

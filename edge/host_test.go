@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"net/http"
 	"testing"
@@ -19,27 +20,41 @@ func TestServiceHost(t *testing.T) {
 	for _, tt := range []struct {
 		host     string
 		listener int // 0: not known
+		tls      bool
+		trusted  bool // through a trusted proxy
 		want     string
 	}{
-		{"a.test", 8081, "a.test"},
-		{"A.Test", 8081, "a.test"},
-		{"a.test:8081", 8081, "a.test:8081"},
-		{"a.test:9443", 8081, "a.test:8081"},   // the client's port does not count
-		{"a.test:08081", 8081, "a.test:08081"}, // the same port, spelt otherwise
-		{"a.test:x", 8081, "a.test:8081"},      // not a port
-		{"a.test:", 8081, "a.test:8081"},       // an empty one
-		{"[::1]:9443", 8081, "[::1]:8081"},     // IPv6 literal with a port
-		{"[::1]", 8081, "[::1]"},               // and without
-		{"a.test:9443", 0, "a.test:9443"},      // listener not known: as sent
-		{"XN--BCHER-KVA.test:1", 1, "xn--bcher-kva.test:1"},
+		{host: "a.test:8081", listener: 8081, want: "a.test:8081"},
+		{host: "A.Test:8081", listener: 8081, want: "a.test:8081"},
+		{host: "a.test:9443", listener: 8081, want: "a.test:8081"},  // the client's port does not count
+		{host: "a.test", listener: 8081, want: "a.test:8081"},       // nor its leaving it off
+		{host: "a.test:08081", listener: 8081, want: "a.test:8081"}, // one spelling of a port
+		{host: "a.test:+8081", listener: 8081, want: "a.test:8081"},
+		{host: "a.test:x", listener: 8081, want: "a.test:8081"},
+		{host: "a.test:", listener: 8081, want: "a.test:8081"},
+		{host: "[::1]:9443", listener: 8081, want: "[::1]:8081"},
+		{host: "[::1]", listener: 8081, want: "[::1]:8081"},
+		{host: "a.test", listener: 80, want: "a.test"},             // the scheme's default port
+		{host: "a.test", listener: 443, tls: true, want: "a.test"}, // likewise
+		{host: "a.test", listener: 443, want: "a.test:443"},        // plain http on 443
+		{host: "a.test", listener: 8080, trusted: true, want: "a.test"},
+		{host: "a.test:443", listener: 8080, trusted: true, want: "a.test:443"},
+		{host: "a.test:9443", want: "a.test:9443"}, // listener not known: as sent
+		{host: "XN--BCHER-KVA.test:1", listener: 1, want: "xn--bcher-kva.test:1"},
 	} {
 		r, _ := http.NewRequest(http.MethodGet, "http://x/", nil)
 		r.Host = tt.host
 		if tt.listener != 0 {
 			r = onListener(r, tt.listener)
 		}
-		if got := serviceHost(r); got != tt.want {
-			t.Errorf("serviceHost(Host %q, listener %d) = %q, want %q", tt.host, tt.listener, got, tt.want)
+		if tt.tls {
+			r.TLS = &tls.ConnectionState{}
+		}
+		r = withTrustedProxy(r, tt.trusted)
+		h := &Handler{hooks: testHooks}
+		if got := h.serviceHost(r); got != tt.want {
+			t.Errorf("serviceHost(Host %q, listener %d, tls %t, trusted %t) = %q, want %q",
+				tt.host, tt.listener, tt.tls, tt.trusted, got, tt.want)
 		}
 	}
 }
@@ -61,5 +76,9 @@ func TestDerivedAudienceIgnoresClientPort(t *testing.T) {
 	wantRejected(t, call("did:web:a.test%3A9443", "a.test:9443"), http.StatusUnauthorized, "wrong_audience")
 	wantAdmitted(t, call("https://a.test:8081", "a.test:9443"))
 	wantAdmitted(t, call("https://a.test:8081", "a.test:8081"))
-	wantAdmitted(t, call("did:web:a.test", "a.test"))
+	// Leaving the port off does not bring the default port's audiences
+	// back (review round 3, second pass).
+	wantRejected(t, call("https://a.test", "a.test"), http.StatusUnauthorized, "wrong_audience")
+	wantRejected(t, call("did:web:a.test", "a.test"), http.StatusUnauthorized, "wrong_audience")
+	wantAdmitted(t, call("did:web:a.test%3A8081", "a.test"))
 }

@@ -509,7 +509,7 @@ func (h *Handler) injectIdentity(r *http.Request, d *vc.Delegation) error {
 			return nil
 		}
 	}
-	names, err := rt.namesFor(serviceHost(r))
+	names, err := rt.namesFor(h.serviceHost(r))
 	if err != nil {
 		return err
 	}

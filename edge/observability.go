@@ -65,5 +65,5 @@ func (h *Handler) upstreamName(r *http.Request) string {
 	if h.Upstream != "" {
 		return h.Upstream
 	}
-	return h.requestScheme(r) + "://" + serviceHost(r)
+	return h.requestScheme(r) + "://" + h.serviceHost(r)
 }

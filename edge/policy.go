@@ -291,7 +291,7 @@ func (h *Handler) admitAnonymous(r *http.Request, body []byte) bool {
 		switch {
 		case m.Method == mcp.MethodToolsCall:
 			name, _ := mcp.ToolCallName(m)
-			if !h.toolAllowed(serviceHost(r), name, nil, false) {
+			if !h.toolAllowed(h.serviceHost(r), name, nil, false) {
 				return false
 			}
 		case slices.Contains(anonymousMethods, m.Method), strings.HasPrefix(m.Method, "notifications/"):
@@ -436,7 +436,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 				decisions = make([]mcp.Decision, len(msgs))
 			}
 			name, _ := mcp.ToolCallName(m)
-			dec := h.decide(serviceHost(r), name, d, presented)
+			dec := h.decide(h.serviceHost(r), name, d, presented)
 			if d == nil && dec.Allowed && (dec.Rule == nil || !dec.Rule.AllowAnonymous) {
 				// Unreachable through admitAnonymous; kept so the rule
 				// holds whatever admits an anonymous request.

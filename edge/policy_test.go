@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -630,7 +631,9 @@ func polStream(t *testing.T, h *Handler, req func(base string) *http.Request, fi
 		return nil
 	})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r = prepareRequest(r, newTestReplacer())
+		// The test server's random port is not the service's: it stands
+		// where a trusted proxy would, forwarding Host testHost.
+		r = withTrustedProxy(prepareRequest(r, newTestReplacer()), true)
 		if err := h.ServeNext(w, r, next); err != nil {
 			t.Errorf("ServeHTTP: %v", err)
 		}
@@ -1377,6 +1380,26 @@ func TestPolicyOddMediaTypes(t *testing.T) {
 			body := res.rec.Body.String()
 			if strings.Contains(body, "files_write") || !strings.Contains(body, `"code":-32603`) {
 				t.Fatalf("HTTP %d %q: the unfiltered list reached the client, or no JSON-RPC error", res.rec.Code, body)
+			}
+		})
+	}
+}
+
+// TestPolicyPartialContentChecked (review round 3, second pass): 205 and 206
+// answers are read by clients like any 2xx, so they are checked too.
+func TestPolicyPartialContentChecked(t *testing.T) {
+	f := newFixture(t)
+	h := polHandler(t, f, nil)
+	tok := f.jwt(t, nil)
+	for _, status := range []int{http.StatusResetContent, http.StatusPartialContent} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			res := polServe(t, h, polPost(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, tok), func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(status)
+				_, _ = io.WriteString(w, polToolsListResult(1))
+			})
+			if got := decodeRPC(t, res.rec.Body.Bytes()).toolNames(); !slices.Equal(got, []string{"echo", "public"}) {
+				t.Fatalf("HTTP %d: tools/list = %v, want [echo public]", res.rec.Code, got)
 			}
 		})
 	}

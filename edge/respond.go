@@ -211,7 +211,7 @@ func (h *Handler) requestScheme(r *http.Request) string {
 }
 
 func (h *Handler) resourceMetadataURL(r *http.Request) string {
-	return h.requestScheme(r) + "://" + serviceHost(r) + wellKnownResource
+	return h.requestScheme(r) + "://" + h.serviceHost(r) + wellKnownResource
 }
 
 type resourceMetadata struct {
@@ -226,7 +226,7 @@ type resourceMetadata struct {
 // RFC 9728 §3.3 requires the resource to match the URL the document was
 // fetched for.
 func (h *Handler) serveResourceMetadata(w http.ResponseWriter, r *http.Request) {
-	resource := h.requestScheme(r) + "://" + serviceHost(r) + strings.TrimPrefix(r.URL.Path, wellKnownResource)
+	resource := h.requestScheme(r) + "://" + h.serviceHost(r) + strings.TrimPrefix(r.URL.Path, wellKnownResource)
 	levels := make([]int, 0, h.Level)
 	for l := 1; l <= h.Level; l++ {
 		levels = append(levels, l)

@@ -63,7 +63,7 @@ type responseCheck struct {
 }
 
 func (h *Handler) newResponseCheck(r *http.Request, d *vc.Delegation, msgs []mcp.Message, batch, filter, actions bool) *responseCheck {
-	c := &responseCheck{h: h, host: serviceHost(r), d: d, msgs: msgs, batch: batch, filter: filter}
+	c := &responseCheck{h: h, host: h.serviceHost(r), d: d, msgs: msgs, batch: batch, filter: filter}
 	if actions {
 		c.actions = h.policy.actions
 		c.opts = mcp.ActionOptions{ToolEndpointHost: r.Host, AllowedHosts: h.HandshakeActionHosts}
@@ -245,8 +245,9 @@ func (f *responseFilter) WriteHeader(code int) {
 	}
 	hdr := f.Header()
 	mt := carrier.MediaType(hdr.Get("Content-Type"))
-	withBody := code >= 200 && code < 300 && code != http.StatusNoContent && code != http.StatusResetContent &&
-		code != http.StatusPartialContent
+	// Every 2xx but 204 may carry a body a client reads: fetch and the
+	// SDKs read 205 and 206 answers as any other.
+	withBody := code >= 200 && code < 300 && code != http.StatusNoContent
 	sse := mt == "text/event-stream"
 	if !withBody {
 		f.state = fsPass

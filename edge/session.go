@@ -262,7 +262,7 @@ func (h *Handler) checkSessionRoute(r *http.Request, d *vc.Delegation) error {
 	} else {
 		auds := h.Audiences
 		if len(auds) == 0 {
-			auds = requestAudiences(serviceHost(r))
+			auds = requestAudiences(h.serviceHost(r))
 		}
 		ok := false
 		for _, a := range d.Audience {

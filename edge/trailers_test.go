@@ -28,7 +28,9 @@ func TestIdentityTrailersStripped(t *testing.T) {
 			var called bool
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				repl := newTestReplacer()
-				r = prepareRequest(r, repl)
+				// Host testHost, forwarded as by a trusted proxy: the
+				// test server's port is not the service's.
+				r = withTrustedProxy(prepareRequest(r, repl), true)
 				next := Next(func(w http.ResponseWriter, r *http.Request) error {
 					called = true
 					_, _ = io.Copy(io.Discard, r.Body)

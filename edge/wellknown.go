@@ -33,7 +33,7 @@ func (h *Handler) serveLevel2(w http.ResponseWriter, r *http.Request) (handled b
 	if !isJWKS && (rt.didDocPath == "" || r.URL.Path != rt.didDocPath) {
 		return false, nil
 	}
-	did, err := rt.edgeDID(serviceHost(r))
+	did, err := rt.edgeDID(h.serviceHost(r))
 	if err != nil {
 		return true, httpError(http.StatusBadRequest, err)
 	}
