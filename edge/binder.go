@@ -3,20 +3,10 @@ package edge
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 )
-
-// binderOf is the store's binder; a store that keeps no bindings has none.
-func binderOf(s challenge.NonceStore) (challenge.SessionBinder, error) {
-	b, ok := s.(challenge.SessionBinder)
-	if !ok {
-		return nil, fmt.Errorf("%w: not provisioned", challenge.ErrStoreUnavailable)
-	}
-	return b, nil
-}
 
 // measuredBinder times every binding operation, in the same histogram as
 // the nonce store's (caddy_mcpi_nonce_store_duration_seconds, operations

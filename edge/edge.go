@@ -51,8 +51,9 @@ type Hooks struct {
 	Original func(r *http.Request) (method string, u *url.URL)
 	// UpstreamHeader reads a header of the upstream's response once the
 	// request is over (Caddy: {http.reverse_proxy.header.*}). It is called
-	// after the request's context is done. Nil: the edge reads the
-	// response headers its ResponseWriter was given when next returned.
+	// after the request's context is done. Nil: `upstream_mcpi auto`
+	// learns from the upstream's /.well-known/mcp-i.json alone, not from
+	// an MCP-I-Version response header.
 	UpstreamHeader func(r *http.Request, name string) (string, bool)
 }
 

@@ -259,25 +259,11 @@ func (f *responseFilter) WriteHeader(code int) {
 		// JSON in "text/plain; x=application/json" too (the TypeScript
 		// SDK only looks for the substring), so an answer that must be
 		// checked and is of any other type is withheld.
-		if f.check.mayPassUnchecked() {
-			f.check.logUnchecked(errResponseMediaType)
-			f.state = fsPass
-			f.ResponseWriter.WriteHeader(code)
-			return
-		}
-		f.status = code
-		f.fail(errResponseMediaType)
+		f.unreadable(code, errResponseMediaType)
 		return
 	}
 	if ce := hdr.Get("Content-Encoding"); ce != "" && ce != "identity" {
-		if f.check.mayPassUnchecked() {
-			f.check.logUnchecked(errResponseEncoded)
-			f.state = fsPass
-			f.ResponseWriter.WriteHeader(code)
-			return
-		}
-		f.status = code
-		f.fail(errResponseEncoded)
+		f.unreadable(code, errResponseEncoded)
 		return
 	}
 	hdr.Del("Content-Length") // the body is rewritten
@@ -293,6 +279,20 @@ func (f *responseFilter) WriteHeader(code int) {
 		opts = append(opts, mcp.WithOversizePassthrough())
 	}
 	f.sse = mcp.NewSSERewriter(f.ResponseWriter, f.check.rewrite, opts...)
+}
+
+// unreadable answers an answer of status code that the edge cannot read
+// (err says why): passed on unchecked when the check allows it, else
+// withheld and replaced by the failure answer.
+func (f *responseFilter) unreadable(code int, err error) {
+	if f.check.mayPassUnchecked() {
+		f.check.logUnchecked(err)
+		f.state = fsPass
+		f.ResponseWriter.WriteHeader(code)
+		return
+	}
+	f.status = code
+	f.fail(err)
 }
 
 func (f *responseFilter) Write(p []byte) (int, error) {
