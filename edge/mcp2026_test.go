@@ -1,8 +1,10 @@
 package edge
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -102,5 +104,94 @@ func TestFraming2026(t *testing.T) {
 				t.Fatalf("2025 request changed: called %v %s", res.called, res.fwdBody)
 			}
 		})
+	}
+}
+
+// list2026 is a 2026 upstream's tools/list answer: every tool, cacheable by
+// anyone for a minute.
+func list2026(id int) string {
+	var tools []string
+	for _, n := range polAllTools {
+		tools = append(tools, fmt.Sprintf(`{"name":%q,"inputSchema":{"type":"object"}}`, n))
+	}
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"tools":[%s],"ttlMs":60000,"cacheScope":"public","resultType":"complete"}}`, id, strings.Join(tools, ","))
+}
+
+func listRequest2026(base, tok string) *http.Request {
+	r, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{`+meta2026+`}}`))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Accept", "application/json, text/event-stream")
+	r.Header.Set("Authorization", "Bearer "+tok)
+	r.Header.Set(mcp.HeaderProtocolVersion, mcp.Version2026)
+	r.Header.Set(mcp.HeaderMethod, "tools/list")
+	return r
+}
+
+// listShape is what a client reads of a list result.
+type listShape struct {
+	Result struct {
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+		TTLMs      *int   `json:"ttlMs"`
+		CacheScope string `json:"cacheScope"`
+	} `json:"result"`
+}
+
+func TestToolsList2026Private(t *testing.T) {
+	f := newFixture(t)
+	h := polHandler(t, f, nil)
+	tok := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })
+	check := func(t *testing.T, body string) {
+		t.Helper()
+		var l listShape
+		if err := json.Unmarshal([]byte(body), &l); err != nil {
+			t.Fatalf("%v: %s", err, body)
+		}
+		var names []string
+		for _, tl := range l.Result.Tools {
+			names = append(names, tl.Name)
+		}
+		if !slices.Equal(names, []string{"echo", "public"}) {
+			t.Errorf("tools %v, want [echo public]", names)
+		}
+		if l.Result.CacheScope != "private" || l.Result.TTLMs == nil || *l.Result.TTLMs != 60000 {
+			t.Errorf("cacheScope %q ttlMs %v, want private and 60000: %s", l.Result.CacheScope, l.Result.TTLMs, body)
+		}
+	}
+	t.Run("JSON", func(t *testing.T) {
+		r := listRequest2026("http://"+testHost, tok)
+		res := polServe(t, h, r, polJSONReply(list2026(2)))
+		check(t, res.rec.Body.String())
+	})
+	t.Run("SSE", func(t *testing.T) {
+		progress := `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}`
+		events := polStream(t, h, func(base string) *http.Request { return listRequest2026(base, tok) }, progress, list2026(2))
+		if events[0] != progress {
+			t.Errorf("first event %s", events[0])
+		}
+		check(t, events[1])
+	})
+}
+
+func TestDenied2026HasResultType(t *testing.T) {
+	f := newFixture(t)
+	tok := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })
+	for _, consent := range []string{polConsent, ""} {
+		h := polHandler(t, f, func(h *Handler) { h.ConsentURL = consent })
+		for _, tool := range []string{"files_write", "nope", "vp_only"} {
+			res := polServe(t, h, call2026(3, tool, tok, "tools/call", tool, ""), nil)
+			var m struct {
+				Result map[string]any `json:"result"`
+			}
+			if res.called || json.Unmarshal(res.rec.Body.Bytes(), &m) != nil || m.Result["resultType"] != "complete" || m.Result["isError"] != true {
+				t.Errorf("consent %q tool %s: called %v, %s", consent, tool, res.called, res.rec.Body)
+			}
+			// The same refusal in the 2025 era has no resultType.
+			res = polServe(t, h, polPost(polCall(3, tool), tok), nil)
+			if strings.Contains(res.rec.Body.String(), "resultType") {
+				t.Errorf("2025 refusal carries resultType: %s", res.rec.Body)
+			}
+		}
 	}
 }

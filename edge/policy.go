@@ -448,7 +448,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 		}
 		if denied {
 			h.recordDenial(r, msgs, decisions, adm)
-			h.answerDenied(w, msgs, batch, decisions, d)
+			h.answerDenied(w, r, msgs, batch, decisions, d)
 			return w, true, true, nil
 		}
 	}
