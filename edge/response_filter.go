@@ -56,7 +56,7 @@ type responseCheck struct {
 	actions mcp.ActionMode
 	opts    mcp.ActionOptions
 	era     mcp.Era // of the request: shapes the results the edge writes
-	tool    string // log label of the called tool(s); "" until toolLabel
+	tool    string  // log label of the called tool(s); "" until toolLabel
 
 	// rw is the filter wrap returns: allocated with the check, since every
 	// check wraps one response.
