@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
@@ -194,4 +197,122 @@ func TestDenied2026HasResultType(t *testing.T) {
 			}
 		}
 	}
+}
+
+const urlCaps = `,"io.modelcontextprotocol/clientCapabilities":{"elicitation":{"url":{}}}`
+
+// inputRequired is what a 2026 client reads of an input-required result.
+type inputRequired struct {
+	Result struct {
+		ResultType    string `json:"resultType"`
+		InputRequests map[string]struct {
+			Method string `json:"method"`
+			Params struct {
+				Mode          string `json:"mode"`
+				URL           string `json:"url"`
+				ElicitationID string `json:"elicitationId"`
+				Message       string `json:"message"`
+			} `json:"params"`
+		} `json:"inputRequests"`
+		RequestState string `json:"requestState"`
+	} `json:"result"`
+	Error *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// retry2026 is a 2026 retry of tool carrying requestState.
+func retry2026(id int, tool, tok, state string) *http.Request {
+	return call2026(id, tool, tok, "tools/call", tool, urlCaps+`},"requestState":`+strconv.Quote(state)+`,"x":{`)
+}
+
+func TestConsentPrompt2026(t *testing.T) {
+	f := newFixture(t)
+	h := polHandler(t, f, nil)
+	clock := time.Now()
+	h.policy.states.now = func() time.Time { return clock }
+	tok := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })
+
+	res := polServe(t, h, call2026(3, "files_write", tok, "tools/call", "files_write", urlCaps), nil)
+	var ir inputRequired
+	if res.called || json.Unmarshal(res.rec.Body.Bytes(), &ir) != nil || ir.Result.ResultType != "input_required" {
+		t.Fatalf("called %v, want an input_required result: %s", res.called, res.rec.Body)
+	}
+	in, ok := ir.Result.InputRequests[mcp.ConsentInputID]
+	if !ok || len(ir.Result.InputRequests) != 1 || in.Method != "elicitation/create" || in.Params.Mode != "url" {
+		t.Fatalf("inputRequests %+v", ir.Result.InputRequests)
+	}
+	u, err := url.Parse(in.Params.URL)
+	if err != nil || u.Host != "consent.example.com" || u.Query().Get("tool") != "files_write" ||
+		u.Query().Get("scopes") != "files:write" || u.Query().Get("agent_did") != f.agent.did ||
+		u.Query().Get("resume_token") == "" || u.Query().Get("resume_token") != in.Params.ElicitationID {
+		t.Fatalf("elicitation url %q (%v), id %q", in.Params.URL, err, in.Params.ElicitationID)
+	}
+	state := ir.Result.RequestState
+	if !strings.HasPrefix(state, requestStatePrefix) || strings.Contains(state, "files_write") || strings.Contains(state, f.agent.did) {
+		t.Fatalf("requestState %q is not sealed", state)
+	}
+
+	t.Run("retry still without the scope is asked again", func(t *testing.T) {
+		res := polServe(t, h, retry2026(4, "files_write", tok, state), nil)
+		var again inputRequired
+		if res.called || json.Unmarshal(res.rec.Body.Bytes(), &again) != nil || again.Result.ResultType != "input_required" {
+			t.Fatalf("called %v: %s", res.called, res.rec.Body)
+		}
+	})
+	t.Run("retry with the scope granted goes upstream", func(t *testing.T) {
+		granted := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"files:write"} })
+		if res := polServe(t, h, retry2026(4, "files_write", granted, state), nil); !res.called {
+			t.Fatalf("not forwarded: %s", res.rec.Body)
+		}
+	})
+	refused := func(t *testing.T, r *http.Request, want string) {
+		t.Helper()
+		res := polServe(t, h, r, nil)
+		var m inputRequired
+		if res.called || json.Unmarshal(res.rec.Body.Bytes(), &m) != nil || m.Error == nil || m.Error.Code != mcp.CodeInvalidParams ||
+			!strings.Contains(m.Error.Message, want) {
+			t.Fatalf("called %v, want error -32602 saying %q: %s", res.called, want, res.rec.Body)
+		}
+	}
+	t.Run("state for another tool", func(t *testing.T) {
+		refused(t, retry2026(5, "files_read", f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"files:read"} }), state), "another agent or for another tool")
+	})
+	t.Run("state of another agent", func(t *testing.T) {
+		tok2 := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"files:write"}; tm.AgentDID = "did:key:z6MkOtherAgent" })
+		refused(t, retry2026(5, "files_write", tok2, state), "another agent")
+	})
+	t.Run("forged state", func(t *testing.T) {
+		refused(t, retry2026(6, "files_write", tok, requestStatePrefix+"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"), "not one this edge issued")
+		refused(t, retry2026(6, "files_write", tok, state[:len(state)-2]+"xx"), "not one this edge issued")
+	})
+	t.Run("state sealed by another handler", func(t *testing.T) {
+		other := polHandler(t, f, nil)
+		refused(t, retry2026(6, "files_write", tok, other.policy.states.seal(f.agent.did, "files_write")), "not one this edge issued")
+	})
+	t.Run("expired state", func(t *testing.T) {
+		clock = clock.Add(requestStateTTL + time.Second)
+		defer func() { clock = clock.Add(-requestStateTTL - time.Second) }()
+		refused(t, retry2026(7, "files_write", tok, state), "expired")
+	})
+	t.Run("the upstream's own state passes to the policy", func(t *testing.T) {
+		granted := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"files:write"} })
+		if res := polServe(t, h, retry2026(8, "files_write", granted, "upstream-state"), nil); !res.called {
+			t.Fatalf("not forwarded: %s", res.rec.Body)
+		}
+	})
+	t.Run("without the URL capability: the tool result", func(t *testing.T) {
+		res := polServe(t, h, call2026(9, "files_write", tok, "tools/call", "files_write", `,"io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}`), nil)
+		m := decodeRPC(t, res.rec.Body.Bytes())
+		if m.Result == nil || !m.Result.IsError || m.handshakeAction() == nil || !strings.Contains(res.rec.Body.String(), `"resultType":"complete"`) {
+			t.Fatalf("want the isError consent result with resultType: %s", res.rec.Body)
+		}
+	})
+	t.Run("2025 client declaring URL elicitation: the tool result", func(t *testing.T) {
+		res := polServe(t, h, polPost(polCall(9, "files_write"), tok), nil)
+		if m := decodeRPC(t, res.rec.Body.Bytes()); m.Result == nil || !m.Result.IsError || strings.Contains(res.rec.Body.String(), "resultType") {
+			t.Fatalf("2025 answer changed: %s", res.rec.Body)
+		}
+	})
 }

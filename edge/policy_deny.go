@@ -40,7 +40,7 @@ func (h *Handler) answerDenied(w http.ResponseWriter, r *http.Request, msgs []mc
 		}
 		if m.Method == mcp.MethodToolsCall && !decisions[i].Allowed {
 			name, _ := mcp.ToolCallName(m)
-			out = append(out, h.deniedResult(era, m.ID, name, decisions[i], d))
+			out = append(out, h.deniedResult(era, m, name, decisions[i], d))
 			continue
 		}
 		out = append(out, mcp.ErrorResponse(m.ID, codeBatchRefused,
@@ -74,7 +74,11 @@ func joinBatch(msgs [][]byte) []byte {
 }
 
 // deniedResult is the tool result answering a denied call of tool.
-func (h *Handler) deniedResult(era mcp.Era, id []byte, tool string, dec mcp.Decision, d *vc.Delegation) []byte {
+// A 2026 client that declared URL-mode elicitation gets the consent prompt
+// as an input-required result (prompt2026.go); every other one the tool
+// result it has always got.
+func (h *Handler) deniedResult(era mcp.Era, m mcp.Message, tool string, dec mcp.Decision, d *vc.Delegation) []byte {
+	id := m.ID
 	switch dec.Reason {
 	case mcp.ReasonInsufficientScope, mcp.ReasonAnonymous:
 		n := mcp.NeedsAuthorization{Tool: tool, Missing: dec.Missing, ConsentURL: h.ConsentURL, Era: era}
@@ -83,6 +87,9 @@ func (h *Handler) deniedResult(era mcp.Era, id []byte, tool string, dec mcp.Deci
 		}
 		if n.ConsentURL != "" {
 			n.ResumeToken = resumeToken()
+		}
+		if b, ok := h.consentInput(era, m, n); ok {
+			return b
 		}
 		return mcp.NeedsAuthorizationResult(id, n)
 	case mcp.ReasonPresentationRequired:

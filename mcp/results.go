@@ -244,6 +244,11 @@ func NeedsAuthorizationResult(id json.RawMessage, n NeedsAuthorization) []byte {
 	sc.Status = "handshake_required"
 	sc.Message = msg
 
+	return resultResponse(id, toolErrorObject(n.Era, msg, sc, authMeta(n, msg, authURL, scopes)))
+}
+
+// authMeta is the needs_authorization _meta of a prompt for n.
+func authMeta(n NeedsAuthorization, msg, authURL string, scopes []string) needsAuthMeta {
 	meta := needsAuthMeta{
 		Error:            "needs_authorization",
 		Message:          msg,
@@ -258,7 +263,7 @@ func NeedsAuthorizationResult(id json.RawMessage, n NeedsAuthorization) []byte {
 	if !n.ExpiresAt.IsZero() {
 		meta.ExpiresAt = n.ExpiresAt.UnixMilli()
 	}
-	return resultResponse(id, toolErrorObject(n.Era, msg, sc, meta))
+	return meta
 }
 
 // consentURL builds the consent link of n, or ok=false without a usable

@@ -70,7 +70,7 @@ var (
 		"body_unreadable", "not_a_delegation", "edge_identity",
 		"chain_too_large", "bad_chain_header", "nonce_store_unavailable",
 		// MCP framing (edge/framing.go).
-		"header_mismatch",
+		"header_mismatch", "bad_request_state",
 		// Per-tool policy denials (policy.go).
 		"insufficient_scope", "no_matching_rule", "handshake_tool", "tool_not_allowed",
 	)
