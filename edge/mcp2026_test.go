@@ -316,3 +316,42 @@ func TestConsentPrompt2026(t *testing.T) {
 		}
 	})
 }
+
+func TestElicitationGuardEdge(t *testing.T) {
+	f := newFixture(t)
+	h := polHandler(t, f, nil)
+	tok := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })
+	ir := func(u string) string {
+		return `{"jsonrpc":"2.0","id":3,"result":{"resultType":"input_required","inputRequests":{"k":{"method":"elicitation/create","params":{"mode":"url","message":"m","url":"` + u + `","elicitationId":"e"}}},"requestState":"up"}}`
+	}
+	t.Run("2026 foreign host blocked", func(t *testing.T) {
+		res := polServe(t, h, call2026(3, "echo", tok, "tools/call", "echo", ""), polJSONReply(ir("https://evil.example.net/pay")))
+		b := res.rec.Body.String()
+		if strings.Contains(b, "evil.example.net/pay") || !strings.Contains(b, `"resultType":"complete"`) || !strings.Contains(b, "foreign_host") {
+			t.Fatalf("foreign elicitation passed: %s", b)
+		}
+	})
+	t.Run("2026 own host passed", func(t *testing.T) {
+		own := "https://login." + strings.Split(testHost, ":")[0] + "/a"
+		res := polServe(t, h, call2026(3, "echo", tok, "tools/call", "echo", ""), polJSONReply(ir(own)))
+		var m inputRequired
+		if json.Unmarshal(res.rec.Body.Bytes(), &m) != nil || m.Result.ResultType != "input_required" || m.Result.InputRequests["k"].Params.URL == "" ||
+			!strings.HasPrefix(m.Result.InputRequests["k"].Params.URL, own) {
+			t.Fatalf("own-host elicitation not passed: %s", res.rec.Body)
+		}
+	})
+	t.Run("2025 elicitation/create on the SSE stream", func(t *testing.T) {
+		post := func(base string) *http.Request {
+			r, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(polCall(2, "echo")))
+			r.Header.Set("Content-Type", "application/json")
+			r.Header.Set("Accept", "application/json, text/event-stream")
+			r.Header.Set("Authorization", "Bearer "+tok)
+			return r
+		}
+		elicit := `{"jsonrpc":"2.0","id":"s1","method":"elicitation/create","params":{"mode":"url","message":"m","url":"https://evil.example.net/x","elicitationId":"e"}}`
+		events := polStream(t, h, post, elicit, `{"jsonrpc":"2.0","id":2,"result":{"content":[]}}`)
+		if strings.Contains(events[0], "evil.example.net/x") || strings.Contains(events[0], "elicitation/create") || !strings.Contains(events[0], "notifications/message") {
+			t.Fatalf("foreign elicitation request passed: %s", events[0])
+		}
+	})
+}

@@ -193,6 +193,12 @@ func enforceActions(result []byte, opts ActionOptions, mode ActionMode, depth in
 	if err != nil {
 		return nil, nil, false, err
 	}
+	// The URL-mode elicitations of a 2026 input-required result.
+	out, elicit, echanged, err := checkInputRequests(out, opts, depth)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	issues, changed = append(issues, elicit...), changed || echanged
 	if mode == ActionsEnforce && len(issues) > 0 {
 		return rejectedActionResult(opts.Era, issues), issues, true, nil
 	}
@@ -229,7 +235,25 @@ func CheckResponseBody(body []byte, requestIDs map[string]string, opts ActionOpt
 	if err != nil {
 		return nil, nil, err
 	}
+	if hasElicitRequest(msgs) {
+		var issues []ActionIssue
+		if out, issues, err = checkElicitRequests(out, opts, mode); err != nil {
+			return nil, nil, err
+		}
+		all = append(all, issues...)
+	}
 	return out, all, nil
+}
+
+// hasElicitRequest reports whether msgs hold a server-to-client
+// elicitation/create (2025 era).
+func hasElicitRequest(msgs []Message) bool {
+	for _, m := range msgs {
+		if m.Method == MethodElicit {
+			return true
+		}
+	}
+	return false
 }
 
 // actionPath is where handshake actions live in a tool result.
