@@ -355,3 +355,30 @@ func TestElicitationGuardEdge(t *testing.T) {
 		}
 	})
 }
+
+// TestListenStream2026: a subscriptions/listen stream streams (each event
+// reaches the client while the upstream is still writing), and a tool list
+// on it is filtered and marked private.
+func TestListenStream2026(t *testing.T) {
+	f := newFixture(t)
+	h := polHandler(t, f, nil)
+	tok := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })
+	listen := func(base string) *http.Request {
+		r, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":5,"method":"subscriptions/listen","params":{`+meta2026+`}}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json, text/event-stream")
+		r.Header.Set("Authorization", "Bearer "+tok)
+		r.Header.Set(mcp.HeaderProtocolVersion, mcp.Version2026)
+		r.Header.Set(mcp.HeaderMethod, "subscriptions/listen")
+		return r
+	}
+	changed := `{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`
+	events := polStream(t, h, listen, changed, list2026(5))
+	if events[0] != changed {
+		t.Errorf("first event %s", events[0])
+	}
+	var l listShape
+	if err := json.Unmarshal([]byte(events[1]), &l); err != nil || len(l.Result.Tools) != 2 || l.Result.CacheScope != "private" {
+		t.Errorf("tool list on the listen stream not filtered: %s", events[1])
+	}
+}
