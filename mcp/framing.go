@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"encoding/base64"
 	"errors"
 	"net/http"
@@ -111,7 +112,7 @@ func NeedsFraming(h http.Header, body []byte) bool {
 	if v := h.Values(HeaderProtocolVersion); len(v) > 1 || (len(v) == 1 && (!isVersion(v[0]) || v[0] >= Version2026)) {
 		return true
 	}
-	return strings.Contains(string(body), "protocolVersion") // no copy: the compiler reads body in place
+	return bytes.Contains(body, []byte("protocolVersion"))
 }
 
 // CheckFraming checks the framing of the messages msgs of a POST body
