@@ -112,14 +112,18 @@ func (v *Verifier) Verify(ctx context.Context, raw []byte, opts ...CheckOption) 
 			o(&c)
 		}
 	}
-	// Hashed once: the cache key, the parsed credential and
-	// Delegation.Hash all start from it.
-	sum := sha256.Sum256(raw)
 	if v.results != nil {
-		return v.results.verify(ctx, v, raw, &sum, &c)
+		return v.results.verify(ctx, v, raw, &c)
 	}
-	d, _, err := v.verify(ctx, raw, &sum, &c)
+	d, _, err := v.verifySum(ctx, raw, &c)
 	return d, err
+}
+
+// verifySum is verify of raw with its SHA-256, which the parsed credential
+// and Delegation.Hash start from.
+func (v *Verifier) verifySum(ctx context.Context, raw []byte, c *checks) (*Delegation, bool, error) {
+	sum := sha256.Sum256(raw)
+	return v.verify(ctx, raw, &sum, c)
 }
 
 // verify verifies the trimmed, non-empty raw, whose SHA-256 is sum, under
