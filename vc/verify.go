@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
@@ -106,18 +107,27 @@ func (v *Verifier) Verify(ctx context.Context, raw []byte, opts ...CheckOption) 
 	if len(raw) == 0 {
 		return nil, fail(ErrMalformed, "empty")
 	}
-	var c checks
+	// The options are funcs, so the checks they fill escape: pooled, they
+	// cost no allocation per call. Nothing keeps c past this call (vc
+	// starts no goroutine; a cache flight keeps results, not checks).
+	c := checksPool.Get().(*checks)
+	defer func() {
+		*c = checks{}
+		checksPool.Put(c)
+	}()
 	for _, o := range opts {
 		if o != nil {
-			o(&c)
+			o(c)
 		}
 	}
 	if v.results != nil {
-		return v.results.verify(ctx, v, raw, &c)
+		return v.results.verify(ctx, v, raw, c)
 	}
-	d, _, err := v.verifySum(ctx, raw, &c)
+	d, _, err := v.verifySum(ctx, raw, c)
 	return d, err
 }
+
+var checksPool = sync.Pool{New: func() any { return new(checks) }}
 
 // verifySum is verify of raw with its SHA-256, which the parsed credential
 // and Delegation.Hash start from.
