@@ -290,6 +290,8 @@ func (h *Handler) Close() error {
 		if h.ownStore != nil {
 			err = errors.Join(err, h.ownStore.Close())
 		}
+		// Last: the parts above may still record decisions.
+		err = errors.Join(err, h.obs.Close())
 	})
 	return err
 }

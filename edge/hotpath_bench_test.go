@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -47,19 +48,26 @@ func BenchmarkHotPath(b *testing.B) {
 	})
 	logger := zap.New(zapcore.NewCore(
 		zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zapcore.InfoLevel))
+	// observed gives a handler the logger and a registry before it is
+	// built: its Recorder takes both then (set later, they would be unused).
+	observed := func(h *Handler) {
+		h.logger = logger
+		h.registerer = prometheus.NewRegistry()
+	}
 
 	for _, tc := range []struct {
 		name string
 		h    func(b *testing.B) *Handler // nil: no mcpi handler
 	}{
 		{"a", nil},
-		{"b", func(b *testing.B) *Handler { return f.handler(b, nil) }},
+		{"b", func(b *testing.B) *Handler { return f.handler(b, observed) }},
 		{"b-hdr", func(b *testing.B) *Handler {
-			return f.handler(b, func(h *Handler) { h.Carriers = []string{"authorization"} })
+			return f.handler(b, func(h *Handler) { observed(h); h.Carriers = []string{"authorization"} })
 		}},
-		{"d", func(b *testing.B) *Handler { return f.l2Handler(b, nil, nil) }},
+		{"d", func(b *testing.B) *Handler { return f.l2Handler(b, nil, observed) }},
 		{"e-tool", func(b *testing.B) *Handler {
 			return f.handler(b, func(h *Handler) {
+				observed(h)
 				h.Tools = []ToolPolicy{{Name: "echo", Scopes: []string{"echo:execute"}}}
 			})
 		}},
@@ -68,7 +76,7 @@ func BenchmarkHotPath(b *testing.B) {
 			serve := func(w http.ResponseWriter, r *http.Request) error { return next(w, r) }
 			if tc.h != nil {
 				h := tc.h(b)
-				h.logger = logger
+				h.logger = logger // provision set a Nop logger after building
 				serve = func(w http.ResponseWriter, r *http.Request) error { return h.ServeNext(w, r, next) }
 			}
 			one := func() {

@@ -58,6 +58,15 @@ func obsHandler(t *testing.T, reg prometheus.Registerer, f fixture, mod func(*Ha
 	return h, logs
 }
 
+// auditLogs are the audit entries written so far, once those queued are.
+func auditLogs(t *testing.T, h *Handler, logs *observer.ObservedLogs) *observer.ObservedLogs {
+	t.Helper()
+	if err := h.obs.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return logs.FilterLoggerName("http.handlers.mcpi.audit")
+}
+
 func TestDecisionMetrics(t *testing.T) {
 	f := newFixture(t)
 	ctx, reg := obsContext(t)
@@ -212,7 +221,7 @@ func TestAuditEntries(t *testing.T) {
 
 	h.obs.Decision(newRequest(http.MethodPost, "/mcp", ""), observe.Decision{Outcome: "denied", Reason: "tool_denied", Status: 403, Tool: "delete_file"})
 
-	entries := logs.FilterLoggerName("http.handlers.mcpi.audit").All()
+	entries := auditLogs(t, h, logs).All()
 	if len(entries) != 3 {
 		t.Fatalf("%d audit entries, want 3: %v", len(entries), logs.All())
 	}
@@ -308,7 +317,7 @@ func TestToolDenialIsOneDecision(t *testing.T) {
 	if n := len(all[dec]); n != 1 {
 		t.Errorf("%s has %d series after one denial, want 1: %v", dec, n, all[dec])
 	}
-	entries := logs.FilterLoggerName("http.handlers.mcpi.audit").All()
+	entries := auditLogs(t, h, logs).All()
 	if len(entries) != 1 {
 		t.Fatalf("%d audit entries for one denied call, want 1: %v", len(entries), entries)
 	}
@@ -332,7 +341,7 @@ func TestToolDenialIsOneDecision(t *testing.T) {
 	if got := observetest.Value(all, dec, "outcome", "denied", "reason", "insufficient_scope"); got != 1 {
 		t.Errorf("%s{denied,insufficient_scope} = %v, want still 1", dec, got)
 	}
-	if n := logs.FilterLoggerName("http.handlers.mcpi.audit").Len(); n != 2 {
+	if n := auditLogs(t, h, logs).Len(); n != 2 {
 		t.Errorf("%d audit entries for two requests, want 2", n)
 	}
 }
@@ -344,7 +353,7 @@ func TestAuditLogOff(t *testing.T) {
 	r := newRequest(http.MethodGet, "/mcp", "")
 	r.Header.Set("Authorization", "Bearer "+f.jwt(t, nil))
 	serve(t, h, r)
-	if n := logs.FilterLoggerName("http.handlers.mcpi.audit").Len(); n != 0 {
+	if n := auditLogs(t, h, logs).Len(); n != 0 {
 		t.Errorf("%d audit entries with the audit log off", n)
 	}
 	if got := observetest.Value(observetest.Gather(t, reg), "caddy_mcpi_decisions_total", "outcome", "admitted", "reason", "ok"); got != 1 {
@@ -367,7 +376,7 @@ func TestAuditLogDenials(t *testing.T) {
 	polServe(t, h, polPost(polCall(3, "echo"), ""), nil)         // rejected: no credential
 
 	var outcomes []string
-	for _, e := range logs.FilterLoggerName("http.handlers.mcpi.audit").All() {
+	for _, e := range auditLogs(t, h, logs).All() {
 		outcomes = append(outcomes, e.ContextMap()["outcome"].(string))
 	}
 	if strings.Join(outcomes, " ") != "denied rejected" {

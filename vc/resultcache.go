@@ -14,13 +14,13 @@ import (
 
 // The verified-delegation cache (WithResultCache). An edge sees the same
 // credential on every request of a session; once it has verified, a
-// repeat costs a SHA-256 of the token and a map lookup: nothing is parsed,
+// repeat costs a SHA-256 of the token (and the rules) and a map lookup: nothing is parsed,
 // resolved or verified again.
 //
-// Key. SHA-256 over the SHA-256 of the trimmed credential (Delegation.Hash)
-// and an encoding of every per-call rule that can change the outcome:
-// ForAudience, RequireAudience, RequireScopes and the SHA-256 of each
-// WithAncestors credential. A credential accepted for one audience or set
+// Key. SHA-256 over an encoding of every per-call rule that can change the
+// outcome (ForAudience, RequireAudience, RequireScopes and the SHA-256 of
+// each WithAncestors credential) followed by the trimmed credential: one
+// pass over the credential per hit. A credential accepted for one audience or set
 // of scopes is therefore never served for another. The Verifier's own
 // configuration (trust, algorithms, skew, …) is fixed, and the cache
 // belongs to it.
@@ -157,20 +157,31 @@ func WithCacheObserver(fn func(hit bool)) Option {
 type resultKey [sha256.Size]byte
 
 // resultKeyVersion starts the key encoding; change it with the encoding.
-const resultKeyVersion = 1
+const resultKeyVersion = 2
 
-// keyOf returns the cache key of the trimmed credential whose SHA-256 is
-// sum under c, and false when the call must bypass the cache.
+// maxKeyOnStack is how much of a key's input (the rules, then the
+// credential) is hashed from the stack; a longer one is copied to the heap.
+// A KYA-OS VC-JWT is about 1.9 KB.
+const maxKeyOnStack = 4096
+
+// keyOf returns the cache key of the trimmed credential raw under c, and
+// false when the call must bypass the cache.
+//
+// The key is one SHA-256 over the rules and then the credential: a hit
+// hashes the credential once and nothing else (Delegation.Hash, the
+// credential's own SHA-256, is computed only when it is verified). The
+// rules' encoding is self-delimiting (lists and counts are
+// length-prefixed), so the credential is what follows it, and no two
+// (rules, credential) pairs share an input.
 //
 // Every field of checks is either encoded here or makes the call bypass
 // the cache; TestResultCacheKeyCoversChecks fails when checks grows.
-func (v *Verifier) keyOf(sum *[sha256.Size]byte, c *checks) (resultKey, bool) {
+func (v *Verifier) keyOf(raw []byte, c *checks) (resultKey, bool) {
 	if c.nonce != nil || c.requirePresentation || len(c.ancestors) > maxPooled {
 		return resultKey{}, false
 	}
-	var buf [320]byte
+	var buf [maxKeyOnStack]byte
 	b := append(buf[:0], resultKeyVersion)
-	b = append(b, sum[:]...)
 	if c.requireAudience {
 		b = append(b, 1)
 	} else {
@@ -186,6 +197,7 @@ func (v *Verifier) keyOf(sum *[sha256.Size]byte, c *checks) (resultKey, bool) {
 		h := sha256.Sum256(trimSpace(a))
 		b = append(b, h[:]...)
 	}
+	b = append(b, raw...)
 	return sha256.Sum256(b), true
 }
 
@@ -488,12 +500,13 @@ func (s *resultShard) land(k *resultKey, f *resultFlight, res flightResult) int 
 	return n
 }
 
-// verify is Verify with the cache, for a trimmed raw whose SHA-256 is sum
-// and applied checks.
-func (rc *resultCache) verify(ctx context.Context, v *Verifier, raw []byte, sum *[sha256.Size]byte, c *checks) (*Delegation, error) {
-	key, ok := v.keyOf(sum, c)
+// verify is Verify with the cache, for a trimmed raw and applied checks.
+// The credential's SHA-256 is taken only when it is verified: a hit needs
+// only the key.
+func (rc *resultCache) verify(ctx context.Context, v *Verifier, raw []byte, c *checks) (*Delegation, error) {
+	key, ok := v.keyOf(raw, c)
 	if !ok {
-		d, _, err := v.verify(ctx, raw, sum, c)
+		d, _, err := v.verifySum(ctx, raw, c)
 		return d, err
 	}
 	if e := rc.get(&key, v.now()); e != nil {
@@ -515,7 +528,7 @@ func (rc *resultCache) verify(ctx context.Context, v *Verifier, raw []byte, sum 
 		case res.presented, res.unfinished, res.err != nil && ctx.Err() == nil && isContextError(res.err):
 			// A presentation is checked per use; and the leader's context
 			// ending, or its panic, says nothing about this credential.
-			d, _, err := v.verify(ctx, raw, sum, c)
+			d, _, err := v.verifySum(ctx, raw, c)
 			return d, err
 		case res.err != nil:
 			return nil, res.err
@@ -535,7 +548,7 @@ func (rc *resultCache) verify(ctx context.Context, v *Verifier, raw []byte, sum 
 		s.land(&key, f, flightResult{d: &e.d})
 		return cloneDelegation(&e.d), nil
 	}
-	d, statusChecked, err := v.verify(ctx, raw, sum, c)
+	d, statusChecked, err := v.verifySum(ctx, raw, c)
 	if err != nil {
 		rc.remove(&key)
 		landed = true

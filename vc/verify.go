@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
@@ -106,20 +107,33 @@ func (v *Verifier) Verify(ctx context.Context, raw []byte, opts ...CheckOption) 
 	if len(raw) == 0 {
 		return nil, fail(ErrMalformed, "empty")
 	}
-	var c checks
+	// The options are funcs, so the checks they fill escape: pooled, they
+	// cost no allocation per call. Nothing keeps c past this call (vc
+	// starts no goroutine; a cache flight keeps results, not checks).
+	c := checksPool.Get().(*checks)
+	defer func() {
+		*c = checks{}
+		checksPool.Put(c)
+	}()
 	for _, o := range opts {
 		if o != nil {
-			o(&c)
+			o(c)
 		}
 	}
-	// Hashed once: the cache key, the parsed credential and
-	// Delegation.Hash all start from it.
-	sum := sha256.Sum256(raw)
 	if v.results != nil {
-		return v.results.verify(ctx, v, raw, &sum, &c)
+		return v.results.verify(ctx, v, raw, c)
 	}
-	d, _, err := v.verify(ctx, raw, &sum, &c)
+	d, _, err := v.verifySum(ctx, raw, c)
 	return d, err
+}
+
+var checksPool = sync.Pool{New: func() any { return new(checks) }}
+
+// verifySum is verify of raw with its SHA-256, which the parsed credential
+// and Delegation.Hash start from.
+func (v *Verifier) verifySum(ctx context.Context, raw []byte, c *checks) (*Delegation, bool, error) {
+	sum := sha256.Sum256(raw)
+	return v.verify(ctx, raw, &sum, c)
 }
 
 // verify verifies the trimmed, non-empty raw, whose SHA-256 is sum, under

@@ -9,7 +9,8 @@ import (
 type Credential struct {
 	Carrier Kind
 	// Raw is the credential exactly as presented: the header token, the
-	// decoded JSON string, or the raw bytes of a JSON object.
+	// decoded JSON string, or the raw bytes of a JSON object. It is
+	// read-only: a header token shares the memory of the header's string.
 	Raw []byte
 }
 

@@ -3,6 +3,7 @@ package carrier
 import (
 	"net/http"
 	"strings"
+	"unsafe"
 )
 
 // Config is what a Reader reads.
@@ -80,7 +81,7 @@ func (rd *Reader) findHeaders(r *http.Request, enabled Set) Found {
 				continue // Basic, DPoP, …: not ours, not a bearer
 			}
 			if rd.bearers.isDelegation(tok) {
-				f.Credentials = append(f.Credentials, Credential{Authorization, []byte(tok)})
+				f.Credentials = append(f.Credentials, Credential{Authorization, headerBytes(tok)})
 			} else {
 				f.ForeignBearer = true
 			}
@@ -92,12 +93,19 @@ func (rd *Reader) findHeaders(r *http.Request, enabled Set) Found {
 		}
 		for _, v := range r.Header[hc.name] {
 			if v = strings.TrimSpace(v); v != "" {
-				f.Credentials = append(f.Credentials, Credential{hc.k, []byte(v)})
+				f.Credentials = append(f.Credentials, Credential{hc.k, headerBytes(v)})
 			}
 		}
 	}
 	return f
 }
+
+// headerBytes is the header value s as bytes, without copying it: a
+// KYA-OS credential is about 2 KB, copied on every request otherwise. The
+// bytes are s's, which must never change: Credential.Raw is read-only
+// (nothing in carrier, edge or vc writes into a credential, and its
+// capacity is its length, so an append copies).
+func headerBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // Remove deletes every carrier that held the credential f found, once it
 // was verified: it was for the edge and does not travel on. A foreign

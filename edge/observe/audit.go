@@ -4,6 +4,8 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"time"
+	"unsafe"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -48,56 +50,141 @@ var auditFields = sync.Pool{New: func() any {
 // maxAuditFields is the most fields an entry has.
 const maxAuditFields = 19
 
-// writeAudit writes the audit entry for d, unless the audit log is off or
-// keeps refusals only and d is an admission.
+// auditEntry is what an audit entry says, taken from the request while it
+// is still being served: the request may be gone when the entry is
+// written (auditQueue). Only strings are kept, no request.
+type auditEntry struct {
+	// at is when the decision was made: the entry's timestamp, however
+	// late it is written.
+	at time.Time
+
+	outcome, reason string
+	status          int
+	handshake, call string
+
+	hasDelegation                           bool
+	agentDID, userDID, delegationID, issuer string
+	// scopes points at the delegation's: a zap core may keep the field
+	// (zaptest's observer does) after the entry's own memory is cleared.
+	scopes *[]string
+
+	carrier, tool string
+
+	// The request's fields, when there was a request.
+	hasRequest                              bool
+	upstream, method, host, path, requestID string
+	remoteIP, clientIP                      string
+}
+
+// size is about the bytes the entry keeps alive: what auditQueue's byte
+// bound counts.
+func (e *auditEntry) size() int {
+	n := len(e.outcome) + len(e.reason) + len(e.handshake) + len(e.call) +
+		len(e.agentDID) + len(e.userDID) + len(e.delegationID) + len(e.issuer) +
+		len(e.carrier) + len(e.tool) + len(e.upstream) + len(e.method) + len(e.host) +
+		len(e.path) + len(e.requestID) + len(e.remoteIP) + len(e.clientIP)
+	if e.scopes != nil {
+		for _, s := range *e.scopes {
+			n += len(s) + 16
+		}
+	}
+	return n + int(unsafe.Sizeof(*e))
+}
+
+// writeAudit records the audit entry for d, unless the audit log is off or
+// keeps refusals only and d is an admission. The entry is taken from r
+// here; it is written by the queue's writer, or here when there is none.
 func (rec *Recorder) writeAudit(r *http.Request, d Decision) {
-	l := rec.audit
-	if l == nil || rec.denialsOnly && d.Outcome == "admitted" {
+	if rec.audit == nil || rec.denialsOnly && d.Outcome == "admitted" {
 		return
 	}
-	c := l.Check(zapcore.InfoLevel, AuditMessage)
+	e := rec.newAuditEntry(r, d)
+	if rec.queue == nil || !rec.queue.push(&e) {
+		rec.writeAuditEntry(&e)
+	}
+}
+
+// newAuditEntry takes what the entry for d says from d and r (nil: no
+// request fields).
+func (rec *Recorder) newAuditEntry(r *http.Request, d Decision) auditEntry {
+	e := auditEntry{
+		at:      time.Now(),
+		outcome: d.Outcome, reason: d.Reason, status: d.Status,
+		handshake: d.Handshake, call: d.Call,
+		carrier: d.Carrier, tool: d.Tool,
+	}
+	if len(e.tool) > MaxAuditTool {
+		e.tool = e.tool[:MaxAuditTool]
+	}
+	if del := d.Delegation; del != nil {
+		e.hasDelegation = true
+		e.agentDID, e.userDID, e.delegationID, e.issuer = del.AgentDID, del.UserDID, del.DelegationID, del.Issuer
+		e.scopes = &del.Scopes
+	}
+	if r != nil {
+		e.hasRequest = true
+		if rec.req.Upstream != nil {
+			e.upstream = rec.req.Upstream(r)
+		}
+		rec.takeRequestFields(&e, r)
+	}
+	return e
+}
+
+// writeAuditEntry writes e to the audit log, stamped with the time of its
+// decision.
+func (rec *Recorder) writeAuditEntry(e *auditEntry) {
+	c := rec.audit.Check(zapcore.InfoLevel, AuditMessage)
 	if c == nil {
 		return
 	}
+	c.Time = e.at
 	fp := auditFields.Get().(*[]zap.Field)
 	fields := append((*fp)[:0],
-		zap.String("outcome", d.Outcome),
-		zap.String("reason", d.Reason),
+		zap.String("outcome", e.outcome),
+		zap.String("reason", e.reason),
 	)
-	if d.Status != 0 {
-		fields = append(fields, zap.Int("status", d.Status))
+	if e.status != 0 {
+		fields = append(fields, zap.Int("status", e.status))
 	}
-	if d.Handshake != "" {
+	if e.handshake != "" {
 		// A Level 3 handshake or verify call: no nonce, challenge, proof
 		// or credential is logged, only who (once verified) and the result.
-		fields = append(fields, zap.String("handshake", d.Handshake), zap.String("call", d.Call))
+		fields = append(fields, zap.String("handshake", e.handshake), zap.String("call", e.call))
 	}
-	if del := d.Delegation; del != nil {
+	if e.hasDelegation {
 		fields = append(fields,
-			zap.String("agent_did", del.AgentDID),
-			zap.String("user_did", del.UserDID),
-			zap.String("delegation_id", del.DelegationID),
-			zap.String("issuer", del.Issuer),
+			zap.String("agent_did", e.agentDID),
+			zap.String("user_did", e.userDID),
+			zap.String("delegation_id", e.delegationID),
+			zap.String("issuer", e.issuer),
 			// A pointer in an interface is not copied to the heap, as
 			// zap.Strings' slice would be.
-			zap.Array("scopes", (*scopeList)(&del.Scopes)),
+			zap.Array("scopes", (*scopeList)(e.scopes)),
 		)
 	}
-	if d.Carrier != "" {
-		fields = append(fields, zap.String("carrier", d.Carrier))
+	if e.carrier != "" {
+		fields = append(fields, zap.String("carrier", e.carrier))
 	}
-	if d.Tool != "" {
-		tool := d.Tool
-		if len(tool) > MaxAuditTool {
-			tool = tool[:MaxAuditTool]
-		}
-		fields = append(fields, zap.String("tool", tool))
+	if e.tool != "" {
+		fields = append(fields, zap.String("tool", e.tool))
 	}
-	if r != nil {
+	if e.hasRequest {
 		if rec.req.Upstream != nil {
-			fields = append(fields, zap.String("upstream", rec.req.Upstream(r)))
+			fields = append(fields, zap.String("upstream", e.upstream))
 		}
-		fields = rec.appendRequestFields(fields, r)
+		fields = append(fields,
+			zap.String("method", e.method),
+			zap.String("host", e.host),
+			zap.String("path", e.path),
+		)
+		if e.requestID != "" {
+			fields = append(fields, zap.String("request_id", e.requestID))
+		}
+		fields = append(fields, zap.String("remote_ip", e.remoteIP))
+		if e.clientIP != "" {
+			fields = append(fields, zap.String("client_ip", e.clientIP))
+		}
 	}
 	c.Write(fields...)
 	// The pooled slice must not keep the request's strings alive.
@@ -116,42 +203,36 @@ func (s *scopeList) MarshalLogArray(enc zapcore.ArrayEncoder) error {
 	return nil
 }
 
-// appendRequestFields appends the fields that describe the request of an
+// takeRequestFields takes the fields that describe the request of an
 // audit entry: method, host and path as the client sent them (before any
 // handle_path stripping; the query is left out, as it may hold someone
-// else's secrets), Caddy's request id and the peer's address.
-func (rec *Recorder) appendRequestFields(fields []zap.Field, r *http.Request) []zap.Field {
-	method, path := r.Method, ""
+// else's secrets), the host's request id and the peer's address.
+func (rec *Recorder) takeRequestFields(e *auditEntry, r *http.Request) {
+	e.method = r.Method
 	if r.URL != nil {
-		path = r.URL.Path
+		e.path = r.URL.Path
 	}
 	if rec.req.Original != nil {
 		if m, u := rec.req.Original(r); u != nil {
-			method, path = m, u.Path
+			e.method, e.path = m, u.Path
 		}
 	}
-	fields = append(fields,
-		zap.String("method", method),
-		zap.String("host", r.Host),
-		zap.String("path", path),
-	)
+	e.host = r.Host
 	// {http.request.uuid} is generated on first use and kept for the
 	// request; using it also adds it to the access log entry as "uuid",
 	// which is how an audit entry and an access log entry are matched.
+	// So it is taken here, while the request is served.
 	if rec.req.RequestID != nil {
-		if id := rec.req.RequestID(r); id != "" {
-			fields = append(fields, zap.String("request_id", id))
-		}
+		e.requestID = rec.req.RequestID(r)
 	}
 	ip, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		ip = r.RemoteAddr
 	}
-	fields = append(fields, zap.String("remote_ip", ip))
+	e.remoteIP = ip
 	if rec.req.ClientIP != nil {
-		if clientIP := rec.req.ClientIP(r); clientIP != "" && clientIP != ip {
-			fields = append(fields, zap.String("client_ip", clientIP))
+		if clientIP := rec.req.ClientIP(r); clientIP != ip {
+			e.clientIP = clientIP
 		}
 	}
-	return fields
 }

@@ -26,6 +26,7 @@ import (
 //	caddy_mcpi_nonce_store_duration_seconds{store,op,result}  ok|error
 //	caddy_mcpi_handshakes_total{mode,result}
 //	caddy_mcpi_tool_decisions_total{tool,outcome}
+//	caddy_mcpi_audit_entries_dropped_total
 
 const (
 	metricsNamespace = "caddy"
@@ -109,6 +110,7 @@ type metrics struct {
 	nonceStore   *prometheus.HistogramVec
 	handshakes   *prometheus.CounterVec
 	tools        *prometheus.CounterVec
+	auditDropped prometheus.Counter
 
 	// Caps on the free-form labels, per label.
 	mode, result, cacheName, store, op, method *cappedLabel
@@ -189,6 +191,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			"MCP-I handshakes, by mode and result.", "mode", "result"),
 		tools: counter("tool_decisions_total",
 			"Per-tool policy decisions, by tool and outcome.", "tool", "outcome"),
+		auditDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "audit_entries_dropped_total",
+			Help: "Audit log entries dropped because the log could not keep up (its queue was full).",
+		}),
 
 		mode:         newCappedLabel(isSnakeLabel, maxLabelValues),
 		result:       newCappedLabel(isSnakeLabel, maxLabelValues),
@@ -224,6 +230,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.tools, err = register(reg, m.tools); err != nil {
+		return nil, err
+	}
+	if m.auditDropped, err = register(reg, m.auditDropped); err != nil {
 		return nil, err
 	}
 	return m, nil

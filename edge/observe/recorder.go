@@ -82,6 +82,9 @@ type Recorder struct {
 	audit       *zap.Logger
 	denialsOnly bool
 	req         Request
+	// queue takes the audit entries off the request path; nil when the
+	// audit log is off.
+	queue *auditQueue
 }
 
 // New registers the collectors and sets up the audit logger.
@@ -96,8 +99,33 @@ func New(o Options) (*Recorder, error) {
 	}
 	if o.Logger != nil && !o.DisableAuditLog && o.Logger.Core().Enabled(zapcore.InfoLevel) {
 		r.audit = o.Logger.Named(AuditLoggerName)
+		var dropped func()
+		if m := r.metrics; m != nil {
+			dropped = m.auditDropped.Inc
+		}
+		r.queue = newAuditQueue(r.writeAuditEntry, o.Logger, dropped)
 	}
 	return r, nil
+}
+
+// Close writes the audit entries still queued and returns when they are
+// written (or, if the log takes no writes, after a bound, with an error).
+// Entries recorded after Close are written at once. Safe to call more than
+// once and on a nil Recorder.
+func (rec *Recorder) Close() error {
+	if rec == nil || rec.queue == nil {
+		return nil
+	}
+	return rec.queue.close(auditCloseWait)
+}
+
+// Flush returns when the audit entries recorded so far are written (or, if
+// the log takes no writes, after a bound, with an error).
+func (rec *Recorder) Flush() error {
+	if rec == nil || rec.queue == nil {
+		return nil
+	}
+	return rec.queue.flush(auditCloseWait)
 }
 
 // IsReason reports whether reason is one of the decision reasons counted
