@@ -15,6 +15,7 @@ import {
   Client,
   InMemoryResponseCacheStore,
   StreamableHTTPClientTransport,
+  preloadSchemas,
 } from '@modelcontextprotocol/client';
 
 const MODERN = '2026-07-28';
@@ -25,7 +26,7 @@ if (!url || !scenario) {
   process.stderr.write('usage: node client.mjs <url> <scenario> [options-json]\n');
   process.exit(2);
 }
-const options = rawOptions ? JSON.parse(rawOptions) : {};
+const options = (rawOptions && JSON.parse(rawOptions)) || {};
 const era = options.era ?? MODERN;
 if (era !== MODERN && era !== LEGACY) {
   process.stderr.write(`unknown era ${era}\n`);
@@ -35,6 +36,11 @@ if (era !== MODERN && era !== LEGACY) {
 // http records every HTTP exchange (method header, name header, status) so a
 // test can assert what the client put on the wire and what it got back.
 const http = [];
+
+// The SDK builds its wire schemas lazily, on first use: a few hundred
+// milliseconds in which arriving messages wait. Built up front, the arrival
+// times the progress scenario reports are the network's, not the SDK's.
+preloadSchemas();
 
 function recordingFetch() {
   return async (input, init) => {
@@ -67,6 +73,7 @@ function newClient(token, extra = {}) {
       versionNegotiation: { mode: era === MODERN ? { pin: MODERN } : 'legacy' },
       responseCacheStore: extra.cacheStore,
       cachePartition: extra.cachePartition,
+      inputRequired: options.maxRounds ? { maxRounds: options.maxRounds } : undefined,
     },
   );
   if (extra.elicit) {
