@@ -189,34 +189,22 @@ func resultText(res map[string]any) string {
 	return s
 }
 
-// mcp2026Policy is the policy of newMCP2026Harness. The world's default
-// credential grants greet:execute and files:read.
+// mcp2026Policy is TestPolicySDK's policy at level 2, the elicitation
+// tools allowed. The world's default credential grants greet:execute and
+// files:read.
 const mcp2026Policy = `level 2
-		tool greet {
-			scopes greet:execute
-		}
-		tool files_* {
-			scopes files:read
-		}
-		tool files_write {
-			scopes files:write
-		}
-		tool whoami {
-			allow_anonymous
-		}
-		tool count
-		tool link_*
 		tool elicit_*
-		consent_url https://consent.example.test/approve
-		handshake_action_hosts ` + mcpserver.AllowedAuthHost
+		` + policyConfig
 
 // newMCP2026Harness starts the demo MCP server on the Go SDK's stateless
 // handler (both protocol eras; SSE answers at mcpserver.Path, JSON at
 // policyJSONPath) with the policy and elicitation tools, and Caddy in front
-// of it with mcp2026Policy.
+// of it with mcp2026Policy. Its lists say ttlMs 60000, cacheScope public.
 func newMCP2026Harness(t *testing.T) *harness {
 	t.Helper()
-	s := mcpserver.New(mcpserver.Options{CountInterval: countInterval})
+	// Lists cacheable for a minute, marked public by the SDK: the edge's
+	// per-caller filtering must make them private.
+	s := mcpserver.New(mcpserver.Options{CountInterval: countInterval, CacheTTL: time.Minute})
 	mcpserver.AddPolicyTools(s)
 	mcpserver.AddElicitTools(s)
 	serve := func(o *mcp.StreamableHTTPOptions) http.Handler {
@@ -226,21 +214,7 @@ func newMCP2026Harness(t *testing.T) *harness {
 	mux := http.NewServeMux()
 	mux.Handle(mcpserver.Path, serve(&mcp.StreamableHTTPOptions{}))
 	mux.Handle(policyJSONPath, serve(&mcp.StreamableHTTPOptions{JSONResponse: true}))
-	rec := &recorder{next: mux}
-	up := serveUpstream(t, rec)
-	h := newEdgeHarness(t, rec)
-	dir := t.TempDir()
-	caddyfile := testCaddyfile(freePort(t), filepath.Join(dir, "storage"), fmt.Sprintf(`:%d {
-	bind 127.0.0.1
-	mcpi {
-		trust any
-		%s
-	}
-	reverse_proxy %s
-}
-`, h.port, mcp2026Policy, up.Listener.Addr().String()))
-	h.start(dir, caddyfile)
-	return h
+	return startPolicyEdge(t, mux, mcp2026Policy)
 }
 
 // modernHeaders are the HTTP headers of a 2026 request for method (and

@@ -57,6 +57,11 @@ type Options struct {
 	// 2025-11-25 still initialize and call as before, each request on a
 	// throwaway session.
 	Stateless bool
+	// CacheTTL, when positive, is the ttlMs of every 2026 list and read
+	// result (the SDK's default scope, "public", kept): what a server does
+	// that lets clients cache its tool list. Zero leaves the SDK's ttlMs 0,
+	// "stale at once".
+	CacheTTL time.Duration
 }
 
 // Identity is what whoami reports: the identity headers exactly as the
@@ -101,6 +106,11 @@ func New(opts Options) *mcp.Server {
 		// An empty capability set instead of the SDK's historical default
 		// {"logging":{}}: the demo sends no log messages.
 		Capabilities: &mcp.ServerCapabilities{},
+		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
+			if opts.CacheTTL > 0 {
+				c.TTLMs = int(opts.CacheTTL / time.Millisecond)
+			}
+		},
 	})
 
 	mcp.AddTool(s, &mcp.Tool{
