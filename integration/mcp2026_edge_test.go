@@ -26,7 +26,6 @@ import (
 // response cache (one store, one partition per agent) neither agent is
 // served the other's list.
 func TestMCP2026FilteredListPrivate(t *testing.T) {
-	t.Skip("needs mcp2026-edge: filtered lists leave the edge with cacheScope private")
 	h := newMCP2026Harness(t)
 	w := newWorld(t, h)
 	tok := w.jwt(t)
@@ -83,7 +82,6 @@ func TestMCP2026FilteredListPrivate(t *testing.T) {
 // client that declared URL-mode elicitation is asked to open the consent
 // URL instead. The upstream never runs the tool.
 func TestMCP2026DeniedCallReadable(t *testing.T) {
-	t.Skip("needs mcp2026-edge: resultType on the edge's own results, the URL-mode authorization prompt")
 	h := newMCP2026Harness(t)
 	w := newWorld(t, h)
 	tok := w.jwt(t)
@@ -159,7 +157,6 @@ func TestMCP2026DeniedCallReadable(t *testing.T) {
 // upstream (the upstream must not be the only one to notice: the edge
 // decides on the body, the upstream might route on the header).
 func TestMCP2026HeaderMismatch(t *testing.T) {
-	t.Skip("needs mcp2026-edge: the framing check (-32020) before any policy")
 	h := newMCP2026Harness(t)
 	w := newWorld(t, h)
 	tok := w.jwt(t)
@@ -226,7 +223,6 @@ func TestMCP2026HeaderMismatch(t *testing.T) {
 // one on an allow-listed host does, tagged with the user's DID like a
 // handshake action's authUrl, and the retry completes the call.
 func TestMCP2026URLElicitationGuard(t *testing.T) {
-	t.Skip("needs mcp2026-edge: the handshake-action guard on URL-mode elicitations")
 	h := newMCP2026Harness(t)
 	w := newWorld(t, h)
 	tok := w.jwt(t)
