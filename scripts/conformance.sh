@@ -174,6 +174,13 @@ compare() {
 	lost=$(comm -23 "$work/$era-direct.pass" "$work/$era-edge.pass")
 	if [[ -n $lost ]]; then
 		echo "FAIL $era: passed directly but not through the edge:" $lost
+		for scenario in $lost; do
+			echo "-- $scenario through the edge:"
+			sed -n "/^=== Running scenario: $scenario ===\$/,/^=== /p" "$work/$era-edge.log" | grep -v '^=== ' || true
+			local checks
+			checks=$(ls "$work/results-$era-edge"/server-"$scenario"-*/checks.json 2>/dev/null | head -n 1)
+			[[ -n $checks ]] && grep -B2 -A8 '"status": *"FAILURE"' "$checks" | head -n 60
+		done
 		status=1
 	else
 		echo "ok $era: every scenario that passes directly passes through the edge ($((SECONDS - start))s)"
@@ -187,12 +194,13 @@ compare 2025-11-25 "$cache/suite-2025" "$up2025" "$edge2025" --spec-version 2025
 compare 2026-07-28 "$cache/suite-2026" "$up2026" "$edge2026" --requirements 2026-07-28
 
 # The edge must really have been in the path: it logs one audit line per
-# request it decided on, and refused none (the injected credential is valid).
+# request it decided on. (Not all are admitted: some scenarios send
+# malformed requests on purpose, which the edge may refuse itself.)
 admitted=$(grep -c '"outcome":"admitted"' "$work/caddy.log" || true)
 decided=$(grep -c '"msg":"mcpi decision"' "$work/caddy.log" || true)
 echo "== the edge decided on $decided requests, admitted $admitted"
-if ((admitted == 0 || admitted != decided)); then
-	echo "FAIL: the edge admitted $admitted of $decided requests"
+if ((admitted == 0)); then
+	echo "FAIL: the edge admitted no request: it was not in the path, or refused the credential"
 	status=1
 fi
 
