@@ -382,3 +382,23 @@ func TestListenStream2026(t *testing.T) {
 		t.Errorf("tool list on the listen stream not filtered: %s", events[1])
 	}
 }
+
+// TestFraming2026HeaderCarriersOnly: with no body carrier the carriers do
+// not read the body; the framing step reads it once and the policy decides
+// on the same bytes, which reach the upstream unchanged.
+func TestFraming2026HeaderCarriersOnly(t *testing.T) {
+	f := newFixture(t)
+	h := polHandler(t, f, func(h *Handler) { h.Carriers = []string{"authorization"} })
+	tok := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })
+	if res := polServe(t, h, call2026(1, "admin_delete", tok, "tools/call", "echo", ""), nil); res.called || res.rec.Code != http.StatusBadRequest {
+		t.Fatalf("mismatch: called %v HTTP %d %s", res.called, res.rec.Code, res.rec.Body)
+	}
+	res := polServe(t, h, call2026(2, "files_write", tok, "tools/call", "files_write", ""), nil)
+	if m := decodeRPC(t, res.rec.Body.Bytes()); res.called || m.Result == nil || !m.Result.IsError {
+		t.Fatalf("denied call: called %v %s", res.called, res.rec.Body)
+	}
+	res = polServe(t, h, call2026(3, "echo", tok, "tools/call", "echo", ""), nil)
+	if !res.called || string(res.fwdBody) != body2026(3, "echo", "") {
+		t.Fatalf("allowed call: called %v forwarded %s", res.called, res.fwdBody)
+	}
+}

@@ -54,9 +54,9 @@ type responseCheck struct {
 	// (answers routed by a reused id); what cannot be read passes.
 	sniff   bool
 	actions mcp.ActionMode
-	opts    mcp.ActionOptions
 	era     mcp.Era // of the request: shapes the results the edge writes
-	tool    string  // log label of the called tool(s); "" until toolLabel
+	opts    mcp.ActionOptions
+	tool    string // log label of the called tool(s); "" until toolLabel
 
 	// rw is the filter wrap returns: allocated with the check, since every
 	// check wraps one response.

@@ -245,17 +245,6 @@ func CheckResponseBody(body []byte, requestIDs map[string]string, opts ActionOpt
 	return out, all, nil
 }
 
-// hasElicitRequest reports whether msgs hold a server-to-client
-// elicitation/create (2025 era).
-func hasElicitRequest(msgs []Message) bool {
-	for _, m := range msgs {
-		if m.Method == MethodElicit {
-			return true
-		}
-	}
-	return false
-}
-
 // actionPath is where handshake actions live in a tool result.
 var actionPath = [...]string{"structuredContent", "_meta", "handshakeAction"}
 

@@ -203,3 +203,14 @@ func checkElicitRequests(body []byte, opts ActionOptions, mode ActionMode) ([]by
 	}
 	return append(out, body[last:]...), all, nil
 }
+
+// hasElicitRequest reports whether msgs hold a server-to-client
+// elicitation/create (2025 era).
+func hasElicitRequest(msgs []Message) bool {
+	for _, m := range msgs {
+		if m.Method == MethodElicit {
+			return true
+		}
+	}
+	return false
+}

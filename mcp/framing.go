@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"encoding/base64"
 	"errors"
 	"net/http"
@@ -103,14 +104,15 @@ var namedMethods = map[string]string{
 // request with headers h and body body, without parsing the body: the header
 // names the 2026 era (or is malformed), or the body may carry the _meta
 // protocol version. A 2025 request without that text costs one header
-// lookup and one byte search. A _meta name spelt with escapes slips past the
+// lookup and one byte search; one with it (initialize has
+// params.protocolVersion) is parsed once more. A _meta name spelt with escapes slips past the
 // search; the upstream then sees a _meta version without a matching header,
 // which it must refuse itself.
 func NeedsFraming(h http.Header, body []byte) bool {
 	if v := h.Values(HeaderProtocolVersion); len(v) > 1 || (len(v) == 1 && (!isVersion(v[0]) || v[0] >= Version2026)) {
 		return true
 	}
-	return strings.Contains(string(body), "protocolVersion") // no copy: the compiler reads body in place
+	return bytes.Contains(body, []byte("protocolVersion"))
 }
 
 // CheckFraming checks the framing of the messages msgs of a POST body
