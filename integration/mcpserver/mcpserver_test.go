@@ -24,14 +24,27 @@ func (rt headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// TestTools runs every tool directly (no edge) over Streamable HTTP, with
-// both the legacy initialize handshake and the SDK's default protocol.
+// TestTools runs every tool and reads the resource directly (no edge) over
+// Streamable HTTP, with both the legacy initialize handshake and the SDK's
+// default protocol, from the stateful and the stateless handler (which must
+// answer both eras: the demo serves it).
 func TestTools(t *testing.T) {
-	srv := httptest.NewServer(Handler(Options{CountInterval: 50 * time.Millisecond}))
-	defer srv.Close()
+	stateful := httptest.NewServer(Handler(Options{CountInterval: 50 * time.Millisecond}))
+	defer stateful.Close()
+	stateless := httptest.NewServer(Handler(Options{CountInterval: 50 * time.Millisecond, Stateless: true}))
+	defer stateless.Close()
 
-	for _, version := range []string{"2025-11-25", ""} {
-		t.Run("protocol="+version, func(t *testing.T) {
+	for _, tc := range []struct {
+		name, version string
+		srv           *httptest.Server
+	}{
+		{"stateful/protocol=2025-11-25", "2025-11-25", stateful},
+		{"stateful/protocol=", "", stateful},
+		{"stateless/protocol=2025-11-25", "2025-11-25", stateless},
+		{"stateless/protocol=2026-07-28", "2026-07-28", stateless},
+	} {
+		srv, version := tc.srv, tc.version
+		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			var mu sync.Mutex
@@ -100,6 +113,11 @@ func TestTools(t *testing.T) {
 			if err != nil || !res.IsError {
 				t.Errorf("count n=0: want tool error, got %v %+v", err, res)
 			}
+
+			about, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: AboutURI})
+			if err != nil || len(about.Contents) != 1 || about.Contents[0].Text != AboutText {
+				t.Errorf("resources/read %s: %v %+v", AboutURI, err, about)
+			}
 		})
 	}
 }
@@ -114,5 +132,41 @@ func TestHealthz(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("status %d", resp.StatusCode)
+	}
+}
+
+// TestElicitTools: a 2026 client that supports URL-mode elicitation is asked
+// to open the tool's URL (in an input_required result) and, once it
+// answered, gets the tool's result on the retry.
+func TestElicitTools(t *testing.T) {
+	s := New(Options{})
+	AddElicitTools(s)
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
+		&mcp.StreamableHTTPOptions{Stateless: true}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	for tool, wantURL := range map[string]string{"elicit_foreign": ForeignAuthURL, "elicit_allowed": AllowedAuthURL} {
+		var asked []string
+		client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, &mcp.ClientOptions{
+			Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+			ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				asked = append(asked, req.Params.Mode+" "+req.Params.URL)
+				return &mcp.ElicitResult{Action: "accept"}, nil
+			},
+		})
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+		if err != nil {
+			t.Fatalf("connect: %v", err)
+		}
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool})
+		cs.Close()
+		if err != nil || res.IsError || len(res.Content) != 1 || res.Content[0].(*mcp.TextContent).Text != ElicitDoneText {
+			t.Fatalf("%s: %v %+v", tool, err, res)
+		}
+		if want := []string{"url " + wantURL}; strings.Join(asked, ",") != strings.Join(want, ",") {
+			t.Errorf("%s: client was asked %q, want %q", tool, asked, want)
+		}
 	}
 }
