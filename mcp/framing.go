@@ -120,8 +120,7 @@ func NeedsFraming(h http.Header, body []byte) bool {
 // request's era. Errors wrap ErrHeaderMismatch (see FramingError), except a
 // 2026 batch, which the era no longer allows (ErrInvalidMessage).
 //
-// Rules: MCP-Protocol-Version appears at most once and has the version form;
-// a request carrying the _meta version needs the header with the same
+// Rules: MCP-Protocol-Version appears at most once; a request carrying the _meta version needs the header with the same
 // value. In the 2026 era the one message is not a batch; a request or
 // notification carries exactly one Mcp-Method equal to its method, and a
 // tools/call, prompts/get or resources/read exactly one Mcp-Name equal to
@@ -133,9 +132,7 @@ func CheckFraming(h http.Header, msgs []Message, batch bool) (Era, error) {
 	case len(v) > 1:
 		return Era2025, framingErr(HeaderProtocolVersion, "given more than once")
 	case len(v) == 1:
-		if hv = v[0]; !isVersion(hv) {
-			return Era2025, framingErr(HeaderProtocolVersion, "not a protocol version")
-		}
+		hv = v[0]
 	}
 	for _, m := range msgs {
 		if !IsRequest(m) {
@@ -153,7 +150,10 @@ func CheckFraming(h http.Header, msgs []Message, batch bool) (Era, error) {
 			return Era2025, framingErr(HeaderProtocolVersion, "does not match the _meta protocol version")
 		}
 	}
-	if hv < Version2026 {
+	if !isVersion(hv) || hv < Version2026 {
+		// A version the edge does not know is the upstream's to refuse
+		// (-32022 UnsupportedProtocolVersion): it is not a framing error,
+		// and the body alone still decides the policy.
 		return Era2025, nil
 	}
 	if batch {
