@@ -142,25 +142,14 @@ func withParams(body []byte) []byte {
 // putProof sets params._meta[ProofKey] = proof (dropping a legacy-keyed
 // proof), keeping every other member as it was.
 func putProof(body, proof []byte) []byte {
-	params := memberOf(body, "params")
-	meta := memberOf(params, "_meta")
+	params := jsonscan.Member(body, "params")
+	meta := jsonscan.Member(params, "_meta")
 	if firstByte(meta) != '{' {
 		meta = []byte("{}")
 	}
 	meta, _ = withoutMember(meta, LegacyProofKey)
 	meta = setMember(meta, ProofKey, proof)
 	return setMember(body, "params", setMember(params, "_meta", meta))
-}
-
-// memberOf returns the raw value of obj's top-level member name, or nil.
-func memberOf(obj []byte, name string) []byte {
-	var v []byte
-	jsonscan.Walk(obj, func(k, val []byte) {
-		if string(jsonscan.Unquote(k)) == name {
-			v = val
-		}
-	})
-	return v
 }
 
 // setMember returns obj with member name set to val: replaced in place when
