@@ -322,3 +322,13 @@ func fuse(p *Proof, pub crypto.PublicKey, tokenJKT string, res *Result) error {
 	}
 	return nil
 }
+
+// algOfPublic is the proof algorithm a public key verifies, or "".
+func algOfPublic(pub crypto.PublicKey) string {
+	for _, alg := range []string{AlgEdDSA, AlgES256} {
+		if keyFits(alg, pub) {
+			return alg
+		}
+	}
+	return ""
+}
