@@ -17,3 +17,17 @@ func TestMember(t *testing.T) {
 		}
 	}
 }
+
+func TestSetMember(t *testing.T) {
+	cases := []struct{ obj, name, val, want string }{
+		{`{"a":1, "b" : 2}`, "b", `[3]`, `{"a":1,"b":[3]}`},
+		{`{"a":1}`, "c", `"x"`, `{"a":1,"c":"x"}`},
+		{`{}`, "c", `null`, `{"c":null}`},
+		{`{"\u0062":2,"a":1.50}`, "b", `0`, `{"\u0062":0,"a":1.50}`},
+	}
+	for _, c := range cases {
+		if got := string(SetMember([]byte(c.obj), c.name, []byte(c.val))); got != c.want {
+			t.Errorf("SetMember(%s, %q) = %s, want %s", c.obj, c.name, got, c.want)
+		}
+	}
+}

@@ -116,7 +116,7 @@ func ResponseRequestHash(body []byte) (string, error) {
 			params = []byte("{}")
 		}
 		b.WriteString(`,"params":`)
-		b.Write(setMember(params, "arguments", withoutKyaos(jsonscan.Member(params, "arguments"))))
+		b.Write(jsonscan.SetMember(params, "arguments", withoutKyaos(jsonscan.Member(params, "arguments"))))
 	} else if req.params != nil {
 		b.WriteString(`,"params":`)
 		b.Write(req.covered)
@@ -219,7 +219,7 @@ func (s ResponseSigner) SignResult(result, request []byte, audience string, meta
 	if s.Envelope {
 		meta.Prf = ProfileEnvelope
 		if jsonscan.Member(result, "resultType") == nil {
-			result = setMember(result, "resultType", []byte(`"complete"`))
+			result = jsonscan.SetMember(result, "resultType", []byte(`"complete"`))
 		}
 		data = result
 	}
@@ -240,7 +240,7 @@ func (s ResponseSigner) SignResult(result, request []byte, audience string, meta
 	if firstByte(m) != '{' {
 		m = []byte("{}")
 	}
-	return setMember(result, "_meta", setMember(m, ResponseProofKey, raw)), nil
+	return jsonscan.SetMember(result, "_meta", jsonscan.SetMember(m, ResponseProofKey, raw)), nil
 }
 
 // sign makes the compact JWS over the payload rebuilt from meta.

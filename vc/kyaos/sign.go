@@ -1,7 +1,6 @@
 package kyaos
 
 import (
-	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -136,7 +135,7 @@ func withParams(body []byte) []byte {
 	if has {
 		return body
 	}
-	return setMember(body, "params", []byte("{}"))
+	return jsonscan.SetMember(body, "params", []byte("{}"))
 }
 
 // putProof sets params._meta[ProofKey] = proof (dropping a legacy-keyed
@@ -148,39 +147,6 @@ func putProof(body, proof []byte) []byte {
 		meta = []byte("{}")
 	}
 	meta, _ = withoutMember(meta, LegacyProofKey)
-	meta = setMember(meta, ProofKey, proof)
-	return setMember(body, "params", setMember(params, "_meta", meta))
-}
-
-// setMember returns obj with member name set to val: replaced in place when
-// present, appended otherwise. obj must be a valid object.
-func setMember(obj []byte, name string, val []byte) []byte {
-	qname, _ := json.Marshal(name)
-	var b bytes.Buffer
-	b.WriteByte('{')
-	n, done := 0, false
-	jsonscan.Walk(obj, func(k, v []byte) {
-		if n > 0 {
-			b.WriteByte(',')
-		}
-		n++
-		b.Write(k)
-		b.WriteByte(':')
-		if string(jsonscan.Unquote(k)) == name {
-			b.Write(val)
-			done = true
-			return
-		}
-		b.Write(v)
-	})
-	if !done {
-		if n > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(qname)
-		b.WriteByte(':')
-		b.Write(val)
-	}
-	b.WriteByte('}')
-	return b.Bytes()
+	meta = jsonscan.SetMember(meta, ProofKey, proof)
+	return jsonscan.SetMember(body, "params", jsonscan.SetMember(params, "_meta", meta))
 }
