@@ -59,6 +59,13 @@ func (h *Handler) provisionProofs() {
 		RequireExtension: h.RequireExtension,
 		ResponseProof:    h.ResponseProof,
 	}, h.didCache, h.l3.store)
+	// 2025-11-25 clients declare once, in initialize: their sessions'
+	// declarations are kept where the store keeps bindings (shared by
+	// replicas with Redis). A store without bindings: they must declare
+	// per request.
+	if b, err := h.proxySessionBinder(); err == nil {
+		h.proofs.WithSessions(b)
+	}
 }
 
 // proofBody returns the JSON-RPC body the gate reads: the one the carriers
@@ -76,7 +83,7 @@ func (h *Handler) proofBody(w http.ResponseWriter, r *http.Request, found *carri
 
 // negotiate applies the declaration gate; handled: the refusal is written.
 func (h *Handler) negotiate(w http.ResponseWriter, r *http.Request, body []byte) bool {
-	if rf := h.proofs.Negotiate(body); rf != nil {
+	if rf := h.proofs.Negotiate(r.Context(), body, r.Header.Get("Mcp-Session-Id")); rf != nil {
 		h.refuseProof(w, r, body, rf)
 		return true
 	}
@@ -137,6 +144,7 @@ const proofOK = "proof_ok"
 // gate read (nil when it read none).
 func (h *Handler) serveProved(w http.ResponseWriter, r *http.Request, next Next, d *vc.Delegation, body []byte, adm observe.Decision) error {
 	w, finish := h.wrapProofResponse(w, r, body, d)
+	w = h.proofs.RememberSession(r.Context(), w, body)
 	if err := h.serveAdmitted(w, r, next, d, body, adm); err != nil {
 		return err
 	}

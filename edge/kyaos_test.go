@@ -240,3 +240,37 @@ func TestResponseProofNeedsLevel2(t *testing.T) {
 		t.Fatal("bad request_proof accepted")
 	}
 }
+
+// TestRequireExtensionLegacySession: a 2025-11-25 client declares once,
+// in initialize; its session's later requests count as declared, another
+// session's do not, and an undeclared initialize is refused.
+func TestRequireExtensionLegacySession(t *testing.T) {
+	f := newFixture(t)
+	h := f.handler(t, func(h *Handler) { h.RequireExtension = true })
+	initialize := func(caps string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		r := prepareRequest(proofCall(t, f, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":`+caps+`,"clientInfo":{"name":"c","version":"1"}}}`), newTestReplacer())
+		if err := h.ServeNext(rec, r, func(w http.ResponseWriter, r *http.Request) error {
+			w.Header().Set("Mcp-Session-Id", "sess-declared")
+			w.Header().Set("Content-Type", "application/json")
+			_, err := io.WriteString(w, `{"jsonrpc":"2.0","id":0,"result":{}}`)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	if rec := initialize(`{}`); !strings.Contains(rec.Body.String(), "-32021") {
+		t.Fatalf("undeclared initialize: %s", rec.Body)
+	}
+	if rec := initialize(`{"extensions":{"org.kya-os/decentralized-authority":{"version":"1.0.0"}}}`); rec.Header().Get("Mcp-Session-Id") != "sess-declared" || strings.Contains(rec.Body.String(), "error") {
+		t.Fatalf("declared initialize: %s", rec.Body)
+	}
+	for sid, admitted := range map[string]bool{"sess-declared": true, "sess-other": false} {
+		r := proofCall(t, f, toolsCallBody)
+		r.Header.Set("Mcp-Session-Id", sid)
+		if res := serve(t, h, r); res.called != admitted {
+			t.Fatalf("%s: upstream called %v: %s", sid, res.called, res.rec.Body)
+		}
+	}
+}

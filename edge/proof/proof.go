@@ -67,6 +67,17 @@ func (c Config) Validate() error {
 type Gate struct {
 	cfg      Config
 	verifier *kyaos.Verifier
+	// sessions remembers 2025-11-25 sessions' initialize-era declarations
+	// (nil: not remembered, such clients must declare per request).
+	sessions challenge.SessionBinder
+}
+
+// WithSessions has the gate remember, in b, the declaration of each
+// 2025-11-25 session's initialize by its Mcp-Session-Id (KYA-OS §2.1), so
+// that the session's later requests count as declared.
+func (g *Gate) WithSessions(b challenge.SessionBinder) *Gate {
+	g.sessions = b
+	return g
 }
 
 // New builds the gate: agent DIDs resolve through r, nonces are consumed in
@@ -105,7 +116,7 @@ type Refusal struct {
 // Negotiate applies the declaration gate to a JSON-RPC request body
 // (single request; batches are not 2026 traffic and pass to the other
 // checks). It returns nil when the request may go on.
-func (g *Gate) Negotiate(body []byte) *Refusal {
+func (g *Gate) Negotiate(ctx context.Context, body []byte, sessionID string) *Refusal {
 	if !g.RequiresExtension() || firstByte(body) != '{' {
 		return nil
 	}
@@ -113,7 +124,7 @@ func (g *Gate) Negotiate(body []byte) *Refusal {
 	if m := jsonscan.Member(body, "method"); len(m) == 0 || json.Unmarshal(m, &method) != nil {
 		return nil // not a request: nothing to gate
 	}
-	d := extension.Decide(method, extension.Declaration(body, nil), true)
+	d := extension.Decide(method, g.declaration(ctx, body, method, sessionID), true)
 	if !d.Refused {
 		return nil
 	}
@@ -121,6 +132,74 @@ func (g *Gate) Negotiate(body []byte) *Refusal {
 	// A JSON-RPC error of the protocol itself: the HTTP exchange is fine.
 	return &Refusal{Status: http.StatusOK, Reason: reason, Tag: reason, RPC: d.Error}
 }
+
+// declaration is what the request declares: per request, else in its
+// params.capabilities (initialize), else in its session's initialize.
+func (g *Gate) declaration(ctx context.Context, body []byte, method, sessionID string) extension.State {
+	fallback := extension.Absent
+	switch {
+	case method == "initialize":
+		fallback = extension.InitializeState(jsonscan.Member(jsonscan.Member(body, "params"), "capabilities"))
+	case sessionID != "" && g.sessions != nil:
+		if v, err := g.sessions.Lookup(ctx, sessionKey(sessionID)); err == nil && len(v) == 1 {
+			fallback = extension.State(v[0])
+		}
+	}
+	return extension.RequestState(body, fallback)
+}
+
+// sessionTTL is how long a session's declaration is remembered.
+const sessionTTL = 24 * time.Hour
+
+// sessionKey is the binding key of a session: a hash, never the id itself
+// (whoever lists the store's keys must not learn live session ids).
+func sessionKey(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return "kyaos-decl:" + hex.EncodeToString(sum[:])
+}
+
+// RememberSession returns w wrapped so that, when the answer to an
+// initialize request opens a session (Mcp-Session-Id), the declaration of
+// that initialize is remembered for the session; w itself otherwise.
+func (g *Gate) RememberSession(ctx context.Context, w http.ResponseWriter, body []byte) http.ResponseWriter {
+	if !g.RequiresExtension() || g.sessions == nil || methodOf(body) != "initialize" {
+		return w
+	}
+	st := g.declaration(ctx, body, "initialize", "")
+	return &sessionCapture{ResponseWriter: w, remember: func(id string) {
+		_ = g.sessions.Bind(ctx, sessionKey(id), []byte{byte(st)}, sessionTTL)
+	}}
+}
+
+// sessionCapture reads Mcp-Session-Id off the answer's header as it is
+// written.
+type sessionCapture struct {
+	http.ResponseWriter
+	remember func(id string)
+	done     bool
+}
+
+func (s *sessionCapture) capture() {
+	if !s.done {
+		s.done = true
+		if id := s.Header().Get("Mcp-Session-Id"); id != "" {
+			s.remember(id)
+		}
+	}
+}
+
+func (s *sessionCapture) WriteHeader(status int) { s.capture(); s.ResponseWriter.WriteHeader(status) }
+
+func (s *sessionCapture) Write(p []byte) (int, error) { s.capture(); return s.ResponseWriter.Write(p) }
+
+func (s *sessionCapture) Flush() {
+	s.capture()
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *sessionCapture) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // Admit checks the request proof of a JSON-RPC request body whose
 // credential verified as agentDID's, for audience (the route's DID). It

@@ -1,6 +1,7 @@
 package proof
 
 import (
+	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"io"
@@ -76,15 +77,15 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 // TestNegotiateAndConfig: the gate refuses only in required mode, and the
 // modes are checked.
 func TestNegotiateAndConfig(t *testing.T) {
-	if New(Config{}, nil, nil).Negotiate([]byte(call)) != nil {
+	if New(Config{}, nil, nil).Negotiate(context.Background(), []byte(call), "") != nil {
 		t.Fatal("optional mode refused")
 	}
 	g := New(Config{RequireExtension: true}, nil, nil)
-	if rf := g.Negotiate([]byte(call)); rf == nil || rf.RPC.Code != -32021 || rf.Status != http.StatusOK {
+	if rf := g.Negotiate(context.Background(), []byte(call), ""); rf == nil || rf.RPC.Code != -32021 || rf.Status != http.StatusOK {
 		t.Fatalf("required mode: %+v", rf)
 	}
 	for _, b := range []string{`{"jsonrpc":"2.0","id":1,"result":{}}`, `[` + call + `]`, `{"jsonrpc":"2.0","id":1,"method":"ping"}`} {
-		if g.Negotiate([]byte(b)) != nil {
+		if g.Negotiate(context.Background(), []byte(b), "") != nil {
 			t.Errorf("%s refused", b)
 		}
 	}

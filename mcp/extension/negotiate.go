@@ -36,14 +36,27 @@ const (
 // initialize-era capabilities (initCaps, the initialize request's
 // params.capabilities of the session, nil when none) apply.
 func Declaration(body, initCaps []byte) State {
+	return RequestState(body, InitializeState(initCaps))
+}
+
+// InitializeState is what initialize-era capabilities (an initialize
+// request's params.capabilities) declare: Absent when they hold no entry.
+func InitializeState(caps []byte) State {
+	if entry, ok := entryOf(caps); ok {
+		return validate(entry)
+	}
+	return Absent
+}
+
+// RequestState is what the request body declares per request, or
+// fallback (the session's initialize-era state) when it has no
+// per-request entry.
+func RequestState(body []byte, fallback State) State {
 	meta := jsonscan.Member(jsonscan.Member(body, "params"), "_meta")
 	if entry, ok := entryOf(jsonscan.Member(meta, ClientCapabilitiesKey)); ok {
 		return validate(entry)
 	}
-	if entry, ok := entryOf(initCaps); ok {
-		return validate(entry)
-	}
-	return Absent
+	return fallback
 }
 
 // entryOf returns capabilities.extensions[ID] and whether it is present
