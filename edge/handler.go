@@ -87,7 +87,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	// 6. The credential was for the edge; it does not travel on (unless
 	// passthrough_credential). A proof-bearing body is never edited: its
 	// proof covers everything outside _meta.
-	if h.proofs.Carries(body) {
+	if proved {
 		h.carriers.RemoveHeaders(r)
 	} else {
 		h.carriers.Remove(r, found)

@@ -203,7 +203,8 @@ func (s *sessionCapture) Unwrap() http.ResponseWriter { return s.ResponseWriter 
 
 // Admit checks the request proof of a JSON-RPC request body whose
 // credential verified as agentDID's, for audience (the route's DID). It
-// reports whether a proof was verified, and a refusal when the request
+// reports whether a proof was verified (the body then must not be edited
+// outside _meta: the proof covers it), and a refusal when the request
 // must not go on.
 func (g *Gate) Admit(ctx context.Context, body []byte, audience, agentDID string) (bool, *Refusal) {
 	if g == nil || g.cfg.RequestProof == Off {
@@ -228,16 +229,6 @@ func (g *Gate) Admit(ctx context.Context, body []byte, audience, agentDID string
 	return true, nil
 }
 
-// Carries reports whether proofs are read and the body carries one
-// (canonical or legacy key): such a request must not be edited outside
-// _meta.
-func (g *Gate) Carries(body []byte) bool {
-	if g == nil || g.cfg.RequestProof == Off || body == nil {
-		return false
-	}
-	raw, err := kyaos.FindProof(body)
-	return err == nil && raw != nil
-}
 
 // CodeProof is the JSON-RPC code of a refused proof (KYA-OS §3.7).
 const CodeProof = -31000
