@@ -76,6 +76,7 @@ func TestRequestProofAdmission(t *testing.T) {
 		{"not the credential's subject", "", signed(t, stranger, testAudience, toolsCallBody), 403, "delegation_holder_mismatch"},
 		{"kid/did forgery", "", strings.Replace(signed(t, stranger, testAudience, toolsCallBody), `"did":"`+stranger.did, `"did":"`+f.agent.did, 1), 401, "kid_did_mismatch"},
 		{"off ignores a bad proof", "off", signed(t, f.agent, "did:web:other.example", toolsCallBody), 200, ""},
+		{"escaped _meta is read", "", strings.Replace(signed(t, f.agent, "did:web:other.example", toolsCallBody), `"_meta"`, `"\u005fmeta"`, 1), 401, "audience_mismatch"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

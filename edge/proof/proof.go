@@ -7,6 +7,7 @@
 package proof
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -210,6 +211,9 @@ func (g *Gate) Admit(ctx context.Context, body []byte, audience, agentDID string
 	if g == nil || g.cfg.RequestProof == Off {
 		return false, nil
 	}
+	if g.cfg.RequestProof == Optional && !mayHoldMeta(body) {
+		return false, nil // the common case, without parsing the body again
+	}
 	raw, err := kyaos.FindProof(body)
 	if err != nil || raw == nil {
 		if g.cfg.RequestProof == Required {
@@ -229,6 +233,12 @@ func (g *Gate) Admit(ctx context.Context, body []byte, audience, agentDID string
 	return true, nil
 }
 
+// mayHoldMeta reports whether body can have a _meta member at all: the
+// name spelt out, or with \u escapes. Exact, so skipping the parse when it
+// is false changes nothing.
+func mayHoldMeta(body []byte) bool {
+	return bytes.Contains(body, []byte("_meta")) || bytes.Contains(body, []byte(`\u`))
+}
 
 // CodeProof is the JSON-RPC code of a refused proof (KYA-OS §3.7).
 const CodeProof = -31000
