@@ -71,6 +71,8 @@ func TestRequestProofAdmission(t *testing.T) {
 		{"optional, valid proof", "", valid, 200, ""},
 		{"required, valid proof", "required", signed(t, f.agent, testAudience, toolsCallBody), 200, ""},
 		{"required, no proof", "required", toolsCallBody, 401, "proof_missing"},
+		{"required, server/discover without proof", "required", `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}`, 200, ""},
+		{"required, ping without proof", "required", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, 200, ""},
 		{"arguments changed", "", strings.Replace(signed(t, f.agent, testAudience, toolsCallBody), `"hi"`, `"ho"`, 1), 401, "request_hash_mismatch"},
 		{"wrong audience", "", signed(t, f.agent, "did:web:other.example", toolsCallBody), 401, "audience_mismatch"},
 		{"not the credential's subject", "", signed(t, stranger, testAudience, toolsCallBody), 403, "delegation_holder_mismatch"},

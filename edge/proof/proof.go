@@ -216,7 +216,9 @@ func (g *Gate) Admit(ctx context.Context, body []byte, audience, agentDID string
 	}
 	raw, err := kyaos.FindProof(body)
 	if err != nil || raw == nil {
-		if g.cfg.RequestProof == Required {
+		// server/discover and ping are outside the admission algorithm
+		// (KYA-OS §3.7 step 0): a client learns the requirements there.
+		if g.cfg.RequestProof == Required && !extension.Exempt(methodOf(body)) {
 			return false, refusal(kyaos.ProofMissing)
 		}
 		return false, nil
