@@ -223,14 +223,10 @@ func (g *Gate) Admit(ctx context.Context, body []byte, audience, agentDID string
 		}
 		return false, nil
 	}
-	res, err := g.verifier.Verify(ctx, kyaos.Request{Body: body, Audience: audience})
-	if err != nil {
-		return false, refusal(kyaos.ReasonOf(err))
-	}
 	// The proof must be the credential's subject's (§9.2): a key that is
 	// not the agent's proves nothing about this delegation.
-	if res.Proof.DID != agentDID {
-		return false, refusalWith(http.StatusForbidden, "delegation_holder_mismatch")
+	if _, err := g.verifier.Verify(ctx, kyaos.Request{Body: body, Audience: audience, Subject: agentDID}); err != nil {
+		return false, refusal(kyaos.ReasonOf(err))
 	}
 	return true, nil
 }
@@ -249,8 +245,11 @@ const CodeProof = -31000
 // is down (retry), else 401 (no or invalid proof).
 func refusal(r kyaos.Reason) *Refusal {
 	status := http.StatusUnauthorized
-	if r == kyaos.NonceStoreUnavailable || r == kyaos.NonceSeamMissing {
+	switch r {
+	case kyaos.NonceStoreUnavailable, kyaos.NonceSeamMissing:
 		status = http.StatusServiceUnavailable
+	case kyaos.HolderMismatch:
+		status = http.StatusForbidden // a valid credential, not this caller's
 	}
 	return refusalWith(status, string(r))
 }

@@ -31,6 +31,9 @@ const (
 	NonceSeamMissing      Reason = "nonce_seam_missing"
 	NonceStoreUnavailable Reason = "nonce_store_unavailable"
 	VerifierThrew         Reason = "proof_verifier_threw"
+	// HolderMismatch: the proof's did is not the delegation's subject
+	// (KYA-OS §3.6, project decision §9.2).
+	HolderMismatch Reason = "delegation_holder_mismatch"
 )
 
 // Steps of the ordered admission algorithm (KYA-OS §3.7) that decide a

@@ -204,28 +204,31 @@ func TestVerifyRefusals(t *testing.T) {
 		body   []byte
 		tok    string
 		reason Reason
+		sub    string // Request.Subject
 	}{
-		{"no proof", []byte(call), "", ProofMissing},
-		{"arguments changed", rewrite(valid, `42.10`, `42.11`), "", RequestHashMismatch},
-		{"name changed", rewrite(valid, `"pay"`, `"pax"`), "", RequestHashMismatch},
-		{"wrong audience", sign(SignOptions{Audience: "did:web:evil"}, call, a.priv), "", AudienceMismatch},
-		{"expired", sign(SignOptions{Now: now.Add(-2 * time.Minute)}, call, a.priv), "", Expired},
-		{"in the future", sign(SignOptions{Now: now.Add(time.Minute)}, call, a.priv), "", CreatedInFuture},
-		{"within skew", sign(SignOptions{Now: now.Add(-64 * time.Second)}, call, a.priv), "", ""},
-		{"window over 60s", rewrite(valid, `"expires":1800000060`, `"expires":1800000061`), "", TTLTooLong},
-		{"empty window", rewrite(valid, `"expires":1800000060`, `"expires":1800000000`), "", InvalidWindow},
-		{"kid of another did", sign(SignOptions{KID: other.kid}, call, a.priv), "", InvalidSignature},
-		{"kid/did forgery", rewrite(valid, `"did":"`+a.did, `"did":"`+other.did), "", KidDIDMismatch},
-		{"alg swapped", rewrite(valid, `"alg":"EdDSA"`, `"alg":"ES256"`), "", InvalidSignature},
-		{"p256 key named as Ed25519 did", sign(SignOptions{}, call, p256), "", AlgKeyMismatch},
-		{"unknown did:key", rewrite(valid, a.kid, a.did+"#other"), "", KeyUnresolvable},
-		{"token but no cnf", valid, "jkt", CnfRequiredByToken},
-		{"malformed body", []byte(`{"method":"m","method":"m"}`), "", MalformedProof},
+		{"no proof", []byte(call), "", ProofMissing, ""},
+		{"arguments changed", rewrite(valid, `42.10`, `42.11`), "", RequestHashMismatch, ""},
+		{"name changed", rewrite(valid, `"pay"`, `"pax"`), "", RequestHashMismatch, ""},
+		{"wrong audience", sign(SignOptions{Audience: "did:web:evil"}, call, a.priv), "", AudienceMismatch, ""},
+		{"expired", sign(SignOptions{Now: now.Add(-2 * time.Minute)}, call, a.priv), "", Expired, ""},
+		{"in the future", sign(SignOptions{Now: now.Add(time.Minute)}, call, a.priv), "", CreatedInFuture, ""},
+		{"within skew", sign(SignOptions{Now: now.Add(-64 * time.Second)}, call, a.priv), "", "", ""},
+		{"window over 60s", rewrite(valid, `"expires":1800000060`, `"expires":1800000061`), "", TTLTooLong, ""},
+		{"empty window", rewrite(valid, `"expires":1800000060`, `"expires":1800000000`), "", InvalidWindow, ""},
+		{"kid of another did", sign(SignOptions{KID: other.kid}, call, a.priv), "", InvalidSignature, ""},
+		{"kid/did forgery", rewrite(valid, `"did":"`+a.did, `"did":"`+other.did), "", KidDIDMismatch, ""},
+		{"alg swapped", rewrite(valid, `"alg":"EdDSA"`, `"alg":"ES256"`), "", InvalidSignature, ""},
+		{"p256 key named as Ed25519 did", sign(SignOptions{}, call, p256), "", AlgKeyMismatch, ""},
+		{"unknown did:key", rewrite(valid, a.kid, a.did+"#other"), "", KeyUnresolvable, ""},
+		{"token but no cnf", valid, "jkt", CnfRequiredByToken, ""},
+		{"malformed body", []byte(`{"method":"m","method":"m"}`), "", MalformedProof, ""},
+		{"another agent's proof", sign(SignOptions{KID: other.kid}, call, other.priv), "", HolderMismatch, a.did},
+		{"the subject's proof", valid, "", "", a.did},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			v := NewVerifier(didresolver.New(), &memNonces{}, WithClock(func() time.Time { return now }))
-			_, err := v.Verify(context.Background(), Request{Body: c.body, Audience: aud, TokenJKT: c.tok})
+			_, err := v.Verify(context.Background(), Request{Body: c.body, Audience: aud, TokenJKT: c.tok, Subject: c.sub})
 			if ReasonOf(err) != c.reason {
 				t.Fatalf("got %v, want %q", err, c.reason)
 			}

@@ -80,6 +80,11 @@ type Request struct {
 	// TokenJKT is the cnf.jkt of an access token bound to the request, ""
 	// when there is none (KYA-OS §3.5 cnf fusion).
 	TokenJKT string
+	// Subject, when set, is the DID the proof must be by: the verified
+	// delegation's subject. It is checked before the agent's DID is
+	// resolved, so that a caller cannot make the verifier fetch other
+	// DIDs' documents.
+	Subject string
 }
 
 // Result is an accepted proof.
@@ -118,6 +123,9 @@ func (v *Verifier) check(ctx context.Context, p *Proof, parsed request, req Requ
 	// 3. The key must be the caller's own.
 	if strings.SplitN(p.KID, "#", 2)[0] != p.DID {
 		return nil, refuse(StepKidDID, KidDIDMismatch, nil)
+	}
+	if req.Subject != "" && p.DID != req.Subject {
+		return nil, refuse(StepKidDID, HolderMismatch, nil)
 	}
 	// 4–5. The exact method, from the agent DID's authentication keys.
 	key, err := v.key(ctx, p.KID)
