@@ -43,6 +43,11 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 		// itself (its 400 or 415), after the credential.
 		return h.reject(w, r, err, nil)
 	}
+	// MCP framing (2026-07-28): headers that disagree with the body stop
+	// here, before any credential or policy decision.
+	if handled, err := h.checkFraming(w, r, &found); handled {
+		return err
+	}
 	if found.Conflicting() {
 		return h.reject(w, r, carrier.ErrConflict, &found.Credentials[0])
 	}

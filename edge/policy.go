@@ -144,6 +144,8 @@ type policyState struct {
 	listed *toolNames
 	// annotations is nil unless tool_annotations_policy is set.
 	annotations *annotationPolicy
+	// states seals the requestState of 2026 consent prompts.
+	states *stateSealer
 }
 
 // policy builds the mcp.Policy of the config; nil when nothing is to be
@@ -199,7 +201,7 @@ func (h *Handler) provisionPolicy() error {
 		return err
 	}
 	st := policyState{pol: pol, actions: mode, listed: &toolNames{m: make(map[string]struct{})},
-		annotations: newAnnotationPolicy(h.ToolAnnotationsPolicy)}
+		annotations: newAnnotationPolicy(h.ToolAnnotationsPolicy), states: newStateSealer()}
 	for _, t := range h.Tools {
 		st.anyAnonymous = st.anyAnonymous || t.AllowAnonymous
 		st.anyPresentation = st.anyPresentation || t.RequirePresentation
@@ -436,6 +438,10 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 				decisions = make([]mcp.Decision, len(msgs))
 			}
 			name, _ := mcp.ToolCallName(m)
+			if err := h.checkRequestState(r, m, name, d); err != nil {
+				h.refuseRequestState(w, r, m, err, adm)
+				return w, true, true, nil
+			}
 			dec := h.decide(h.serviceHost(r), name, d, presented)
 			if d == nil && dec.Allowed && (dec.Rule == nil || !dec.Rule.AllowAnonymous) {
 				// Unreachable through admitAnonymous; kept so the rule
@@ -448,7 +454,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 		}
 		if denied {
 			h.recordDenial(r, msgs, decisions, adm)
-			h.answerDenied(w, msgs, batch, decisions, d)
+			h.answerDenied(w, r, msgs, batch, decisions, d)
 			return w, true, true, nil
 		}
 	}

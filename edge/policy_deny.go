@@ -31,7 +31,8 @@ func (h *Handler) recordDenial(r *http.Request, msgs []mcp.Message, decisions []
 // with HTTP 200: a tool error result for every denied call, a JSON-RPC
 // error for every other request of a batch (none of it was forwarded).
 // Notifications get no answer; with nothing to answer it is 202 Accepted.
-func (h *Handler) answerDenied(w http.ResponseWriter, msgs []mcp.Message, batch bool, decisions []mcp.Decision, d *vc.Delegation) {
+func (h *Handler) answerDenied(w http.ResponseWriter, r *http.Request, msgs []mcp.Message, batch bool, decisions []mcp.Decision, d *vc.Delegation) {
+	era := mcp.HeaderEra(r.Header)
 	var out [][]byte
 	for i, m := range msgs {
 		if !mcp.IsRequest(m) {
@@ -39,7 +40,7 @@ func (h *Handler) answerDenied(w http.ResponseWriter, msgs []mcp.Message, batch 
 		}
 		if m.Method == mcp.MethodToolsCall && !decisions[i].Allowed {
 			name, _ := mcp.ToolCallName(m)
-			out = append(out, h.deniedResult(m.ID, name, decisions[i], d))
+			out = append(out, h.deniedResult(era, m, name, decisions[i], d))
 			continue
 		}
 		out = append(out, mcp.ErrorResponse(m.ID, codeBatchRefused,
@@ -73,22 +74,29 @@ func joinBatch(msgs [][]byte) []byte {
 }
 
 // deniedResult is the tool result answering a denied call of tool.
-func (h *Handler) deniedResult(id []byte, tool string, dec mcp.Decision, d *vc.Delegation) []byte {
+// A 2026 client that declared URL-mode elicitation gets the consent prompt
+// as an input-required result (prompt2026.go); every other one the tool
+// result it has always got.
+func (h *Handler) deniedResult(era mcp.Era, m mcp.Message, tool string, dec mcp.Decision, d *vc.Delegation) []byte {
+	id := m.ID
 	switch dec.Reason {
 	case mcp.ReasonInsufficientScope, mcp.ReasonAnonymous:
-		n := mcp.NeedsAuthorization{Tool: tool, Missing: dec.Missing, ConsentURL: h.ConsentURL}
+		n := mcp.NeedsAuthorization{Tool: tool, Missing: dec.Missing, ConsentURL: h.ConsentURL, Era: era}
 		if d != nil {
 			n.AgentDID = d.AgentDID
 		}
 		if n.ConsentURL != "" {
 			n.ResumeToken = resumeToken()
 		}
+		if b, ok := h.consentInput(era, m, n); ok {
+			return b
+		}
 		return mcp.NeedsAuthorizationResult(id, n)
 	case mcp.ReasonPresentationRequired:
-		return mcp.ToolErrorResult(id, fmt.Sprintf("Tool %q requires the delegation to be presented in a Verifiable Presentation signed by the agent, or over an MCP-I handshake session.", tool),
+		return mcp.ToolErrorResultFor(era, id, fmt.Sprintf("Tool %q requires the delegation to be presented in a Verifiable Presentation signed by the agent, or over an MCP-I handshake session.", tool),
 			map[string]any{"error": "presentation_required", "toolName": tool})
 	default:
-		return mcp.ToolErrorResult(id, fmt.Sprintf("Tool %q is not available to this agent.", tool),
+		return mcp.ToolErrorResultFor(era, id, fmt.Sprintf("Tool %q is not available to this agent.", tool),
 			map[string]any{"error": "tool_not_allowed", "toolName": tool})
 	}
 }

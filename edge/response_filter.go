@@ -54,6 +54,7 @@ type responseCheck struct {
 	// (answers routed by a reused id); what cannot be read passes.
 	sniff   bool
 	actions mcp.ActionMode
+	era     mcp.Era // of the request: shapes the results the edge writes
 	opts    mcp.ActionOptions
 	tool    string // log label of the called tool(s); "" until toolLabel
 
@@ -63,10 +64,10 @@ type responseCheck struct {
 }
 
 func (h *Handler) newResponseCheck(r *http.Request, d *vc.Delegation, msgs []mcp.Message, batch, filter, actions bool) *responseCheck {
-	c := &responseCheck{h: h, host: h.serviceHost(r), d: d, msgs: msgs, batch: batch, filter: filter}
+	c := &responseCheck{h: h, host: h.serviceHost(r), d: d, msgs: msgs, batch: batch, filter: filter, era: mcp.HeaderEra(r.Header)}
 	if actions {
 		c.actions = h.policy.actions
-		c.opts = mcp.ActionOptions{ToolEndpointHost: r.Host, AllowedHosts: h.HandshakeActionHosts}
+		c.opts = mcp.ActionOptions{ToolEndpointHost: r.Host, AllowedHosts: h.HandshakeActionHosts, Era: c.era}
 		if d != nil {
 			c.opts.UserDID = d.UserDID
 		}
@@ -136,7 +137,7 @@ func (c *responseCheck) allow(tool string) bool {
 func (c *responseCheck) rewrite(data []byte) ([]byte, error) {
 	out := data
 	if c.filter {
-		filtered, err := mcp.FilterResponseBody(out, c.ids, c.allow)
+		filtered, err := mcp.FilterResponseBodyFor(c.era, out, c.ids, c.allow)
 		switch {
 		case err == nil:
 			out = filtered

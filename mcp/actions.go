@@ -116,6 +116,9 @@ type ActionOptions struct {
 	// to a valid authUrl as context_did, replacing any context_did already
 	// there: the tool must not choose whose account gets linked.
 	UserDID string
+	// Era of the request: a result replaced in the 2026 era carries
+	// resultType.
+	Era Era
 }
 
 // CheckActions validates the handshake action of an MCP tool result (the
@@ -167,6 +170,11 @@ func EnforceActions(result json.RawMessage, opts ActionOptions, mode ActionMode)
 // structuredContent {error: "handshake_action_rejected", issues: [{code,
 // field}]}.
 func RejectedActionResult(issues []ActionIssue) json.RawMessage {
+	return rejectedActionResult(Era2025, issues)
+}
+
+// rejectedActionResult is RejectedActionResult in era (resultType in 2026).
+func rejectedActionResult(era Era, issues []ActionIssue) json.RawMessage {
 	parts := make([]string, len(issues))
 	list := make([]map[string]string, len(issues))
 	for k, is := range issues {
@@ -174,7 +182,7 @@ func RejectedActionResult(issues []ActionIssue) json.RawMessage {
 		list[k] = map[string]string{"code": is.Code, "field": is.Field}
 	}
 	text := "The MCP-I edge withheld this tool result: its handshake action failed validation: " + strings.Join(parts, "; ")
-	return toolErrorObject(text, map[string]any{"error": "handshake_action_rejected", "issues": list}, nil)
+	return toolErrorObject(era, text, map[string]any{"error": "handshake_action_rejected", "issues": list}, nil)
 }
 
 func enforceActions(result []byte, opts ActionOptions, mode ActionMode, depth int) ([]byte, []ActionIssue, bool, error) {
@@ -185,8 +193,14 @@ func enforceActions(result []byte, opts ActionOptions, mode ActionMode, depth in
 	if err != nil {
 		return nil, nil, false, err
 	}
+	// The URL-mode elicitations of a 2026 input-required result.
+	out, elicit, echanged, err := checkInputRequests(out, opts, depth)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	issues, changed = append(issues, elicit...), changed || echanged
 	if mode == ActionsEnforce && len(issues) > 0 {
-		return RejectedActionResult(issues), issues, true, nil
+		return rejectedActionResult(opts.Era, issues), issues, true, nil
 	}
 	return out, issues, changed, nil
 }
@@ -220,6 +234,13 @@ func CheckResponseBody(body []byte, requestIDs map[string]string, opts ActionOpt
 	})
 	if err != nil {
 		return nil, nil, err
+	}
+	if hasElicitRequest(msgs) {
+		var issues []ActionIssue
+		if out, issues, err = checkElicitRequests(out, opts, mode); err != nil {
+			return nil, nil, err
+		}
+		all = append(all, issues...)
 	}
 	return out, all, nil
 }

@@ -80,7 +80,7 @@ const (
 	CodeInternalError  = -32603
 )
 
-// ErrorCode maps an error from ParseMessages or CheckUniqueIDs to the
+// ErrorCode maps an error from ParseMessages, CheckUniqueIDs or CheckFraming to the
 // JSON-RPC error code the edge answers with, so the mapping lives in one
 // place.
 func ErrorCode(err error) int {
@@ -89,6 +89,8 @@ func ErrorCode(err error) int {
 		return CodeParseError
 	case errors.Is(err, ErrInvalidParams):
 		return CodeInvalidParams
+	case errors.Is(err, ErrHeaderMismatch):
+		return CodeHeaderMismatch
 	case errors.Is(err, ErrTooDeep), errors.Is(err, ErrEmptyBatch),
 		errors.Is(err, ErrNotObject), errors.Is(err, ErrInvalidMessage),
 		errors.Is(err, ErrDuplicateID):

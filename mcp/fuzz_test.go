@@ -193,3 +193,23 @@ func FuzzCheckActions(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCheckResponseBodyElicit: the elicitation guard never emits invalid
+// JSON, and in enforce mode never lets a URL it reported through.
+func FuzzCheckResponseBodyElicit(f *testing.F) {
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{"inputRequests":{"a":{"method":"elicitation/create","params":{"mode":"url","url":"https://evil.example.net/"}}}}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":7,"method":"elicitation/create","params":{"url":"https://a.example.com/","Mode":"x"}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		opts := ActionOptions{ToolEndpointHost: "mcp.example.com", UserDID: "did:web:u", Era: Era2026}
+		out, issues, err := CheckResponseBody(body, nil, opts, ActionsEnforce)
+		if err != nil {
+			return
+		}
+		if !json.Valid(out) {
+			t.Fatalf("invalid output %s", out)
+		}
+		if len(issues) > 0 && bytes.Contains(out, []byte("evil.example.net")) && bytes.Contains(out, []byte(`"elicitation/create"`)) && !bytes.Contains(body, []byte("evil.example.net")) {
+			t.Fatalf("introduced a foreign URL: %s", out)
+		}
+	})
+}

@@ -20,6 +20,9 @@ type textContent struct {
 // toolResult is an MCP CallToolResult as the edge writes it; the field order
 // is the wire order.
 type toolResult struct {
+	// ResultType is "complete" in the 2026 era, where every result names
+	// its type; absent before.
+	ResultType        string        `json:"resultType,omitempty"`
 	Content           []textContent `json:"content"`
 	IsError           bool          `json:"isError"`
 	StructuredContent any           `json:"structuredContent,omitempty"`
@@ -69,8 +72,8 @@ func responseID(id json.RawMessage) json.RawMessage {
 // toolErrorObject returns a CallToolResult with isError set, text as its only
 // content and the optional structured content. Structured content that does
 // not encode is dropped rather than failing the answer.
-func toolErrorObject(text string, structured any, meta any) json.RawMessage {
-	r := toolResult{Content: []textContent{{Type: "text", Text: text}}, IsError: true, StructuredContent: structured, Meta: meta}
+func toolErrorObject(era Era, text string, structured any, meta any) json.RawMessage {
+	r := toolResult{ResultType: resultTypeOf(era), Content: []textContent{{Type: "text", Text: text}}, IsError: true, StructuredContent: structured, Meta: meta}
 	if b, err := marshal(r); err == nil {
 		return b
 	}
@@ -91,11 +94,33 @@ func resultResponse(id json.RawMessage, result json.RawMessage) []byte {
 // structured map is omitted; an id that is not a valid JSON-RPC id becomes
 // null.
 func ToolErrorResult(id json.RawMessage, text string, structured map[string]any) []byte {
+	return ToolErrorResultFor(Era2025, id, text, structured)
+}
+
+// ToolErrorResultFor is ToolErrorResult for a request of era: in the 2026
+// era the result carries resultType "complete", which 2026 clients require
+// of every result.
+func ToolErrorResultFor(era Era, id json.RawMessage, text string, structured map[string]any) []byte {
 	var sc any
 	if structured != nil {
 		sc = structured
 	}
-	return resultResponse(id, toolErrorObject(text, sc, nil))
+	return resultResponse(id, toolErrorObject(era, text, sc, nil))
+}
+
+// Result types of the 2026 era.
+const (
+	ResultTypeComplete      = "complete"
+	ResultTypeInputRequired = "input_required"
+)
+
+// resultTypeOf is the resultType of a complete result in era ("" before
+// 2026, omitted).
+func resultTypeOf(era Era) string {
+	if era >= Era2026 {
+		return ResultTypeComplete
+	}
+	return ""
 }
 
 // ErrorResponse returns a JSON-RPC error response, e.g. for ErrorCode(err)
@@ -130,6 +155,8 @@ type NeedsAuthorization struct {
 	ProjectID string
 	// ExpiresAt, optional, is returned as _meta.expiresAt (Unix ms).
 	ExpiresAt time.Time
+	// Era of the refused request: the 2026 era gets resultType.
+	Era Era
 }
 
 // needsAuthMeta is MCP-I's needs_authorization result _meta, in the order and
@@ -194,7 +221,7 @@ func NeedsAuthorizationResult(id json.RawMessage, n NeedsAuthorization) []byte {
 	authURL, ok := consentURL(n)
 	if !ok {
 		text := fmt.Sprintf("Access to tool %q requires scope(s) not granted to this agent: %s.", n.Tool, list)
-		return ToolErrorResult(id, text, map[string]any{
+		return ToolErrorResultFor(n.Era, id, text, map[string]any{
 			"error":          "insufficient_scope",
 			"toolName":       n.Tool,
 			"requiredScopes": scopes,
@@ -217,6 +244,11 @@ func NeedsAuthorizationResult(id json.RawMessage, n NeedsAuthorization) []byte {
 	sc.Status = "handshake_required"
 	sc.Message = msg
 
+	return resultResponse(id, toolErrorObject(n.Era, msg, sc, authMeta(n, msg, authURL, scopes)))
+}
+
+// authMeta is the needs_authorization _meta of a prompt for n.
+func authMeta(n NeedsAuthorization, msg, authURL string, scopes []string) needsAuthMeta {
 	meta := needsAuthMeta{
 		Error:            "needs_authorization",
 		Message:          msg,
@@ -231,7 +263,7 @@ func NeedsAuthorizationResult(id json.RawMessage, n NeedsAuthorization) []byte {
 	if !n.ExpiresAt.IsZero() {
 		meta.ExpiresAt = n.ExpiresAt.UnixMilli()
 	}
-	return resultResponse(id, toolErrorObject(msg, sc, meta))
+	return meta
 }
 
 // consentURL builds the consent link of n, or ok=false without a usable

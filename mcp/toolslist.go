@@ -141,6 +141,14 @@ func filterToolsList(result []byte, allow func(string) bool, depth int) (out []b
 // On error the body could not be checked; since it may hold a tool list the
 // caller must not forward it (answer with a JSON-RPC error instead).
 func FilterResponseBody(body []byte, requestIDs map[string]string, allow func(toolName string) bool) ([]byte, error) {
+	return FilterResponseBodyFor(Era2025, body, requestIDs, allow)
+}
+
+// FilterResponseBodyFor is FilterResponseBody for a request of era. Every
+// tool list it filters is the caller's own, kept or not: its cacheScope
+// becomes "private" (added in the 2026 era when absent; see markPrivate),
+// so that no shared cache serves one agent's list to another.
+func FilterResponseBodyFor(era Era, body []byte, requestIDs map[string]string, allow func(toolName string) bool) ([]byte, error) {
 	if allow == nil {
 		return body, nil
 	}
@@ -158,7 +166,12 @@ func FilterResponseBody(body []byte, requestIDs map[string]string, allow func(to
 		case !hasTools(m.Result, depth):
 			return nil, false, nil
 		}
-		return filterToolsList(m.Result, allow, depth)
+		out, changed, err := filterToolsList(m.Result, allow, depth)
+		if err != nil {
+			return nil, false, err
+		}
+		out, marked, err := markPrivate(out, depth, era)
+		return out, changed || marked, err
 	})
 }
 

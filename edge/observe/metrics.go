@@ -69,6 +69,8 @@ var (
 		"no_credential", "conflicting_credentials", "body_too_large",
 		"body_unreadable", "not_a_delegation", "edge_identity",
 		"chain_too_large", "bad_chain_header", "nonce_store_unavailable",
+		// MCP framing (edge/framing.go).
+		"header_mismatch", "bad_request_state",
 		// Per-tool policy denials (policy.go).
 		"insufficient_scope", "no_matching_rule", "handshake_tool", "tool_not_allowed",
 		// KYA-OS declarations and request proofs (edge/proof: proof.Tag).

@@ -1,0 +1,58 @@
+package edge
+
+import (
+	"net/http"
+	"strings"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
+	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
+	"github.com/mcpi-edge/caddy-mcpi/mcp"
+)
+
+// checkFraming is the MCP framing step of the pipeline: a 2026-07-28 POST
+// whose MCP-Protocol-Version, Mcp-Method or Mcp-Name headers disagree with
+// its body is answered HTTP 400 with JSON-RPC error -32020 and never
+// reaches the upstream, before any credential or policy decision: the edge
+// decides on the body, and a router or log after it must not see another
+// tool in the headers. It reuses the body the carriers read (found.Body);
+// a body they did not read is read here once and left in found.Body for the
+// policy. A 2025 request costs a header lookup and a byte search.
+func (h *Handler) checkFraming(w http.ResponseWriter, r *http.Request, found *carrier.Found) (handled bool, err error) {
+	if !strings.EqualFold(r.Method, http.MethodPost) || !mcp.NeedsFraming(r.Header, found.Body) {
+		return false, nil
+	}
+	body := found.Body
+	if body == nil && hasRequestBody(r) && mcp.HeaderEra(r.Header) == mcp.Era2026 {
+		if body, err = carrier.ReadBody(w, r, h.MaxBodySize); err != nil {
+			return true, h.reject(w, r, err, nil)
+		}
+		found.Body = body
+	}
+	// A body that is not JSON-RPC has nothing to mirror: the policy or the
+	// upstream refuses it. Its headers are still checked.
+	msgs, batch, perr := mcp.ParseMessages(body)
+	if perr != nil {
+		msgs, batch = nil, false
+	}
+	if _, ferr := mcp.CheckFraming(r.Header, msgs, batch); ferr != nil {
+		h.refuseFraming(w, r, msgs, ferr)
+		return true, nil
+	}
+	return false, nil
+}
+
+// refuseFraming answers a request whose framing CheckFraming refused.
+func (h *Handler) refuseFraming(w http.ResponseWriter, r *http.Request, msgs []mcp.Message, err error) {
+	var id []byte
+	if len(msgs) == 1 {
+		id = msgs[0].ID
+	}
+	h.obs.Decision(r, observe.Decision{Outcome: "rejected", Reason: "header_mismatch", Status: http.StatusBadRequest})
+	if c := h.logger.Check(zapcore.DebugLevel, "request refused: MCP framing headers"); c != nil {
+		c.Write(zap.Error(err))
+	}
+	writeJSON(w, http.StatusBadRequest, mcp.ErrorResponse(id, mcp.ErrorCode(err), err.Error()), "no-store")
+}

@@ -1,0 +1,95 @@
+package edge
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"strings"
+	"time"
+)
+
+// The requestState of the edge's own input-required consent prompt (MCP
+// 2026-07-28): sealed with AES-256-GCM under a key the handler draws at
+// provision and never shares, bound to the agent DID and the tool, valid
+// for requestStateTTL. The client echoes it when it retries the call; the
+// retry still goes through every check, the state only lets the edge refuse
+// a forged, expired or borrowed one clearly. States of the upstream (any
+// without the prefix) are the upstream's business and pass untouched.
+
+const (
+	requestStatePrefix = "mcpi1."
+	requestStateTTL    = 5 * time.Minute
+	requestStateAAD    = "mcpi requestState v1"
+	// maxRequestState bounds what the edge tries to open.
+	maxRequestState = 4096
+)
+
+var (
+	errStateMalformed = errors.New("the requestState is not one this edge issued (malformed, or sealed under another key)")
+	errStateExpired   = errors.New("the requestState has expired; call the tool again without it")
+	errStateForeign   = errors.New("the requestState was issued to another agent or for another tool")
+)
+
+// stateSealer seals and opens the edge's requestStates.
+type stateSealer struct {
+	aead cipher.AEAD
+	now  func() time.Time
+}
+
+func newStateSealer() *stateSealer {
+	var key [32]byte
+	_, _ = rand.Read(key[:]) // crypto/rand.Read never fails
+	block, _ := aes.NewCipher(key[:])
+	aead, _ := cipher.NewGCM(block) // a 32-byte key always makes a cipher
+	return &stateSealer{aead: aead, now: time.Now}
+}
+
+// isEdgeState reports whether s claims to be the edge's.
+func isEdgeState(s string) bool { return strings.HasPrefix(s, requestStatePrefix) }
+
+// seal returns the requestState for a prompt to agent about tool.
+func (s *stateSealer) seal(agentDID, tool string) string {
+	plain := make([]byte, 8, 8+4+len(agentDID)+len(tool))
+	binary.BigEndian.PutUint64(plain, uint64(s.now().Add(requestStateTTL).Unix()))
+	plain = binary.BigEndian.AppendUint32(plain, uint32(len(agentDID)))
+	plain = append(plain, agentDID...)
+	plain = append(plain, tool...)
+	nonce := make([]byte, s.aead.NonceSize(), s.aead.NonceSize()+len(plain)+s.aead.Overhead())
+	_, _ = rand.Read(nonce)
+	sealed := s.aead.Seal(nonce, nonce, plain, []byte(requestStateAAD))
+	return requestStatePrefix + base64.RawURLEncoding.EncodeToString(sealed)
+}
+
+// open checks a requestState the edge issued against the retrying agent and
+// the tool it calls.
+func (s *stateSealer) open(state, agentDID, tool string) error {
+	enc, ok := strings.CutPrefix(state, requestStatePrefix)
+	if !ok || len(enc) > maxRequestState {
+		return errStateMalformed
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(enc)
+	ns := s.aead.NonceSize()
+	if err != nil || len(raw) < ns+s.aead.Overhead() {
+		return errStateMalformed
+	}
+	plain, err := s.aead.Open(nil, raw[:ns], raw[ns:], []byte(requestStateAAD))
+	if err != nil || len(plain) < 12 {
+		return errStateMalformed
+	}
+	exp := int64(binary.BigEndian.Uint64(plain))
+	n := int(binary.BigEndian.Uint32(plain[8:]))
+	if n > len(plain)-12 {
+		return errStateMalformed
+	}
+	if !s.now().Before(time.Unix(exp, 0)) {
+		return errStateExpired
+	}
+	// Sealed, so not attacker-chosen: a plain compare is fine here.
+	if string(plain[12:12+n]) != agentDID || string(plain[12+n:]) != tool {
+		return errStateForeign
+	}
+	return nil
+}

@@ -1,0 +1,216 @@
+package mcp
+
+import (
+	"strings"
+)
+
+// URL-mode elicitations are consent links too: the handshake-action guard
+// (https only, the tool endpoint's registrable domain or an allowed host,
+// context_did added) applies to the url of every URL-mode elicitation/create
+// an upstream sends: in the inputRequests of a 2026 input-required result,
+// and as a server-to-client request on a 2025 SSE stream. Otherwise a
+// server could send the user to a page the same link as an authUrl may not
+// reach.
+
+// checkInputRequests checks the URL-mode elicitations in result.inputRequests
+// (result an object at depth as for checkActions); it returns the result,
+// rewritten when context_did was added, and the issues.
+func checkInputRequests(result []byte, opts ActionOptions, depth int) ([]byte, []ActionIssue, bool, error) {
+	i := skipSpace(result, 0)
+	if i == len(result) || result[i] != '{' {
+		return result, nil, false, nil
+	}
+	f, dup, _, err := findMembers(result, i, depth+1, "inputRequests")
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if dup != "" {
+		return result, []ActionIssue{{Code: IssueAmbiguous, Field: "inputRequests", Detail: "member given twice"}}, false, nil
+	}
+	irs := f[0][0]
+	if irs < 0 || result[irs] != '{' {
+		return result, nil, false, nil
+	}
+	type repl struct {
+		s, e int
+		b    []byte
+	}
+	var repls []repl
+	var issues []ActionIssue
+	_, err = eachMember(result, irs, depth+2, func(m member) error {
+		if result[m.start] != '{' {
+			return nil
+		}
+		rf, rdup, _, err := findMembers(result, m.start, depth+3, "method", "params")
+		if err != nil {
+			return err
+		}
+		field := "inputRequests." + string(m.key)
+		if method, _ := stringValue(result, rf[0][0], rf[0][1]); method != MethodElicit {
+			return nil
+		}
+		if rdup != "" {
+			issues = append(issues, ActionIssue{Code: IssueAmbiguous, Field: field + "." + rdup, Detail: "member given twice"})
+			return nil
+		}
+		ps := rf[1][0]
+		if ps < 0 || result[ps] != '{' {
+			return nil
+		}
+		out, is, changed, err := checkURLElicitation(result[ps:rf[1][1]], depth+4, opts)
+		if err != nil {
+			return err
+		}
+		for k := range is {
+			is[k].Field = field + ".params." + is[k].Field
+		}
+		issues = append(issues, is...)
+		if changed {
+			repls = append(repls, repl{ps, rf[1][1], out})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if len(repls) == 0 || len(issues) > 0 {
+		return result, issues, false, nil
+	}
+	var out []byte
+	last := 0
+	for _, r := range repls {
+		out = append(out, result[last:r.s]...)
+		out = append(out, r.b...)
+		last = r.e
+	}
+	return append(out, result[last:]...), nil, true, nil
+}
+
+// checkURLElicitation checks the params object of one elicitation/create
+// (depth: its nesting level): a URL-mode one (mode "url", or a url without
+// mode, as SDKs infer) needs a url the guard allows. A valid url gets
+// context_did when opts.UserDID is set. Form-mode params pass untouched.
+func checkURLElicitation(p []byte, depth int, opts ActionOptions) ([]byte, []ActionIssue, bool, error) {
+	var mode, raw [2]int
+	mode, raw = [2]int{-1, -1}, [2]int{-1, -1}
+	var amb string
+	if _, err := eachMember(p, 0, depth, func(m member) error {
+		switch {
+		case string(m.key) == "mode" && mode[0] < 0:
+			mode = [2]int{m.start, m.end}
+		case string(m.key) == "url" && raw[0] < 0:
+			raw = [2]int{m.start, m.end}
+		case foldsTo(m.key, "mode"), foldsTo(m.key, "url"):
+			amb = strings.ToLower(string(m.key))
+		}
+		return nil
+	}); err != nil {
+		return nil, nil, false, err
+	}
+	if amb != "" {
+		return p, []ActionIssue{{Action: "elicitation", Code: IssueAmbiguous, Field: amb, Detail: "member given twice (in some letter case)"}}, false, nil
+	}
+	m, hasMode := stringValue(p, mode[0], mode[1])
+	if (hasMode && m != "url") || (!hasMode && raw[0] < 0) {
+		return p, nil, false, nil // form mode
+	}
+	u, ok := stringValue(p, raw[0], raw[1])
+	if !ok {
+		return p, []ActionIssue{{Action: "elicitation", Code: IssueMalformed, Field: "url", Detail: "missing or not a string"}}, false, nil
+	}
+	if is := opts.checkAuthURL(u); is != nil {
+		is.Action, is.Field = "elicitation", "url"
+		return p, []ActionIssue{*is}, false, nil
+	}
+	if opts.UserDID == "" {
+		return p, nil, false, nil
+	}
+	enc, err := marshal(setQuery(u, [][2]string{{"context_did", opts.UserDID}}))
+	if err != nil {
+		return nil, nil, false, err
+	}
+	out := make([]byte, 0, len(p)-(raw[1]-raw[0])+len(enc))
+	out = append(out, p[:raw[0]]...)
+	out = append(out, enc...)
+	return append(out, p[raw[1]:]...), nil, true, nil
+}
+
+// withheldElicitation replaces a 2025 server-to-client elicitation/create
+// whose URL the guard refused: the client gets a warning log notification
+// instead (the server's request then times out, as one a client declines
+// to show).
+func withheldElicitation(issues []ActionIssue) []byte {
+	parts := make([]string, len(issues))
+	for k, is := range issues {
+		parts[k] = is.String()
+	}
+	b, _ := marshal(map[string]any{
+		"jsonrpc": "2.0",
+		"method":  "notifications/message",
+		"params": map[string]any{
+			"level":  "warning",
+			"logger": "mcpi-edge",
+			"data":   "The MCP-I edge withheld an elicitation request of the server: " + strings.Join(parts, "; "),
+		},
+	})
+	return b
+}
+
+// checkElicitRequests applies mode to the server-to-client
+// elicitation/create requests of body (a 2025 SSE event's data): enforce
+// replaces a refused one by withheldElicitation, a valid one gets
+// context_did. It returns body itself when nothing changed.
+func checkElicitRequests(body []byte, opts ActionOptions, mode ActionMode) ([]byte, []ActionIssue, error) {
+	msgs, _, err := ParseMessages(body)
+	if err != nil {
+		return nil, nil, err
+	}
+	depth := 1
+	if i := skipSpace(body, 0); i < len(body) && body[i] == '[' {
+		depth = 2
+	}
+	var out []byte
+	var all []ActionIssue
+	last := 0
+	for k := range msgs {
+		m := &msgs[k]
+		if m.Method != MethodElicit || len(m.Params) == 0 || m.Params[0] != '{' {
+			continue
+		}
+		// Params is a slice of body: its offset is what the capacities say.
+		ps := cap(body) - cap(m.Params)
+		np, issues, changed, err := checkURLElicitation(m.Params, depth+1, opts)
+		if err != nil {
+			return nil, nil, err
+		}
+		all = append(all, issues...)
+		var repl []byte
+		s, e := ps, ps+len(m.Params)
+		switch {
+		case len(issues) > 0 && mode == ActionsEnforce:
+			repl, s, e = withheldElicitation(issues), m.start, m.end
+		case changed && len(issues) == 0:
+			repl = np
+		default:
+			continue
+		}
+		out = append(out, body[last:s]...)
+		out = append(out, repl...)
+		last = e
+	}
+	if out == nil {
+		return body, all, nil
+	}
+	return append(out, body[last:]...), all, nil
+}
+
+// hasElicitRequest reports whether msgs hold a server-to-client
+// elicitation/create (2025 era).
+func hasElicitRequest(msgs []Message) bool {
+	for _, m := range msgs {
+		if m.Method == MethodElicit {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,172 @@
+package mcp
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// x-mcp-header (SEP-2243, MCP 2026-07-28): a tool's inputSchema may mark
+// primitive properties, at any depth, with "x-mcp-header": "<Name>"; a
+// client then mirrors the argument in the header Mcp-Param-<Name>, and a
+// server that reads the body must refuse a header that is missing for a
+// present argument, present for an absent (or null) one, or different.
+
+// ParamHeader binds one argument of a tool to its Mcp-Param-* header.
+type ParamHeader struct {
+	// Path is the property names from inputSchema.properties down to the
+	// argument.
+	Path []string
+	// Header is the full header name, "Mcp-Param-" + the annotation.
+	Header string
+}
+
+// ErrInvalidParamHeader: an inputSchema whose x-mcp-header annotations break
+// the spec's rules; clients drop such a tool from the list.
+var ErrInvalidParamHeader = errors.New("mcp: invalid x-mcp-header annotation")
+
+// maxParamHeaders bounds the bindings of one tool: a schema is the
+// upstream's, and each binding costs a lookup per call.
+const maxParamHeaders = 32
+
+type headerSchema struct {
+	Type       json.RawMessage         `json:"type"`
+	XMCPHeader json.RawMessage         `json:"x-mcp-header"`
+	Properties map[string]headerSchema `json:"properties"`
+}
+
+// ParamHeaders returns the x-mcp-header bindings of a tool's inputSchema
+// (nil when it has none). Annotations must be non-empty HTTP tokens, unique
+// without regard to case, on properties of type string, integer or boolean;
+// otherwise ErrInvalidParamHeader.
+func ParamHeaders(inputSchema []byte) ([]ParamHeader, error) {
+	if !strings.Contains(string(inputSchema), "x-mcp-header") {
+		return nil, nil
+	}
+	var s headerSchema
+	if err := json.Unmarshal(inputSchema, &s); err != nil {
+		return nil, ErrInvalidParamHeader
+	}
+	var out []ParamHeader
+	seen := map[string]bool{}
+	var walk func(props map[string]headerSchema, prefix []string, depth int) error
+	walk = func(props map[string]headerSchema, prefix []string, depth int) error {
+		if depth > MaxDepth {
+			return ErrInvalidParamHeader
+		}
+		for name, p := range props {
+			path := append(append([]string(nil), prefix...), name)
+			if p.XMCPHeader != nil {
+				var h, typ string
+				if json.Unmarshal(p.XMCPHeader, &h) != nil || !isToken(h) || seen[strings.ToLower(h)] ||
+					json.Unmarshal(p.Type, &typ) != nil || (typ != "string" && typ != "integer" && typ != "boolean") {
+					return ErrInvalidParamHeader
+				}
+				seen[strings.ToLower(h)] = true
+				if out = append(out, ParamHeader{Path: path, Header: HeaderParamPrefix + h}); len(out) > maxParamHeaders {
+					return ErrInvalidParamHeader
+				}
+			}
+			if err := walk(p.Properties, path, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := walk(s.Properties, nil, 1); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// isToken reports whether s is an HTTP field-name token (RFC 9110 tchar).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if ('0' <= c && c <= '9') || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// CheckParamHeaders checks the Mcp-Param-* headers of a tools/call against
+// the arguments in its params, for the tool's bindings. Errors wrap
+// ErrHeaderMismatch (FramingError naming the header).
+func CheckParamHeaders(h http.Header, params []byte, bindings []ParamHeader) error {
+	if len(bindings) == 0 {
+		return nil
+	}
+	args, err := strictMember(params, "arguments")
+	if err != nil {
+		return err
+	}
+	for _, b := range bindings {
+		vals := h.Values(b.Header)
+		if len(vals) > 1 {
+			return framingErr(b.Header, "given more than once")
+		}
+		arg, err := argumentAt(args, b.Path)
+		if err != nil {
+			return err
+		}
+		if arg == nil || string(arg) == "null" {
+			if len(vals) == 1 {
+				return framingErr(b.Header, "sent for an absent argument")
+			}
+			continue
+		}
+		if len(vals) == 0 || vals[0] == "" {
+			return framingErr(b.Header, "missing")
+		}
+		v, ok := DecodeHeaderValue(vals[0])
+		if !ok {
+			return framingErr(b.Header, "invalid base64 form")
+		}
+		if !primitiveEquals(v, arg) {
+			return framingErr(b.Header, "does not match the argument")
+		}
+	}
+	return nil
+}
+
+// argumentAt walks path down from the arguments object; nil when a step is
+// missing or not an object.
+func argumentAt(args []byte, path []string) ([]byte, error) {
+	cur := args
+	for _, name := range path {
+		v, err := strictMember(cur, name)
+		if err != nil || v == nil {
+			return nil, err
+		}
+		cur = v
+	}
+	return cur, nil
+}
+
+// primitiveEquals compares a decoded header with the JSON argument: strings
+// exactly, booleans as "true"/"false", integers (within ±2^53-1) by value.
+// Any other value cannot be mirrored, so never equals.
+func primitiveEquals(header string, arg []byte) bool {
+	switch arg[0] {
+	case '"':
+		s, ok := stringValue(arg, 0, len(arg))
+		return ok && s == header
+	case 't', 'f':
+		return header == string(arg)
+	}
+	const maxSafe = 1<<53 - 1
+	body, err := strconv.ParseFloat(string(arg), 64)
+	if err != nil || body != math.Trunc(body) || math.Abs(body) > maxSafe {
+		return false
+	}
+	hv, err := strconv.ParseFloat(header, 64)
+	return err == nil && hv == body && !math.IsInf(hv, 0)
+}

@@ -1,0 +1,103 @@
+package mcp
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
+)
+
+func TestParamHeaders(t *testing.T) {
+	for _, tt := range []struct {
+		schema string
+		want   []string
+		bad    bool
+	}{
+		{`{"type":"object","properties":{"a":{"type":"string"}}}`, nil, false},
+		{`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}`, []string{"Mcp-Param-Region"}, false},
+		{`{"properties":{"o":{"type":"object","properties":{"n":{"type":"integer","x-mcp-header":"N"}}}}}`, []string{"Mcp-Param-N"}, false},
+		{`{"properties":{"a":{"type":"number","x-mcp-header":"A"}}}`, nil, true},
+		{`{"properties":{"a":{"type":"string","x-mcp-header":""}}}`, nil, true},
+		{`{"properties":{"a":{"type":"string","x-mcp-header":"A B"}}}`, nil, true},
+		{`{"properties":{"a":{"type":"string","x-mcp-header":"A\r\nX"}}}`, nil, true},
+		{`{"properties":{"a":{"type":"string","x-mcp-header":1}}}`, nil, true},
+		{`{"properties":{"a":{"type":"string","x-mcp-header":"A"},"b":{"type":"string","x-mcp-header":"a"}}}`, nil, true},
+		{`{"properties":{"a":{"type":["string"],"x-mcp-header":"A"}}}`, nil, true},
+		{`{"x-mcp-header":`, nil, true},
+	} {
+		got, err := ParamHeaders([]byte(tt.schema))
+		if tt.bad {
+			if !errors.Is(err, ErrInvalidParamHeader) {
+				t.Errorf("%s: err %v, want ErrInvalidParamHeader", tt.schema, err)
+			}
+			continue
+		}
+		if err != nil || len(got) != len(tt.want) {
+			t.Errorf("%s: %v, %v", tt.schema, got, err)
+			continue
+		}
+		for i := range got {
+			if got[i].Header != tt.want[i] {
+				t.Errorf("%s: header %q, want %q", tt.schema, got[i].Header, tt.want[i])
+			}
+		}
+	}
+}
+
+func TestCheckParamHeaders(t *testing.T) {
+	bind, err := ParamHeaders([]byte(`{"properties":{"region":{"type":"string","x-mcp-header":"Region"},
+		"o":{"type":"object","properties":{"n":{"type":"integer","x-mcp-header":"N"},"b":{"type":"boolean","x-mcp-header":"B"}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name   string
+		h      []string
+		params string
+		ok     bool
+	}{
+		{"all match", []string{"Mcp-Param-Region", "eu", "Mcp-Param-N", "42", "Mcp-Param-B", "true"}, `{"name":"t","arguments":{"region":"eu","o":{"n":42,"b":true}}}`, true},
+		{"absent args, no headers", nil, `{"name":"t"}`, true},
+		{"null arg, no header", nil, `{"name":"t","arguments":{"region":null}}`, true},
+		{"base64 value", []string{"Mcp-Param-Region", EncodeHeaderValue("süd")}, `{"name":"t","arguments":{"region":"s\u00fcd"}}`, true},
+		{"integer as 42.0", []string{"Mcp-Param-N", "42"}, `{"name":"t","arguments":{"o":{"n":42.0}}}`, true},
+		{"missing header", nil, `{"name":"t","arguments":{"region":"eu"}}`, false},
+		{"header for absent", []string{"Mcp-Param-Region", "eu"}, `{"name":"t","arguments":{}}`, false},
+		{"header for null", []string{"Mcp-Param-Region", "eu"}, `{"name":"t","arguments":{"region":null}}`, false},
+		{"mismatch", []string{"Mcp-Param-Region", "us"}, `{"name":"t","arguments":{"region":"eu"}}`, false},
+		{"twice", []string{"Mcp-Param-Region", "eu", "Mcp-Param-Region", "eu"}, `{"name":"t","arguments":{"region":"eu"}}`, false},
+		{"bool mismatch", []string{"Mcp-Param-B", "1"}, `{"name":"t","arguments":{"o":{"b":true}}}`, false},
+		{"unsafe integer", []string{"Mcp-Param-N", "9007199254740993"}, `{"name":"t","arguments":{"o":{"n":9007199254740993}}}`, false},
+		{"fraction", []string{"Mcp-Param-N", "1.5"}, `{"name":"t","arguments":{"o":{"n":1.5}}}`, false},
+		{"object for string", []string{"Mcp-Param-Region", "{}"}, `{"name":"t","arguments":{"region":{}}}`, false},
+		{"case variant argument", []string{"Mcp-Param-Region", "eu"}, `{"name":"t","arguments":{"region":"eu","Region":"us"}}`, false},
+		{"bad base64", []string{"Mcp-Param-Region", "=?base64?***?="}, `{"name":"t","arguments":{"region":"eu"}}`, false},
+	} {
+		err := CheckParamHeaders(hdr(tt.h...), []byte(tt.params), bind)
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: err %v", tt.name, err)
+		}
+		if err != nil && ErrorCode(err) != CodeHeaderMismatch && ErrorCode(err) != CodeInvalidParams {
+			t.Errorf("%s: code %d", tt.name, ErrorCode(err))
+		}
+	}
+}
+
+func FuzzCheckParamHeaders(f *testing.F) {
+	f.Add([]byte(`{"properties":{"r":{"type":"string","x-mcp-header":"R"}}}`), []byte(`{"arguments":{"r":"x"}}`), "x")
+	f.Add([]byte(`{"properties":{"r":{"type":"integer","x-mcp-header":"R"}}}`), []byte(`{"arguments":{"r":1e3}}`), "1000")
+	f.Fuzz(func(t *testing.T, schema, params []byte, value string) {
+		bind, err := ParamHeaders(schema)
+		if err != nil {
+			return
+		}
+		if !jsonscan.Valid(params) {
+			return
+		}
+		h := hdr()
+		for _, b := range bind {
+			h.Set(b.Header, value)
+		}
+		_ = CheckParamHeaders(h, params, bind)
+	})
+}
