@@ -93,6 +93,9 @@ func (h *Handler) negotiate(w http.ResponseWriter, r *http.Request, body []byte)
 // admitProof checks the request proof of a request whose credential
 // verified as d; handled: the refusal is written.
 func (h *Handler) admitProof(w http.ResponseWriter, r *http.Request, body []byte, d *vc.Delegation) (verified, handled bool) {
+	if !h.proofs.Inspects(body) {
+		return false, false
+	}
 	aud, err := h.proofAudience(r)
 	if err != nil {
 		_ = h.reject(w, r, err, nil)

@@ -211,8 +211,8 @@ func (g *Gate) Admit(ctx context.Context, body []byte, audience, agentDID string
 	if g == nil || g.cfg.RequestProof == Off {
 		return false, nil
 	}
-	if g.cfg.RequestProof == Optional && !mayHoldMeta(body) {
-		return false, nil // the common case, without parsing the body again
+	if !g.Inspects(body) {
+		return false, nil
 	}
 	raw, err := kyaos.FindProof(body)
 	if err != nil || raw == nil {
@@ -229,6 +229,16 @@ func (g *Gate) Admit(ctx context.Context, body []byte, audience, agentDID string
 		return false, refusal(kyaos.ReasonOf(err))
 	}
 	return true, nil
+}
+
+// Inspects reports whether Admit has anything to check in body: always
+// under required, and under optional only when body can hold _meta (the
+// common case returns at once, without parsing the body again).
+func (g *Gate) Inspects(body []byte) bool {
+	if g == nil || g.cfg.RequestProof == Off {
+		return false
+	}
+	return g.cfg.RequestProof == Required || mayHoldMeta(body)
 }
 
 // mayHoldMeta reports whether body can have a _meta member at all: the
