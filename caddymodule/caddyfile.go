@@ -84,6 +84,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			continue
 		}
+		if handled, err := h.unmarshalProofs(d, name); handled || err != nil {
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		if handled, err := h.unmarshalDelegation(d, name); handled || err != nil {
 			if err != nil {
 				return err

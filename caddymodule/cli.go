@@ -11,7 +11,7 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "mcpi",
-		Usage: "keygen|issue|verify|rotate-key [flags]",
+		Usage: "keygen|issue|verify|rotate-key|sign-request [flags]",
 		Short: "Issue and check MCP-I delegation credentials",
 		Long: `
 Operator tools for caddy-mcpi:
@@ -20,10 +20,11 @@ Operator tools for caddy-mcpi:
   issue    sign a delegation credential (VC-JWT or JSON VC)
   verify   verify a delegation credential the way the mcpi handler does
   rotate-key  rotate the edge's Level 2 signing key in Caddy's storage
+  sign-request  add a KYA-OS request proof to a JSON-RPC request
 
 Keys are JWK files; keep them private.`,
 		CobraFunc: func(cmd *cobra.Command) {
-			cmd.AddCommand(mcpicli.Keygen(), mcpicli.Issue(), verifyCommand(), rotateKeyCommand())
+			cmd.AddCommand(mcpicli.Keygen(), mcpicli.Issue(), verifyCommand(), rotateKeyCommand(), mcpicli.SignRequest())
 		},
 	})
 }

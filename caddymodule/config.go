@@ -28,6 +28,9 @@ type (
 	ToolAnnotationsPolicy = edge.ToolAnnotationsPolicy
 	// ObservabilityConfig holds the metrics and audit log settings.
 	ObservabilityConfig = edge.ObservabilityConfig
+	// ProofConfig holds the KYA-OS extension settings (request and
+	// response proofs, the declaration gate).
+	ProofConfig = edge.ProofConfig
 )
 
 // Level2Config is the JSON form of edge.Level2Config, which documents each

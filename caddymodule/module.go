@@ -133,6 +133,8 @@ type Handler struct {
 	PolicyConfig
 	// Metrics and audit log settings.
 	ObservabilityConfig
+	// KYA-OS request proofs, response proofs and declarations.
+	ProofConfig
 
 	edge *edge.Handler
 	// nonceStore is the loaded nonce_store module (Caddy cleans it up);

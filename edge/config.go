@@ -136,6 +136,8 @@ type Config struct {
 	PolicyConfig
 	// Metrics and audit log settings (observe.go).
 	ObservabilityConfig
+	// KYA-OS extension settings (kyaos.go).
+	ProofConfig
 }
 
 // Validate checks the configuration; zero values are valid (they mean the
@@ -196,6 +198,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := h.validateObservability(); err != nil {
+		return err
+	}
+	if err := h.validateProofs(); err != nil {
 		return err
 	}
 	return h.validatePolicy()

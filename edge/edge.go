@@ -23,6 +23,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
+	"github.com/mcpi-edge/caddy-mcpi/edge/proof"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -100,6 +101,8 @@ type Handler struct {
 	l3     level3
 	policy policyState
 	obs    *observe.Recorder
+	// proofs is the KYA-OS gate: declarations, request and response proofs.
+	proofs *proof.Gate
 
 	logger   *zap.Logger
 	verifier *vc.Verifier
@@ -202,6 +205,7 @@ func (h *Handler) build() error {
 	if err := h.provisionLevel3(); err != nil {
 		return err
 	}
+	h.provisionProofs()
 	return h.provisionPolicy()
 }
 

@@ -54,9 +54,18 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	if found.ForeignBearer && h.NonDelegationBearer == BearerReject {
 		return h.reject(w, r, carrier.ErrForeignBearer, nil)
 	}
+	// KYA-OS (kyaos.go): the declaration gate comes before admission.
+	body, err := h.proofBody(w, r, &found)
+	if err != nil {
+		return h.reject(w, r, err, nil)
+	}
+	if h.negotiate(w, r, body) {
+		return nil
+	}
 	// 4. Without a credential, only an edge-issued handshake session admits.
 	var d *vc.Delegation
 	var cred *carrier.Credential
+	var proved, handled bool
 	if len(found.Credentials) == 0 {
 		d, err = h.sessionDelegation(r)
 		if err != nil {
@@ -64,7 +73,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 		}
 		if d == nil {
 			if h.admitAnonymous(r, found.Body) {
-				return h.serveAdmitted(w, r, next, nil, found.Body, observe.Decision{Outcome: "admitted", Reason: "anonymous", Status: http.StatusOK})
+				return h.serveProved(w, r, next, nil, body, observe.Decision{Outcome: "admitted", Reason: "anonymous", Status: http.StatusOK})
 			}
 			return h.reject(w, r, carrier.ErrNoCredential, nil)
 		}
@@ -74,11 +83,20 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 		if d, err = h.verify(r, cred.Raw, chain); err != nil {
 			return h.reject(w, r, err, cred)
 		}
+		// The request proof, bound to the credential's subject.
+		if proved, handled = h.admitProof(w, r, body, d); handled {
+			return nil
+		}
 	}
 
 	// 6. The credential was for the edge; it does not travel on (unless
-	// passthrough_credential).
-	h.carriers.Remove(r, found)
+	// passthrough_credential). A proof-bearing body is never edited: its
+	// proof covers everything outside _meta.
+	if proved {
+		h.carriers.RemoveHeaders(r)
+	} else {
+		h.carriers.Remove(r, found)
+	}
 
 	// 7. The host learns who is calling (Caddy: placeholders).
 	h.setIdentity(r, d)
@@ -95,7 +113,11 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	if cred != nil {
 		carrierName = cred.Carrier.String()
 	}
-	return h.serveAdmitted(w, r, next, d, found.Body, observe.Decision{Outcome: "admitted", Reason: "ok", Status: http.StatusOK, Delegation: d, Carrier: carrierName})
+	reason := "ok"
+	if proved {
+		reason = proofOK
+	}
+	return h.serveProved(w, r, next, d, body, observe.Decision{Outcome: "admitted", Reason: reason, Status: http.StatusOK, Delegation: d, Carrier: carrierName})
 }
 
 // serveAdmitted applies the per-tool policy to an admitted request (d is nil

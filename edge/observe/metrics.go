@@ -74,6 +74,15 @@ var (
 		"header_mismatch", "bad_request_state",
 		// Per-tool policy denials (policy.go).
 		"insufficient_scope", "no_matching_rule", "handshake_tool", "tool_not_allowed",
+		// KYA-OS declarations and request proofs (edge/proof: proof.Tag).
+		"extension_not_declared", "malformed_declaration", "proof_ok", "proof_missing",
+		"proof_malformed_proof", "proof_kid_did_mismatch", "proof_key_unresolvable",
+		"proof_kid_not_in_did_document", "proof_did_keys_unresolvable", "proof_audience_mismatch",
+		"proof_request_hash_mismatch", "proof_invalid_window", "proof_ttl_too_long",
+		"proof_created_in_future", "proof_expired", "proof_invalid_signature", "proof_alg_key_mismatch",
+		"proof_cnf_key_mismatch", "proof_cnf_required_by_token", "proof_cnf_token_mismatch",
+		"proof_nonce_replayed", "proof_nonce_seam_missing", "proof_nonce_store_unavailable",
+		"proof_verifier_threw", "proof_delegation_holder_mismatch",
 	)
 )
 

@@ -1,0 +1,197 @@
+package edge
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
+	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
+	"github.com/mcpi-edge/caddy-mcpi/edge/proof"
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
+	"github.com/mcpi-edge/caddy-mcpi/vc"
+	"github.com/mcpi-edge/caddy-mcpi/vc/kyaos"
+)
+
+// ProofConfig holds the KYA-OS extension settings (org.kya-os/
+// decentralized-authority, docs/kyaos.md). It is embedded in Config, so its
+// fields are top-level JSON config fields of http.handlers.mcpi.
+type ProofConfig struct {
+	// Per-request holder-of-key proofs in params._meta: "off" (not read),
+	// "optional" (a proof present is verified and must be valid) or
+	// "required" (no valid proof, no entry). The proof's audience is the
+	// route's DID (upstream_did when set, else edge_did, else
+	// did:web:<host>) and its did the credential's subject. Default:
+	// optional.
+	RequestProof string `json:"request_proof,omitempty"`
+
+	// Refuse clients that do not declare the extension in their
+	// capabilities (-32021; a malformed declaration -32602), except on
+	// server/discover and ping, and declare it in the server/discover
+	// results passed back.
+	RequireExtension bool `json:"require_extension,omitempty"`
+
+	// Sign JSON-RPC results with the edge's key under the edge DID,
+	// published in its did.json: "off", "sign" (body profile) or "sign
+	// envelope" (the whole result minus _meta). Needs level 2 or 3 (the
+	// edge's key and did.json). Default: off.
+	ResponseProof string `json:"response_proof,omitempty"`
+}
+
+// validateProofs runs from Validate.
+func (h *Handler) validateProofs() error {
+	c := proof.Config{RequestProof: h.RequestProof, ResponseProof: h.ResponseProof}
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if c.ResponseProof != "" && c.ResponseProof != proof.Off && h.Level < 2 {
+		return errResponseProofLevel
+	}
+	return nil
+}
+
+var errResponseProofLevel = errors.New("mcpi: response_proof needs `level 2` or 3 (the edge's signing key and did.json)")
+
+// provisionProofs builds the gate; the nonce store is the route's.
+func (h *Handler) provisionProofs() {
+	h.proofs = proof.New(proof.Config{
+		RequestProof:     h.RequestProof,
+		RequireExtension: h.RequireExtension,
+		ResponseProof:    h.ResponseProof,
+	}, h.didCache, h.l3.store)
+	// 2025-11-25 clients declare once, in initialize: their sessions'
+	// declarations are kept where the store keeps bindings (shared by
+	// replicas with Redis). A store without bindings: they must declare
+	// per request.
+	if b, err := h.proxySessionBinder(); err == nil {
+		h.proofs.WithSessions(b)
+	}
+}
+
+// proofBody returns the JSON-RPC body the gate reads: the one the carriers
+// read, else read now (carriers in the body may be off).
+func (h *Handler) proofBody(w http.ResponseWriter, r *http.Request, found *carrier.Found) ([]byte, error) {
+	if found.Body != nil || !carrier.WantsBody(r) || (!h.proofs.Enabled() && !h.proofs.SignsResponses()) {
+		return found.Body, nil
+	}
+	b, err := carrier.ReadBody(w, r, h.MaxBodySize)
+	if err == nil {
+		found.Body = b
+	}
+	return b, err
+}
+
+// negotiate applies the declaration gate; handled: the refusal is written.
+func (h *Handler) negotiate(w http.ResponseWriter, r *http.Request, body []byte) bool {
+	if rf := h.proofs.Negotiate(r.Context(), body, r.Header.Get("Mcp-Session-Id")); rf != nil {
+		h.refuseProof(w, r, body, rf)
+		return true
+	}
+	return false
+}
+
+// admitProof checks the request proof of a request whose credential
+// verified as d; handled: the refusal is written.
+func (h *Handler) admitProof(w http.ResponseWriter, r *http.Request, body []byte, d *vc.Delegation) (verified, handled bool) {
+	if !h.proofs.Inspects(body) {
+		return false, false
+	}
+	aud, err := h.proofAudience(r)
+	if err != nil {
+		_ = h.reject(w, r, err, nil)
+		return false, true
+	}
+	ok, rf := h.proofs.Admit(r.Context(), body, aud, d.AgentDID)
+	if rf != nil {
+		h.refuseProof(w, r, body, rf)
+		return false, true
+	}
+	return ok, false
+}
+
+// proofAudience is the route's DID (project decision §9.3).
+func (h *Handler) proofAudience(r *http.Request) (string, error) {
+	if h.UpstreamDID != "" {
+		return h.UpstreamDID, nil
+	}
+	if h.EdgeDID != "" {
+		return h.EdgeDID, nil
+	}
+	return requestAudiences(h.serviceHost(r))[0], nil
+}
+
+// refuseProof answers a refused proof or declaration (project decision
+// §9.6): a JSON-RPC request gets a JSON-RPC error (code and data.reason);
+// anything else {"error": reason}. The status is the refusal's.
+func (h *Handler) refuseProof(w http.ResponseWriter, r *http.Request, body []byte, rf *proof.Refusal) {
+	h.obs.Decision(r, observe.Decision{Outcome: "rejected", Reason: rf.Tag, Status: rf.Status})
+	var out []byte
+	if id := jsonscan.Member(body, "id"); id != nil && jsonscan.Member(body, "method") != nil {
+		out, _ = json.Marshal(struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+			Error   any             `json:"error"`
+		}{"2.0", id, rf.RPC})
+	} else {
+		out, _ = json.Marshal(map[string]string{"error": rf.Reason})
+	}
+	writeJSON(w, rf.Status, out, "no-store")
+}
+
+// proofOK is the decision reason of a request admitted with a verified
+// request proof.
+const proofOK = "proof_ok"
+
+// serveProved serves an admitted request (serveAdmitted) through the
+// response rewriting of wrapProofResponse. body is the JSON-RPC body the
+// gate read (nil when it read none).
+func (h *Handler) serveProved(w http.ResponseWriter, r *http.Request, next Next, d *vc.Delegation, body []byte, adm observe.Decision) error {
+	w, finish := h.wrapProofResponse(w, r, body, d)
+	w = h.proofs.RememberSession(r.Context(), w, body)
+	if err := h.serveAdmitted(w, r, next, d, body, adm); err != nil {
+		return err
+	}
+	return finish()
+}
+
+// wrapProofResponse signs the answer to an admitted request, and declares
+// the extension in server/discover, when configured; finish writes the
+// buffered answer after next returned.
+func (h *Handler) wrapProofResponse(w http.ResponseWriter, r *http.Request, body []byte, d *vc.Delegation) (http.ResponseWriter, func() error) {
+	if body == nil || !h.proofs.Rewrites(body) {
+		return w, func() error { return nil }
+	}
+	aud, err := h.proofAudience(r)
+	if d != nil && d.AgentDID != "" {
+		aud, err = d.AgentDID, nil // the caller (§9.7)
+	}
+	if err != nil {
+		return w, func() error { return nil }
+	}
+	rw := h.proofs.WrapResponse(w, body, h.responseSigner(r), aud)
+	return rw, rw.Finish
+}
+
+// responseSigner signs with the edge's current Level 2 key under its DID,
+// the key published in its did.json.
+func (h *Handler) responseSigner(r *http.Request) proof.Signer {
+	return func() (kyaos.ResponseSigner, error) {
+		rt := h.l2.rt
+		if rt == nil {
+			return kyaos.ResponseSigner{}, errEdgeIdentity
+		}
+		did, err := rt.edgeDID(h.serviceHost(r))
+		if err != nil {
+			return kyaos.ResponseSigner{}, err
+		}
+		s, err := rt.signerFor(did)
+		if err != nil {
+			return kyaos.ResponseSigner{}, err
+		}
+		k := s.KeySet().Current()
+		if k.Signer == nil {
+			return kyaos.ResponseSigner{}, errEdgeIdentity
+		}
+		return kyaos.ResponseSigner{Key: k.Signer, DID: did, KID: k.KeyID(did)}, nil
+	}
+}

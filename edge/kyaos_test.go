@@ -1,0 +1,279 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/vc/kyaos"
+)
+
+// The route's DID when nothing is configured: did:web of the Host.
+const testAudience = "did:web:" + testHost
+
+// signed returns body with a request proof by p for aud.
+func signed(t testing.TB, p party, aud, body string) string {
+	t.Helper()
+	b, _, err := kyaos.SignRequest([]byte(body), p.priv, kyaos.SignOptions{KID: p.kid, Audience: aud})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// proofCall is a tools/call with a credential for the fixture's agent.
+func proofCall(t testing.TB, f fixture, body string) *http.Request {
+	r := newRequest(http.MethodPost, "/mcp", body)
+	r.Header.Set("Authorization", "Bearer "+f.jwt(t, nil))
+	return r
+}
+
+type proofRPCErr struct {
+	ID    json.RawMessage
+	Error struct {
+		Code int
+		Data struct {
+			Reason  string
+			Reasons []string
+		}
+	}
+}
+
+func decodeProofRPC(t testing.TB, rec *httptest.ResponseRecorder) proofRPCErr {
+	t.Helper()
+	var e proofRPCErr
+	if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil {
+		t.Fatalf("%v: %s", err, rec.Body)
+	}
+	return e
+}
+
+// TestRequestProofAdmission: what each request_proof mode lets through, the
+// refusal a client sees (status, JSON-RPC -31000 and its reason) and that
+// nothing refused reaches the upstream.
+func TestRequestProofAdmission(t *testing.T) {
+	f := newFixture(t)
+	stranger := newParty(t)
+	valid := signed(t, f.agent, testAudience, toolsCallBody)
+	cases := []struct {
+		name   string
+		mode   string
+		body   string
+		status int
+		reason string // the proof reason in data.reasons; "" admitted
+	}{
+		{"optional, no proof", "", toolsCallBody, 200, ""},
+		{"optional, valid proof", "", valid, 200, ""},
+		{"required, valid proof", "required", signed(t, f.agent, testAudience, toolsCallBody), 200, ""},
+		{"required, no proof", "required", toolsCallBody, 401, "proof_missing"},
+		{"required, server/discover without proof", "required", `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}`, 200, ""},
+		{"required, ping without proof", "required", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, 200, ""},
+		{"arguments changed", "", strings.Replace(signed(t, f.agent, testAudience, toolsCallBody), `"hi"`, `"ho"`, 1), 401, "request_hash_mismatch"},
+		{"wrong audience", "", signed(t, f.agent, "did:web:other.example", toolsCallBody), 401, "audience_mismatch"},
+		{"not the credential's subject", "", signed(t, stranger, testAudience, toolsCallBody), 403, "delegation_holder_mismatch"},
+		{"kid/did forgery", "", strings.Replace(signed(t, stranger, testAudience, toolsCallBody), `"did":"`+stranger.did, `"did":"`+f.agent.did, 1), 401, "kid_did_mismatch"},
+		{"off ignores a bad proof", "off", signed(t, f.agent, "did:web:other.example", toolsCallBody), 200, ""},
+		{"escaped _meta is read", "", strings.Replace(signed(t, f.agent, "did:web:other.example", toolsCallBody), `"_meta"`, `"\u005fmeta"`, 1), 401, "audience_mismatch"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := f.handler(t, func(h *Handler) { h.RequestProof = c.mode })
+			res := serve(t, h, proofCall(t, f, c.body))
+			if res.rec.Code != c.status || res.called != (c.reason == "") {
+				t.Fatalf("status %d, upstream called %v: %s", res.rec.Code, res.called, res.rec.Body)
+			}
+			if c.reason == "" {
+				return
+			}
+			e := decodeProofRPC(t, res.rec)
+			want := "proof_invalid"
+			if c.reason == "proof_missing" {
+				want = "proof_missing"
+			}
+			if e.Error.Code != -31000 || e.Error.Data.Reason != want || len(e.Error.Data.Reasons) != 1 || e.Error.Data.Reasons[0] != c.reason || string(e.ID) != "1" {
+				t.Fatalf("error %s", res.rec.Body)
+			}
+		})
+	}
+}
+
+// TestRequestProofReplay: the same proof twice is refused the second time,
+// even through another handler sharing the nonce store (a replica).
+func TestRequestProofReplay(t *testing.T) {
+	f := newFixture(t)
+	h1 := f.handler(t, func(h *Handler) { h.nonceStore, h.nonceStoreName = sharedStore, "memory" })
+	h2 := f.handler(t, func(h *Handler) { h.nonceStore, h.nonceStoreName = sharedStore, "memory" })
+	body := signed(t, f.agent, testAudience, toolsCallBody)
+	if res := serve(t, h1, proofCall(t, f, body)); !res.called {
+		t.Fatalf("first: %d %s", res.rec.Code, res.rec.Body)
+	}
+	for _, h := range []*Handler{h1, h2} {
+		res := serve(t, h, proofCall(t, f, body))
+		if res.called || res.rec.Code != 401 || decodeProofRPC(t, res.rec).Error.Data.Reasons[0] != "nonce_replayed" {
+			t.Fatalf("replay: %d %s", res.rec.Code, res.rec.Body)
+		}
+	}
+}
+
+// TestProofBearingBodyUnchanged: the upstream gets the proof-bearing body
+// byte for byte, a body carrier in it included (the proof covers it); the
+// credential header is still removed.
+func TestProofBearingBodyUnchanged(t *testing.T) {
+	f := newFixture(t)
+	h := f.handler(t, nil)
+	jwt := f.jwt(t, nil)
+	body := signed(t, f.agent, testAudience, bodyWith(t, "_mcpi_delegation", jwt, true))
+	r := newRequest(http.MethodPost, "/mcp", body)
+	r.Header.Set("Authorization", "Bearer "+jwt)
+	res := serve(t, h, r)
+	if !res.called || string(res.fwdBody) != body || res.fwd.Header.Get("Authorization") != "" {
+		t.Fatalf("forwarded %q (auth %q), sent %q", res.fwdBody, res.fwd.Header.Get("Authorization"), body)
+	}
+}
+
+// TestRequireExtension: an undeclared client gets -32021 with the exact
+// data object and nothing goes upstream; a malformed declaration -32602;
+// a declared one passes; server/discover passes undeclared and its result
+// declares the extension.
+func TestRequireExtension(t *testing.T) {
+	f := newFixture(t)
+	h := f.handler(t, func(h *Handler) { h.RequireExtension = true })
+	decl := func(entry string) string {
+		return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{},"_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"org.kya-os/decentralized-authority":` + entry + `}}}}}`
+	}
+	res := serve(t, h, proofCall(t, f, toolsCallBody))
+	want := `{"jsonrpc":"2.0","id":1,"error":{"code":-32021,"message":"Missing required client capability: org.kya-os/decentralized-authority","data":{"extension":"org.kya-os/decentralized-authority","reason":"extension_not_declared","requiredCapabilities":{"extensions":{"org.kya-os/decentralized-authority":{}}}}}}`
+	if res.called || res.rec.Code != 200 || res.rec.Body.String() != want {
+		t.Fatalf("undeclared: %d %s", res.rec.Code, res.rec.Body)
+	}
+	res = serve(t, h, proofCall(t, f, decl(`{"version":1}`)))
+	if e := decodeProofRPC(t, res.rec); res.called || e.Error.Code != -32602 || e.Error.Data.Reason != "malformed_declaration" {
+		t.Fatalf("malformed: %s", res.rec.Body)
+	}
+	if res = serve(t, h, proofCall(t, f, decl(`{}`))); !res.called {
+		t.Fatalf("declared: %d %s", res.rec.Code, res.rec.Body)
+	}
+	// server/discover: exempt, and the answer declares the extension.
+	rec := httptest.NewRecorder()
+	r := prepareRequest(proofCall(t, f, `{"jsonrpc":"2.0","id":2,"method":"server/discover","params":{}}`), newTestReplacer())
+	err := h.ServeNext(rec, r, func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Content-Type", "application/json")
+		_, err := io.WriteString(w, `{"jsonrpc":"2.0","id":2,"result":{"capabilities":{"tools":{}},"serverInfo":{"name":"up"}}}`)
+		return err
+	})
+	var got struct {
+		Result struct {
+			Capabilities struct {
+				Tools      json.RawMessage
+				Extensions map[string]struct{ Required bool }
+			}
+		}
+	}
+	if err != nil || json.Unmarshal(rec.Body.Bytes(), &got) != nil || got.Result.Capabilities.Tools == nil ||
+		!got.Result.Capabilities.Extensions["org.kya-os/decentralized-authority"].Required {
+		t.Fatalf("discover: %v %s", err, rec.Body)
+	}
+}
+
+// TestResponseProofVerifiesAgainstDIDDocument: with response_proof sign,
+// the result the client gets carries a proof by the key the edge's own
+// did.json publishes, binding the request and the result.
+func TestResponseProofVerifiesAgainstDIDDocument(t *testing.T) {
+	f := newFixture(t)
+	for _, mode := range []string{"sign", "sign envelope"} {
+		t.Run(mode, func(t *testing.T) {
+			h := f.handler(t, func(h *Handler) { h.Level = 2; h.ResponseProof = mode })
+			body := signed(t, f.agent, testAudience, toolsCallBody)
+			result := `{"content":[{"type":"text","text":"hi"}],"isError":false}`
+			rec := httptest.NewRecorder()
+			r := prepareRequest(proofCall(t, f, body), newTestReplacer())
+			if err := h.ServeNext(rec, r, func(w http.ResponseWriter, r *http.Request) error {
+				w.Header().Set("Content-Type", "application/json")
+				_, err := io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":`+result+`}`)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			var resp struct{ Result json.RawMessage }
+			if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil {
+				t.Fatalf("%v %s", err, rec.Body)
+			}
+			doc := serve(t, h, newRequest(http.MethodGet, "/.well-known/did.json", ""))
+			d, err := didresolver.ParseDocument(doc.rec.Body.Bytes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			data := resp.Result
+			if mode == "sign" {
+				var m map[string]json.RawMessage
+				_ = json.Unmarshal(resp.Result, &m)
+				data = m["content"]
+			}
+			p, err := kyaos.VerifyResponse(context.Background(), kyaos.FindResponseProof(resp.Result), kyaos.ResponseCheck{
+				Resolver: staticDoc{d}, ExpectedSigner: testAudience, ExpectedAudiences: []string{f.agent.did},
+				Request: []byte(body), Response: data,
+			})
+			if err != nil {
+				t.Fatalf("%v: %s", err, resp.Result)
+			}
+			if (mode == "sign envelope") != (p.Meta.Prf == kyaos.ProfileEnvelope) {
+				t.Fatalf("profile %q", p.Meta.Prf)
+			}
+		})
+	}
+}
+
+type staticDoc struct{ d *didresolver.Document }
+
+func (s staticDoc) Resolve(context.Context, string) (*didresolver.Document, error) { return s.d, nil }
+
+// TestResponseProofNeedsLevel2: signing needs the edge's key and did.json.
+func TestResponseProofNeedsLevel2(t *testing.T) {
+	cfg := Config{TrustedIssuers: []string{"*"}, ProofConfig: ProofConfig{ResponseProof: "sign"}}
+	if err := cfg.Validate(); err == nil {
+		t.Fatal("response_proof at level 1 accepted")
+	}
+	cfg.ProofConfig = ProofConfig{RequestProof: "sometimes"}
+	if err := cfg.Validate(); err == nil {
+		t.Fatal("bad request_proof accepted")
+	}
+}
+
+// TestRequireExtensionLegacySession: a 2025-11-25 client declares once,
+// in initialize; its session's later requests count as declared, another
+// session's do not, and an undeclared initialize is refused.
+func TestRequireExtensionLegacySession(t *testing.T) {
+	f := newFixture(t)
+	h := f.handler(t, func(h *Handler) { h.RequireExtension = true })
+	initialize := func(caps string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		r := prepareRequest(proofCall(t, f, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":`+caps+`,"clientInfo":{"name":"c","version":"1"}}}`), newTestReplacer())
+		if err := h.ServeNext(rec, r, func(w http.ResponseWriter, r *http.Request) error {
+			w.Header().Set("Mcp-Session-Id", "sess-declared")
+			w.Header().Set("Content-Type", "application/json")
+			_, err := io.WriteString(w, `{"jsonrpc":"2.0","id":0,"result":{}}`)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	if rec := initialize(`{}`); !strings.Contains(rec.Body.String(), "-32021") {
+		t.Fatalf("undeclared initialize: %s", rec.Body)
+	}
+	if rec := initialize(`{"extensions":{"org.kya-os/decentralized-authority":{"version":"1.0.0"}}}`); rec.Header().Get("Mcp-Session-Id") != "sess-declared" || strings.Contains(rec.Body.String(), "error") {
+		t.Fatalf("declared initialize: %s", rec.Body)
+	}
+	for sid, admitted := range map[string]bool{"sess-declared": true, "sess-other": false} {
+		r := proofCall(t, f, toolsCallBody)
+		r.Header.Set("Mcp-Session-Id", sid)
+		if res := serve(t, h, r); res.called != admitted {
+			t.Fatalf("%s: upstream called %v: %s", sid, res.called, res.rec.Body)
+		}
+	}
+}

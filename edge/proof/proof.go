@@ -1,0 +1,314 @@
+// Package proof is the edge's KYA-OS concern (org.kya-os/decentralized-
+// authority): the declaration gate (KYA-OS §2.3), the request proof check
+// bound to the verified delegation (§3.7, project decisions §9), and the
+// answers for refusals (§9.6). The pipeline calls Negotiate before
+// admission and Admit after the credential verified; response signing is
+// in respond.go.
+package proof
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
+	"github.com/mcpi-edge/caddy-mcpi/mcp/extension"
+	"github.com/mcpi-edge/caddy-mcpi/vc/kyaos"
+)
+
+// Modes of request_proof.
+const (
+	// Off: proofs are not read; a proof-bearing request is treated like
+	// any other.
+	Off = "off"
+	// Optional: a proof present is verified, and refused when invalid; a
+	// request without one is admitted by its credential alone. Default.
+	Optional = "optional"
+	// Required: no valid proof, no entry.
+	Required = "required"
+)
+
+// Config is the KYA-OS part of the edge's configuration.
+type Config struct {
+	// RequestProof is off, optional (default) or required.
+	RequestProof string
+	// RequireExtension refuses clients that do not declare the extension
+	// (-32021; -32602 for a malformed declaration).
+	RequireExtension bool
+	// ResponseProof is off (default), sign, or sign envelope.
+	ResponseProof string
+	// Skew is the clock skew allowed on a proof's window (default 5 s).
+	Skew time.Duration
+}
+
+// Validate checks the modes.
+func (c Config) Validate() error {
+	switch c.RequestProof {
+	case "", Off, Optional, Required:
+	default:
+		return fmt.Errorf("mcpi: request_proof %q: want off, optional or required", c.RequestProof)
+	}
+	switch c.ResponseProof {
+	case "", Off, SignBody, SignEnvelope:
+	default:
+		return fmt.Errorf("mcpi: response_proof %q: want off, sign or sign envelope", c.ResponseProof)
+	}
+	return nil
+}
+
+// Gate applies Config to requests. It is safe for concurrent use.
+type Gate struct {
+	cfg      Config
+	verifier *kyaos.Verifier
+	// sessions remembers 2025-11-25 sessions' initialize-era declarations
+	// (nil: not remembered, such clients must declare per request).
+	sessions challenge.SessionBinder
+}
+
+// WithSessions has the gate remember, in b, the declaration of each
+// 2025-11-25 session's initialize by its Mcp-Session-Id (KYA-OS §2.1), so
+// that the session's later requests count as declared.
+func (g *Gate) WithSessions(b challenge.SessionBinder) *Gate {
+	g.sessions = b
+	return g
+}
+
+// New builds the gate: agent DIDs resolve through r, nonces are consumed in
+// store (the route's nonce store, shared by replicas when it is Redis).
+func New(cfg Config, r didresolver.Resolver, store challenge.NonceStore) *Gate {
+	if cfg.RequestProof == "" {
+		cfg.RequestProof = Optional
+	}
+	if cfg.Skew == 0 {
+		cfg.Skew = kyaos.DefaultSkew
+	}
+	var nonces kyaos.NonceStore
+	if store != nil {
+		nonces = nonceStore{store}
+	}
+	return &Gate{cfg: cfg, verifier: kyaos.NewVerifier(r, nonces, kyaos.WithSkew(cfg.Skew))}
+}
+
+// Enabled reports whether the gate needs to read request bodies.
+func (g *Gate) Enabled() bool {
+	return g != nil && (g.cfg.RequestProof != Off || g.cfg.RequireExtension)
+}
+
+// RequiresExtension reports whether clients must declare the extension.
+func (g *Gate) RequiresExtension() bool { return g != nil && g.cfg.RequireExtension }
+
+// Refusal is how a refused request is answered (project decision §9.6).
+type Refusal struct {
+	Status int
+	// Reason is the snake_case reason; Tag its metrics label.
+	Reason, Tag string
+	// RPC is the JSON-RPC error object for a JSON-RPC request.
+	RPC *extension.RPCError
+}
+
+// Negotiate applies the declaration gate to a JSON-RPC request body
+// (single request; batches are not 2026 traffic and pass to the other
+// checks). It returns nil when the request may go on.
+func (g *Gate) Negotiate(ctx context.Context, body []byte, sessionID string) *Refusal {
+	if !g.RequiresExtension() || firstByte(body) != '{' {
+		return nil
+	}
+	var method string
+	if m := jsonscan.Member(body, "method"); len(m) == 0 || json.Unmarshal(m, &method) != nil {
+		return nil // not a request: nothing to gate
+	}
+	d := extension.Decide(method, g.declaration(ctx, body, method, sessionID), true)
+	if !d.Refused {
+		return nil
+	}
+	reason, _ := d.Error.Data["reason"].(string)
+	// A JSON-RPC error of the protocol itself: the HTTP exchange is fine.
+	return &Refusal{Status: http.StatusOK, Reason: reason, Tag: reason, RPC: d.Error}
+}
+
+// declaration is what the request declares: per request, else in its
+// params.capabilities (initialize), else in its session's initialize.
+func (g *Gate) declaration(ctx context.Context, body []byte, method, sessionID string) extension.State {
+	fallback := extension.Absent
+	switch {
+	case method == "initialize":
+		fallback = extension.InitializeState(jsonscan.Member(jsonscan.Member(body, "params"), "capabilities"))
+	case sessionID != "" && g.sessions != nil:
+		if v, err := g.sessions.Lookup(ctx, sessionKey(sessionID)); err == nil && len(v) == 1 {
+			fallback = extension.State(v[0])
+		}
+	}
+	return extension.RequestState(body, fallback)
+}
+
+// sessionTTL is how long a session's declaration is remembered.
+const sessionTTL = 24 * time.Hour
+
+// sessionKey is the binding key of a session: a hash, never the id itself
+// (whoever lists the store's keys must not learn live session ids).
+func sessionKey(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return "kyaos-decl:" + hex.EncodeToString(sum[:])
+}
+
+// RememberSession returns w wrapped so that, when the answer to an
+// initialize request opens a session (Mcp-Session-Id), the declaration of
+// that initialize is remembered for the session; w itself otherwise.
+func (g *Gate) RememberSession(ctx context.Context, w http.ResponseWriter, body []byte) http.ResponseWriter {
+	if !g.RequiresExtension() || g.sessions == nil || methodOf(body) != "initialize" {
+		return w
+	}
+	st := g.declaration(ctx, body, "initialize", "")
+	return &sessionCapture{ResponseWriter: w, remember: func(id string) {
+		_ = g.sessions.Bind(ctx, sessionKey(id), []byte{byte(st)}, sessionTTL)
+	}}
+}
+
+// sessionCapture reads Mcp-Session-Id off the answer's header as it is
+// written.
+type sessionCapture struct {
+	http.ResponseWriter
+	remember func(id string)
+	done     bool
+}
+
+func (s *sessionCapture) capture() {
+	if !s.done {
+		s.done = true
+		if id := s.Header().Get("Mcp-Session-Id"); id != "" {
+			s.remember(id)
+		}
+	}
+}
+
+func (s *sessionCapture) WriteHeader(status int) { s.capture(); s.ResponseWriter.WriteHeader(status) }
+
+func (s *sessionCapture) Write(p []byte) (int, error) { s.capture(); return s.ResponseWriter.Write(p) }
+
+func (s *sessionCapture) Flush() {
+	s.capture()
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *sessionCapture) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// Admit checks the request proof of a JSON-RPC request body whose
+// credential verified as agentDID's, for audience (the route's DID). It
+// reports whether a proof was verified (the body then must not be edited
+// outside _meta: the proof covers it), and a refusal when the request
+// must not go on.
+func (g *Gate) Admit(ctx context.Context, body []byte, audience, agentDID string) (bool, *Refusal) {
+	if g == nil || g.cfg.RequestProof == Off {
+		return false, nil
+	}
+	if !g.Inspects(body) {
+		return false, nil
+	}
+	raw, err := kyaos.FindProof(body)
+	if err != nil || raw == nil {
+		// server/discover and ping are outside the admission algorithm
+		// (KYA-OS §3.7 step 0): a client learns the requirements there.
+		if g.cfg.RequestProof == Required && !extension.Exempt(methodOf(body)) {
+			return false, refusal(kyaos.ProofMissing)
+		}
+		return false, nil
+	}
+	// The proof must be the credential's subject's (§9.2): a key that is
+	// not the agent's proves nothing about this delegation.
+	if _, err := g.verifier.Verify(ctx, kyaos.Request{Body: body, Audience: audience, Subject: agentDID}); err != nil {
+		return false, refusal(kyaos.ReasonOf(err))
+	}
+	return true, nil
+}
+
+// Inspects reports whether Admit has anything to check in body: always
+// under required, and under optional only when body can hold _meta (the
+// common case returns at once, without parsing the body again).
+func (g *Gate) Inspects(body []byte) bool {
+	if g == nil || g.cfg.RequestProof == Off {
+		return false
+	}
+	return g.cfg.RequestProof == Required || mayHoldMeta(body)
+}
+
+// mayHoldMeta reports whether body can have a _meta member at all: the
+// name spelt out, or with \u escapes. Exact, so skipping the parse when it
+// is false changes nothing.
+func mayHoldMeta(body []byte) bool {
+	return bytes.Contains(body, []byte("_meta")) || bytes.Contains(body, []byte(`\u`))
+}
+
+// CodeProof is the JSON-RPC code of a refused proof (KYA-OS §3.7).
+const CodeProof = -31000
+
+// refusal maps a verifier reason to its answer: 503 when the nonce store
+// is down (retry), else 401 (no or invalid proof).
+func refusal(r kyaos.Reason) *Refusal {
+	status := http.StatusUnauthorized
+	switch r {
+	case kyaos.NonceStoreUnavailable, kyaos.NonceSeamMissing:
+		status = http.StatusServiceUnavailable
+	case kyaos.HolderMismatch:
+		status = http.StatusForbidden // a valid credential, not this caller's
+	}
+	return refusalWith(status, string(r))
+}
+
+func refusalWith(status int, reason string) *Refusal {
+	summary := "proof_invalid"
+	if reason == string(kyaos.ProofMissing) {
+		summary = "proof_missing"
+	}
+	return &Refusal{Status: status, Reason: reason, Tag: Tag(reason), RPC: &extension.RPCError{
+		Code:    CodeProof,
+		Message: "Request proof refused: " + reason,
+		Data:    map[string]any{"reason": summary, "profile": kyaos.ProfileV1, "reasons": []string{reason}},
+	}}
+}
+
+// Tag is the metrics label of a proof reason: "proof_" + reason, so that a
+// proof's "expired" is not counted as a credential's.
+func Tag(reason string) string {
+	if len(reason) >= 6 && reason[:6] == "proof_" {
+		return reason
+	}
+	return "proof_" + reason
+}
+
+// nonceStore keeps proof nonces in a challenge.NonceStore, under a hash of
+// (did, nonce): the pair is the client's choice and may be long, and the
+// Level 3 challenges share the store.
+type nonceStore struct{ s challenge.NonceStore }
+
+func (n nonceStore) UseNonce(ctx context.Context, did, nonce string, ttl time.Duration) error {
+	sum := sha256.Sum256([]byte(did + "\x00" + nonce))
+	now := time.Now()
+	err := n.s.Put(ctx, "kyaos-rp:"+hex.EncodeToString(sum[:]), challenge.Record{
+		Challenge: "kyaos-request-proof", AgentDID: did, IssuedAt: now, ExpiresAt: now.Add(ttl),
+	}, ttl)
+	if errors.Is(err, challenge.ErrNonceExists) {
+		return kyaos.ErrNonceUsed
+	}
+	return err
+}
+
+func firstByte(b []byte) byte {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		return c
+	}
+	return 0
+}

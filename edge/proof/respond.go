@@ -1,0 +1,178 @@
+package proof
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
+	"github.com/mcpi-edge/caddy-mcpi/mcp/extension"
+	"github.com/mcpi-edge/caddy-mcpi/vc/kyaos"
+)
+
+// Modes of response_proof.
+const (
+	SignBody     = "sign"
+	SignEnvelope = "sign envelope"
+)
+
+// maxSigned bounds the upstream answer buffered for signing; a larger one
+// goes to the client as it came, unsigned (a client that requires proofs
+// refuses it; the edge never truncates).
+const maxSigned = 4 << 20
+
+// SignsResponses reports whether results are signed.
+func (g *Gate) SignsResponses() bool {
+	return g != nil && (g.cfg.ResponseProof == SignBody || g.cfg.ResponseProof == SignEnvelope)
+}
+
+// Rewrites reports whether WrapResponse has anything to do for the request
+// body: sign its result, or declare the extension in server/discover.
+func (g *Gate) Rewrites(body []byte) bool {
+	return g.SignsResponses() || (g.RequiresExtension() && methodOf(body) == "server/discover")
+}
+
+// Signer returns the edge's response signer (its current key, its DID).
+type Signer func() (kyaos.ResponseSigner, error)
+
+// WrapResponse returns a writer that buffers a JSON answer to the request
+// body and, on Finish, writes it with the result signed (when signing is
+// on) and, for server/discover under require_extension, the extension
+// declared in capabilities.extensions. Anything else (SSE, errors, other
+// types) passes through untouched.
+func (g *Gate) WrapResponse(w http.ResponseWriter, body []byte, sign Signer, audience string) *ResponseWriter {
+	return &ResponseWriter{ResponseWriter: w, g: g, req: body, sign: sign, audience: audience}
+}
+
+// ResponseWriter is WrapResponse's writer.
+type ResponseWriter struct {
+	http.ResponseWriter
+	g        *Gate
+	req      []byte
+	sign     Signer
+	audience string
+
+	status  int
+	pass    bool // decided to stream through
+	decided bool
+	buf     bytes.Buffer
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (rw *ResponseWriter) Unwrap() http.ResponseWriter { return rw.ResponseWriter }
+
+func (rw *ResponseWriter) WriteHeader(status int) {
+	if rw.decided {
+		if rw.pass {
+			rw.ResponseWriter.WriteHeader(status)
+		}
+		return
+	}
+	rw.decided, rw.status = true, status
+	ct := rw.Header().Get("Content-Type")
+	rw.pass = status != http.StatusOK || !strings.HasPrefix(strings.ToLower(ct), "application/json") ||
+		rw.Header().Get("Content-Encoding") != ""
+	if rw.pass {
+		rw.ResponseWriter.WriteHeader(status)
+	}
+}
+
+func (rw *ResponseWriter) Write(p []byte) (int, error) {
+	if !rw.decided {
+		rw.WriteHeader(http.StatusOK)
+	}
+	if rw.pass {
+		return rw.ResponseWriter.Write(p)
+	}
+	if rw.buf.Len()+len(p) > maxSigned {
+		// Too large to sign: send what is buffered and stream the rest.
+		rw.pass = true
+		rw.ResponseWriter.WriteHeader(rw.status)
+		if _, err := rw.ResponseWriter.Write(rw.buf.Bytes()); err != nil {
+			return 0, err
+		}
+		rw.buf.Reset()
+		return rw.ResponseWriter.Write(p)
+	}
+	return rw.buf.Write(p)
+}
+
+// Flush is a no-op while buffering: the answer is written whole by Finish.
+func (rw *ResponseWriter) Flush() {
+	if rw.pass {
+		if f, ok := rw.ResponseWriter.(http.Flusher); ok {
+			f.Flush()
+		}
+	}
+}
+
+// Finish writes a buffered answer, rewritten. An answer that cannot be
+// rewritten (not one JSON-RPC response with a result object) is written as
+// it came.
+func (rw *ResponseWriter) Finish() error {
+	if rw.pass || !rw.decided {
+		return nil
+	}
+	out := rw.buf.Bytes()
+	if b, ok := rw.rewrite(out); ok {
+		out = b
+	}
+	rw.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	rw.ResponseWriter.WriteHeader(rw.status)
+	_, err := rw.ResponseWriter.Write(out)
+	return err
+}
+
+// rewrite declares the extension in a server/discover result and signs the
+// result.
+func (rw *ResponseWriter) rewrite(resp []byte) ([]byte, bool) {
+	if jsonscan.CheckMembers(resp) != nil {
+		return nil, false
+	}
+	result := jsonscan.Member(resp, "result")
+	if firstByte(result) != '{' {
+		return nil, false
+	}
+	if rw.g.RequiresExtension() && methodOf(rw.req) == "server/discover" {
+		result = declare(result)
+	}
+	if rw.g.SignsResponses() && rw.sign != nil {
+		s, err := rw.sign()
+		if err != nil {
+			return nil, false
+		}
+		s.Envelope = rw.g.cfg.ResponseProof == SignEnvelope
+		signed, err := s.SignResult(result, rw.req, rw.audience, kyaos.ResponseMeta{}, time.Now().Unix())
+		if err != nil {
+			return nil, false
+		}
+		result = signed
+	}
+	return jsonscan.SetMember(resp, "result", result), true
+}
+
+// declare merges the extension's settings into result.capabilities.extensions.
+func declare(result []byte) []byte {
+	settings, _ := json.Marshal(extension.ServerSettings(true))
+	caps := jsonscan.Member(result, "capabilities")
+	if firstByte(caps) != '{' {
+		caps = []byte("{}")
+	}
+	ext := jsonscan.Member(caps, "extensions")
+	if firstByte(ext) != '{' {
+		ext = []byte("{}")
+	}
+	ext = jsonscan.SetMember(ext, extension.ID, settings)
+	return jsonscan.SetMember(result, "capabilities", jsonscan.SetMember(caps, "extensions", ext))
+}
+
+func methodOf(body []byte) string {
+	var m string
+	if v := jsonscan.Member(body, "method"); len(v) > 0 && v[0] == '"' {
+		_ = json.Unmarshal(v, &m)
+	}
+	return m
+}

@@ -1,0 +1,97 @@
+package proof
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/vc/kyaos"
+)
+
+const call = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}`
+
+func signer(t *testing.T) Signer {
+	priv, err := didresolver.GenerateKey(didresolver.Ed25519)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() (kyaos.ResponseSigner, error) {
+		return kyaos.ResponseSigner{Key: priv.(ed25519.PrivateKey), DID: "did:web:edge", KID: "did:web:edge#k"}, nil
+	}
+}
+
+// through writes one upstream answer through the wrapper and returns what
+// the client gets.
+func through(t *testing.T, g *Gate, status int, ctype, body string) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	rw := g.WrapResponse(rec, []byte(call), signer(t), "did:key:zA")
+	if ctype != "" {
+		rw.Header().Set("Content-Type", ctype)
+	}
+	rw.WriteHeader(status)
+	_, _ = io.WriteString(rw, body)
+	if err := rw.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// TestWrapResponse: a JSON result is signed (and only _meta added); SSE,
+// errors, non-200 answers and unreadable JSON pass through byte for byte.
+func TestWrapResponse(t *testing.T) {
+	g := New(Config{ResponseProof: SignBody}, nil, nil)
+	res := `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hi"}]}}`
+	rec := through(t, g, 200, "application/json", res)
+	var out struct{ Result json.RawMessage }
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || kyaos.FindResponseProof(out.Result) == nil {
+		t.Fatalf("not signed: %s", rec.Body)
+	}
+	if !strings.HasPrefix(rec.Body.String(), `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hi"}],"_meta":{"org.kya-os/response-proof":`) ||
+		rec.Header().Get("Content-Length") != itoa(rec.Body.Len()) {
+		t.Fatalf("rewritten: %s (%s)", rec.Body, rec.Header().Get("Content-Length"))
+	}
+	for _, c := range []struct {
+		status      int
+		ctype, body string
+	}{
+		{200, "text/event-stream", "event: message\ndata: " + res + "\n\n"},
+		{200, "application/json", `{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"x"}}`},
+		{202, "application/json", res},
+		{200, "application/json", `{"jsonrpc":"2.0","id":1,"result":{"a":1,"a":2}}`},
+		{200, "application/json", `not json`},
+	} {
+		if rec := through(t, g, c.status, c.ctype, c.body); rec.Code != c.status || rec.Body.String() != c.body {
+			t.Errorf("%d %s %q: got %d %q", c.status, c.ctype, c.body, rec.Code, rec.Body)
+		}
+	}
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestNegotiateAndConfig: the gate refuses only in required mode, and the
+// modes are checked.
+func TestNegotiateAndConfig(t *testing.T) {
+	if New(Config{}, nil, nil).Negotiate(context.Background(), []byte(call), "") != nil {
+		t.Fatal("optional mode refused")
+	}
+	g := New(Config{RequireExtension: true}, nil, nil)
+	if rf := g.Negotiate(context.Background(), []byte(call), ""); rf == nil || rf.RPC.Code != -32021 || rf.Status != http.StatusOK {
+		t.Fatalf("required mode: %+v", rf)
+	}
+	for _, b := range []string{`{"jsonrpc":"2.0","id":1,"result":{}}`, `[` + call + `]`, `{"jsonrpc":"2.0","id":1,"method":"ping"}`} {
+		if g.Negotiate(context.Background(), []byte(b), "") != nil {
+			t.Errorf("%s refused", b)
+		}
+	}
+	for _, c := range []Config{{RequestProof: "maybe"}, {ResponseProof: "envelope"}} {
+		if c.Validate() == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+}

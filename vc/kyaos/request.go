@@ -1,0 +1,161 @@
+package kyaos
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+
+	"github.com/gowebpki/jcs"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
+)
+
+// Where a request proof travels: params._meta[ProofKey], or the legacy
+// key, read when the canonical one is absent (KYA-OS §3, one major
+// version of overlap).
+const (
+	ProofKey       = "org.kya-os/request-proof"
+	LegacyProofKey = "org.kya-os/proof@1"
+)
+
+// errBody: the JSON-RPC request is not one strict JSON object with a string
+// method. The edge refuses such bodies before it looks for a proof.
+var errBody = errors.New("kyaos: request is not a strict JSON-RPC object")
+
+// request is a JSON-RPC request as received, cut into the parts a proof
+// covers. Slices point into the body.
+type request struct {
+	method []byte // the raw JSON string
+	params []byte // raw; nil when absent
+	// covered is params without its top-level _meta member (params itself
+	// when it is not an object or has no _meta).
+	covered []byte
+	// meta is params._meta, raw; nil when absent.
+	meta []byte
+}
+
+// parseRequest reads body strictly: one JSON value, no member name repeated
+// in any letter case at any depth (internal/jsonscan), an object whose
+// method is a string.
+func parseRequest(body []byte) (request, error) {
+	var req request
+	if jsonscan.CheckMembers(body) != nil {
+		return req, errBody
+	}
+	ok := jsonscan.Walk(body, func(key, val []byte) {
+		switch string(jsonscan.Unquote(key)) {
+		case "method":
+			req.method = val
+		case "params":
+			req.params = val
+		}
+	})
+	if !ok || firstByte(body) != '{' || len(req.method) == 0 || req.method[0] != '"' {
+		return request{}, errBody
+	}
+	req.covered = req.params
+	if firstByte(req.params) == '{' {
+		req.covered, req.meta = withoutMember(req.params, "_meta")
+	}
+	return req, nil
+}
+
+// withoutMember returns the object obj without its top-level member name
+// (rebuilt from the raw members, so nothing else changes) and that
+// member's value, or obj itself and nil when it has none.
+func withoutMember(obj []byte, name string) (rest, val []byte) {
+	type member struct{ key, val []byte }
+	var members []member
+	jsonscan.Walk(obj, func(k, v []byte) {
+		if string(jsonscan.Unquote(k)) == name {
+			val = v
+			return
+		}
+		members = append(members, member{k, v})
+	})
+	if val == nil {
+		return obj, nil
+	}
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, m := range members {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(m.key)
+		b.WriteByte(':')
+		b.Write(m.val)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), val
+}
+
+func firstByte(b []byte) byte {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	if len(b) == 0 {
+		return 0
+	}
+	return b[0]
+}
+
+// requestHash is KYA-OS §3.2: "sha-256=:" + base64(SHA-256(JCS({method,
+// params minus its top-level _meta}))) + ":", with no params key when the
+// request has none. jsonrpc and id are not covered.
+func (r request) requestHash() (string, error) {
+	var b bytes.Buffer
+	b.WriteString(`{"method":`)
+	b.Write(r.method)
+	if r.params != nil {
+		b.WriteString(`,"params":`)
+		b.Write(r.covered)
+	}
+	b.WriteByte('}')
+	canon, err := jcs.Transform(b.Bytes())
+	if err != nil {
+		return "", errBody
+	}
+	sum := sha256.Sum256(canon)
+	return "sha-256=:" + base64.StdEncoding.EncodeToString(sum[:]) + ":", nil
+}
+
+// RequestHash returns the requestHash a proof for the JSON-RPC request body
+// must carry. It fails when body is not a strict JSON-RPC object.
+func RequestHash(body []byte) (string, error) {
+	req, err := parseRequest(body)
+	if err != nil {
+		return "", err
+	}
+	return req.requestHash()
+}
+
+// FindProof returns the raw request proof of a JSON-RPC request body (the
+// canonical key wins over the legacy one), or nil when it carries none. It
+// fails when body is not a strict JSON-RPC object.
+func FindProof(body []byte) ([]byte, error) {
+	req, err := parseRequest(body)
+	if err != nil {
+		return nil, err
+	}
+	return req.proof(), nil
+}
+
+// proof returns params._meta's proof, canonical key first.
+func (r request) proof() []byte {
+	if firstByte(r.meta) != '{' {
+		return nil
+	}
+	var canonical, legacy []byte
+	jsonscan.Walk(r.meta, func(k, v []byte) {
+		switch string(jsonscan.Unquote(k)) {
+		case ProofKey:
+			canonical = v
+		case LegacyProofKey:
+			legacy = v
+		}
+	})
+	if canonical != nil {
+		return canonical
+	}
+	return legacy
+}

@@ -1,0 +1,342 @@
+package kyaos
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"math/big"
+	"strings"
+	"time"
+
+	"filippo.io/edwards25519"
+
+	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
+)
+
+// DefaultSkew is the clock skew allowed on a request proof's window.
+const DefaultSkew = 5 * time.Second
+
+// NonceStore remembers the (did, nonce) pairs of accepted proofs.
+// UseNonce must be an atomic test-and-set across every replica sharing the
+// store: of concurrent calls for one pair, at most one succeeds.
+type NonceStore interface {
+	// UseNonce records (did, nonce) for ttl. It fails with ErrNonceUsed when
+	// the pair is already recorded, and with another error when the store
+	// cannot be used.
+	UseNonce(ctx context.Context, did, nonce string, ttl time.Duration) error
+}
+
+// ErrNonceUsed: NonceStore.UseNonce found the pair already recorded.
+var ErrNonceUsed = errors.New("kyaos: nonce already used")
+
+// Verifier checks request proofs. It is safe for concurrent use.
+type Verifier struct {
+	resolver didresolver.Resolver
+	nonces   NonceStore
+	skew     time.Duration
+	now      func() time.Time
+}
+
+// VerifierOption configures NewVerifier.
+type VerifierOption func(*Verifier)
+
+// WithSkew sets the clock skew allowed on the window (default 5 s).
+func WithSkew(d time.Duration) VerifierOption { return func(v *Verifier) { v.skew = d } }
+
+// WithClock sets the clock (tests).
+func WithClock(now func() time.Time) VerifierOption { return func(v *Verifier) { v.now = now } }
+
+// NewVerifier returns a verifier resolving agent keys through r and
+// consuming nonces in nonces. A nil store is allowed, and makes every
+// otherwise valid proof fail with nonce_seam_missing: replay protection is
+// not optional.
+func NewVerifier(r didresolver.Resolver, nonces NonceStore, opts ...VerifierOption) *Verifier {
+	v := &Verifier{resolver: r, nonces: nonces, skew: DefaultSkew, now: time.Now}
+	for _, o := range opts {
+		o(v)
+	}
+	return v
+}
+
+// NonceTTL is how long a nonce is remembered: the longest window, twice the
+// skew, and a second for the rounding of epoch seconds (KYA-OS §3.5).
+func (v *Verifier) NonceTTL() time.Duration {
+	return MaxWindow*time.Second + 2*v.skew + time.Second
+}
+
+// Request is what a proof is checked against.
+type Request struct {
+	// Body is the JSON-RPC request as received.
+	Body []byte
+	// Audience is this server's DID; the proof's audience must equal it.
+	Audience string
+	// TokenJKT is the cnf.jkt of an access token bound to the request, ""
+	// when there is none (KYA-OS §3.5 cnf fusion).
+	TokenJKT string
+	// Subject, when set, is the DID the proof must be by: the verified
+	// delegation's subject. It is checked before the agent's DID is
+	// resolved, so that a caller cannot make the verifier fetch other
+	// DIDs' documents.
+	Subject string
+}
+
+// Result is an accepted proof.
+type Result struct {
+	Proof *Proof
+	// Key is the agent's verification method that signed.
+	Key didresolver.Key
+	// Fused: the proof's cnf matched a token's cnf.jkt (level L3, rather
+	// than L3-minus).
+	Fused bool
+	// UnfusedCnf: the proof has cnf but no token was bound (a non-fatal
+	// warning, cnf_present_but_token_unfused).
+	UnfusedCnf bool
+}
+
+// Verify finds the request proof in req.Body and checks it (KYA-OS §3.7
+// steps 1–11): proof_missing when the body has none.
+func (v *Verifier) Verify(ctx context.Context, req Request) (*Result, error) {
+	parsed, err := parseRequest(req.Body)
+	if err != nil {
+		return nil, refuse(StepRead, MalformedProof, err)
+	}
+	raw := parsed.proof()
+	if raw == nil {
+		return nil, refuse(StepRead, ProofMissing, nil)
+	}
+	p, err := ParseProof(raw)
+	if err != nil {
+		return nil, err
+	}
+	return v.check(ctx, p, parsed, req)
+}
+
+// check runs steps 3–11 on a parsed proof; the nonce is consumed last.
+func (v *Verifier) check(ctx context.Context, p *Proof, parsed request, req Request) (*Result, error) {
+	// 3. The key must be the caller's own.
+	if strings.SplitN(p.KID, "#", 2)[0] != p.DID {
+		return nil, refuse(StepKidDID, KidDIDMismatch, nil)
+	}
+	if req.Subject != "" && p.DID != req.Subject {
+		return nil, refuse(StepKidDID, HolderMismatch, nil)
+	}
+	// 4–5. The exact method, from the agent DID's authentication keys.
+	key, err := v.key(ctx, p.KID)
+	if err != nil {
+		return nil, err
+	}
+	// 6. Addressed to us.
+	if req.Audience == "" || subtle.ConstantTimeCompare([]byte(p.Audience), []byte(req.Audience)) != 1 {
+		return nil, refuse(StepAudience, AudienceMismatch, nil)
+	}
+	// 7. Over what arrived.
+	want, err := parsed.requestHash()
+	if err != nil || subtle.ConstantTimeCompare([]byte(want), []byte(p.RequestHash)) != 1 {
+		return nil, refuse(StepHash, RequestHashMismatch, nil)
+	}
+	// 8. In its window.
+	if err := v.window(p); err != nil {
+		return nil, err
+	}
+	// 10. Signed by that key with the algorithm it names.
+	if err := verifySignature(p, key.Public); err != nil {
+		return nil, err
+	}
+	// 11. cnf fusion.
+	res := &Result{Proof: p, Key: key}
+	if err := fuse(p, key.Public, req.TokenJKT, res); err != nil {
+		return nil, err
+	}
+	// 9. Only a proof that passed everything spends its nonce.
+	if err := v.consume(ctx, p); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// key resolves kid through the agent's DID document, under authentication
+// (project decision §9.4): the document is ours to fetch, so membership of
+// the exact method is the membership check.
+func (v *Verifier) key(ctx context.Context, kid string) (didresolver.Key, error) {
+	if v.resolver == nil {
+		return didresolver.Key{}, refuse(StepKey, KeyUnresolvable, nil)
+	}
+	k, err := didresolver.ResolveKey(ctx, v.resolver, kid, didresolver.Authentication)
+	switch {
+	case err == nil:
+	case errors.Is(err, didresolver.ErrKeyNotAuthorized):
+		return didresolver.Key{}, refuse(StepMember, KidNotInDIDDocument, err)
+	case errors.Is(err, didresolver.ErrKeyNotFound), errors.Is(err, didresolver.ErrUnsupportedKey),
+		errors.Is(err, didresolver.ErrInvalidDID), errors.Is(err, didresolver.ErrUnsupportedMethod):
+		return didresolver.Key{}, refuse(StepKey, KeyUnresolvable, err)
+	default:
+		return didresolver.Key{}, refuse(StepMember, DIDKeysUnresolvable, err)
+	}
+	if k.ID != kid {
+		return didresolver.Key{}, refuse(StepKey, KeyUnresolvable, nil)
+	}
+	return k, nil
+}
+
+// window is KYA-OS §3.5 in whole seconds.
+func (v *Verifier) window(p *Proof) error {
+	now := v.now().Unix()
+	skew := int64(v.skew / time.Second)
+	switch {
+	case p.Expires <= p.Created:
+		return refuse(StepWindow, InvalidWindow, nil)
+	case p.Expires-p.Created > MaxWindow:
+		return refuse(StepWindow, TTLTooLong, nil)
+	case p.Created > now+skew:
+		return refuse(StepWindow, CreatedInFuture, nil)
+	case p.Expires < now-skew:
+		return refuse(StepWindow, Expired, nil)
+	}
+	return nil
+}
+
+func (v *Verifier) consume(ctx context.Context, p *Proof) error {
+	if v.nonces == nil {
+		return refuse(StepNonce, NonceSeamMissing, nil)
+	}
+	err := v.nonces.UseNonce(ctx, p.DID, p.Nonce, v.NonceTTL())
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrNonceUsed):
+		return refuse(StepNonce, NonceReplayed, nil)
+	default:
+		return refuse(StepNonce, NonceStoreUnavailable, err)
+	}
+}
+
+// verifySignature checks the detached JWS: a protected header of exactly
+// the proof's alg and kid (typ tolerated), a key of the type alg names, and
+// the signature over the covered claims.
+func verifySignature(p *Proof, pub crypto.PublicKey) error {
+	bad := refuse(StepSignature, InvalidSignature, nil)
+	protected, sigB64, _ := splitDetached(p.JWS)
+	hdr, err := base64.RawURLEncoding.DecodeString(protected)
+	if err != nil || !headerNames(hdr, p.Alg, p.KID) {
+		return bad
+	}
+	sig, err := base64.RawURLEncoding.DecodeString(sigB64)
+	if err != nil {
+		return bad
+	}
+	if !keyFits(p.Alg, pub) {
+		return refuse(StepSignature, AlgKeyMismatch, nil)
+	}
+	input, err := p.signingInput(protected)
+	if err != nil {
+		return bad
+	}
+	if !verifyRaw(p.Alg, pub, input, sig) {
+		return bad
+	}
+	return nil
+}
+
+// headerNames checks the protected header: strict JSON, alg and kid equal
+// to the proof's, nothing but an optional typ besides.
+func headerNames(hdr []byte, alg, kid string) bool {
+	if jsonscan.CheckMembers(hdr) != nil || firstByte(hdr) != '{' {
+		return false
+	}
+	var a, k, t string
+	ok := true
+	jsonscan.Walk(hdr, func(key, val []byte) {
+		switch string(jsonscan.Unquote(key)) {
+		case "alg":
+			ok = ok && readString(val, &a)
+		case "kid":
+			ok = ok && readString(val, &k)
+		case "typ":
+			ok = ok && readString(val, &t)
+		default:
+			ok = false // crit, b64, jwk…: nothing else may change what is signed
+		}
+	})
+	return ok && a == alg && k == kid
+}
+
+// keyFits reports whether pub is a usable key of the type alg names:
+// Ed25519 of 32 bytes that is not of small order, or P-256.
+func keyFits(alg string, pub crypto.PublicKey) bool {
+	switch k := pub.(type) {
+	case ed25519.PublicKey:
+		return alg == AlgEdDSA && len(k) == ed25519.PublicKeySize && !smallOrder(k)
+	case *ecdsa.PublicKey:
+		return alg == AlgES256 && k != nil && k.Curve == elliptic.P256()
+	}
+	return false
+}
+
+// smallOrder reports whether an Ed25519 key is not a valid point or lies in
+// the small subgroup: a signature under such a key can be forged for many
+// messages.
+func smallOrder(k ed25519.PublicKey) bool {
+	p, err := new(edwards25519.Point).SetBytes(k)
+	if err != nil {
+		return true
+	}
+	return new(edwards25519.Point).MultByCofactor(p).Equal(edwards25519.NewIdentityPoint()) == 1
+}
+
+// verifyRaw verifies an Ed25519 or ES256 (R||S) signature.
+func verifyRaw(alg string, pub crypto.PublicKey, input, sig []byte) bool {
+	switch alg {
+	case AlgEdDSA:
+		return len(sig) == ed25519.SignatureSize && ed25519.Verify(pub.(ed25519.PublicKey), input, sig)
+	case AlgES256:
+		if len(sig) != 64 {
+			return false
+		}
+		h := sha256.Sum256(input)
+		r, s := new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])
+		return ecdsa.Verify(pub.(*ecdsa.PublicKey), h[:], r, s)
+	}
+	return false
+}
+
+// fuse applies the cnf table of KYA-OS §3.5.
+func fuse(p *Proof, pub crypto.PublicKey, tokenJKT string, res *Result) error {
+	if p.CnfJKT != "" {
+		tp, err := Thumbprint(pub)
+		if err != nil {
+			return refuse(StepCnf, CnfKeyMismatch, err)
+		}
+		if p.CnfJKT != tp {
+			return refuse(StepCnf, CnfKeyMismatch, nil)
+		}
+	}
+	switch {
+	case tokenJKT == "" && p.CnfJKT != "":
+		res.UnfusedCnf = true
+	case tokenJKT == "":
+	case p.CnfJKT == "":
+		return refuse(StepCnf, CnfRequiredByToken, nil)
+	case p.CnfJKT != tokenJKT:
+		return refuse(StepCnf, CnfTokenMismatch, nil)
+	default:
+		res.Fused = true
+	}
+	return nil
+}
+
+// algOfPublic is the proof algorithm a public key verifies, or "".
+func algOfPublic(pub crypto.PublicKey) string {
+	for _, alg := range []string{AlgEdDSA, AlgES256} {
+		if keyFits(alg, pub) {
+			return alg
+		}
+	}
+	return ""
+}
