@@ -254,7 +254,7 @@ func (h *Handler) provisionLevel3() error {
 // restart keeps them valid. Without configured storage (a bare context, as
 // in unit tests) a random key lives as long as this handler.
 func (h *Handler) sessionKey() ([]byte, error) {
-	if st := h.l2.storage; st != nil {
+	if st := h.keyStorage; st != nil {
 		return loadSessionKey(h.ctx, st)
 	}
 	h.logger.Debug("no Caddy storage; handshake sessions are signed with a key that lasts until the next config load")
