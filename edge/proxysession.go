@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -227,7 +228,7 @@ func (h *Handler) bindSession(ctx context.Context, ps *proxySessions, s upstream
 	if taken, err := boundToAnother(ctx, ps.binder, key, v.AgentDID); err != nil || taken {
 		return "session_id_of_another_agent", err
 	}
-	val, err := json.Marshal(newSessionClaims(v.Delegation, v.AgentDID, now, exp))
+	val, err := json.Marshal(handshake.NewClaims(v.Delegation, v.AgentDID, now, exp))
 	if err != nil {
 		return "", err
 	}
@@ -250,7 +251,7 @@ func boundToAnother(ctx context.Context, b challenge.SessionBinder, key, agentDI
 	if err != nil {
 		return false, err
 	}
-	var prev sessionClaims
+	var prev handshake.Claims
 	if json.Unmarshal(val, &prev) != nil {
 		return false, nil // unreadable: replaced
 	}
@@ -263,12 +264,12 @@ func boundToAnother(ctx context.Context, b challenge.SessionBinder, key, agentDI
 // several of Mcp-Session-Id are no session. A value that could never have
 // been bound is no session either.
 func proxySessionID(r *http.Request) (string, error) {
-	vals := r.Header.Values(hdrHandshakeSession)
+	vals := r.Header.Values(handshake.HeaderSession)
 	switch {
 	case len(vals) > 1:
-		return "", errSessionMalformed
+		return "", handshake.ErrSessionMalformed
 	case len(vals) == 0:
-		vals = r.Header.Values(hdrMcpSessionID)
+		vals = r.Header.Values(handshake.HeaderMcpSessionID)
 		if len(vals) != 1 {
 			return "", nil
 		}
@@ -305,14 +306,14 @@ func (h *Handler) boundSession(r *http.Request) (*vc.Delegation, error) {
 		}
 		return nil, err
 	}
-	var c sessionClaims
+	var c handshake.Claims
 	if json.Unmarshal(val, &c) != nil || c.AgentDID == "" || c.ExpiresAt == 0 {
 		return nil, nil // not a binding the edge made
 	}
 	if !ps.now().Before(time.Unix(c.ExpiresAt, 0)) {
-		return nil, errSessionExpired
+		return nil, handshake.ErrSessionExpired
 	}
-	d := c.delegation()
+	d := c.Delegation()
 	if err := h.checkSessionRoute(r, d); err != nil {
 		return nil, err
 	}
