@@ -203,7 +203,7 @@ func TestNamesFor(t *testing.T) {
 	}
 }
 
-// StripInjected removes every spelling of the headers injectIdentity sets,
+// StripInjected removes every spelling of the headers Inject sets,
 // Unicode ones that lower-case to them included, and nothing else.
 func TestStripInjected(t *testing.T) {
 	gone := []string{"X-Agent-Did", "x_user_did", "X.Agent.Reputation.Score", "X-Verified-Delegation",
