@@ -128,7 +128,7 @@ type level3 struct {
 
 	// proxySessions binds the upstream's handshake sessions
 	// (proxysession.go).
-	proxySessions *proxySessions
+	proxySessions *handshake.Bindings
 }
 
 // provisionNonceStore sets up h.l3.store: the store given to New, else
@@ -239,7 +239,7 @@ func (h *Handler) provisionLevel3() error {
 		if err != nil {
 			return err
 		}
-		l.proxySessions = &proxySessions{binder: binder, policy: l.policy, ttl: time.Duration(h.SessionTTL), now: time.Now}
+		l.proxySessions = handshake.NewBindings(binder, l.policy, time.Duration(h.SessionTTL))
 	}
 
 	svc, err := challenge.New(opts...)

@@ -1,6 +1,8 @@
 // Package handshake holds the edge's MCP-I Level 3 handshake sessions:
-// stateless tokens the edge issues when it terminates a handshake, and the
-// keys they are signed with.
+// stateless tokens the edge issues when it terminates a handshake and the
+// keys they are signed with (Sessions), and, when it proxies one, the
+// bindings of the upstream's session ids to what the edge verified
+// (Bindings). Its errors wrap vc's sentinels; edge maps them to responses.
 package handshake
 
 import (
