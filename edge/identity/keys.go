@@ -49,7 +49,7 @@ func (id *Identity) loadKeys(ctx context.Context, c *Config, st assertion.Storag
 		if err != nil {
 			return err
 		}
-		id.logger.Debug("no Caddy storage in this context: the edge signing key lives in memory only and is not shared")
+		id.logger.Debug("no key storage: the edge signing key lives in memory only and is not shared")
 		id.ks.Store(ks)
 		return nil
 	}
