@@ -123,7 +123,7 @@ type Handler struct {
 	// Default: no maximum.
 	MaxCredentialLifetime caddy.Duration `json:"max_credential_lifetime,omitempty"`
 
-	// Level 2 settings (level2.go).
+	// Level 2 settings (edge/identity).
 	Level2Config
 	// Level 3 settings (level3.go).
 	Level3Config

@@ -126,7 +126,7 @@ type Config struct {
 	// maximum.
 	MaxCredentialLifetime time.Duration
 
-	// Level 2 settings (level2.go).
+	// Level 2 settings (edge/identity).
 	Level2Config
 	// Level 3 settings (level3.go).
 	Level3Config
@@ -188,7 +188,7 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("mcpi: authorization server %q is not an absolute URL", a)
 		}
 	}
-	if err := h.validateLevel2(); err != nil {
+	if err := h.Level2Config.Validate(); err != nil {
 		return err
 	}
 	if err := h.validateLevel3(); err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
+	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/proof"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
@@ -74,7 +75,7 @@ func WithMetrics(reg prometheus.Registerer) Option {
 // WithKeyStorage keeps the edge's signing keys (Level 2) and its session
 // key (Level 3 terminate) in st, shared by every replica using it.
 // Default: keys generated in memory, lost on restart and not shared.
-func WithKeyStorage(st assertion.Storage) Option { return func(h *Handler) { h.l2.storage = st } }
+func WithKeyStorage(st assertion.Storage) Option { return func(h *Handler) { h.keyStorage = st } }
 
 // WithNonceStore keeps Level 3 challenges, presentation nonces and proxy
 // session bindings in s (name labels its metrics: "memory", "redis").
@@ -97,7 +98,7 @@ type Handler struct {
 
 	hooks Hooks
 
-	l2     level2
+	ident  *identity.Identity // nil below level 2
 	l3     level3
 	policy policyState
 	obs    *observe.Recorder
@@ -114,6 +115,7 @@ type Handler struct {
 	hostChecks *checkCache
 
 	registerer     prometheus.Registerer
+	keyStorage     assertion.Storage
 	didCache       *didresolver.Cache
 	nonceStore     challenge.NonceStore
 	nonceStoreName string
@@ -199,7 +201,7 @@ func (h *Handler) build() error {
 		h.checks = append(h.checks, vc.RequireScopes(h.RequiredScopes...))
 	}
 	h.hostChecks = newCheckCache(h.Audiences, h.checks)
-	if err := h.provisionLevel2(); err != nil {
+	if err := h.provisionIdentity(); err != nil {
 		return err
 	}
 	if err := h.provisionLevel3(); err != nil {
@@ -290,7 +292,7 @@ func (h *Handler) Close() error {
 		if h.cancel != nil {
 			h.cancel()
 		}
-		err = errors.Join(h.cleanupLevel3(), h.cleanupLevel2())
+		err = errors.Join(h.cleanupLevel3(), h.closeIdentity())
 		if h.ownStore != nil {
 			err = errors.Join(err, h.ownStore.Close())
 		}

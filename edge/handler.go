@@ -29,7 +29,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 		h.serveResourceMetadata(w, r)
 		return nil
 	}
-	if handled, err := h.serveLevel2(w, r); handled {
+	if handled, err := h.serveIdentityDocuments(w, r); handled {
 		return err
 	}
 	if handled, err := h.serveLevel3(w, r, next, chain); handled {
@@ -101,8 +101,8 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	// 7. The host learns who is calling (Caddy: placeholders).
 	h.setIdentity(r, d)
 
-	if h.Level >= 2 {
-		if err := h.injectIdentity(r, d); err != nil {
+	if h.ident != nil {
+		if err := h.ident.Inject(r, d); err != nil {
 			return h.reject(w, r, err, cred)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
+	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
 )
 
 // forwardCall sends the call to ep: a path through next (the rest of the
@@ -102,10 +103,9 @@ func (h *Handler) sendUpstream(r *http.Request, ep endpointRef, body []byte) (*h
 // forwardedToOrigins are the request headers a handshake call to another
 // origin carries (canonical names): what a JSON-RPC call needs, and the
 // identity headers only the edge sets (the client's were stripped).
-var forwardedToOrigins = []string{
+var forwardedToOrigins = append([]string{
 	"Content-Type", "Accept", "User-Agent", "Mcp-Protocol-Version", "Mcp-Session-Id",
-	hdrAgentDID, hdrUserDID, hdrVerifiedDelegation, hdrReputation, hdrKYAOSAgentDID, hdrKYAOSProof,
-}
+}, identity.Headers...)
 
 // newHandshakeClient is the client for absolute upstream endpoints and
 // discovery documents: bounded in time, no redirects (an endpoint that

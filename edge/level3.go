@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
+	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -113,7 +115,7 @@ type level3 struct {
 	// policy is acceptancePolicy's fingerprint: it names the session key
 	// (terminate) and scopes the session bindings (proxy).
 	policy   string
-	sessions *sessions
+	sessions *handshake.Sessions
 
 	// Proxy mode.
 	explicit  *upstreamEndpoints
@@ -126,7 +128,7 @@ type level3 struct {
 
 	// proxySessions binds the upstream's handshake sessions
 	// (proxysession.go).
-	proxySessions *proxySessions
+	proxySessions *handshake.Bindings
 }
 
 // provisionNonceStore sets up h.l3.store: the store given to New, else
@@ -174,7 +176,7 @@ func (h *Handler) provisionLevel3() error {
 		h.LegacyHandshake = LegacyVerify
 	}
 	if h.SessionTTL == 0 {
-		h.SessionTTL = time.Duration(defaultSessionTTL)
+		h.SessionTTL = time.Duration(handshake.DefaultSessionTTL)
 	}
 
 	// The agent DIDs resolve through the handler's DID cache.
@@ -195,12 +197,12 @@ func (h *Handler) provisionLevel3() error {
 		if err != nil {
 			return fmt.Errorf("mcpi: handshake session key: %v", err)
 		}
-		key, err := deriveSessionKey(stored, l.policy)
+		key, err := handshake.DeriveKey(stored, l.policy)
 		if err != nil {
 			return fmt.Errorf("mcpi: handshake session key: %v", err)
 		}
-		l.sessions = &sessions{key: key, ttl: time.Duration(h.SessionTTL), now: time.Now}
-		opts = append(opts, challenge.WithSessionIssuer(l.sessions))
+		l.sessions = handshake.NewSessions(key, time.Duration(h.SessionTTL))
+		opts = append(opts, challenge.WithSessionIssuer(routeSessions{l}))
 
 	case HandshakeProxy:
 		if h.DiscoveryTTL == 0 {
@@ -237,7 +239,7 @@ func (h *Handler) provisionLevel3() error {
 		if err != nil {
 			return err
 		}
-		l.proxySessions = &proxySessions{binder: binder, policy: l.policy, ttl: time.Duration(h.SessionTTL), now: time.Now}
+		l.proxySessions = handshake.NewBindings(binder, l.policy, time.Duration(h.SessionTTL))
 	}
 
 	svc, err := challenge.New(opts...)
@@ -249,16 +251,16 @@ func (h *Handler) provisionLevel3() error {
 }
 
 // sessionKey returns the key the edge's session keys are derived from
-// (deriveSessionKey): kept in Caddy's storage, so replicas that share
+// (handshake.DeriveKey): kept in Caddy's storage, so replicas that share
 // storage (and the acceptance policy) accept each other's sessions and a
 // restart keeps them valid. Without configured storage (a bare context, as
 // in unit tests) a random key lives as long as this handler.
 func (h *Handler) sessionKey() ([]byte, error) {
-	if st := h.l2.storage; st != nil {
-		return loadSessionKey(h.ctx, st)
+	if st := h.keyStorage; st != nil {
+		return handshake.LoadKey(h.ctx, st)
 	}
 	h.logger.Debug("no Caddy storage; handshake sessions are signed with a key that lasts until the next config load")
-	key := make([]byte, sessionKeySize)
+	key := make([]byte, handshake.SessionKeySize)
 	_, err := rand.Read(key)
 	return key, err
 }
@@ -412,4 +414,13 @@ func (h *Handler) sessionDelegation(r *http.Request) (*vc.Delegation, error) {
 		return h.boundSession(r)
 	}
 	return nil, nil
+}
+
+// routeSessions issues sessions with the route's current Sessions, so that
+// the challenge service issues with the very sessions the route checks
+// them with (tests swap them for a shared key or a later clock).
+type routeSessions struct{ l *level3 }
+
+func (s routeSessions) IssueSession(ctx context.Context, d *vc.Delegation, agentDID string) (string, time.Time, error) {
+	return s.l.sessions.IssueSession(ctx, d, agentDID)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
 )
 
 // TestProxyThroughRoute: handshake proxy with the endpoints discovered from
@@ -96,8 +97,8 @@ func TestProxyThroughRoute(t *testing.T) {
 	// The upstream's session is bound at the edge: later requests present
 	// only it (proxysession_test.go has the details).
 	r = newRequest(http.MethodPost, "/mcp", toolsCallBody)
-	r.Header.Set(hdrHandshakeSession, "upstream-session")
-	if res := serve(t, h, r); !res.called || res.fwd.Header.Get(hdrHandshakeSession) != "upstream-session" {
+	r.Header.Set(handshake.HeaderSession, "upstream-session")
+	if res := serve(t, h, r); !res.called || res.fwd.Header.Get(handshake.HeaderSession) != "upstream-session" {
 		t.Errorf("request on the bound upstream session: called=%t %d %s", res.called, res.rec.Code, res.rec.Body)
 	}
 }

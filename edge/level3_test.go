@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
 	"github.com/mcpi-edge/caddy-mcpi/internal/redistest"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
@@ -72,7 +73,7 @@ func TestTerminateHandshakeAndSession(t *testing.T) {
 	}
 
 	// Later requests present only the session.
-	for _, hdr := range []string{hdrHandshakeSession, hdrMcpSessionID} {
+	for _, hdr := range []string{handshake.HeaderSession, handshake.HeaderMcpSessionID} {
 		t.Run(hdr, func(t *testing.T) {
 			r := newRequest(http.MethodPost, "/mcp", toolsCallBody)
 			r.Header.Set(hdr, vr.SessionID)
@@ -93,7 +94,7 @@ func TestTerminateHandshakeAndSession(t *testing.T) {
 
 	t.Run("MCP server's own session id", func(t *testing.T) {
 		r := newRequest(http.MethodPost, "/mcp", toolsCallBody)
-		r.Header.Set(hdrMcpSessionID, "3b1f8c0e-a7a4-4d0c-9d4b-0f2b7c1d9e55")
+		r.Header.Set(handshake.HeaderMcpSessionID, "3b1f8c0e-a7a4-4d0c-9d4b-0f2b7c1d9e55")
 		res := serve(t, h, r)
 		if res.called || res.rec.Code != http.StatusUnauthorized || decodeErr(t, res.rec).Reason != "" {
 			t.Fatalf("foreign session id: called=%t %d %s", res.called, res.rec.Code, res.rec.Body)
@@ -101,11 +102,11 @@ func TestTerminateHandshakeAndSession(t *testing.T) {
 	})
 	t.Run("MCP session id and credential", func(t *testing.T) {
 		r := newRequest(http.MethodPost, "/mcp", toolsCallBody)
-		r.Header.Set(hdrMcpSessionID, "3b1f8c0e")
+		r.Header.Set(handshake.HeaderMcpSessionID, "3b1f8c0e")
 		r.Header.Set("Authorization", "Bearer "+cred)
 		res := serve(t, h, r)
-		if !res.called || res.fwd.Header.Get(hdrMcpSessionID) != "3b1f8c0e" {
-			t.Fatalf("called=%t, Mcp-Session-Id %q", res.called, res.fwd.Header.Get(hdrMcpSessionID))
+		if !res.called || res.fwd.Header.Get(handshake.HeaderMcpSessionID) != "3b1f8c0e" {
+			t.Fatalf("called=%t, Mcp-Session-Id %q", res.called, res.fwd.Header.Get(handshake.HeaderMcpSessionID))
 		}
 	})
 
@@ -117,10 +118,10 @@ func TestTerminateHandshakeAndSession(t *testing.T) {
 		name, hdr, value, reason string
 		called                   bool
 	}{
-		{"tampered handshake session", hdrHandshakeSession, tampered, "bad_signature", false},
-		{"garbage handshake session", hdrHandshakeSession, "nope", "malformed", false},
+		{"tampered handshake session", handshake.HeaderSession, tampered, "bad_signature", false},
+		{"garbage handshake session", handshake.HeaderSession, "nope", "malformed", false},
 		// Not provably ours: left to the MCP server, and no credential.
-		{"tampered Mcp-Session-Id", hdrMcpSessionID, tampered, "", false},
+		{"tampered Mcp-Session-Id", handshake.HeaderMcpSessionID, tampered, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRequest(http.MethodPost, "/mcp", toolsCallBody)
@@ -136,9 +137,10 @@ func TestTerminateHandshakeAndSession(t *testing.T) {
 	}
 
 	t.Run("expired session", func(t *testing.T) {
-		h.l3.sessions.now = func() time.Time { return time.Now().Add(16 * time.Minute) }
-		defer func() { h.l3.sessions.now = time.Now }()
-		for _, hdr := range []string{hdrHandshakeSession, hdrMcpSessionID} {
+		real := h.l3.sessions
+		h.l3.sessions = real.WithClock(func() time.Time { return time.Now().Add(16 * time.Minute) })
+		defer func() { h.l3.sessions = real }()
+		for _, hdr := range []string{handshake.HeaderSession, handshake.HeaderMcpSessionID} {
 			r := newRequest(http.MethodPost, "/mcp", toolsCallBody)
 			r.Header.Set(hdr, vr.SessionID)
 			res := serve(t, h, r)
@@ -151,7 +153,7 @@ func TestTerminateHandshakeAndSession(t *testing.T) {
 	t.Run("another edge's session", func(t *testing.T) {
 		other := f.l3Handler(t, nil) // its own random key
 		r := newRequest(http.MethodPost, "/mcp", toolsCallBody)
-		r.Header.Set(hdrHandshakeSession, vr.SessionID)
+		r.Header.Set(handshake.HeaderSession, vr.SessionID)
 		if res := serve(t, other, r); res.called || res.rec.Code != http.StatusUnauthorized {
 			t.Fatalf("called=%t %d", res.called, res.rec.Code)
 		}
@@ -159,15 +161,15 @@ func TestTerminateHandshakeAndSession(t *testing.T) {
 
 	t.Run("route checks apply to sessions", func(t *testing.T) {
 		strict := f.l3Handler(t, func(h *Handler) { h.RequiredScopes = []string{"admin"} })
-		strict.l3.sessions.key = h.l3.sessions.key // same edge, stricter route
+		strict.l3.sessions = h.l3.sessions // same edge (key), stricter route
 		r := newRequest(http.MethodPost, "/mcp", toolsCallBody)
-		r.Header.Set(hdrHandshakeSession, vr.SessionID)
+		r.Header.Set(handshake.HeaderSession, vr.SessionID)
 		res := serve(t, strict, r)
 		if res.called || res.rec.Code != http.StatusForbidden {
 			t.Fatalf("missing scope: called=%t %d", res.called, res.rec.Code)
 		}
 		other := f.l3Handler(t, func(h *Handler) { h.Audiences = []string{"https://elsewhere.example"} })
-		other.l3.sessions.key = h.l3.sessions.key
+		other.l3.sessions = h.l3.sessions
 		res = serve(t, other, r.Clone(context.Background()))
 		if res.called || res.rec.Code != http.StatusUnauthorized || decodeErr(t, res.rec).Reason != "wrong_audience" {
 			t.Fatalf("wrong audience: called=%t %d %s", res.called, res.rec.Code, res.rec.Body)
@@ -189,7 +191,7 @@ func TestSessionNeverOutlivesCredential(t *testing.T) {
 	if vr.ExpiresAt.After(exp) {
 		t.Errorf("session expires %v, after the credential (%v)", vr.ExpiresAt, exp)
 	}
-	claims, err := h.l3.sessions.parse(vr.SessionID)
+	claims, err := h.l3.sessions.Parse(vr.SessionID)
 	if err != nil || time.Unix(claims.ExpiresAt, 0).After(exp) {
 		t.Errorf("token exp %v, %v", claims, err)
 	}

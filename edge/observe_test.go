@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
+	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe/observetest"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
@@ -135,7 +136,7 @@ func TestDecisionMetrics(t *testing.T) {
 // every vc.Reason, is a label value of its own, not "other".
 func TestDecisionReasonsCovered(t *testing.T) {
 	h := &Handler{}
-	errs := []error{carrier.ErrNoCredential, carrier.ErrConflict, carrier.ErrBodyTooLarge, carrier.ErrBodyRead, carrier.ErrForeignBearer, errEdgeIdentity,
+	errs := []error{carrier.ErrNoCredential, carrier.ErrConflict, carrier.ErrBodyTooLarge, carrier.ErrBodyRead, carrier.ErrForeignBearer, identity.ErrUnavailable,
 		fmt.Errorf("wrapped: %w", errors.New("not a sentinel"))}
 	for _, s := range []error{
 		vc.ErrTooLarge, vc.ErrMalformed, vc.ErrUnsupportedFormat, vc.ErrAlgorithm, vc.ErrIssuerUnresolved,

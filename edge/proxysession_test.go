@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
 	"github.com/mcpi-edge/caddy-mcpi/internal/redistest"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
@@ -91,16 +92,16 @@ func (e *proxySessionEnv) verify(t *testing.T, cred string, va verifyAnswer) rpc
 }
 
 // bound returns the claims bound to sid, or nil.
-func (e *proxySessionEnv) bound(t *testing.T, sid string) *sessionClaims {
+func (e *proxySessionEnv) bound(t *testing.T, sid string) *handshake.Claims {
 	t.Helper()
-	val, err := e.h.l3.proxySessions.binder.Lookup(context.Background(), bindingKey(e.h.l3.policy, sid))
+	val, err := e.h.l3.proxySessions.Binder().Lookup(context.Background(), handshake.BindingKey(e.h.l3.policy, sid))
 	if errors.Is(err, challenge.ErrBindingNotFound) {
 		return nil
 	}
 	if err != nil {
 		t.Fatalf("Lookup: %v", err)
 	}
-	var c sessionClaims
+	var c handshake.Claims
 	if err := json.Unmarshal(val, &c); err != nil {
 		t.Fatalf("binding %s: %v", val, err)
 	}
@@ -142,11 +143,11 @@ func TestProxySessionBound(t *testing.T) {
 		t.Errorf("binding expires in %v, want session_ttl's 15m", left)
 	}
 	// The key is the id's hash; the id itself is stored nowhere.
-	if _, err := e.h.l3.proxySessions.binder.Lookup(context.Background(), sid); !errors.Is(err, challenge.ErrBindingNotFound) {
+	if _, err := e.h.l3.proxySessions.Binder().Lookup(context.Background(), sid); !errors.Is(err, challenge.ErrBindingNotFound) {
 		t.Errorf("binding found under the raw session id: %v", err)
 	}
 
-	for _, hdr := range []string{hdrHandshakeSession, hdrMcpSessionID} {
+	for _, hdr := range []string{handshake.HeaderSession, handshake.HeaderMcpSessionID} {
 		t.Run("only "+hdr, func(t *testing.T) {
 			res := serve(t, e.h, withSession(hdr, sid))
 			if !res.called {
@@ -168,9 +169,9 @@ func TestProxySessionBound(t *testing.T) {
 	}
 	t.Run("session ends: DELETE passes", func(t *testing.T) {
 		r := newRequest(http.MethodDelete, "/mcp", "")
-		r.Header.Set(hdrMcpSessionID, sid)
+		r.Header.Set(handshake.HeaderMcpSessionID, sid)
 		res := serve(t, e.h, r)
-		if !res.called || res.fwd.Method != http.MethodDelete || res.fwd.Header.Get(hdrMcpSessionID) != sid {
+		if !res.called || res.fwd.Method != http.MethodDelete || res.fwd.Header.Get(handshake.HeaderMcpSessionID) != sid {
 			t.Fatalf("DELETE: called=%t %d", res.called, res.rec.Code)
 		}
 		// The edge does not learn that the session ended: the binding
@@ -180,13 +181,13 @@ func TestProxySessionBound(t *testing.T) {
 		}
 	})
 	t.Run("handshake session header wins", func(t *testing.T) {
-		r := withSession(hdrHandshakeSession, "not-bound-0000000000")
-		r.Header.Set(hdrMcpSessionID, sid)
+		r := withSession(handshake.HeaderSession, "not-bound-0000000000")
+		r.Header.Set(handshake.HeaderMcpSessionID, sid)
 		if res := serve(t, e.h, r); res.called || res.rec.Code != http.StatusUnauthorized {
 			t.Fatalf("called=%t %d", res.called, res.rec.Code)
 		}
-		r = withSession(hdrHandshakeSession, sid)
-		r.Header.Add(hdrHandshakeSession, sid)
+		r = withSession(handshake.HeaderSession, sid)
+		r.Header.Add(handshake.HeaderSession, sid)
 		res := serve(t, e.h, r)
 		if res.called || res.rec.Code != http.StatusUnauthorized || decodeErr(t, res.rec).Reason != "malformed" {
 			t.Fatalf("two session headers: called=%t %d %s", res.called, res.rec.Code, res.rec.Body)
@@ -199,7 +200,7 @@ func TestProxySessionBound(t *testing.T) {
 		})
 		// Same default store (pooled): the binding is there. The agent
 		// proved its key at the handshake.
-		if res := serve(t, strict, withSession(hdrMcpSessionID, sid)); !res.called {
+		if res := serve(t, strict, withSession(handshake.HeaderMcpSessionID, sid)); !res.called {
 			t.Fatalf("not admitted: %d %s", res.rec.Code, res.rec.Body)
 		}
 	})
@@ -207,7 +208,7 @@ func TestProxySessionBound(t *testing.T) {
 		scoped := f.l3Handler(t, func(h *Handler) {
 			h.Handshake, h.HandshakeEndpoint, h.RequiredScopes = HandshakeProxy, "/rpc", []string{"admin"}
 		})
-		if res := serve(t, scoped, withSession(hdrMcpSessionID, sid)); res.called || res.rec.Code != http.StatusForbidden {
+		if res := serve(t, scoped, withSession(handshake.HeaderMcpSessionID, sid)); res.called || res.rec.Code != http.StatusForbidden {
 			t.Fatalf("missing scope: called=%t %d", res.called, res.rec.Code)
 		}
 		elsewhere := f.l3Handler(t, func(h *Handler) {
@@ -215,13 +216,13 @@ func TestProxySessionBound(t *testing.T) {
 		})
 		// Another acceptance policy (other audiences): the binding is not
 		// found there at all, as without any session.
-		res := serve(t, elsewhere, withSession(hdrHandshakeSession, sid))
+		res := serve(t, elsewhere, withSession(handshake.HeaderSession, sid))
 		if res.called || res.rec.Code != http.StatusUnauthorized || decodeErr(t, res.rec).Reason != "" {
 			t.Fatalf("other audiences: called=%t %d %s", res.called, res.rec.Code, res.rec.Body)
 		}
 		// Were it found, the audience check would refuse it.
-		elsewhere.l3.proxySessions.policy = e.h.l3.policy
-		res = serve(t, elsewhere, withSession(hdrHandshakeSession, sid))
+		elsewhere.l3.proxySessions = handshake.NewBindings(elsewhere.l3.proxySessions.Binder(), e.h.l3.policy, elsewhere.SessionTTL)
+		res = serve(t, elsewhere, withSession(handshake.HeaderSession, sid))
 		if res.called || res.rec.Code != http.StatusUnauthorized || decodeErr(t, res.rec).Reason != "wrong_audience" {
 			t.Fatalf("wrong audience: called=%t %d %s", res.called, res.rec.Code, res.rec.Body)
 		}
@@ -229,11 +230,11 @@ func TestProxySessionBound(t *testing.T) {
 
 	forged := sid[:len(sid)-1] + "6"
 	for _, tc := range []struct{ name, hdr, value string }{
-		{"unknown handshake session", hdrHandshakeSession, "b2c8a1f0-0000-4000-8000-000000000000"},
-		{"forged handshake session", hdrHandshakeSession, forged},
-		{"forged Mcp-Session-Id", hdrMcpSessionID, forged},
-		{"too short to be bound", hdrHandshakeSession, "abc"},
-		{"the binding key itself", hdrHandshakeSession, bindingKey(e.h.l3.policy, sid)},
+		{"unknown handshake session", handshake.HeaderSession, "b2c8a1f0-0000-4000-8000-000000000000"},
+		{"forged handshake session", handshake.HeaderSession, forged},
+		{"forged Mcp-Session-Id", handshake.HeaderMcpSessionID, forged},
+		{"too short to be bound", handshake.HeaderSession, "abc"},
+		{"the binding key itself", handshake.HeaderSession, handshake.BindingKey(e.h.l3.policy, sid)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := serve(t, e.h, withSession(tc.hdr, tc.value))
@@ -245,25 +246,26 @@ func TestProxySessionBound(t *testing.T) {
 	}
 	t.Run("MCP server's own session id", func(t *testing.T) {
 		own := "0f2b7c1d9e55-own-session"
-		r := withSession(hdrMcpSessionID, own)
+		r := withSession(handshake.HeaderMcpSessionID, own)
 		r.Header.Set("Authorization", "Bearer "+cred)
 		res := serve(t, e.h, r)
-		if !res.called || res.fwd.Header.Get(hdrMcpSessionID) != own {
-			t.Fatalf("with a credential: called=%t, Mcp-Session-Id %q", res.called, res.fwd.Header.Get(hdrMcpSessionID))
+		if !res.called || res.fwd.Header.Get(handshake.HeaderMcpSessionID) != own {
+			t.Fatalf("with a credential: called=%t, Mcp-Session-Id %q", res.called, res.fwd.Header.Get(handshake.HeaderMcpSessionID))
 		}
 		anon := f.l3Handler(t, func(h *Handler) {
 			h.Handshake, h.HandshakeEndpoint = HandshakeProxy, "/rpc"
 			h.Tools = []ToolPolicy{{Name: "echo", AllowAnonymous: true}}
 		})
-		res = serve(t, anon, withSession(hdrMcpSessionID, own))
-		if !res.called || res.fwd.Header.Get(hdrMcpSessionID) != own || res.fwd.Header.Get("X-Agent-Did") != "" {
+		res = serve(t, anon, withSession(handshake.HeaderMcpSessionID, own))
+		if !res.called || res.fwd.Header.Get(handshake.HeaderMcpSessionID) != own || res.fwd.Header.Get("X-Agent-Did") != "" {
 			t.Fatalf("anonymous tool: called=%t %d", res.called, res.rec.Code)
 		}
 	})
 	t.Run("expired binding", func(t *testing.T) {
-		e.h.l3.proxySessions.now = func() time.Time { return time.Now().Add(16 * time.Minute) }
-		defer func() { e.h.l3.proxySessions.now = time.Now }()
-		for _, hdr := range []string{hdrHandshakeSession, hdrMcpSessionID} {
+		real := e.h.l3.proxySessions
+		e.h.l3.proxySessions = real.WithClock(func() time.Time { return time.Now().Add(16 * time.Minute) })
+		defer func() { e.h.l3.proxySessions = real }()
+		for _, hdr := range []string{handshake.HeaderSession, handshake.HeaderMcpSessionID} {
 			res := serve(t, e.h, withSession(hdr, sid))
 			if res.called || res.rec.Code != http.StatusUnauthorized || decodeErr(t, res.rec).Reason != "expired" {
 				t.Fatalf("%s: called=%t %d %s", hdr, res.called, res.rec.Code, res.rec.Body)
@@ -304,17 +306,17 @@ func TestProxySessionRouteTrust(t *testing.T) {
 	if rep := open.verify(t, cred, sessionAnswer(sid, "")); rep.Status != http.StatusOK || open.bound(t, sid) == nil {
 		t.Fatalf("verify on the open route: HTTP %d %s", rep.Status, rep.Raw)
 	}
-	if res := serve(t, open.h, withSession(hdrHandshakeSession, sid)); !res.called {
+	if res := serve(t, open.h, withSession(handshake.HeaderSession, sid)); !res.called {
 		t.Fatalf("the open route refused its own binding: HTTP %d %s", res.rec.Code, res.rec.Body)
 	}
 	// Same default store (pooled), trust f.user only.
 	strict := f.l3Handler(t, func(h *Handler) { h.Handshake, h.HandshakeEndpoint = HandshakeProxy, "/rpc" })
-	res := serve(t, strict, withSession(hdrHandshakeSession, sid))
+	res := serve(t, strict, withSession(handshake.HeaderSession, sid))
 	if res.called || res.rec.Code != http.StatusUnauthorized || decodeErr(t, res.rec).Reason != "" {
 		t.Fatalf("strict route: called=%t HTTP %d %s, want 401 as without a session", res.called, res.rec.Code, res.rec.Body)
 	}
-	strict.l3.proxySessions.policy = open.h.l3.policy
-	res = serve(t, strict, withSession(hdrHandshakeSession, sid))
+	strict.l3.proxySessions = handshake.NewBindings(strict.l3.proxySessions.Binder(), open.h.l3.policy, strict.SessionTTL)
+	res = serve(t, strict, withSession(handshake.HeaderSession, sid))
 	if res.called || res.rec.Code != http.StatusUnauthorized || decodeErr(t, res.rec).Reason != "untrusted_issuer" {
 		t.Fatalf("strict route under the open route's key: called=%t HTTP %d %s, want 401 untrusted_issuer", res.called, res.rec.Code, res.rec.Body)
 	}
@@ -332,12 +334,13 @@ func TestProxySessionExpiry(t *testing.T) {
 	if c == nil || time.Unix(c.ExpiresAt, 0).After(credExp) || time.Unix(c.ExpiresAt, 0).Before(credExp.Add(-time.Second)) {
 		t.Fatalf("binding %+v, want it to expire with the credential at %v", c, credExp)
 	}
-	e.h.l3.proxySessions.now = func() time.Time { return credExp.Add(time.Second) }
-	res := serve(t, e.h, withSession(hdrMcpSessionID, sid))
+	real := e.h.l3.proxySessions
+	e.h.l3.proxySessions = real.WithClock(func() time.Time { return credExp.Add(time.Second) })
+	res := serve(t, e.h, withSession(handshake.HeaderMcpSessionID, sid))
 	if res.called || res.rec.Code != http.StatusUnauthorized || decodeErr(t, res.rec).Reason != "expired" {
 		t.Fatalf("after the credential expired: called=%t %d %s", res.called, res.rec.Code, res.rec.Body)
 	}
-	e.h.l3.proxySessions.now = time.Now
+	e.h.l3.proxySessions = real
 
 	upExp := time.Now().Add(5 * time.Minute).UTC().Truncate(time.Second)
 	const sid2 = "session-bounded-by-the-upstream"
@@ -382,7 +385,7 @@ func TestProxySessionNotBound(t *testing.T) {
 			if e.bound(t, sid) != nil {
 				t.Fatal("bound")
 			}
-			if res := serve(t, e.h, withSession(hdrMcpSessionID, sid)); res.called {
+			if res := serve(t, e.h, withSession(handshake.HeaderMcpSessionID, sid)); res.called {
 				t.Fatal("admitted on an unbound session")
 			}
 		})
@@ -416,7 +419,7 @@ func (failingBinder) Lookup(context.Context, string) ([]byte, error) {
 func TestProxySessionStoreUnavailable(t *testing.T) {
 	f := newFixture(t)
 	e := newProxySessionEnv(t, f, nil)
-	e.h.l3.proxySessions.binder = failingBinder{}
+	e.h.l3.proxySessions = handshake.NewBindings(failingBinder{}, e.h.l3.policy, e.h.SessionTTL)
 	const sid = "session-the-store-cannot-hold"
 
 	// The upstream opened a session the edge cannot record: the agent
@@ -425,7 +428,7 @@ func TestProxySessionStoreUnavailable(t *testing.T) {
 	if rep.Status != http.StatusServiceUnavailable || rep.code() != challenge.CodeStoreUnavailable || strings.Contains(string(rep.Raw), sid) {
 		t.Fatalf("verify: HTTP %d %s", rep.Status, rep.Raw)
 	}
-	for _, hdr := range []string{hdrHandshakeSession, hdrMcpSessionID} {
+	for _, hdr := range []string{handshake.HeaderSession, handshake.HeaderMcpSessionID} {
 		res := serve(t, e.h, withSession(hdr, sid))
 		if res.called || res.rec.Code != http.StatusServiceUnavailable {
 			t.Fatalf("%s with the store down: called=%t %d", hdr, res.called, res.rec.Code)
@@ -449,20 +452,20 @@ func TestProxySessionRedis(t *testing.T) {
 	if rep := a.verify(t, f.jwt(t, nil), sessionAnswer(sid, "")); rep.Error != nil {
 		t.Fatalf("verify at A: %s", rep.Raw)
 	}
-	res := serve(t, b.h, withSession(hdrMcpSessionID, sid))
-	if !res.called || res.fwd.Header.Get("X-Agent-Did") != f.agent.did || res.fwd.Header.Get(hdrMcpSessionID) != sid {
+	res := serve(t, b.h, withSession(handshake.HeaderMcpSessionID, sid))
+	if !res.called || res.fwd.Header.Get("X-Agent-Did") != f.agent.did || res.fwd.Header.Get(handshake.HeaderMcpSessionID) != sid {
 		t.Fatalf("at B: called=%t %d", res.called, res.rec.Code)
 	}
 
 	redis.Stop()
-	res = serve(t, b.h, withSession(hdrMcpSessionID, sid))
+	res = serve(t, b.h, withSession(handshake.HeaderMcpSessionID, sid))
 	if res.called || res.rec.Code != http.StatusServiceUnavailable {
 		t.Fatalf("Redis down: called=%t %d", res.called, res.rec.Code)
 	}
 	redis.Restart() // empty
 	// Back, empty: the session is unknown, as without any.
 	eventually(t, "Redis back", func() bool {
-		return serve(t, b.h, withSession(hdrMcpSessionID, sid)).rec.Code == http.StatusUnauthorized
+		return serve(t, b.h, withSession(handshake.HeaderMcpSessionID, sid)).rec.Code == http.StatusUnauthorized
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
 	"github.com/mcpi-edge/caddy-mcpi/internal/redistest"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
@@ -60,7 +61,7 @@ func TestRedteam2PresentationNonceDeletesBinding(t *testing.T) {
 	if e.bound(t, sid) == nil {
 		t.Fatal("test setup: not bound")
 	}
-	nonce := "sess:" + bindingKey(e.h.l3.policy, sid)
+	nonce := "sess:" + handshake.BindingKey(e.h.l3.policy, sid)
 	res := serve(t, e.h, bearer(vpOf(t, f.agent, nonce, nil, cred)))
 	if res.called {
 		t.Fatalf("a presentation with a binding key for nonce was admitted")
@@ -87,9 +88,9 @@ func TestRedteam2ProxySessionIDTrimmedUnicode(t *testing.T) {
 		t.Fatalf("verify: %s", rep.Raw)
 	}
 	for _, v := range []string{sid + "\u00a0", "\u0085" + sid, sid + "\u2028"} {
-		res := serve(t, e.h, withSession(hdrMcpSessionID, v))
+		res := serve(t, e.h, withSession(handshake.HeaderMcpSessionID, v))
 		if res.called {
-			t.Errorf("%q admitted as the session bound to %q; the upstream got Mcp-Session-Id %q", v, sid, res.fwd.Header.Get(hdrMcpSessionID))
+			t.Errorf("%q admitted as the session bound to %q; the upstream got Mcp-Session-Id %q", v, sid, res.fwd.Header.Get(handshake.HeaderMcpSessionID))
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -72,7 +73,7 @@ func TestRedteam2ProxyVerifyAnswerForms(t *testing.T) {
 			if c := e.bound(t, sid); c != nil {
 				t.Fatalf("bound from a %s answer", tc.name)
 			}
-			if res := serve(t, e.h, withSession(hdrMcpSessionID, sid)); res.called {
+			if res := serve(t, e.h, withSession(handshake.HeaderMcpSessionID, sid)); res.called {
 				t.Fatal("admitted on an unbound session id")
 			}
 		})
@@ -102,20 +103,20 @@ func TestRedteam2ProxySessionNotAcrossPolicies(t *testing.T) {
 	if rep := e.verify(t, f.jwt(t, nil), sessionAnswer(sid, "")); rep.Error != nil {
 		t.Fatalf("verify: %s", rep.Raw)
 	}
-	if res := serve(t, e.h, withSession(hdrMcpSessionID, sid)); !res.called {
+	if res := serve(t, e.h, withSession(handshake.HeaderMcpSessionID, sid)); !res.called {
 		t.Fatalf("bound session not admitted: %d", res.rec.Code)
 	}
 	for _, v := range []string{strings.ToLower(sid), strings.ToUpper(sid), sid + "%00", sid + "x"} {
-		if res := serve(t, e.h, withSession(hdrMcpSessionID, v)); res.called {
+		if res := serve(t, e.h, withSession(handshake.HeaderMcpSessionID, v)); res.called {
 			t.Errorf("variant %q of a bound id admitted", v)
 		}
 	}
 	other := newProxySessionEnv(t, f, func(h *Handler) { h.Audiences = []string{"https://" + testHost} })
-	other.h.l3.proxySessions.binder = e.h.l3.proxySessions.binder // one store
+	other.h.l3.proxySessions = handshake.NewBindings(e.h.l3.proxySessions.Binder(), other.h.l3.policy, other.h.SessionTTL) // one store
 	if other.h.l3.policy == e.h.l3.policy {
 		t.Fatal("test setup: same policy")
 	}
-	if res := serve(t, other.h, withSession(hdrMcpSessionID, sid)); res.called {
+	if res := serve(t, other.h, withSession(handshake.HeaderMcpSessionID, sid)); res.called {
 		t.Fatal("a binding made under another acceptance policy admitted")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -114,7 +115,7 @@ func TestRedteamSessionIgnoresRouteTrust(t *testing.T) {
 		{"derived keys", "bad_signature", func() {}},
 		// Defence in depth: were the keys the same, the session's root
 		// issuer is still checked against this route's trust.
-		{"one key", "untrusted_issuer", func() { strict.l3.sessions.key = open.l3.sessions.key }},
+		{"one key", "untrusted_issuer", func() { strict.l3.sessions = open.l3.sessions }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.setup()
@@ -144,16 +145,16 @@ func TestRedteamSessionIgnoresRouteTrust(t *testing.T) {
 // derive from one key kept in a shared Caddy storage.
 func useStoredSessionKey(t *testing.T, hs ...*Handler) {
 	t.Helper()
-	stored := make([]byte, sessionKeySize)
+	stored := make([]byte, handshake.SessionKeySize)
 	if _, err := rand.Read(stored); err != nil {
 		t.Fatal(err)
 	}
 	for _, h := range hs {
-		key, err := deriveSessionKey(stored, h.l3.policy)
+		key, err := handshake.DeriveKey(stored, h.l3.policy)
 		if err != nil {
 			t.Fatal(err)
 		}
-		h.l3.sessions.key = key
+		h.l3.sessions = handshake.NewSessions(key, time.Duration(h.SessionTTL))
 	}
 }
 

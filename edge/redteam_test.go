@@ -22,6 +22,7 @@ import (
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -429,10 +430,10 @@ func TestRedteamSessionTokens(t *testing.T) {
 	}
 	tok := vr.SessionID
 	dot := strings.LastIndexByte(tok, '.')
-	payload := tok[len(sessionPrefix):dot]
+	payload := tok[len(handshake.SessionPrefix):dot]
 	claims, _ := base64.RawURLEncoding.DecodeString(payload)
 	widened := bytes.Replace(claims, []byte(`"scp":[`), []byte(`"scp":["admin:all",`), 1)
-	forgedPayload := sessionPrefix + base64.RawURLEncoding.EncodeToString(widened) + tok[dot:]
+	forgedPayload := handshake.SessionPrefix + base64.RawURLEncoding.EncodeToString(widened) + tok[dot:]
 
 	sessionReq := func(hdr, v, host string) *http.Request {
 		r := newRequest(http.MethodPost, "/mcp", toolsCallBody)
@@ -442,21 +443,21 @@ func TestRedteamSessionTokens(t *testing.T) {
 		r.Header.Add(hdr, v)
 		return r
 	}
-	if res := serve(t, h, sessionReq(hdrHandshakeSession, tok, "")); !res.called {
+	if res := serve(t, h, sessionReq(handshake.HeaderSession, tok, "")); !res.called {
 		t.Fatalf("precondition: the session is refused: %d", res.rec.Code)
 	}
 	for name, r := range map[string]*http.Request{
-		"scopes widened":           sessionReq(hdrHandshakeSession, forgedPayload, ""),
-		"MAC cut":                  sessionReq(hdrHandshakeSession, tok[:len(tok)-4], ""),
-		"payload cut":              sessionReq(hdrHandshakeSession, sessionPrefix+payload[:len(payload)-3]+tok[dot:], ""),
-		"no MAC":                   sessionReq(hdrHandshakeSession, tok[:dot], ""),
-		"other prefix":             sessionReq(hdrHandshakeSession, "mcpis2."+tok[len(sessionPrefix):], ""),
-		"server session id":        sessionReq(hdrMcpSessionID, "5f1e2d9c-2c4b-4e36-9b1b-1f0d7c9a6b11", ""),
-		"forged in Mcp-Session-Id": sessionReq(hdrMcpSessionID, forgedPayload, ""),
-		"other host":               sessionReq(hdrHandshakeSession, tok, "mcp.other.example"),
+		"scopes widened":           sessionReq(handshake.HeaderSession, forgedPayload, ""),
+		"MAC cut":                  sessionReq(handshake.HeaderSession, tok[:len(tok)-4], ""),
+		"payload cut":              sessionReq(handshake.HeaderSession, handshake.SessionPrefix+payload[:len(payload)-3]+tok[dot:], ""),
+		"no MAC":                   sessionReq(handshake.HeaderSession, tok[:dot], ""),
+		"other prefix":             sessionReq(handshake.HeaderSession, "mcpis2."+tok[len(handshake.SessionPrefix):], ""),
+		"server session id":        sessionReq(handshake.HeaderMcpSessionID, "5f1e2d9c-2c4b-4e36-9b1b-1f0d7c9a6b11", ""),
+		"forged in Mcp-Session-Id": sessionReq(handshake.HeaderMcpSessionID, forgedPayload, ""),
+		"other host":               sessionReq(handshake.HeaderSession, tok, "mcp.other.example"),
 		"two session headers": func() *http.Request {
-			r := sessionReq(hdrHandshakeSession, tok, "")
-			r.Header.Add(hdrHandshakeSession, tok)
+			r := sessionReq(handshake.HeaderSession, tok, "")
+			r.Header.Add(handshake.HeaderSession, tok)
 			return r
 		}(),
 	} {
@@ -469,13 +470,13 @@ func TestRedteamSessionTokens(t *testing.T) {
 	}
 	// A session of another edge (another key) is not ours.
 	other := f.l3Handler(t, nil)
-	if res := serve(t, other, sessionReq(hdrHandshakeSession, tok, "")); res.called {
+	if res := serve(t, other, sessionReq(handshake.HeaderSession, tok, "")); res.called {
 		t.Error("another edge's session admitted")
 	}
 	// require_scopes of a stricter route.
 	strict := f.l3Handler(t, func(h *Handler) { h.RequiredScopes = []string{"admin:all"} })
-	strict.l3.sessions.key = h.l3.sessions.key
-	if res := serve(t, strict, sessionReq(hdrHandshakeSession, tok, "")); res.called || res.rec.Code != http.StatusForbidden {
+	strict.l3.sessions = h.l3.sessions
+	if res := serve(t, strict, sessionReq(handshake.HeaderSession, tok, "")); res.called || res.rec.Code != http.StatusForbidden {
 		t.Errorf("session without a required scope: called=%t HTTP %d", res.called, res.rec.Code)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/assertion"
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
+	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -77,8 +78,8 @@ func (h *Handler) rejectionFor(err error) rejection {
 		// fail closed, and tell the client to retry.
 		return rejection{status: http.StatusServiceUnavailable, code: "temporarily_unavailable", description: "presentation could not be checked",
 			tag: "nonce_store_unavailable"}
-	case errors.Is(err, errEdgeIdentity):
-		return rejection{status: http.StatusInternalServerError, code: "server_error", description: errEdgeIdentity.Error(), tag: "edge_identity"}
+	case errors.Is(err, identity.ErrUnavailable):
+		return rejection{status: http.StatusInternalServerError, code: "server_error", description: identity.ErrUnavailable.Error(), tag: "edge_identity"}
 	case errors.Is(err, vc.ErrStatusUnavailable):
 		// The credential may be fine but its revocation status cannot be
 		// read right now: the edge fails closed, and 503 tells the client

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -64,18 +65,18 @@ func TestAcceptancePolicy(t *testing.T) {
 }
 
 func TestDeriveSessionKey(t *testing.T) {
-	stored := bytes.Repeat([]byte{7}, sessionKeySize)
-	other := bytes.Repeat([]byte{8}, sessionKeySize)
+	stored := bytes.Repeat([]byte{7}, handshake.SessionKeySize)
+	other := bytes.Repeat([]byte{8}, handshake.SessionKeySize)
 	p1 := (&Handler{Config: Config{Level: 3, TrustedIssuers: []string{AnyIssuer}}}).acceptancePolicy()
 	p2 := (&Handler{Config: Config{Level: 3, TrustedIssuers: []string{"did:web:a.example"}}}).acceptancePolicy()
-	k, err := deriveSessionKey(stored, p1)
-	if err != nil || len(k) != sessionKeySize {
+	k, err := handshake.DeriveKey(stored, p1)
+	if err != nil || len(k) != handshake.SessionKeySize {
 		t.Fatalf("deriveSessionKey = %x, %v", k, err)
 	}
 	if bytes.Equal(k, stored) {
 		t.Fatal("the derived key is the stored key")
 	}
-	again, _ := deriveSessionKey(stored, p1)
+	again, _ := handshake.DeriveKey(stored, p1)
 	if !bytes.Equal(k, again) {
 		t.Fatal("one stored key and policy derive two keys: replicas would not share sessions")
 	}
@@ -83,7 +84,7 @@ func TestDeriveSessionKey(t *testing.T) {
 		stored []byte
 		policy string
 	}{"other policy": {stored, p2}, "other stored key": {other, p1}} {
-		if k2, _ := deriveSessionKey(in.stored, in.policy); bytes.Equal(k, k2) {
+		if k2, _ := handshake.DeriveKey(in.stored, in.policy); bytes.Equal(k, k2) {
 			t.Errorf("%s: same derived key", name)
 		}
 	}
@@ -104,13 +105,13 @@ func TestSessionRootIssuer(t *testing.T) {
 	if json.Unmarshal(rec.Body.Bytes(), &rep) != nil || json.Unmarshal(rep.Result, &vr) != nil || vr.SessionID == "" {
 		t.Fatalf("verify: HTTP %d %s", rec.Code, rec.Body)
 	}
-	claims, err := h.l3.sessions.parse(vr.SessionID)
+	claims, err := h.l3.sessions.Parse(vr.SessionID)
 	if err != nil || claims.RootIssuer != c.user.did || claims.Issuer != c.mid.did {
 		t.Fatalf("claims %+v, %v: want root %s, leaf issuer %s", claims, err, c.user.did, c.mid.did)
 	}
 	// Admitted on its route: the root, not the leaf's issuer, is trusted.
 	r = newRequest(http.MethodPost, "/mcp", toolsCallBody)
-	r.Header.Set(hdrHandshakeSession, vr.SessionID)
+	r.Header.Set(handshake.HeaderSession, vr.SessionID)
 	if res := serve(t, h, r); !res.called {
 		t.Fatalf("chain session refused: HTTP %d %s", res.rec.Code, res.rec.Body)
 	}
@@ -139,7 +140,7 @@ func TestSessionRootIssuer(t *testing.T) {
 					t.Fatal(err)
 				}
 				r := newRequest(http.MethodPost, "/mcp", toolsCallBody)
-				r.Header.Set(hdrHandshakeSession, tok)
+				r.Header.Set(handshake.HeaderSession, tok)
 				res := serve(t, route.h, r)
 				if res.called != route.want {
 					t.Fatalf("trust %v: admitted %t, want %t (HTTP %d %s)", route.h.TrustedIssuers, res.called, route.want, res.rec.Code, res.rec.Body)

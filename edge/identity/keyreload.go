@@ -1,4 +1,4 @@
-package edge
+package identity
 
 import (
 	"context"
@@ -23,31 +23,31 @@ const (
 // raising its retention if it is shorter than ours) and hands it to every
 // signer. A set that cannot be decoded is an error and the current one
 // stays in use.
-func (rt *l2runtime) reload(ctx context.Context) error {
-	rt.reloadMu.Lock()
-	defer rt.reloadMu.Unlock()
-	return rt.reloadLocked(ctx)
+func (id *Identity) reload(ctx context.Context) error {
+	id.reloadMu.Lock()
+	defer id.reloadMu.Unlock()
+	return id.reloadLocked(ctx)
 }
 
-func (rt *l2runtime) reloadLocked(ctx context.Context) error {
-	ks, err := assertion.LoadOrCreateWithRetention(ctx, rt.store, rt.storageKey, rt.retention, rt.generate)
+func (id *Identity) reloadLocked(ctx context.Context) error {
+	ks, err := assertion.LoadOrCreateWithRetention(ctx, id.store, id.storageKey, id.retention, id.generate)
 	if err != nil {
 		return err
 	}
-	rt.lastLoad = time.Now()
-	old := rt.ks.Swap(ks)
-	rt.signersMu.Lock()
-	defer rt.signersMu.Unlock()
-	for did, s := range rt.signers {
+	id.lastLoad = time.Now()
+	old := id.ks.Swap(ks)
+	id.signersMu.Lock()
+	defer id.signersMu.Unlock()
+	for did, s := range id.signers {
 		if err := s.SetKeySet(ks); err != nil {
 			// Cannot happen (the retention covers the lifetime); drop the
 			// signer so the next request builds one, or reports why not.
-			delete(rt.signers, did)
+			delete(id.signers, did)
 		}
 	}
 	if old != nil && old.Current().Thumbprint != ks.Current().Thumbprint {
-		rt.logger.Info("edge signing key changed",
-			zap.String("storage_key", rt.storageKey),
+		id.logger.Info("edge signing key changed",
+			zap.String("storage_key", id.storageKey),
 			zap.String("thumbprint", ks.Current().Thumbprint),
 			zap.String("alg", ks.Current().Alg))
 	}
@@ -56,21 +56,21 @@ func (rt *l2runtime) reloadLocked(ctx context.Context) error {
 
 // reloadLoop reloads the key set every reloadEvery until cleanup, so a key
 // rotated in the shared storage is used within one interval.
-func (rt *l2runtime) reloadLoop() {
-	defer rt.wg.Done()
-	t := time.NewTicker(rt.reloadEvery)
+func (id *Identity) reloadLoop() {
+	defer id.wg.Done()
+	t := time.NewTicker(id.reloadEvery)
 	defer t.Stop()
 	for {
 		select {
-		case <-rt.ctx.Done():
+		case <-id.ctx.Done():
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(rt.ctx, edgeKeyStorageTimeout)
-			err := rt.reload(ctx)
+			ctx, cancel := context.WithTimeout(id.ctx, edgeKeyStorageTimeout)
+			err := id.reload(ctx)
 			cancel()
-			if err != nil && rt.ctx.Err() == nil {
-				rt.logger.Error("reloading the edge key set failed; signing with the keys loaded before",
-					zap.String("storage_key", rt.storageKey), zap.Error(err))
+			if err != nil && id.ctx.Err() == nil {
+				id.logger.Error("reloading the edge key set failed; signing with the keys loaded before",
+					zap.String("storage_key", id.storageKey), zap.Error(err))
 			}
 		}
 	}
@@ -81,20 +81,20 @@ func (rt *l2runtime) reloadLoop() {
 // the JWKS when it meets a kid it does not know, which may be a key another
 // replica already signs with; this instance must then publish it too,
 // without waiting for its next periodic reload.
-func (rt *l2runtime) refreshForPublish(ctx context.Context) {
-	if rt.store == nil {
+func (id *Identity) refreshForPublish(ctx context.Context) {
+	if id.store == nil {
 		return
 	}
-	rt.reloadMu.Lock()
-	defer rt.reloadMu.Unlock()
-	if time.Since(rt.lastLoad) < onDemandReload {
+	id.reloadMu.Lock()
+	defer id.reloadMu.Unlock()
+	if time.Since(id.lastLoad) < onDemandReload {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := rt.reloadLocked(ctx); err != nil {
-		rt.lastLoad = time.Now() // do not retry on every request
-		rt.logger.Warn("reloading the edge key set for publication failed",
-			zap.String("storage_key", rt.storageKey), zap.Error(err))
+	if err := id.reloadLocked(ctx); err != nil {
+		id.lastLoad = time.Now() // do not retry on every request
+		id.logger.Warn("reloading the edge key set for publication failed",
+			zap.String("storage_key", id.storageKey), zap.Error(err))
 	}
 }

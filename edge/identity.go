@@ -1,0 +1,108 @@
+package edge
+
+import (
+	"errors"
+	"net/http"
+
+	"go.uber.org/zap"
+
+	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
+	"github.com/mcpi-edge/caddy-mcpi/vc"
+)
+
+// Level 2 lives in edge/identity; Config embeds its settings, and these are
+// their names in edge's API.
+type (
+	// Level2Config holds the Level 2 settings (identity.Config).
+	Level2Config = identity.Config
+	// ReputationConfig says where X-Agent-Reputation-Score comes from.
+	ReputationConfig = identity.ReputationConfig
+)
+
+// Values of Level2Config's settings.
+const (
+	DefaultKeyStorageKey = identity.DefaultKeyStorageKey
+
+	AlgEdDSA = identity.AlgEdDSA
+	AlgES256 = identity.AlgES256
+
+	FormJWS  = identity.FormJWS
+	FormHash = identity.FormHash
+
+	ProfileMCPI  = identity.ProfileMCPI
+	ProfileKYAOS = identity.ProfileKYAOS
+	ProfileBoth  = identity.ProfileBoth
+
+	UpstreamMCPIOn   = identity.UpstreamMCPIOn
+	UpstreamMCPIOff  = identity.UpstreamMCPIOff
+	UpstreamMCPIAuto = identity.UpstreamMCPIAuto
+)
+
+// ParseUpstreamOrigin parses the upstream setting (identity.ParseUpstreamOrigin).
+var ParseUpstreamOrigin = identity.ParseUpstreamOrigin
+
+// ParseReputationScore reads a reputation score (identity.ParseReputationScore).
+var ParseReputationScore = identity.ParseReputationScore
+
+// GenerateEdgeKey makes a new edge signing key for alg (identity.GenerateKey).
+var GenerateEdgeKey = identity.GenerateKey
+
+// provisionIdentity builds Level 2. Below level 2 it does nothing: no key
+// is loaded and no goroutine started.
+func (h *Handler) provisionIdentity() error {
+	if h.Level < 2 {
+		if h.Level2Config != (Level2Config{}) {
+			h.logger.Warn("mcpi: Level 2 settings are ignored below level 2", zap.Int("level", h.Level))
+		}
+		return nil
+	}
+	id, err := identity.New(h.ctx, h.Level2Config,
+		identity.WithLogger(h.logger),
+		identity.WithStorage(h.keyStorage),
+		identity.WithHost(h.serviceHost),
+		identity.WithScheme(h.requestScheme),
+		identity.WithUpstreamHeader(h.hooks.UpstreamHeader),
+		// At level 3 the did.json also announces the handshake endpoints.
+		identity.WithServices(h.handshakeServices))
+	if err != nil {
+		return err
+	}
+	h.ident = id
+	return nil
+}
+
+// serveIdentityDocuments answers the edge's JWKS and did.json (Level 2 and
+// 3) and reports whether it did.
+func (h *Handler) serveIdentityDocuments(w http.ResponseWriter, r *http.Request) (handled bool, err error) {
+	if h.ident == nil {
+		return false, nil
+	}
+	body, handled, err := h.ident.WellKnown(r)
+	switch {
+	case !handled:
+		return false, nil
+	case errors.Is(err, identity.ErrNoHost):
+		return true, httpError(http.StatusBadRequest, err)
+	case err != nil:
+		return true, httpError(http.StatusInternalServerError, identity.ErrUnavailable)
+	}
+	writeJSON(w, http.StatusOK, body, "public, max-age=60")
+	return true, nil
+}
+
+// closeIdentity stops Level 2's background work.
+func (h *Handler) closeIdentity() error {
+	if h.ident == nil {
+		return nil
+	}
+	return h.ident.Close()
+}
+
+// injectIdentity sets the Level 2 headers for d on r; below level 2 it
+// does nothing.
+func (h *Handler) injectIdentity(r *http.Request, d *vc.Delegation) error {
+	if h.ident == nil {
+		return nil
+	}
+	return h.ident.Inject(r, d)
+}
