@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
+	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/proof"
 	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
@@ -176,22 +177,13 @@ func (h *Handler) wrapProofResponse(w http.ResponseWriter, r *http.Request, body
 // the key published in its did.json.
 func (h *Handler) responseSigner(r *http.Request) proof.Signer {
 	return func() (kyaos.ResponseSigner, error) {
-		rt := h.l2.rt
-		if rt == nil {
-			return kyaos.ResponseSigner{}, errEdgeIdentity
+		if h.ident == nil {
+			return kyaos.ResponseSigner{}, identity.ErrUnavailable
 		}
-		did, err := rt.edgeDID(h.serviceHost(r))
+		did, kid, key, err := h.ident.SigningKey(h.serviceHost(r))
 		if err != nil {
 			return kyaos.ResponseSigner{}, err
 		}
-		s, err := rt.signerFor(did)
-		if err != nil {
-			return kyaos.ResponseSigner{}, err
-		}
-		k := s.KeySet().Current()
-		if k.Signer == nil {
-			return kyaos.ResponseSigner{}, errEdgeIdentity
-		}
-		return kyaos.ResponseSigner{Key: k.Signer, DID: did, KID: k.KeyID(did)}, nil
+		return kyaos.ResponseSigner{Key: key, DID: did, KID: kid}, nil
 	}
 }

@@ -23,8 +23,13 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
-// handshakeAudit returns the audit entries of handshake and verify calls.
-func handshakeAudit(logs *observer.ObservedLogs) []observer.LoggedEntry {
+// handshakeAudit returns the audit entries of handshake and verify calls,
+// once h's background writer has written what it queued.
+func handshakeAudit(t testing.TB, h *Handler, logs *observer.ObservedLogs) []observer.LoggedEntry {
+	t.Helper()
+	if err := h.obs.Flush(); err != nil {
+		t.Fatalf("flushing the audit log: %v", err)
+	}
 	var out []observer.LoggedEntry
 	for _, e := range logs.FilterLoggerName("http.handlers.mcpi.audit").All() {
 		if _, ok := e.ContextMap()["handshake"]; ok {
@@ -86,7 +91,7 @@ func TestHandshakeMetricsTerminate(t *testing.T) {
 	}
 	observetest.AssertBoundedLabels(t, all, cred, hr.Nonce, hr.Challenge, f.agent.did)
 
-	entries := handshakeAudit(logs)
+	entries := handshakeAudit(t, h, logs)
 	if len(entries) != 4 {
 		t.Fatalf("%d handshake audit entries, want 4: %v", len(entries), logs.All())
 	}
@@ -155,7 +160,7 @@ func TestHandshakeMetricsProxy(t *testing.T) {
 			t.Errorf("handshakes_total{proxy,%s} = %v, want 1", result, got)
 		}
 	}
-	entries := handshakeAudit(logs)
+	entries := handshakeAudit(t, h, logs)
 	if len(entries) != 3 {
 		t.Fatalf("%d handshake audit entries, want 3", len(entries))
 	}

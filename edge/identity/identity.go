@@ -8,6 +8,7 @@ package identity
 
 import (
 	"context"
+	"crypto"
 	"errors"
 	"fmt"
 	"net/http"
@@ -365,4 +366,23 @@ func StripInjected(h http.Header) {
 			delete(h, k)
 		}
 	}
+}
+
+// SigningKey is the edge's current signing key under its DID for host, and
+// the key id its did.json publishes it under: what signs the edge's
+// KYA-OS response proofs, so that a client verifies them against the same
+// document as the Level 2 assertion.
+func (id *Identity) SigningKey(host string) (did, kid string, key crypto.Signer, err error) {
+	if did, err = id.edgeDID(host); err != nil {
+		return "", "", nil, err
+	}
+	s, err := id.signerFor(did)
+	if err != nil {
+		return "", "", nil, err
+	}
+	k := s.KeySet().Current()
+	if k.Signer == nil {
+		return "", "", nil, ErrUnavailable
+	}
+	return did, k.KeyID(did), k.Signer, nil
 }
