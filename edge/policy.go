@@ -200,8 +200,15 @@ func (h *Handler) provisionPolicy() error {
 	if err != nil {
 		return err
 	}
+	var states *stateSealer
+	if pol != nil {
+		// Only a tool policy prompts; without one, storage is not touched.
+		if states, err = newStateSealer(h.ctx, h.keyStorage); err != nil {
+			return err
+		}
+	}
 	st := policyState{pol: pol, actions: mode, listed: &toolNames{m: make(map[string]struct{})},
-		annotations: newAnnotationPolicy(h.ToolAnnotationsPolicy), states: newStateSealer()}
+		annotations: newAnnotationPolicy(h.ToolAnnotationsPolicy), states: states}
 	for _, t := range h.Tools {
 		st.anyAnonymous = st.anyAnonymous || t.AllowAnonymous
 		st.anyPresentation = st.anyPresentation || t.RequirePresentation
