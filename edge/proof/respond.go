@@ -144,7 +144,10 @@ func (rw *ResponseWriter) rewrite(resp []byte) ([]byte, bool) {
 		if err != nil {
 			return nil, false
 		}
-		s.Envelope = rw.g.cfg.ResponseProof == SignEnvelope
+		// The body profile binds only content: a result with more (isError,
+		// structuredContent, an input_required's requests, a list) is
+		// signed under the envelope profile, or part of it would go unsigned.
+		s.Envelope = rw.g.cfg.ResponseProof == SignEnvelope || !kyaos.ContentOnly(result)
 		signed, err := s.SignResult(result, rw.req, rw.audience, kyaos.ResponseMeta{}, time.Now().Unix())
 		if err != nil {
 			return nil, false
