@@ -120,3 +120,17 @@ func TestProofFloor(t *testing.T) {
 		t.Errorf("without floors:\n%s", md)
 	}
 }
+
+// TestMintProofsRefusesLongRuns: a run longer than a proof's window
+// allows is refused before anything is signed, not left to fail as
+// expired proofs half way.
+func TestMintProofsRefusesLongRuns(t *testing.T) {
+	b := &bench{opts: DefaultOptions()}
+	err := b.mintProofs(config{name: "p"}, proofRunMax+time.Second)
+	if err == nil || !strings.Contains(err.Error(), "outlives its request proofs") {
+		t.Fatalf("got %v", err)
+	}
+	if b.proofs.runs != 0 || b.proofs.minted != 0 {
+		t.Fatalf("signed anyway: %+v", b.proofs)
+	}
+}
