@@ -47,6 +47,16 @@ func (b *rpcBody) messages() ([]mcp.Message, bool, error) {
 	return b.msgs, b.batch, b.err
 }
 
+// lenient returns the strict reading when a step already made it, else
+// the body as mcp.ParseMessages reads it: for the handshake-action check
+// alone, on by default, which keeps the plain route's one parse.
+func (b *rpcBody) lenient() ([]mcp.Message, bool, error) {
+	if b.parsed {
+		return b.msgs, b.batch, b.err
+	}
+	return mcp.ParseMessages(b.raw)
+}
+
 // forGate is the body as the KYA-OS gate takes it.
 func (b *rpcBody) forGate() proof.Body {
 	if b.raw == nil {
