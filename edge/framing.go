@@ -33,11 +33,17 @@ func (h *Handler) checkFraming(w http.ResponseWriter, r *http.Request, found *ca
 		found.Body = body
 	}
 	// A body that is not JSON-RPC has nothing to mirror: the policy or the
-	// upstream refuses it. Its headers are still checked. One the edge
-	// reads ambiguously is refused: its headers could mirror one reading
-	// while the upstream runs the other.
+	// upstream refuses it. Its headers are still checked. A 2026 one (or
+	// one another step decides on) the edge reads ambiguously is refused:
+	// its headers could mirror one reading while the upstream runs the
+	// other. A 2025 body that merely names protocolVersion (initialize)
+	// on a plain route keeps its one lenient parse.
 	rb.use(body)
-	msgs, batch, perr := rb.messages()
+	read := rb.lenient
+	if mcp.HeaderEra(r.Header) == mcp.Era2026 || h.decidesOnBody(body) {
+		read = rb.messages
+	}
+	msgs, batch, perr := read()
 	if errors.Is(perr, mcp.ErrAmbiguous) {
 		h.writeAmbiguous(w, r)
 		return true, nil
