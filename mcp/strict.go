@@ -64,13 +64,28 @@ func variant(raw []byte, names []string) bool {
 	for c.NextMember() {
 		key := jsonscan.Unquote(c.Key())
 		c.Skip()
+		// An ASCII name folds as bytes.EqualFold says; any other (the
+		// Kelvin sign, the long s) as jsonkey.Fold does.
+		folded := key
+		if !isASCII(key) {
+			folded = []byte(jsonkey.Fold(string(key)))
+		}
 		for _, n := range names {
-			if string(key) != n && (bytes.EqualFold(key, []byte(n)) || jsonkey.Fold(string(key)) == n) {
+			if string(key) != n && bytes.EqualFold(folded, []byte(n)) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 func firstNonSpace(b []byte) byte {
