@@ -278,22 +278,23 @@ var anonymousMethods = []string{"initialize", "server/discover", "ping", mcp.Met
 // admitAnonymous reports whether r, which presents no credential and no
 // session, may go upstream anyway because everything it calls is allowed
 // anonymously. body is the request body when the carriers read it, else nil.
-func (h *Handler) admitAnonymous(r *http.Request, body []byte) bool {
+func (h *Handler) admitAnonymous(r *http.Request, rb *rpcBody) bool {
 	p := &h.policy
 	if p.pol == nil || !p.anyAnonymous || r.Method != http.MethodPost {
 		return false
 	}
-	if body == nil {
+	if rb.raw == nil {
 		if !hasRequestBody(r) {
 			return false
 		}
-		var err error
-		if body, err = carrier.ReadBody(nil, r, h.MaxBodySize); err != nil {
+		body, err := carrier.ReadBody(nil, r, h.MaxBodySize)
+		if err != nil {
 			return false
 		}
+		rb.use(body)
 	}
-	msgs, _, err := mcp.ParseMessages(body)
-	if err != nil || confusable(msgs) {
+	msgs, _, err := rb.messages()
+	if err != nil {
 		return false
 	}
 	for _, m := range msgs {
@@ -367,7 +368,8 @@ const reasonHandshakeTool = "handshake_tool"
 // stream may carry results (replayed after Last-Event-ID, or sent by a
 // server on its standalone stream) to requests the edge has not seen in
 // this request. The stream is rewritten event by event, never buffered.
-func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.Delegation, body []byte, adm observe.Decision) (_ http.ResponseWriter, handled, recorded bool, err error) {
+func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.Delegation, rb *rpcBody, adm observe.Decision) (_ http.ResponseWriter, handled, recorded bool, err error) {
+	body := rb.raw
 	p := &h.policy
 	if p.pol == nil && p.actions == mcp.ActionsOff {
 		return w, false, false, nil
@@ -398,16 +400,23 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 		if body, err = carrier.ReadBody(w, r, h.MaxBodySize); err != nil {
 			return w, true, true, h.reject(w, r, err, nil)
 		}
+		rb.use(body)
 	}
-	msgs, batch, err := mcp.ParseMessages(body)
+	read := rb.messages
+	if p.pol == nil {
+		read = rb.lenient
+	}
+	msgs, batch, err := read()
 	if err == nil && p.pol != nil {
-		if confusable(msgs) {
-			err = errConfusable
-		} else {
-			// A repeated id would leave the edge unable to tell which
-			// answer is the tools/list one.
-			err = mcp.CheckUniqueIDs(msgs)
-		}
+		// A repeated id would leave the edge unable to tell which
+		// answer is the tools/list one.
+		err = mcp.CheckUniqueIDs(msgs)
+	}
+	if errors.Is(err, mcp.ErrAmbiguous) {
+		// Whatever the edge decided, the upstream might read another
+		// request: refused with or without a tool policy.
+		h.writeAmbiguous(w, r)
+		return w, true, true, nil
 	}
 	if err != nil {
 		if p.pol == nil {
@@ -415,11 +424,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 		}
 		// What the edge cannot read, it cannot authorize; an upstream
 		// reading it differently could run a tool the policy denies.
-		code := mcp.ErrorCode(err)
-		if errors.Is(err, errConfusable) {
-			code = mcp.CodeInvalidRequest
-		}
-		h.refuseBody(w, http.StatusBadRequest, code, err)
+		h.refuseBody(w, http.StatusBadRequest, mcp.ErrorCode(err), err)
 		return w, true, false, nil
 	}
 
