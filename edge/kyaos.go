@@ -126,6 +126,12 @@ func (h *Handler) proofAudience(r *http.Request) (string, error) {
 // anything else {"error": reason}. The status is the refusal's.
 func (h *Handler) refuseProof(w http.ResponseWriter, r *http.Request, body []byte, rf *proof.Refusal) {
 	h.obs.Decision(r, observe.Decision{Outcome: "rejected", Reason: rf.Tag, Status: rf.Status})
+	writeRefusal(w, body, rf)
+}
+
+// writeRefusal writes the answer of refuseProof, for a caller that
+// recorded the decision itself.
+func writeRefusal(w http.ResponseWriter, body []byte, rf *proof.Refusal) {
 	var out []byte
 	if id := jsonscan.Member(body, "id"); id != nil && jsonscan.Member(body, "method") != nil {
 		out, _ = json.Marshal(struct {

@@ -40,6 +40,10 @@ func (h *Handler) answerDenied(w http.ResponseWriter, r *http.Request, msgs []mc
 		}
 		if m.Method == mcp.MethodToolsCall && !decisions[i].Allowed {
 			name, _ := mcp.ToolCallName(m)
+			if b, ok := h.signedChallenge(w, r, batch, m, name, decisions[i], d); ok {
+				out = append(out, b)
+				continue
+			}
 			out = append(out, h.deniedResult(era, m, name, decisions[i], d))
 			continue
 		}

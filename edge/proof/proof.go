@@ -71,6 +71,8 @@ type Gate struct {
 	// sessions remembers 2025-11-25 sessions' initialize-era declarations
 	// (nil: not remembered, such clients must declare per request).
 	sessions challenge.SessionBinder
+	// store is the route's nonce store: resume tokens are kept there.
+	store challenge.NonceStore
 }
 
 // WithSessions has the gate remember, in b, the declaration of each
@@ -94,7 +96,7 @@ func New(cfg Config, r didresolver.Resolver, store challenge.NonceStore) *Gate {
 	if store != nil {
 		nonces = nonceStore{store}
 	}
-	return &Gate{cfg: cfg, verifier: kyaos.NewVerifier(r, nonces, kyaos.WithSkew(cfg.Skew))}
+	return &Gate{cfg: cfg, store: store, verifier: kyaos.NewVerifier(r, nonces, kyaos.WithSkew(cfg.Skew))}
 }
 
 // Enabled reports whether the gate needs to read request bodies.
