@@ -29,6 +29,10 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 		h.serveResourceMetadata(w, r)
 		return nil
 	}
+	// The KYA-OS server document (wellknown_mcp.go) needs none either.
+	if h.serveWellKnownMCP(w, r) {
+		return nil
+	}
 	if handled, err := h.serveIdentityDocuments(w, r); handled {
 		return err
 	}

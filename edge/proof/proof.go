@@ -104,6 +104,20 @@ func (g *Gate) Enabled() bool {
 	return g != nil && (g.cfg.RequestProof != Off || g.cfg.RequireExtension)
 }
 
+// Enforces reports whether the route enforces the extension: proofs
+// required, the declaration required, or results signed.
+func (g *Gate) Enforces() bool {
+	return g != nil && (g.cfg.RequestProof == Required || g.cfg.RequireExtension || g.SignsResponses())
+}
+
+// Skew is the clock skew allowed on a proof's window.
+func (g *Gate) Skew() time.Duration {
+	if g == nil {
+		return kyaos.DefaultSkew
+	}
+	return g.cfg.Skew
+}
+
 // RequiresExtension reports whether clients must declare the extension.
 func (g *Gate) RequiresExtension() bool { return g != nil && g.cfg.RequireExtension }
 
