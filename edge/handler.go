@@ -77,6 +77,10 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 		}
 		if d == nil {
 			if h.admitAnonymous(r, found.Body) {
+				// request_proof holds for anonymous tools too.
+				if _, handled = h.admitProof(w, r, body, nil); handled {
+					return nil
+				}
 				return h.serveProved(w, r, next, nil, body, observe.Decision{Outcome: "admitted", Reason: "anonymous", Status: http.StatusOK})
 			}
 			return h.reject(w, r, carrier.ErrNoCredential, nil)
@@ -87,10 +91,11 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 		if d, err = h.verify(r, cred.Raw, chain); err != nil {
 			return h.reject(w, r, err, cred)
 		}
-		// The request proof, bound to the credential's subject.
-		if proved, handled = h.admitProof(w, r, body, d); handled {
-			return nil
-		}
+	}
+	// The request proof, bound to the credential's (or the handshake
+	// session's) subject.
+	if proved, handled = h.admitProof(w, r, body, d); handled {
+		return nil
 	}
 
 	// 6. The credential was for the edge; it does not travel on (unless

@@ -92,7 +92,9 @@ func (h *Handler) negotiate(w http.ResponseWriter, r *http.Request, body []byte)
 }
 
 // admitProof checks the request proof of a request whose credential
-// verified as d; handled: the refusal is written.
+// verified as d; handled: the refusal is written. d is nil for a request
+// admitted without a credential (anonymous tools): its proof, by whichever
+// agent, is checked all the same, only bound to no subject.
 func (h *Handler) admitProof(w http.ResponseWriter, r *http.Request, body []byte, d *vc.Delegation) (verified, handled bool) {
 	if !h.proofs.Inspects(body) {
 		return false, false
@@ -102,7 +104,11 @@ func (h *Handler) admitProof(w http.ResponseWriter, r *http.Request, body []byte
 		_ = h.reject(w, r, err, nil)
 		return false, true
 	}
-	ok, rf := h.proofs.Admit(r.Context(), body, aud, d.AgentDID)
+	agent := ""
+	if d != nil {
+		agent = d.AgentDID
+	}
+	ok, rf := h.proofs.Admit(r.Context(), body, aud, agent)
 	if rf != nil {
 		h.refuseProof(w, r, body, rf)
 		return false, true
