@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/internal/redistest"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 	"github.com/mcpi-edge/caddy-mcpi/vc/kyaos"
 )
@@ -129,5 +130,38 @@ func TestKYAOSWellKnownMCP(t *testing.T) {
 	}
 	if _, ok := doc.Extensions["org.kya-os/decentralized-authority"]; !ok {
 		t.Fatalf("no extension: %s", body)
+	}
+}
+
+// TestKYAOSResumeTokenAcrossReplicas: two Caddy instances sharing a real
+// Redis nonce store: a resumeToken one issued is redeemed at the other,
+// and then refused as replayed by the first.
+func TestKYAOSResumeTokenAcrossReplicas(t *testing.T) {
+	redis := redistest.Start(t)
+	storage := sharedStorage(t)
+	extra := kyaosChallengeConfig + "\nedge_did did:web:mcp.example.test\nnonce_store redis " + redis.URL()
+	a := startL3Edge(t, extra, jsonRPCUpstream(), storage)
+	b := startL3Edge(t, extra, jsonRPCUpstream(), storage)
+	w := newWorld(t, a)
+	auds := func(tm *vc.Template) { tm.Audience = []string{a.hostAudience(), b.hostAudience()} }
+	ctx := testContext(t)
+	const aud = "did:web:mcp.example.test"
+
+	resp := sendRaw(ctx, t, a, w.jwt(t, auds), proveAs(t, w.agent, aud, time.Now(), kyaosCall))
+	var out struct {
+		Result struct{ Content []struct{ Text string } }
+	}
+	var c struct{ ResumeToken string }
+	if json.Unmarshal(resp.Body, &out) != nil || len(out.Result.Content) != 1 ||
+		json.Unmarshal([]byte(out.Result.Content[0].Text), &c) != nil || c.ResumeToken == "" {
+		t.Fatalf("challenge: %d %s", resp.Status, resp.Body)
+	}
+	granted := w.jwt(t, auds, func(tm *vc.Template) { tm.Scopes = append(tm.Scopes, "payments:write") })
+	if resp = sendRaw(ctx, t, b, granted, proveAs(t, w.agent, aud, time.Now(), resumeCall("2", c.ResumeToken))); resp.Status != 200 || len(b.upstream.Requests()) != 1 {
+		t.Fatalf("retry at the other replica: %d %s", resp.Status, resp.Body)
+	}
+	resp = sendRaw(ctx, t, a, granted, proveAs(t, w.agent, aud, time.Now(), resumeCall("3", c.ResumeToken)))
+	if resp.Status != 403 || !strings.Contains(string(resp.Body), `"reason":"resume_token_replayed"`) || len(a.upstream.Requests()) != 0 {
+		t.Fatalf("replayed at the first replica: %d %s", resp.Status, resp.Body)
 	}
 }
