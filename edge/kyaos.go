@@ -174,10 +174,7 @@ func (h *Handler) wrapProofResponse(w http.ResponseWriter, r *http.Request, body
 	if body == nil || !h.proofs.Rewrites(body) {
 		return w, func() error { return nil }
 	}
-	aud, err := h.proofAudience(r)
-	if d != nil && d.AgentDID != "" {
-		aud, err = d.AgentDID, nil // the caller (§9.7)
-	}
+	aud, err := h.callerAudience(r, d)
 	if err != nil {
 		return w, func() error { return nil }
 	}

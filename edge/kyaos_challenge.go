@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/proof"
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 	"github.com/mcpi-edge/caddy-mcpi/vc/kyaos"
@@ -52,11 +53,9 @@ func (h *Handler) signedChallenge(w http.ResponseWriter, r *http.Request, batch 
 		return nil, false
 	}
 	s.Envelope = h.proofs.SignsEnvelope()
-	aud := agent // the caller (§9.7), else the route's DID
-	if aud == "" {
-		if aud, err = h.proofAudience(r); err != nil {
-			return nil, false
-		}
+	aud, err := h.callerAudience(r, d)
+	if err != nil {
+		return nil, false
 	}
 	result, err := s.SignChallenge(m.Raw, aud, kyaos.Challenge{
 		Tool: tool, ScopeID: dec.Missing[0], Scopes: dec.Missing,
@@ -76,6 +75,45 @@ func (h *Handler) signedChallenge(w http.ResponseWriter, r *http.Request, batch 
 	}
 	proof.MarkSigned(w) // the answer is signed already: not again
 	return out, true
+}
+
+// signedDenial signs the edge's refusal resp of the denied call m (a tool
+// error result) with outcome denied and the refusal's reason, as KYA-OS
+// §4.1 has a server state what it decided (no responseHash); ok is false
+// when the edge does not sign responses or resp is not one result (the
+// response writer then signs or passes it as any answer).
+func (h *Handler) signedDenial(w http.ResponseWriter, r *http.Request, batch bool, m mcp.Message, resp []byte, reason string, d *vc.Delegation) ([]byte, bool) {
+	if batch || !h.proofs.SignsResponses() {
+		return nil, false
+	}
+	result := jsonscan.Member(resp, "result")
+	if len(result) == 0 || result[0] != '{' {
+		return nil, false
+	}
+	s, err := h.responseSigner(r)()
+	if err != nil {
+		return nil, false
+	}
+	s.Envelope = h.proofs.SignsEnvelope()
+	aud, err := h.callerAudience(r, d)
+	if err != nil {
+		return nil, false
+	}
+	signed, err := s.SignResult(result, m.Raw, aud, kyaos.ResponseMeta{Outcome: kyaos.OutcomeDenied, Reason: reason}, time.Now().Unix())
+	if err != nil {
+		return nil, false
+	}
+	proof.MarkSigned(w)
+	return jsonscan.SetMember(resp, "result", signed), true
+}
+
+// callerAudience is the audience of the edge's response proofs: the
+// caller's DID (§9.7), else the route's.
+func (h *Handler) callerAudience(r *http.Request, d *vc.Delegation) (string, error) {
+	if d != nil && d.AgentDID != "" {
+		return d.AgentDID, nil
+	}
+	return h.proofAudience(r)
 }
 
 // checkResume checks the resumeToken a retried tools/call m of tool

@@ -139,3 +139,27 @@ func TestConsentPromptUnsignedWithoutSigning(t *testing.T) {
 		t.Fatalf("%v %s", err, res.rec.Body)
 	}
 }
+
+// TestSignedDenial: with response_proof sign, the edge's refusal of a call
+// it denies for another reason states it in its proof: outcome denied, the
+// reason, no responseHash; it verifies against the edge's did.json.
+func TestSignedDenial(t *testing.T) {
+	f := newFixture(t)
+	h := polHandler(t, f, func(h *Handler) { h.Level = 2; h.ResponseProof = "sign" })
+	call := polCall(4, "vp_only")
+	res := polServe(t, h, polPost(call, f.jwt(t, nil)), nil)
+	result := jsonscan.Member(res.rec.Body.Bytes(), "result")
+	if res.called || result == nil {
+		t.Fatalf("%v %s", res.called, res.rec.Body)
+	}
+	doc := serve(t, h, newRequest(http.MethodGet, "/.well-known/did.json", ""))
+	d, err := didresolver.ParseDocument(doc.rec.Body.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := kyaos.VerifyResponse(context.Background(), kyaos.FindResponseProof(result), kyaos.ResponseCheck{
+		Resolver: staticDoc{d}, ExpectedSigner: testAudience, ExpectedAudiences: []string{f.agent.did}, Request: []byte(call)})
+	if err != nil || p.Meta.Outcome != kyaos.OutcomeDenied || p.Meta.Reason != "presentation_required" || p.Meta.ResponseHash != "" {
+		t.Fatalf("%v %+v", err, p)
+	}
+}

@@ -44,7 +44,11 @@ func (h *Handler) answerDenied(w http.ResponseWriter, r *http.Request, msgs []mc
 				out = append(out, b)
 				continue
 			}
-			out = append(out, h.deniedResult(era, m, name, decisions[i], d))
+			b := h.deniedResult(era, m, name, decisions[i], d)
+			if sb, ok := h.signedDenial(w, r, batch, m, b, decisions[i].Reason, d); ok {
+				b = sb
+			}
+			out = append(out, b)
 			continue
 		}
 		out = append(out, mcp.ErrorResponse(m.ID, codeBatchRefused,
