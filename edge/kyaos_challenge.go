@@ -52,7 +52,9 @@ func (h *Handler) signedChallenge(w http.ResponseWriter, r *http.Request, batch 
 		h.logger.Warn("signing the consent challenge failed; answering the unsigned prompt", zap.Error(err))
 		return nil, false
 	}
-	s.Envelope = h.proofs.SignsEnvelope()
+	// The challenge holds resultType besides content: like any such result
+	// it is signed under the envelope profile, which binds all of it.
+	s.Envelope = true
 	aud, err := h.callerAudience(r, d)
 	if err != nil {
 		return nil, false
@@ -94,7 +96,7 @@ func (h *Handler) signedDenial(w http.ResponseWriter, r *http.Request, batch boo
 	if err != nil {
 		return nil, false
 	}
-	s.Envelope = h.proofs.SignsEnvelope()
+	s.Envelope = h.proofs.SignsEnvelope() || !kyaos.ContentOnly(result)
 	aud, err := h.callerAudience(r, d)
 	if err != nil {
 		return nil, false

@@ -68,7 +68,7 @@ func TestSignedConsentChallenge(t *testing.T) {
 			if res.called || res.rec.Code != http.StatusOK {
 				t.Fatalf("forwarded %v, status %d: %s", res.called, res.rec.Code, res.rec.Body)
 			}
-			result, content, c := challengeOf(t, res.rec.Body.Bytes())
+			result, _, c := challengeOf(t, res.rec.Body.Bytes())
 			if c.Error != "needs_authorization" || !strings.HasPrefix(c.AuthorizationURL, polConsent) ||
 				!strings.Contains(c.AuthorizationURL, "tool=files_write") || !proof.IsEdgeResume(c.ResumeToken) ||
 				!strings.Contains(c.AuthorizationURL, "resume_token="+c.ResumeToken) || c.ExpiresAt == 0 ||
@@ -81,14 +81,12 @@ func TestSignedConsentChallenge(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			data := content
-			if mode == "sign envelope" {
-				data = result
-			}
+			// resultType besides content: the envelope profile in both modes.
+			data := result
 			check := kyaos.ResponseCheck{Resolver: staticDoc{d}, ExpectedSigner: testAudience,
 				ExpectedAudiences: []string{f.agent.did}, Request: []byte(call), Response: data}
 			p, err := kyaos.VerifyResponse(context.Background(), kyaos.FindResponseProof(result), check)
-			if err != nil || p.Meta.Outcome != kyaos.OutcomeNeedsAuthorization || p.Meta.ResponseHash == "" {
+			if err != nil || p.Meta.Outcome != kyaos.OutcomeNeedsAuthorization || p.Meta.ResponseHash == "" || p.Meta.Prf != kyaos.ProfileEnvelope {
 				t.Fatalf("%v: %+v", err, p)
 			}
 			// A consent URL swapped on the way no longer matches the proof.

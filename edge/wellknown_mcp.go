@@ -44,18 +44,13 @@ func (h *Handler) serveWellKnownMCP(w http.ResponseWriter, r *http.Request) bool
 	if r.URL.Path != wellKnownMCP || (r.Method != http.MethodGet && r.Method != http.MethodHead) || !h.proofs.Enforces() {
 		return false
 	}
-	did, err := h.edgeDIDFor(r)
-	if err != nil {
-		_ = h.reject(w, r, err, nil)
-		return true
-	}
 	aud, err := h.proofAudience(r)
 	if err != nil {
 		_ = h.reject(w, r, err, nil)
 		return true
 	}
 	body, _ := json.Marshal(mcpDocument{
-		DID:      did,
+		DID:      h.edgeDIDFor(r),
 		Version:  "1.0.0",
 		Audience: aud,
 		Capabilities: mcpDocumentCaps{
@@ -81,9 +76,9 @@ func clockSkewSeconds(d time.Duration) int {
 
 // edgeDIDFor is the edge's DID for r: edge_did, else did:web of the Host,
 // as the Level 2 identity (edge/identity) derives it.
-func (h *Handler) edgeDIDFor(r *http.Request) (string, error) {
+func (h *Handler) edgeDIDFor(r *http.Request) string {
 	if h.EdgeDID != "" {
-		return h.EdgeDID, nil
+		return h.EdgeDID
 	}
-	return requestAudiences(h.serviceHost(r))[0], nil
+	return requestAudiences(h.serviceHost(r))[0]
 }

@@ -81,12 +81,12 @@ func TestKYAOSSignedChallenge(t *testing.T) {
 		t.Fatalf("did.json: %d %v", status, err)
 	}
 	check := kyaos.ResponseCheck{Resolver: fixedDoc{doc}, ExpectedSigner: aud, ExpectedAudiences: []string{w.agent.did},
-		Request: []byte(call), Response: result.Content}
+		Request: []byte(call), Response: out.Result}
 	p, err := kyaos.VerifyResponse(ctx, kyaos.FindResponseProof(out.Result), check)
 	if err != nil || p.Meta.Outcome != kyaos.OutcomeNeedsAuthorization {
 		t.Fatalf("challenge proof: %v\n%s", err, out.Result)
 	}
-	check.Response = []byte(strings.Replace(string(result.Content), "consent.example.test", "consent.evil.test", 1))
+	check.Response = []byte(strings.Replace(string(out.Result), "consent.example.test", "consent.evil.test", 1))
 	if _, err := kyaos.VerifyResponse(ctx, kyaos.FindResponseProof(out.Result), check); err == nil {
 		t.Fatal("a swapped consent URL verified")
 	}
