@@ -29,6 +29,10 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 		h.serveResourceMetadata(w, r)
 		return nil
 	}
+	// The KYA-OS server document (wellknown_mcp.go) needs none either.
+	if h.serveWellKnownMCP(w, r) {
+		return nil
+	}
 	if handled, err := h.serveIdentityDocuments(w, r); handled {
 		return err
 	}
@@ -77,6 +81,10 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 		}
 		if d == nil {
 			if h.admitAnonymous(r, &rb) {
+				// request_proof holds for anonymous tools too.
+				if _, handled = h.admitProof(w, r, &rb, nil); handled {
+					return nil
+				}
 				return h.serveProved(w, r, next, nil, &rb, observe.Decision{Outcome: "admitted", Reason: "anonymous", Status: http.StatusOK})
 			}
 			return h.reject(w, r, carrier.ErrNoCredential, nil)
@@ -87,10 +95,11 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 		if d, err = h.verify(r, cred.Raw, chain); err != nil {
 			return h.reject(w, r, err, cred)
 		}
-		// The request proof, bound to the credential's subject.
-		if proved, handled = h.admitProof(w, r, &rb, d); handled {
-			return nil
-		}
+	}
+	// The request proof, bound to the credential's (or the handshake
+	// session's) subject.
+	if proved, handled = h.admitProof(w, r, &rb, d); handled {
+		return nil
 	}
 
 	// 6. The credential was for the edge; it does not travel on (unless

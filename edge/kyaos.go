@@ -95,7 +95,9 @@ func (h *Handler) negotiate(w http.ResponseWriter, r *http.Request, rb *rpcBody)
 }
 
 // admitProof checks the request proof of a request whose credential
-// verified as d; handled: the refusal is written.
+// verified as d; handled: the refusal is written. d is nil for a request
+// admitted without a credential (anonymous tools): its proof, by whichever
+// agent, is checked all the same, only bound to no subject.
 func (h *Handler) admitProof(w http.ResponseWriter, r *http.Request, rb *rpcBody, d *vc.Delegation) (verified, handled bool) {
 	if !h.proofs.Inspects(rb.raw) {
 		return false, false
@@ -105,7 +107,11 @@ func (h *Handler) admitProof(w http.ResponseWriter, r *http.Request, rb *rpcBody
 		_ = h.reject(w, r, err, nil)
 		return false, true
 	}
-	ok, rf := h.proofs.Admit(r.Context(), rb.forGate(), aud, d.AgentDID)
+	agent := ""
+	if d != nil {
+		agent = d.AgentDID
+	}
+	ok, rf := h.proofs.Admit(r.Context(), rb.forGate(), aud, agent)
 	if rf != nil {
 		h.refuseProof(w, r, rb, rf)
 		return false, true
@@ -129,12 +135,11 @@ func (h *Handler) proofAudience(r *http.Request) (string, error) {
 // anything else {"error": reason}. The status is the refusal's.
 func (h *Handler) refuseProof(w http.ResponseWriter, r *http.Request, rb *rpcBody, rf *proof.Refusal) {
 	h.obs.Decision(r, observe.Decision{Outcome: "rejected", Reason: rf.Tag, Status: rf.Status})
-	var out []byte
 	// A JSON-RPC error for a request, a batch or a body the edge could not
 	// read (id null unless one request); {"error": reason} otherwise.
 	var id json.RawMessage
 	jsonRPC := false
-	if rb.raw != nil && rf.RPC != nil {
+	if rb.raw != nil {
 		msgs, batch, err := rb.messages()
 		switch {
 		case err == nil && !batch && len(msgs) == 1 && mcp.IsRequest(msgs[0]):
@@ -143,6 +148,15 @@ func (h *Handler) refuseProof(w http.ResponseWriter, r *http.Request, rb *rpcBod
 			id, jsonRPC = json.RawMessage("null"), true
 		}
 	}
+	writeRefusal(w, id, jsonRPC, rf)
+}
+
+// writeRefusal writes the answer of refuseProof, for a caller that
+// recorded the decision itself: a JSON-RPC error with id when jsonRPC
+// (and the refusal has one), {"error": reason} otherwise.
+func writeRefusal(w http.ResponseWriter, id json.RawMessage, jsonRPC bool, rf *proof.Refusal) {
+	var out []byte
+	jsonRPC = jsonRPC && rf.RPC != nil
 	if jsonRPC {
 		out, _ = json.Marshal(struct {
 			JSONRPC string          `json:"jsonrpc"`
@@ -178,10 +192,7 @@ func (h *Handler) wrapProofResponse(w http.ResponseWriter, r *http.Request, body
 	if body == nil || !h.proofs.Rewrites(body) {
 		return w, func() error { return nil }
 	}
-	aud, err := h.proofAudience(r)
-	if d != nil && d.AgentDID != "" {
-		aud, err = d.AgentDID, nil // the caller (§9.7)
-	}
+	aud, err := h.callerAudience(r, d)
 	if err != nil {
 		return w, func() error { return nil }
 	}

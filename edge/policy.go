@@ -454,6 +454,9 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 				h.refuseRequestState(w, r, m, err, adm)
 				return w, true, true, nil
 			}
+			if h.checkResume(w, r, m, name, d, adm) {
+				return w, true, true, nil
+			}
 			dec := h.decide(h.serviceHost(r), name, d, presented)
 			if d == nil && dec.Allowed && (dec.Rule == nil || !dec.Rule.AllowAnonymous) {
 				// Unreachable through admitAnonymous; kept so the rule

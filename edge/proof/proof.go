@@ -71,6 +71,8 @@ type Gate struct {
 	// sessions remembers 2025-11-25 sessions' initialize-era declarations
 	// (nil: not remembered, such clients must declare per request).
 	sessions challenge.SessionBinder
+	// store is the route's nonce store: resume tokens are kept there.
+	store challenge.NonceStore
 }
 
 // WithSessions has the gate remember, in b, the declaration of each
@@ -94,12 +96,26 @@ func New(cfg Config, r didresolver.Resolver, store challenge.NonceStore) *Gate {
 	if store != nil {
 		nonces = nonceStore{store}
 	}
-	return &Gate{cfg: cfg, verifier: kyaos.NewVerifier(r, nonces, kyaos.WithSkew(cfg.Skew))}
+	return &Gate{cfg: cfg, store: store, verifier: kyaos.NewVerifier(r, nonces, kyaos.WithSkew(cfg.Skew))}
 }
 
 // Enabled reports whether the gate needs to read request bodies.
 func (g *Gate) Enabled() bool {
 	return g != nil && (g.cfg.RequestProof != Off || g.cfg.RequireExtension)
+}
+
+// Enforces reports whether the route enforces the extension: proofs
+// required, the declaration required, or results signed.
+func (g *Gate) Enforces() bool {
+	return g != nil && (g.cfg.RequestProof == Required || g.cfg.RequireExtension || g.SignsResponses())
+}
+
+// Skew is the clock skew allowed on a proof's window.
+func (g *Gate) Skew() time.Duration {
+	if g == nil {
+		return kyaos.DefaultSkew
+	}
+	return g.cfg.Skew
 }
 
 // RequiresExtension reports whether clients must declare the extension.
