@@ -205,15 +205,25 @@ func enforceActions(result []byte, opts ActionOptions, mode ActionMode, depth in
 	return out, issues, changed, nil
 }
 
-// CheckResponseBody applies EnforceActions to the results in a JSON-RPC body
-// (a single message or a batch; an application/json answer or one SSE
-// event's data) that answer a tools/call, and to results whose id is not in
-// requestIDs (a replayed stream answers requests this edge never saw) or
-// maps to "" (requests of different methods shared it). requestIDs maps
-// IDKey(id) to the request's method (see RequestMethods).
-// It returns the body, rewritten where needed (the input itself when
-// unchanged), and every issue found. On error the body could not be checked
-// and, in enforce mode, must not be forwarded.
+// CheckResponseBody checks the results and server requests in a JSON-RPC
+// body (a single message or a batch; an application/json answer or one SSE
+// event's data) whatever request they answer: every result for URL-mode
+// elicitations in inputRequests (MCP 2026 allows an input-required result on
+// tools/call, prompts/get and resources/read), every server-to-client
+// elicitation/create (2025: it may ride any stream), and the results of a
+// tools/call, or of an id not in requestIDs (a replayed stream answers
+// requests this edge never saw) or mapped to "" (requests of different
+// methods shared it), for handshake actions too (EnforceActions).
+// requestIDs maps IDKey(id) to the request's method (see RequestMethods).
+// In enforce mode a refused tool result becomes a tool error, any other
+// refused result a JSON-RPC error.
+//
+// An answer that may hold what the guard reads is read strictly: member
+// names repeated or differing only in letter case (which case-insensitive
+// clients merge) are an error, as is a body that is not JSON-RPC. It returns
+// the body, rewritten where needed (the input itself when unchanged), and
+// every issue found. On error the body could not be checked and, in enforce
+// mode, must not be forwarded.
 func CheckResponseBody(body []byte, requestIDs map[string]string, opts ActionOptions, mode ActionMode) ([]byte, []ActionIssue, error) {
 	if mode == ActionsOff {
 		return body, nil, nil
@@ -222,15 +232,26 @@ func CheckResponseBody(body []byte, requestIDs map[string]string, opts ActionOpt
 	if err != nil {
 		return nil, nil, err
 	}
+	if !mayHoldGuarded(body) {
+		return body, nil, nil
+	}
+	if err := checkStrict(body, msgs); err != nil {
+		return nil, nil, err
+	}
 	var all []ActionIssue
-	out, err := spliceResults(body, msgs, func(m *Message, depth int) ([]byte, bool, error) {
+	out, err := guardResults(body, msgs, func(m *Message, depth int) ([]byte, bool, bool, error) {
 		// "" is an id that requests of different methods shared: unknown.
 		if method := requestIDs[IDKey(m.ID)]; method != "" && method != MethodToolsCall {
-			return nil, false, nil
+			res, issues, changed, err := checkInputRequests(m.Result, opts, depth)
+			all = append(all, issues...)
+			if err == nil && mode == ActionsEnforce && len(issues) > 0 {
+				return withheldResult(m.ID, issues), true, true, nil
+			}
+			return res, changed && len(issues) == 0, false, err
 		}
 		res, issues, changed, err := enforceActions(m.Result, opts, mode, depth)
 		all = append(all, issues...)
-		return res, changed, err
+		return res, changed, false, err
 	})
 	if err != nil {
 		return nil, nil, err
@@ -257,7 +278,7 @@ func checkActions(result []byte, opts ActionOptions, depth int) (out []byte, iss
 	}
 	d := depth + 1
 	for k, name := range actionPath {
-		f, dup, _, err := findMembers(result, start, d, name)
+		f, dup, _, err := findStrict(result, start, d, name)
 		if err != nil {
 			return nil, nil, false, err
 		}
@@ -304,7 +325,7 @@ var actionMembers = []string{"_action", "provider", "authUrl", "domain", "types"
 // checkAction checks the action object at d[start]; depth is its nesting
 // level.
 func checkAction(d []byte, start, depth int, opts ActionOptions) ([]byte, []ActionIssue, bool, error) {
-	f, dup, _, err := findMembers(d, start, depth, actionMembers...)
+	f, dup, _, err := findStrict(d, start, depth, actionMembers...)
 	if err != nil {
 		return nil, nil, false, err
 	}

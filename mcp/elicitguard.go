@@ -1,7 +1,11 @@
 package mcp
 
 import (
+	"bytes"
+	"fmt"
 	"strings"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 )
 
 // URL-mode elicitations are consent links too: the handshake-action guard
@@ -20,12 +24,12 @@ func checkInputRequests(result []byte, opts ActionOptions, depth int) ([]byte, [
 	if i == len(result) || result[i] != '{' {
 		return result, nil, false, nil
 	}
-	f, dup, _, err := findMembers(result, i, depth+1, "inputRequests")
+	f, dup, _, err := findStrict(result, i, depth+1, "inputRequests")
 	if err != nil {
 		return nil, nil, false, err
 	}
 	if dup != "" {
-		return result, []ActionIssue{{Code: IssueAmbiguous, Field: "inputRequests", Detail: "member given twice"}}, false, nil
+		return result, []ActionIssue{{Code: IssueAmbiguous, Field: "inputRequests", Detail: "member given twice (in some letter case)"}}, false, nil
 	}
 	irs := f[0][0]
 	if irs < 0 || result[irs] != '{' {
@@ -41,16 +45,18 @@ func checkInputRequests(result []byte, opts ActionOptions, depth int) ([]byte, [
 		if result[m.start] != '{' {
 			return nil
 		}
-		rf, rdup, _, err := findMembers(result, m.start, depth+3, "method", "params")
+		rf, rdup, _, err := findStrict(result, m.start, depth+3, "method", "params")
 		if err != nil {
 			return err
 		}
 		field := "inputRequests." + string(m.key)
-		if method, _ := stringValue(result, rf[0][0], rf[0][1]); method != MethodElicit {
+		// Before the method is read: a client folding "Method" into
+		// method may see an elicitation where an exact reader sees none.
+		if rdup != "" {
+			issues = append(issues, ActionIssue{Code: IssueAmbiguous, Field: field + "." + rdup, Detail: "member given twice (in some letter case)"})
 			return nil
 		}
-		if rdup != "" {
-			issues = append(issues, ActionIssue{Code: IssueAmbiguous, Field: field + "." + rdup, Detail: "member given twice"})
+		if method, _ := stringValue(result, rf[0][0], rf[0][1]); method != MethodElicit {
 			return nil
 		}
 		ps := rf[1][0]
@@ -213,4 +219,142 @@ func hasElicitRequest(msgs []Message) bool {
 		}
 	}
 	return false
+}
+
+// guardedWords are the member names and method the guard looks for
+// (handshakeAction, inputRequests, elicitation/create), lower-cased.
+var guardedWords = [...]string{"handshakeaction", "inputrequests", "elicitation"}
+
+// foldPartners are the UTF-8 runes that lenient decoders fold into ASCII
+// letters (jsonkey.Fold): İ and ı into i, ſ into s, the Kelvin sign into k.
+var foldPartners = [...]string{"\u0130", "\u0131", "\u017f", "\u212a"}
+
+// mayHoldGuarded reports whether body may hold a handshake action, an
+// inputRequests member or an elicitation/create, in any letter case: one
+// pass over the bytes, so that answers that cannot carry one (most) skip
+// the strict reading. A JSON escape or a rune that folds into an ASCII
+// letter may spell a word in disguise: such a body is read.
+func mayHoldGuarded(body []byte) bool {
+	for i := 0; i < len(body); i++ {
+		switch c := body[i]; c {
+		case '\\':
+			if i+1 < len(body) && body[i+1] == 'u' {
+				return true
+			}
+			i++ // an escaped byte is not the start of a word
+		case 0xc4, 0xc5, 0xe2:
+			for _, p := range foldPartners {
+				if bytes.HasPrefix(body[i:], []byte(p)) {
+					return true
+				}
+			}
+		default:
+			for _, w := range guardedWords {
+				if c|0x20 == w[0] && len(body)-i >= len(w) && bytes.EqualFold(body[i:i+len(w)], []byte(w)) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// rpcMembers are the JSON-RPC members of a message.
+var rpcMembers = [...]string{"jsonrpc", "id", "method", "params", "result", "error"}
+
+// checkStrict refuses an answer that case-insensitive clients could read
+// otherwise than the guard: a member name repeated in some letter case in
+// any object (jsonscan.CheckMembers), or a message member that is a case
+// variant of a JSON-RPC member ("Method" alone is "method" to encoding/json,
+// and no member at all to the guard). msgs are body's messages.
+func checkStrict(body []byte, msgs []Message) error {
+	if err := jsonscan.CheckMembers(body); err != nil {
+		return fmt.Errorf("mcp: answer read strictly: %w", err)
+	}
+	for k, m := range msgs {
+		c := jsonscan.NewCursor(m.Raw)
+		c.Object()
+		for c.NextMember() {
+			key := jsonscan.Unquote(c.Key())
+			c.Skip()
+			for _, n := range rpcMembers {
+				if string(key) != n && foldsTo(key, n) {
+					return &MessageError{Index: k, Member: n, Err: ErrInvalidMessage}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// findStrict is findMembers that also counts a case variant of a name
+// ("Params", "paramſ") as a repeat: dup names the member whose name a
+// lenient decoder could read in two places, or in one the guard does not.
+func findStrict(d []byte, i, depth int, names ...string) (found spans, dup string, end int, err error) {
+	found = notFound(names)
+	end, err = eachMember(d, i, depth, func(m member) error {
+		found.add(m, names, &dup)
+		if dup != "" {
+			return nil
+		}
+		for _, n := range names {
+			if string(m.key) != n && foldsTo(m.key, n) {
+				dup = n
+			}
+		}
+		return nil
+	})
+	return found, dup, end, err
+}
+
+// guardResults calls fn on every response with a result and splices what
+// it changed back into body: the result, or with whole the entire message
+// (a result replaced by a JSON-RPC error). fn gets the nesting depth of the
+// container holding the result. body is returned as is when nothing
+// changed.
+func guardResults(body []byte, msgs []Message, fn func(m *Message, depth int) (out []byte, changed, whole bool, err error)) ([]byte, error) {
+	depth := 1
+	if i := skipSpace(body, 0); i < len(body) && body[i] == '[' {
+		depth = 2
+	}
+	var out []byte
+	last := 0
+	for k := range msgs {
+		m := &msgs[k]
+		if m.Result == nil {
+			continue
+		}
+		res, changed, whole, err := fn(m, depth)
+		if err != nil {
+			return nil, err
+		}
+		if !changed {
+			continue
+		}
+		s, e := m.start+m.resultStart, m.start+m.resultEnd
+		if whole {
+			s, e = m.start, m.end
+		}
+		if out == nil {
+			out = make([]byte, 0, len(body)+len(res)-(e-s))
+		}
+		out = append(out, body[last:s]...)
+		out = append(out, res...)
+		last = e
+	}
+	if out == nil {
+		return body, nil
+	}
+	return append(out, body[last:]...), nil
+}
+
+// withheldResult is the JSON-RPC error that replaces a result other than a
+// tool result (prompts/get, resources/read, ...) whose URL elicitation the
+// guard refused: such results have no error form of their own.
+func withheldResult(id []byte, issues []ActionIssue) []byte {
+	parts := make([]string, len(issues))
+	for k, is := range issues {
+		parts[k] = is.String()
+	}
+	return ErrorResponse(id, CodeInternalError, "mcpi: the edge withheld this result: its URL elicitation failed validation: "+strings.Join(parts, "; "))
 }

@@ -199,6 +199,8 @@ func FuzzCheckActions(f *testing.F) {
 func FuzzCheckResponseBodyElicit(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{"inputRequests":{"a":{"method":"elicitation/create","params":{"mode":"url","url":"https://evil.example.net/"}}}}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":7,"method":"elicitation/create","params":{"url":"https://a.example.com/","Mode":"x"}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{"InputRequests":{"a":{"method":"x","Method":"elicitation/create","Params":{"url":"javascript:1"}}}}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":7,"Method":"elicitation/create","params":{"url":"javascript:1","paramſ":{}}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		opts := ActionOptions{ToolEndpointHost: "mcp.example.com", UserDID: "did:web:u", Era: Era2026}
 		out, issues, err := CheckResponseBody(body, nil, opts, ActionsEnforce)
