@@ -205,67 +205,6 @@ func enforceActions(result []byte, opts ActionOptions, mode ActionMode, depth in
 	return out, issues, changed, nil
 }
 
-// CheckResponseBody checks the results and server requests in a JSON-RPC
-// body (a single message or a batch; an application/json answer or one SSE
-// event's data) whatever request they answer: every result for URL-mode
-// elicitations in inputRequests (MCP 2026 allows an input-required result on
-// tools/call, prompts/get and resources/read), every server-to-client
-// elicitation/create (2025: it may ride any stream), and the results of a
-// tools/call, or of an id not in requestIDs (a replayed stream answers
-// requests this edge never saw) or mapped to "" (requests of different
-// methods shared it), for handshake actions too (EnforceActions).
-// requestIDs maps IDKey(id) to the request's method (see RequestMethods).
-// In enforce mode a refused tool result becomes a tool error, any other
-// refused result a JSON-RPC error.
-//
-// An answer that may hold what the guard reads is read strictly: member
-// names repeated or differing only in letter case (which case-insensitive
-// clients merge) are an error, as is a body that is not JSON-RPC. It returns
-// the body, rewritten where needed (the input itself when unchanged), and
-// every issue found. On error the body could not be checked and, in enforce
-// mode, must not be forwarded.
-func CheckResponseBody(body []byte, requestIDs map[string]string, opts ActionOptions, mode ActionMode) ([]byte, []ActionIssue, error) {
-	if mode == ActionsOff {
-		return body, nil, nil
-	}
-	msgs, _, err := ParseMessages(body)
-	if err != nil {
-		return nil, nil, err
-	}
-	if !mayHoldGuarded(body) {
-		return body, nil, nil
-	}
-	if err := checkStrict(body, msgs); err != nil {
-		return nil, nil, err
-	}
-	var all []ActionIssue
-	out, err := guardResults(body, msgs, func(m *Message, depth int) ([]byte, bool, bool, error) {
-		// "" is an id that requests of different methods shared: unknown.
-		if method := requestIDs[IDKey(m.ID)]; method != "" && method != MethodToolsCall {
-			res, issues, changed, err := checkInputRequests(m.Result, opts, depth)
-			all = append(all, issues...)
-			if err == nil && mode == ActionsEnforce && len(issues) > 0 {
-				return withheldResult(m.ID, issues), true, true, nil
-			}
-			return res, changed && len(issues) == 0, false, err
-		}
-		res, issues, changed, err := enforceActions(m.Result, opts, mode, depth)
-		all = append(all, issues...)
-		return res, changed, false, err
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	if hasElicitRequest(msgs) {
-		var issues []ActionIssue
-		if out, issues, err = checkElicitRequests(out, opts, mode); err != nil {
-			return nil, nil, err
-		}
-		all = append(all, issues...)
-	}
-	return out, all, nil
-}
-
 // actionPath is where handshake actions live in a tool result.
 var actionPath = [...]string{"structuredContent", "_meta", "handshakeAction"}
 
