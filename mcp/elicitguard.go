@@ -291,33 +291,55 @@ var guardedWords = [...]string{"handshakeaction", "inputrequests", "elicitation"
 var foldPartners = [...]string{"\u0130", "\u0131", "\u017f", "\u212a"}
 
 // mayHoldGuarded reports whether body may hold a handshake action, an
-// inputRequests member or an elicitation/create, in any letter case: one
-// pass over the bytes, so that answers that cannot carry one (most) skip
-// the strict reading. A JSON escape or a rune that folds into an ASCII
-// letter may spell a word in disguise: such a body is read.
+// inputRequests member or an elicitation/create, in any letter case, so that
+// answers that cannot carry one (most) skip the strict reading. Each word
+// the guard reads starts a JSON string (a member name, or the method value),
+// so only the bytes after a quote are compared: IndexByte skips the rest
+// fast. A JSON escape or a rune that folds into an ASCII letter may spell a
+// word in disguise anywhere: such a body is read.
 func mayHoldGuarded(body []byte) bool {
-	for i := 0; i < len(body); i++ {
-		switch c := body[i]; c {
-		case '\\':
-			if i+1 < len(body) && body[i+1] == 'u' {
-				return true
-			}
-			i++ // an escaped byte is not the start of a word
-		case 0xc4, 0xc5, 0xe2:
-			for _, p := range foldPartners {
-				if bytes.HasPrefix(body[i:], []byte(p)) {
-					return true
-				}
-			}
-		default:
-			for _, w := range guardedWords {
-				if c|0x20 == w[0] && len(body)-i >= len(w) && bytes.EqualFold(body[i:i+len(w)], []byte(w)) {
-					return true
-				}
-			}
+	if bytes.Contains(body, []byte(`\u`)) {
+		return true
+	}
+	for _, p := range foldPartners {
+		if bytes.Contains(body, []byte(p)) {
+			return true
 		}
 	}
-	return false
+	for i := 0; ; {
+		q := bytes.IndexByte(body[i:], '"')
+		if q < 0 || i+q+1 >= len(body) {
+			return false
+		}
+		i += q + 1
+		c := body[i] | 0x20
+		if guardFirst[c] && hasFoldedPrefix(body[i:], guardedWords[guardWord[c]]) {
+			return true
+		}
+	}
+}
+
+// guardFirst marks the (lower-case) first letters of guardedWords, and
+// guardWord gives the index of the word starting with each.
+var guardFirst, guardWord = func() (first [256]bool, word [256]int) {
+	for k, w := range guardedWords {
+		first[w[0]], word[w[0]] = true, k
+	}
+	return first, word
+}()
+
+// hasFoldedPrefix: b starts with w (lower-case ASCII letters) in any ASCII
+// letter case.
+func hasFoldedPrefix(b []byte, w string) bool {
+	if len(b) < len(w) {
+		return false
+	}
+	for k := 0; k < len(w); k++ {
+		if b[k]|0x20 != w[k] {
+			return false
+		}
+	}
+	return true
 }
 
 // rpcMembers are the JSON-RPC members of a message.

@@ -174,7 +174,11 @@ func TestMayHoldGuarded(t *testing.T) {
 		{`{"result":{"structuredContent":{"_meta":{"handshakeAction":{}}}}}`, true},
 		{`{"result":{"inputRequeſts":{}}}`, true},
 		{`{"result":{"\u0069nputRequests":{}}}`, true},
-		{`{"result":{"text":"a\\\\u"}}`, false},
+		{`{"result":{"text":"a\\\\u"}}`, true}, // an escaped backslash before u: read, to be safe
+		{`{"result":{"text":"no inputRequests mid-string"}}`, false},
+		{`{"result":{"text":"x","İnputRequests":{}}}`, true},
+		{`"elicitation`, true},
+		{`{"a":"`, false},
 		{`{"result":{"text":"\"elicitation"}}`, true},
 		{`{"result":{"text":"Kelvin \u212a"}}`, true},
 		{`{"result":{"text":"é"}}`, false},
