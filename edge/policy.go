@@ -33,10 +33,10 @@ import (
 //     their tools/list shows only the anonymous tools.
 //   - A response that must be checked but cannot be (too large, not JSON,
 //     compressed, malformed) is not forwarded: the client gets a JSON-RPC
-//     error instead. Only an answer to a request without tools/list whose
-//     tool results are not enforced (no tools/call, or handshake_actions
-//     observe) passes unchecked: there the tool-list filter is a second
-//     line of defence.
+//     error instead. Only an answer to a request without tools/list while
+//     handshake_actions is observe or off passes unchecked: there the
+//     tool-list filter is a second line of defence. (Enforced, any answer
+//     may carry a URL elicitation, so every one is checked.)
 //   - tools/list hides every tool the caller may not call now, including
 //     those a consent could unlock: list-time and call-time decisions agree.
 //     Any answer that looks like a tool list is filtered, whatever request
@@ -363,8 +363,9 @@ const reasonHandshakeTool = "handshake_tool"
 // what a tool policy refuses before that.
 //
 // Two kinds of request have their response wrapped: one holding JSON-RPC
-// requests (when a tool policy exists, for tools/list filtering, or a
-// tools/call when handshake actions are checked), and every GET, whose SSE
+// requests (when a tool policy exists, for tools/list filtering, or when
+// handshake actions are checked: URL elicitations may answer any request),
+// and every GET, whose SSE
 // stream may carry results (replayed after Last-Event-ID, or sent by a
 // server on its standalone stream) to requests the edge has not seen in
 // this request. The stream is rewritten event by event, never buffered.
@@ -484,7 +485,10 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 	// request id (the TypeScript and Python SDKs) deliver a tools/list
 	// answer on the stream of another request that reused its id.
 	filter := p.pol != nil && hasRequest
-	actions := p.actions != mcp.ActionsOff && hasCall
+	// Any answer may carry a URL elicitation: MCP 2026 input-required results
+	// answer prompts/get and resources/read too, and a 2025 server sends
+	// elicitation/create on the stream of any request.
+	actions := p.actions != mcp.ActionsOff && hasRequest
 	if !filter && !actions {
 		return w, false, recorded, nil
 	}
