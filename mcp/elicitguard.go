@@ -342,30 +342,18 @@ func hasFoldedPrefix(b []byte, w string) bool {
 	return true
 }
 
-// rpcMembers are the JSON-RPC members of a message.
-var rpcMembers = [...]string{"jsonrpc", "id", "method", "params", "result", "error"}
-
 // checkStrict refuses an answer that case-insensitive clients could read
 // otherwise than the guard: a member name repeated in some letter case in
 // any object (jsonscan.CheckMembers), or a message member that is a case
 // variant of a JSON-RPC member ("Method" alone is "method" to encoding/json,
-// and no member at all to the guard). msgs are body's messages.
+// and no member at all to the guard): the request side's rule
+// (ParseStrict), applied to answers. msgs are body's messages.
 func checkStrict(body []byte, msgs []Message) error {
 	if err := jsonscan.CheckMembers(body); err != nil {
 		return fmt.Errorf("mcp: answer read strictly: %w", err)
 	}
-	for k, m := range msgs {
-		c := jsonscan.NewCursor(m.Raw)
-		c.Object()
-		for c.NextMember() {
-			key := jsonscan.Unquote(c.Key())
-			c.Skip()
-			for _, n := range rpcMembers {
-				if string(key) != n && foldsTo(key, n) {
-					return &MessageError{Index: k, Member: n, Err: ErrInvalidMessage}
-				}
-			}
-		}
+	if Confusable(msgs) {
+		return ErrAmbiguous
 	}
 	return nil
 }
