@@ -1,19 +1,18 @@
 package edge
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
+	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
 	"github.com/mcpi-edge/caddy-mcpi/internal/jsonkey"
 	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
@@ -25,19 +24,6 @@ import (
 // handshake paths are taken here. Any other call on those paths (another
 // method, a batch, a notification, unparseable JSON) goes on to the Level 1
 // checks like any request, so a handshake path may also be an MCP endpoint.
-
-const (
-	// maxHandshakeResponse bounds the upstream handshake and verify
-	// responses the edge reads (proxy mode) to record the challenge and
-	// bind the session.
-	maxHandshakeResponse = 64 << 10
-	handshakeTimeout     = 10 * time.Second
-)
-
-var (
-	errUpstreamResponse = errors.New("upstream handshake response unusable")
-	errResponseTooLarge = errors.New("upstream handshake response too large")
-)
 
 // serveHandshakeCall takes a POST on a handshake path.
 func (h *Handler) serveHandshakeCall(w http.ResponseWriter, r *http.Request, next Next, chain []string) (bool, error) {
@@ -123,11 +109,11 @@ func (h *Handler) verifyCallChecks(r *http.Request, chain []string) ([]vc.CheckO
 
 // proxyCall forwards a handshake or verify to the upstream's endpoint.
 func (h *Handler) proxyCall(w http.ResponseWriter, r *http.Request, next Next, call *challenge.Call, body []byte, chain []string) error {
-	eps := h.upstreamEndpoints(r, next)
+	eps := h.l3.discovery.Endpoints(r, h.serviceHost(r), next)
 	// The call needs no carrier; one sent anyway was for the edge.
 	h.carriers.RemoveHeaders(r)
 	if call.Kind == challenge.KindHandshake {
-		return h.proxyHandshake(w, r, next, call, body, eps.handshake)
+		return h.proxyHandshake(w, r, next, call, body, eps.Handshake)
 	}
 	// The edge checks the answer first, consuming the challenge it
 	// recorded: a replay, a bad signature or an unacceptable credential
@@ -149,12 +135,12 @@ func (h *Handler) proxyCall(w http.ResponseWriter, r *http.Request, next Next, c
 		return nil
 	}
 	if c := h.logger.Check(zapcore.DebugLevel, "handshake verified at the edge, forwarding"); c != nil {
-		c.Write(zap.String("agent_did", v.AgentDID), zap.String("key_id", v.KeyID), zap.Stringer("endpoint", eps.verify))
+		c.Write(zap.String("agent_did", v.AgentDID), zap.String("key_id", v.KeyID), zap.Stringer("endpoint", eps.Verify))
 	}
 	// The answer is read before the agent gets it: a session the upstream
 	// opened is bound first (proxysession.go), so the agent's next request
 	// finds it at any replica.
-	resp, err := h.forwardCall(w, r, next, eps.verify, body, true)
+	resp, err := h.forwardCall(w, r, next, eps.Verify, body, true)
 	if err != nil {
 		h.recordHandshake(r, call.Kind, "upstream_error", 0, v.Delegation)
 		return err
@@ -163,24 +149,24 @@ func (h *Handler) proxyCall(w http.ResponseWriter, r *http.Request, next Next, c
 		h.failCall(w, r, call, err, v.Delegation)
 		return nil
 	}
-	resp.writeTo(w)
-	h.recordHandshake(r, call.Kind, "verified", resp.status, v.Delegation)
+	resp.WriteTo(w)
+	h.recordHandshake(r, call.Kind, "verified", resp.Status, v.Delegation)
 	return nil
 }
 
 // proxyHandshake forwards a handshake and records the upstream's challenge
 // in the edge's store before the agent gets it, so that the edge can hold
 // the answer to single use too.
-func (h *Handler) proxyHandshake(w http.ResponseWriter, r *http.Request, next Next, call *challenge.Call, body []byte, ep endpointRef) error {
+func (h *Handler) proxyHandshake(w http.ResponseWriter, r *http.Request, next Next, call *challenge.Call, body []byte, ep handshake.Endpoint) error {
 	resp, err := h.forwardCall(w, r, next, ep, body, true)
 	if err != nil {
 		h.recordHandshake(r, call.Kind, "upstream_error", 0, nil)
 		return err
 	}
-	res, ok, err := handshakeResultOf(resp)
+	res, ok, err := handshake.ResultOf(resp)
 	if err != nil {
 		if c := h.logger.Check(zapcore.DebugLevel, "upstream handshake response not usable"); c != nil {
-			c.Write(zap.Stringer("endpoint", ep), zap.Int("status", resp.status), zap.Error(err))
+			c.Write(zap.Stringer("endpoint", ep), zap.Int("status", resp.Status), zap.Error(err))
 		}
 		h.failCall(w, r, call, err, nil)
 		return nil
@@ -188,7 +174,7 @@ func (h *Handler) proxyHandshake(w http.ResponseWriter, r *http.Request, next Ne
 	if ok && strings.HasPrefix(res.Nonce, replayKeyPrefix) {
 		// The name of a presentation replay record: holding it would
 		// block that presentation, or be blocked by it.
-		h.failCall(w, r, call, fmt.Errorf("%w: nonce in the edge's reserved name space", errUpstreamResponse), nil)
+		h.failCall(w, r, call, fmt.Errorf("%w: nonce in the edge's reserved name space", handshake.ErrUpstreamResponse), nil)
 		return nil
 	}
 	if ok {
@@ -197,63 +183,20 @@ func (h *Handler) proxyHandshake(w http.ResponseWriter, r *http.Request, next Ne
 				// A challenge or nonce the edge cannot hold (malformed, or
 				// a nonce the upstream already used): the upstream's
 				// fault, not the agent's params.
-				err = fmt.Errorf("%w: %v", errUpstreamResponse, err)
+				err = fmt.Errorf("%w: %v", handshake.ErrUpstreamResponse, err)
 			}
 			h.failCall(w, r, call, err, nil)
 			return nil
 		}
 	}
-	resp.writeTo(w)
+	resp.WriteTo(w)
 	result := "issued"
 	if !ok {
 		// The upstream's own HTTP or JSON-RPC error, relayed as is.
 		result = "upstream_rejected"
 	}
-	h.recordHandshake(r, call.Kind, result, resp.status, nil)
+	h.recordHandshake(r, call.Kind, result, resp.Status, nil)
 	return nil
-}
-
-// handshakeResultOf reads the upstream's answer to a handshake. ok is false
-// for an answer to relay as is (an HTTP or JSON-RPC error); err is set when
-// a successful answer cannot be read, since the edge then cannot hold its
-// challenge to single use (fail closed).
-func handshakeResultOf(resp *capturedResponse) (challenge.HandshakeResult, bool, error) {
-	var res challenge.HandshakeResult
-	if resp.overflow {
-		return res, false, errResponseTooLarge
-	}
-	if resp.status != http.StatusOK {
-		return res, false, nil
-	}
-	if enc := resp.header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
-		return res, false, fmt.Errorf("%w: encoded (%s)", errUpstreamResponse, enc)
-	}
-	var msg struct {
-		Result json.RawMessage `json:"result"`
-		Error  json.RawMessage `json:"error"`
-	}
-	if err := json.Unmarshal(resp.body, &msg); err != nil {
-		return res, false, fmt.Errorf("%w: not a JSON-RPC response", errUpstreamResponse)
-	}
-	if len(msg.Result) == 0 || bytes.Equal(msg.Result, []byte("null")) {
-		if len(msg.Error) > 0 {
-			return res, false, nil
-		}
-		return res, false, fmt.Errorf("%w: neither result nor error", errUpstreamResponse)
-	}
-	var r struct {
-		Challenge *string `json:"challenge"`
-		Nonce     *string `json:"nonce"`
-		ExpiresIn *int64  `json:"expiresIn"`
-	}
-	if err := json.Unmarshal(msg.Result, &r); err != nil || r.Challenge == nil || r.Nonce == nil {
-		return res, false, fmt.Errorf("%w: result has no challenge and nonce", errUpstreamResponse)
-	}
-	res.Challenge, res.Nonce = *r.Challenge, *r.Nonce
-	if r.ExpiresIn != nil {
-		res.ExpiresIn = *r.ExpiresIn
-	}
-	return res, true, nil
 }
 
 // writeRPCError answers with the JSON-RPC error for err: HTTP 200 (JSON-RPC
@@ -399,7 +342,7 @@ func (h *Handler) recordHandshake(r *http.Request, kind challenge.Kind, result s
 // handshakeResult is the failure tag of a handshake or verify call, by the
 // sentinel err wraps (with challenge's precedence, as its JSON-RPC code).
 func handshakeResult(err error) string {
-	if errors.Is(err, errUpstreamResponse) || errors.Is(err, errResponseTooLarge) {
+	if errors.Is(err, handshake.ErrUpstreamResponse) || errors.Is(err, handshake.ErrResponseTooLarge) {
 		return "upstream_error"
 	}
 	switch challenge.Code(err) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
 	"net"
 	"net/http"
 	"regexp"
@@ -303,19 +304,19 @@ func TestDIDResolutionErrorMetric(t *testing.T) {
 
 func TestHandshakeResultTags(t *testing.T) {
 	for err, want := range map[error]string{
-		challenge.ErrParse:                       "parse_error",
-		challenge.ErrInvalidRequest:              "invalid_request",
-		challenge.ErrMethodNotFound:              "method_not_found",
-		challenge.ErrInvalidParams:               "invalid_params",
-		challenge.ErrStoreFull:                   "store_unavailable",
-		challenge.ErrExpired:                     "expired",
-		challenge.ErrBadProof:                    "bad_proof",
-		challenge.ErrReplay:                      "replay",
-		challenge.ErrNonceNotFound:               "replay",
-		challenge.ErrUntrustedCredential:         "untrusted_credential",
-		errResponseTooLarge:                      "upstream_error",
-		fmt.Errorf("%w: x", errUpstreamResponse): "upstream_error",
-		errors.New("something else"):             "internal_error",
+		challenge.ErrParse:                                 "parse_error",
+		challenge.ErrInvalidRequest:                        "invalid_request",
+		challenge.ErrMethodNotFound:                        "method_not_found",
+		challenge.ErrInvalidParams:                         "invalid_params",
+		challenge.ErrStoreFull:                             "store_unavailable",
+		challenge.ErrExpired:                               "expired",
+		challenge.ErrBadProof:                              "bad_proof",
+		challenge.ErrReplay:                                "replay",
+		challenge.ErrNonceNotFound:                         "replay",
+		challenge.ErrUntrustedCredential:                   "untrusted_credential",
+		handshake.ErrResponseTooLarge:                      "upstream_error",
+		fmt.Errorf("%w: x", handshake.ErrUpstreamResponse): "upstream_error",
+		errors.New("something else"):                       "internal_error",
 	} {
 		wrapped := fmt.Errorf("ctx: %w", err)
 		if got := handshakeResult(wrapped); got != want {

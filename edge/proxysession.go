@@ -39,15 +39,15 @@ func (h *Handler) proxySessionBinder() (challenge.SessionBinder, error) {
 // large to read, or a session the edge could not record (store
 // unavailable: fail closed, 503), since the agent would hold a session the
 // edge then refuses.
-func (h *Handler) bindUpstreamSession(ctx context.Context, resp *capturedResponse, v *challenge.Verified) error {
-	if resp.overflow {
-		return errResponseTooLarge
+func (h *Handler) bindUpstreamSession(ctx context.Context, resp *handshake.Captured, v *challenge.Verified) error {
+	if resp.Overflow {
+		return handshake.ErrResponseTooLarge
 	}
 	ps := h.l3.proxySessions
 	if ps == nil {
 		return nil
 	}
-	s, why := handshake.UpstreamSessionOf(resp.status, resp.header, resp.body, v.AgentDID)
+	s, why := handshake.UpstreamSessionOf(resp.Status, resp.Header, resp.Body, v.AgentDID)
 	if why == "" {
 		until, reason, err := ps.Bind(ctx, s, v)
 		if err != nil {
@@ -61,7 +61,7 @@ func (h *Handler) bindUpstreamSession(ctx context.Context, resp *capturedRespons
 		}
 	}
 	if c := h.logger.Check(zapcore.DebugLevel, "upstream verify answer opens no session at the edge"); c != nil {
-		c.Write(zap.String("agent_did", v.AgentDID), zap.String("why", why), zap.Int("status", resp.status))
+		c.Write(zap.String("agent_did", v.AgentDID), zap.String("why", why), zap.Int("status", resp.Status))
 	}
 	return nil
 }

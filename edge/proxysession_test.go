@@ -397,7 +397,7 @@ func TestProxySessionNotBound(t *testing.T) {
 		}
 	})
 	t.Run("too large to read", func(t *testing.T) {
-		rep := e.verify(t, cred, sessionAnswer("too-large-session-id", `"pad":"`+strings.Repeat("a", maxHandshakeResponse)+`"`))
+		rep := e.verify(t, cred, sessionAnswer("too-large-session-id", `"pad":"`+strings.Repeat("a", handshake.MaxResponse)+`"`))
 		if rep.Status != http.StatusOK || rep.code() != challenge.CodeInternalError || e.bound(t, "too-large-session-id") != nil {
 			t.Fatalf("HTTP %d %.200s", rep.Status, rep.Raw)
 		}
