@@ -72,8 +72,8 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 			return h.reject(w, r, err, nil)
 		}
 		if d == nil {
-			if h.admitAnonymous(r, found.Body) {
-				return h.serveProved(w, r, next, nil, body, observe.Decision{Outcome: "admitted", Reason: "anonymous", Status: http.StatusOK})
+			if parsed := h.admitAnonymous(r, found.Body); parsed != nil {
+				return h.serveProved(w, r, next, nil, body, parsed, observe.Decision{Outcome: "admitted", Reason: "anonymous", Status: http.StatusOK})
 			}
 			return h.reject(w, r, carrier.ErrNoCredential, nil)
 		}
@@ -117,7 +117,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	if proved {
 		reason = proofOK
 	}
-	return h.serveProved(w, r, next, d, body, observe.Decision{Outcome: "admitted", Reason: reason, Status: http.StatusOK, Delegation: d, Carrier: carrierName})
+	return h.serveProved(w, r, next, d, body, nil, observe.Decision{Outcome: "admitted", Reason: reason, Status: http.StatusOK, Delegation: d, Carrier: carrierName})
 }
 
 // serveAdmitted applies the per-tool policy to an admitted request (d is nil
@@ -125,8 +125,8 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 // decision: adm is recorded unless the policy recorded another one (a
 // denied tools/call, or a body it could not read), so that a denial is
 // not counted and logged as an admission too.
-func (h *Handler) serveAdmitted(w http.ResponseWriter, r *http.Request, next Next, d *vc.Delegation, body []byte, adm observe.Decision) error {
-	w, handled, recorded, err := h.enforcePolicy(w, r, d, body, adm)
+func (h *Handler) serveAdmitted(w http.ResponseWriter, r *http.Request, next Next, d *vc.Delegation, body []byte, parsed *parsedBody, adm observe.Decision) error {
+	w, handled, recorded, err := h.enforcePolicy(w, r, d, body, parsed, adm)
 	if !recorded {
 		h.obs.Decision(r, adm)
 	}

@@ -146,10 +146,10 @@ const proofOK = "proof_ok"
 // serveProved serves an admitted request (serveAdmitted) through the
 // response rewriting of wrapProofResponse. body is the JSON-RPC body the
 // gate read (nil when it read none).
-func (h *Handler) serveProved(w http.ResponseWriter, r *http.Request, next Next, d *vc.Delegation, body []byte, adm observe.Decision) error {
+func (h *Handler) serveProved(w http.ResponseWriter, r *http.Request, next Next, d *vc.Delegation, body []byte, parsed *parsedBody, adm observe.Decision) error {
 	w, finish := h.wrapProofResponse(w, r, body, d)
 	w = h.proofs.RememberSession(r.Context(), w, body)
-	if err := h.serveAdmitted(w, r, next, d, body, adm); err != nil {
+	if err := h.serveAdmitted(w, r, next, d, body, parsed, adm); err != nil {
 		return err
 	}
 	return finish()

@@ -268,40 +268,50 @@ func ValidActionHost(s string) bool {
 // needs to start a session and find the public tools.
 var anonymousMethods = []string{"initialize", "server/discover", "ping", mcp.MethodToolsList}
 
-// admitAnonymous reports whether r, which presents no credential and no
+// parsedBody is a request body read as JSON-RPC messages (mcp.ParseMessages)
+// by one step for the next, so that the body is parsed once.
+type parsedBody struct {
+	body  []byte
+	msgs  []mcp.Message
+	batch bool
+}
+
+// admitAnonymous decides whether r, which presents no credential and no
 // session, may go upstream anyway because everything it calls is allowed
-// anonymously. body is the request body when the carriers read it, else nil.
-func (h *Handler) admitAnonymous(r *http.Request, body []byte) bool {
+// anonymously: it returns the body it parsed to decide so (for
+// enforcePolicy), or nil when r is not admitted. body is the request body
+// when the carriers read it, else nil.
+func (h *Handler) admitAnonymous(r *http.Request, body []byte) *parsedBody {
 	p := &h.policy
 	if p.pol == nil || !p.anyAnonymous || r.Method != http.MethodPost {
-		return false
+		return nil
 	}
 	if body == nil {
 		if !hasRequestBody(r) {
-			return false
+			return nil
 		}
 		var err error
 		if body, err = carrier.ReadBody(nil, r, h.MaxBodySize); err != nil {
-			return false
+			return nil
 		}
 	}
-	msgs, _, err := mcp.ParseMessages(body)
+	msgs, batch, err := mcp.ParseMessages(body)
 	if err != nil || confusable(msgs) {
-		return false
+		return nil
 	}
 	for _, m := range msgs {
 		switch {
 		case m.Method == mcp.MethodToolsCall:
 			name, _ := mcp.ToolCallName(m)
 			if !h.toolAllowed(h.serviceHost(r), name, nil, false) {
-				return false
+				return nil
 			}
 		case slices.Contains(anonymousMethods, m.Method), strings.HasPrefix(m.Method, "notifications/"):
 		default:
-			return false // responses, and every other method
+			return nil // responses, and every other method
 		}
 	}
-	return true
+	return &parsedBody{body: body, msgs: msgs, batch: batch}
 }
 
 // toolAllowed is the policy's decision on tool, at the site named host
@@ -343,7 +353,8 @@ var handshakeTools = []string{"_mcpi_handshake", "_kyaos_handshake", "_mcpi"}
 const reasonHandshakeTool = "handshake_tool"
 
 // enforcePolicy applies the per-tool policy to an admitted request (d is nil
-// for an anonymous one, adm is its admission) and may wrap w to filter or
+// for an anonymous one, adm is its admission; parsed, when set, is its body
+// as admitAnonymous parsed it) and may wrap w to filter or
 // check the response. It returns handled when it answered the request
 // itself, and recorded when it recorded the request's decision (a denial or
 // a rejection) in place of adm.
@@ -360,7 +371,7 @@ const reasonHandshakeTool = "handshake_tool"
 // stream may carry results (replayed after Last-Event-ID, or sent by a
 // server on its standalone stream) to requests the edge has not seen in
 // this request. The stream is rewritten event by event, never buffered.
-func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.Delegation, body []byte, adm observe.Decision) (_ http.ResponseWriter, handled, recorded bool, err error) {
+func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.Delegation, body []byte, parsed *parsedBody, adm observe.Decision) (_ http.ResponseWriter, handled, recorded bool, err error) {
 	p := &h.policy
 	if p.pol == nil && p.actions == mcp.ActionsOff {
 		return w, false, false, nil
@@ -381,7 +392,16 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 		return c.wrap(w, r), false, false, nil
 	}
 
-	if body == nil {
+	var (
+		msgs  []mcp.Message
+		batch bool
+	)
+	switch {
+	case parsed != nil:
+		// Admitted anonymously: admitAnonymous read and parsed the body,
+		// which parsed without error (and unconfusable).
+		body, msgs, batch = parsed.body, parsed.msgs, parsed.batch
+	case body == nil:
 		// A tool policy reads every body: a tools/call sent with another
 		// content type must not slip past it. Handshake-action checks
 		// alone look at JSON bodies only.
@@ -391,8 +411,10 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 		if body, err = carrier.ReadBody(w, r, h.MaxBodySize); err != nil {
 			return w, true, true, h.reject(w, r, err, nil)
 		}
+		fallthrough
+	default:
+		msgs, batch, err = mcp.ParseMessages(body)
 	}
-	msgs, batch, err := mcp.ParseMessages(body)
 	if err == nil && p.pol != nil {
 		if confusable(msgs) {
 			err = errConfusable
