@@ -14,8 +14,8 @@ var forwardedToOrigins = append([]string{
 	"Content-Type", "Accept", "User-Agent", "Mcp-Protocol-Version", "Mcp-Session-Id",
 }, identity.Headers...)
 
-// forwardCall sends a handshake call to ep (handshake.Forwarder.Forward).
-func (h *Handler) forwardCall(w http.ResponseWriter, r *http.Request, next Next, ep handshake.Endpoint, body []byte, capture bool) (*handshake.Captured, error) {
-	resp, err := h.l3.forwarder.Forward(w, r, next, ep, body, capture, h.requestScheme(r))
-	return resp, hostError(err)
+// forwardCall sends a handshake call to ep (handshake.Forwarder.Forward)
+// with the scheme the client used.
+func (h *Handler) forwardCall(w http.ResponseWriter, r *http.Request, next handshake.Next, ep handshake.Endpoint, body []byte, capture bool) (*handshake.Captured, error) {
+	return h.l3.forwarder.Forward(w, r, next, ep, body, capture, h.requestScheme(r))
 }

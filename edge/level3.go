@@ -18,8 +18,8 @@ import (
 
 // Level 3 defaults.
 const (
-	HandshakeTerminate = "terminate"
-	HandshakeProxy     = "proxy"
+	HandshakeTerminate = handshake.Terminate
+	HandshakeProxy     = handshake.Proxy
 
 	LegacyPass   = "pass"
 	LegacyVerify = "verify"
@@ -105,6 +105,8 @@ type level3 struct {
 	hsPath, vfPath string
 
 	service *challenge.Service
+	// calls takes the handshake and verify calls (handshake.Calls).
+	calls *handshake.Calls
 	// store keeps issued challenges; the verifier's replay guard shares it
 	// (delegation.go). It is the loaded store wrapped in a
 	// measuredNonceStore.
@@ -252,6 +254,7 @@ func (h *Handler) provisionLevel3() error {
 		return fmt.Errorf("mcpi: handshake: %v", err)
 	}
 	l.service = svc
+	l.calls = h.newCalls()
 	return nil
 }
 
@@ -396,7 +399,7 @@ func (h *Handler) serveLevel3(w http.ResponseWriter, r *http.Request, next Next,
 		if err != nil {
 			return true, h.reject(w, r, err, nil)
 		}
-		if isLegacyForm(body) {
+		if handshake.IsLegacyForm(body) {
 			return h.passLegacy(w, r, next)
 		}
 	}

@@ -319,8 +319,8 @@ func TestHandshakeResultTags(t *testing.T) {
 		errors.New("something else"):                       "internal_error",
 	} {
 		wrapped := fmt.Errorf("ctx: %w", err)
-		if got := handshakeResult(wrapped); got != want {
-			t.Errorf("handshakeResult(%v) = %q, want %q", err, got, want)
+		if got := handshake.ResultTag(wrapped); got != want {
+			t.Errorf("handshake.ResultTag(%v) = %q, want %q", err, got, want)
 		}
 		if !observe.IsReason(want) && want != "issued" && want != "verified" && !snakeLabel.MatchString(want) {
 			t.Errorf("%q is not a valid label value", want)
