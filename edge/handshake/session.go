@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"strings"
 	"time"
 
@@ -267,4 +268,40 @@ func decodeSessionKey(data []byte, err error) ([]byte, error) {
 		return nil, fmt.Errorf("stored session key %s is invalid", sessionKeyName)
 	}
 	return key, nil
+}
+
+// Lookup finds an edge session on r and returns its delegation, or nil
+// when r presents none. X-Mcpi-Handshake-Session is only ever the edge's,
+// so any fault in it is an error. Mcp-Session-Id is normally the MCP
+// server's own session id: it counts as an edge session only when it
+// carries a valid MAC of the edge's (an expired one is still an error, so
+// the agent learns to handshake again); anything else is left to the MCP
+// server. Neither header is modified: both travel on untouched. The
+// route's own rules (trust, audience, scopes) are the caller's to apply.
+func (s *Sessions) Lookup(r *http.Request) (*vc.Delegation, error) {
+	var claims *Claims
+	if vals := r.Header.Values(HeaderSession); len(vals) > 0 {
+		if len(vals) > 1 {
+			return nil, ErrSessionMalformed
+		}
+		c, err := s.Parse(strings.TrimSpace(vals[0]))
+		if err != nil {
+			return nil, err
+		}
+		claims = c
+	} else {
+		for _, v := range r.Header.Values(HeaderMcpSessionID) {
+			if c, err := s.Parse(strings.TrimSpace(v)); err == nil {
+				claims = c
+				break
+			}
+		}
+		if claims == nil {
+			return nil, nil
+		}
+	}
+	if s.Expired(claims) {
+		return nil, ErrSessionExpired
+	}
+	return claims.Delegation(), nil
 }
