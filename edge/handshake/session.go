@@ -1,8 +1,11 @@
-// Package handshake holds the edge's MCP-I Level 3 handshake sessions:
-// stateless tokens the edge issues when it terminates a handshake and the
-// keys they are signed with (Sessions), and, when it proxies one, the
-// bindings of the upstream's session ids to what the edge verified
-// (Bindings). Its errors wrap vc's sentinels; edge maps them to responses.
+// Package handshake is the edge's MCP-I Level 3 handshake: the handshake
+// and verify calls, answered (terminate) or checked and forwarded (proxy)
+// (Calls); discovery of the upstream's endpoints (Discovery) and forwarding
+// to them (Forwarder); the stateless session tokens the edge issues when it
+// terminates a handshake and the keys they are signed with (Sessions); and,
+// when it proxies one, the bindings of the upstream's session ids to what
+// the edge verified (Bindings). Its errors wrap vc's and challenge's
+// sentinels; edge maps the ones it answers to responses.
 package handshake
 
 import (
