@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 
@@ -20,7 +21,7 @@ import (
 // tool in the headers. It reuses the body the carriers read (found.Body);
 // a body they did not read is read here once and left in found.Body for the
 // policy. A 2025 request costs a header lookup and a byte search.
-func (h *Handler) checkFraming(w http.ResponseWriter, r *http.Request, found *carrier.Found) (handled bool, err error) {
+func (h *Handler) checkFraming(w http.ResponseWriter, r *http.Request, found *carrier.Found, rb *rpcBody) (handled bool, err error) {
 	if !strings.EqualFold(r.Method, http.MethodPost) || !mcp.NeedsFraming(r.Header, found.Body) {
 		return false, nil
 	}
@@ -32,8 +33,21 @@ func (h *Handler) checkFraming(w http.ResponseWriter, r *http.Request, found *ca
 		found.Body = body
 	}
 	// A body that is not JSON-RPC has nothing to mirror: the policy or the
-	// upstream refuses it. Its headers are still checked.
-	msgs, batch, perr := mcp.ParseMessages(body)
+	// upstream refuses it. Its headers are still checked. A 2026 one (or
+	// one another step decides on) the edge reads ambiguously is refused:
+	// its headers could mirror one reading while the upstream runs the
+	// other. A 2025 body that merely names protocolVersion (initialize)
+	// on a plain route keeps its one lenient parse.
+	rb.use(body)
+	read := rb.lenient
+	if mcp.HeaderEra(r.Header) == mcp.Era2026 || h.decidesOnBody(body) {
+		read = rb.messages
+	}
+	msgs, batch, perr := read()
+	if errors.Is(perr, mcp.ErrAmbiguous) {
+		h.writeAmbiguous(w, r)
+		return true, nil
+	}
 	if perr != nil {
 		msgs, batch = nil, false
 	}

@@ -29,6 +29,10 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 		h.serveResourceMetadata(w, r)
 		return nil
 	}
+	// The KYA-OS server document (wellknown_mcp.go) needs none either.
+	if h.serveWellKnownMCP(w, r) {
+		return nil
+	}
 	if handled, err := h.serveIdentityDocuments(w, r); handled {
 		return err
 	}
@@ -38,6 +42,9 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 
 	// 3. Every enabled carrier.
 	found, err := h.carriers.Find(w, r)
+	// The one strict reading of the JSON-RPC body, shared by every step
+	// that decides on it (rpcbody.go).
+	var rb rpcBody
 	if err != nil && (h.policy.pol == nil || err != carrier.ErrBodyNotJSON) {
 		// A tool policy reads every body and refuses what is not JSON
 		// itself (its 400 or 415), after the credential.
@@ -45,7 +52,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	}
 	// MCP framing (2026-07-28): headers that disagree with the body stop
 	// here, before any credential or policy decision.
-	if handled, err := h.checkFraming(w, r, &found); handled {
+	if handled, err := h.checkFraming(w, r, &found, &rb); handled {
 		return err
 	}
 	if found.Conflicting() {
@@ -59,7 +66,8 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	if err != nil {
 		return h.reject(w, r, err, nil)
 	}
-	if h.negotiate(w, r, body) {
+	rb.use(body)
+	if h.refuseAmbiguous(w, r, &rb) || h.negotiate(w, r, &rb) {
 		return nil
 	}
 	// 4. Without a credential, only an edge-issued handshake session admits.
@@ -72,8 +80,12 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 			return h.reject(w, r, err, nil)
 		}
 		if d == nil {
-			if parsed := h.admitAnonymous(r, found.Body); parsed != nil {
-				return h.serveProved(w, r, next, nil, body, parsed, observe.Decision{Outcome: "admitted", Reason: "anonymous", Status: http.StatusOK})
+			if h.admitAnonymous(r, &rb) {
+				// request_proof holds for anonymous tools too.
+				if _, handled = h.admitProof(w, r, &rb, nil); handled {
+					return nil
+				}
+				return h.serveProved(w, r, next, nil, &rb, observe.Decision{Outcome: "admitted", Reason: "anonymous", Status: http.StatusOK})
 			}
 			return h.reject(w, r, carrier.ErrNoCredential, nil)
 		}
@@ -83,10 +95,11 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 		if d, err = h.verify(r, cred.Raw, chain); err != nil {
 			return h.reject(w, r, err, cred)
 		}
-		// The request proof, bound to the credential's subject.
-		if proved, handled = h.admitProof(w, r, body, d); handled {
-			return nil
-		}
+	}
+	// The request proof, bound to the credential's (or the handshake
+	// session's) subject.
+	if proved, handled = h.admitProof(w, r, &rb, d); handled {
+		return nil
 	}
 
 	// 6. The credential was for the edge; it does not travel on (unless
@@ -117,7 +130,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	if proved {
 		reason = proofOK
 	}
-	return h.serveProved(w, r, next, d, body, nil, observe.Decision{Outcome: "admitted", Reason: reason, Status: http.StatusOK, Delegation: d, Carrier: carrierName})
+	return h.serveProved(w, r, next, d, &rb, observe.Decision{Outcome: "admitted", Reason: reason, Status: http.StatusOK, Delegation: d, Carrier: carrierName})
 }
 
 // serveAdmitted applies the per-tool policy to an admitted request (d is nil
@@ -125,8 +138,8 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 // decision: adm is recorded unless the policy recorded another one (a
 // denied tools/call, or a body it could not read), so that a denial is
 // not counted and logged as an admission too.
-func (h *Handler) serveAdmitted(w http.ResponseWriter, r *http.Request, next Next, d *vc.Delegation, body []byte, parsed *parsedBody, adm observe.Decision) error {
-	w, handled, recorded, err := h.enforcePolicy(w, r, d, body, parsed, adm)
+func (h *Handler) serveAdmitted(w http.ResponseWriter, r *http.Request, next Next, d *vc.Delegation, rb *rpcBody, adm observe.Decision) error {
+	w, handled, recorded, err := h.enforcePolicy(w, r, d, rb, adm)
 	if !recorded {
 		h.obs.Decision(r, adm)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/proof"
-	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
+	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 	"github.com/mcpi-edge/caddy-mcpi/vc/kyaos"
 )
@@ -83,18 +83,23 @@ func (h *Handler) proofBody(w http.ResponseWriter, r *http.Request, found *carri
 }
 
 // negotiate applies the declaration gate; handled: the refusal is written.
-func (h *Handler) negotiate(w http.ResponseWriter, r *http.Request, body []byte) bool {
-	if rf := h.proofs.Negotiate(r.Context(), body, r.Header.Get("Mcp-Session-Id")); rf != nil {
-		h.refuseProof(w, r, body, rf)
+func (h *Handler) negotiate(w http.ResponseWriter, r *http.Request, rb *rpcBody) bool {
+	if !h.proofs.RequiresExtension() {
+		return false
+	}
+	if rf := h.proofs.Negotiate(r.Context(), rb.forGate(), r.Header.Get("Mcp-Session-Id")); rf != nil {
+		h.refuseProof(w, r, rb, rf)
 		return true
 	}
 	return false
 }
 
 // admitProof checks the request proof of a request whose credential
-// verified as d; handled: the refusal is written.
-func (h *Handler) admitProof(w http.ResponseWriter, r *http.Request, body []byte, d *vc.Delegation) (verified, handled bool) {
-	if !h.proofs.Inspects(body) {
+// verified as d; handled: the refusal is written. d is nil for a request
+// admitted without a credential (anonymous tools): its proof, by whichever
+// agent, is checked all the same, only bound to no subject.
+func (h *Handler) admitProof(w http.ResponseWriter, r *http.Request, rb *rpcBody, d *vc.Delegation) (verified, handled bool) {
+	if !h.proofs.Inspects(rb.raw) {
 		return false, false
 	}
 	aud, err := h.proofAudience(r)
@@ -102,9 +107,13 @@ func (h *Handler) admitProof(w http.ResponseWriter, r *http.Request, body []byte
 		_ = h.reject(w, r, err, nil)
 		return false, true
 	}
-	ok, rf := h.proofs.Admit(r.Context(), body, aud, d.AgentDID)
+	agent := ""
+	if d != nil {
+		agent = d.AgentDID
+	}
+	ok, rf := h.proofs.Admit(r.Context(), rb.forGate(), aud, agent)
 	if rf != nil {
-		h.refuseProof(w, r, body, rf)
+		h.refuseProof(w, r, rb, rf)
 		return false, true
 	}
 	return ok, false
@@ -124,10 +133,31 @@ func (h *Handler) proofAudience(r *http.Request) (string, error) {
 // refuseProof answers a refused proof or declaration (project decision
 // §9.6): a JSON-RPC request gets a JSON-RPC error (code and data.reason);
 // anything else {"error": reason}. The status is the refusal's.
-func (h *Handler) refuseProof(w http.ResponseWriter, r *http.Request, body []byte, rf *proof.Refusal) {
+func (h *Handler) refuseProof(w http.ResponseWriter, r *http.Request, rb *rpcBody, rf *proof.Refusal) {
 	h.obs.Decision(r, observe.Decision{Outcome: "rejected", Reason: rf.Tag, Status: rf.Status})
+	// A JSON-RPC error for a request, a batch or a body the edge could not
+	// read (id null unless one request); {"error": reason} otherwise.
+	var id json.RawMessage
+	jsonRPC := false
+	if rb.raw != nil {
+		msgs, batch, err := rb.messages()
+		switch {
+		case err == nil && !batch && len(msgs) == 1 && mcp.IsRequest(msgs[0]):
+			id, jsonRPC = msgs[0].ID, true
+		case err != nil || batch:
+			id, jsonRPC = json.RawMessage("null"), true
+		}
+	}
+	writeRefusal(w, id, jsonRPC, rf)
+}
+
+// writeRefusal writes the answer of refuseProof, for a caller that
+// recorded the decision itself: a JSON-RPC error with id when jsonRPC
+// (and the refusal has one), {"error": reason} otherwise.
+func writeRefusal(w http.ResponseWriter, id json.RawMessage, jsonRPC bool, rf *proof.Refusal) {
 	var out []byte
-	if id := jsonscan.Member(body, "id"); id != nil && jsonscan.Member(body, "method") != nil {
+	jsonRPC = jsonRPC && rf.RPC != nil
+	if jsonRPC {
 		out, _ = json.Marshal(struct {
 			JSONRPC string          `json:"jsonrpc"`
 			ID      json.RawMessage `json:"id"`
@@ -146,10 +176,10 @@ const proofOK = "proof_ok"
 // serveProved serves an admitted request (serveAdmitted) through the
 // response rewriting of wrapProofResponse. body is the JSON-RPC body the
 // gate read (nil when it read none).
-func (h *Handler) serveProved(w http.ResponseWriter, r *http.Request, next Next, d *vc.Delegation, body []byte, parsed *parsedBody, adm observe.Decision) error {
-	w, finish := h.wrapProofResponse(w, r, body, d)
-	w = h.proofs.RememberSession(r.Context(), w, body)
-	if err := h.serveAdmitted(w, r, next, d, body, parsed, adm); err != nil {
+func (h *Handler) serveProved(w http.ResponseWriter, r *http.Request, next Next, d *vc.Delegation, rb *rpcBody, adm observe.Decision) error {
+	w, finish := h.wrapProofResponse(w, r, rb.raw, d)
+	w = h.proofs.RememberSession(r.Context(), w, rb.raw)
+	if err := h.serveAdmitted(w, r, next, d, rb, adm); err != nil {
 		return err
 	}
 	return finish()
@@ -162,10 +192,7 @@ func (h *Handler) wrapProofResponse(w http.ResponseWriter, r *http.Request, body
 	if body == nil || !h.proofs.Rewrites(body) {
 		return w, func() error { return nil }
 	}
-	aud, err := h.proofAudience(r)
-	if d != nil && d.AgentDID != "" {
-		aud, err = d.AgentDID, nil // the caller (§9.7)
-	}
+	aud, err := h.callerAudience(r, d)
 	if err != nil {
 		return w, func() error { return nil }
 	}

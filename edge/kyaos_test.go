@@ -182,14 +182,24 @@ func TestRequireExtension(t *testing.T) {
 
 // TestResponseProofVerifiesAgainstDIDDocument: with response_proof sign,
 // the result the client gets carries a proof by the key the edge's own
-// did.json publishes, binding the request and the result.
+// did.json publishes, binding the request and the result: under the body
+// profile only a result of content alone, any other under the envelope
+// profile, so that nothing the agent reads goes unsigned.
 func TestResponseProofVerifiesAgainstDIDDocument(t *testing.T) {
 	f := newFixture(t)
-	for _, mode := range []string{"sign", "sign envelope"} {
-		t.Run(mode, func(t *testing.T) {
+	for _, c := range []struct {
+		name, mode, result string
+		envelope           bool
+	}{
+		{"content alone", "sign", `{"content":[{"type":"text","text":"hi"}]}`, false},
+		{"content and isError", "sign", `{"content":[{"type":"text","text":"hi"}],"isError":false}`, true},
+		{"no content", "sign", `{"resultType":"input_required","inputRequests":{"a":{"method":"elicitation/create","params":{"mode":"url","url":"https://mcp.example.com/consent","message":"m","elicitationId":"e"}}}}`, true},
+		{"envelope asked for", "sign envelope", `{"content":[{"type":"text","text":"hi"}]}`, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mode, result := c.mode, c.result
 			h := f.handler(t, func(h *Handler) { h.Level = 2; h.ResponseProof = mode })
 			body := signed(t, f.agent, testAudience, toolsCallBody)
-			result := `{"content":[{"type":"text","text":"hi"}],"isError":false}`
 			rec := httptest.NewRecorder()
 			r := prepareRequest(proofCall(t, f, body), newTestReplacer())
 			if err := h.ServeNext(rec, r, func(w http.ResponseWriter, r *http.Request) error {
@@ -209,7 +219,7 @@ func TestResponseProofVerifiesAgainstDIDDocument(t *testing.T) {
 				t.Fatal(err)
 			}
 			data := resp.Result
-			if mode == "sign" {
+			if !c.envelope {
 				var m map[string]json.RawMessage
 				_ = json.Unmarshal(resp.Result, &m)
 				data = m["content"]
@@ -221,7 +231,7 @@ func TestResponseProofVerifiesAgainstDIDDocument(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v: %s", err, resp.Result)
 			}
-			if (mode == "sign envelope") != (p.Meta.Prf == kyaos.ProfileEnvelope) {
+			if c.envelope != (p.Meta.Prf == kyaos.ProfileEnvelope) || p.Meta.ResponseHash == "" {
 				t.Fatalf("profile %q", p.Meta.Prf)
 			}
 		})

@@ -291,6 +291,16 @@ func TestConsentPrompt2026(t *testing.T) {
 		other := polHandler(t, f, nil)
 		refused(t, retry2026(6, "files_write", tok, other.policy.states.seal(f.agent.did, "files_write")), "not one this edge issued")
 	})
+	t.Run("replicas sharing storage open each other's states", func(t *testing.T) {
+		st := fileStorage(t)
+		a := polHandler(t, f, func(h *Handler) { h.keyStorage = st })
+		b := polHandler(t, f, func(h *Handler) { h.keyStorage = st })
+		granted := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"files:write"} })
+		if res := polServe(t, b, retry2026(6, "files_write", granted, a.policy.states.seal(f.agent.did, "files_write")), nil); !res.called {
+			t.Fatalf("a replica's state refused: %s", res.rec.Body)
+		}
+		refused(t, retry2026(6, "files_write", tok, a.policy.states.seal(f.agent.did, "files_write")), "not one this edge issued")
+	})
 	t.Run("expired state", func(t *testing.T) {
 		clock = clock.Add(requestStateTTL + time.Second)
 		defer func() { clock = clock.Add(-requestStateTTL - time.Second) }()

@@ -33,10 +33,10 @@ import (
 //     their tools/list shows only the anonymous tools.
 //   - A response that must be checked but cannot be (too large, not JSON,
 //     compressed, malformed) is not forwarded: the client gets a JSON-RPC
-//     error instead. Only an answer to a request without tools/list whose
-//     tool results are not enforced (no tools/call, or handshake_actions
-//     observe) passes unchecked: there the tool-list filter is a second
-//     line of defence.
+//     error instead. Only an answer to a request without tools/list while
+//     handshake_actions is observe or off passes unchecked: there the
+//     tool-list filter is a second line of defence. (Enforced, any answer
+//     may carry a URL elicitation, so every one is checked.)
 //   - tools/list hides every tool the caller may not call now, including
 //     those a consent could unlock: list-time and call-time decisions agree.
 //     Any answer that looks like a tool list is filtered, whatever request
@@ -200,8 +200,15 @@ func (h *Handler) provisionPolicy() error {
 	if err != nil {
 		return err
 	}
+	var states *stateSealer
+	if pol != nil {
+		// Only a tool policy prompts; without one, storage is not touched.
+		if states, err = newStateSealer(h.ctx, h.keyStorage); err != nil {
+			return err
+		}
+	}
 	st := policyState{pol: pol, actions: mode, listed: &toolNames{m: make(map[string]struct{})},
-		annotations: newAnnotationPolicy(h.ToolAnnotationsPolicy), states: newStateSealer()}
+		annotations: newAnnotationPolicy(h.ToolAnnotationsPolicy), states: states}
 	for _, t := range h.Tools {
 		st.anyAnonymous = st.anyAnonymous || t.AllowAnonymous
 		st.anyPresentation = st.anyPresentation || t.RequirePresentation
@@ -268,50 +275,41 @@ func ValidActionHost(s string) bool {
 // needs to start a session and find the public tools.
 var anonymousMethods = []string{"initialize", "server/discover", "ping", mcp.MethodToolsList}
 
-// parsedBody is a request body read as JSON-RPC messages (mcp.ParseMessages)
-// by one step for the next, so that the body is parsed once.
-type parsedBody struct {
-	body  []byte
-	msgs  []mcp.Message
-	batch bool
-}
-
-// admitAnonymous decides whether r, which presents no credential and no
+// admitAnonymous reports whether r, which presents no credential and no
 // session, may go upstream anyway because everything it calls is allowed
-// anonymously: it returns the body it parsed to decide so (for
-// enforcePolicy), or nil when r is not admitted. body is the request body
-// when the carriers read it, else nil.
-func (h *Handler) admitAnonymous(r *http.Request, body []byte) *parsedBody {
+// anonymously. body is the request body when the carriers read it, else nil.
+func (h *Handler) admitAnonymous(r *http.Request, rb *rpcBody) bool {
 	p := &h.policy
 	if p.pol == nil || !p.anyAnonymous || r.Method != http.MethodPost {
-		return nil
+		return false
 	}
-	if body == nil {
+	if rb.raw == nil {
 		if !hasRequestBody(r) {
-			return nil
+			return false
 		}
-		var err error
-		if body, err = carrier.ReadBody(nil, r, h.MaxBodySize); err != nil {
-			return nil
+		body, err := carrier.ReadBody(nil, r, h.MaxBodySize)
+		if err != nil {
+			return false
 		}
+		rb.use(body)
 	}
-	msgs, batch, err := mcp.ParseMessages(body)
-	if err != nil || confusable(msgs) {
-		return nil
+	msgs, _, err := rb.messages()
+	if err != nil {
+		return false
 	}
 	for _, m := range msgs {
 		switch {
 		case m.Method == mcp.MethodToolsCall:
 			name, _ := mcp.ToolCallName(m)
 			if !h.toolAllowed(h.serviceHost(r), name, nil, false) {
-				return nil
+				return false
 			}
 		case slices.Contains(anonymousMethods, m.Method), strings.HasPrefix(m.Method, "notifications/"):
 		default:
-			return nil // responses, and every other method
+			return false // responses, and every other method
 		}
 	}
-	return &parsedBody{body: body, msgs: msgs, batch: batch}
+	return true
 }
 
 // toolAllowed is the policy's decision on tool, at the site named host
@@ -353,8 +351,7 @@ var handshakeTools = []string{"_mcpi_handshake", "_kyaos_handshake", "_mcpi"}
 const reasonHandshakeTool = "handshake_tool"
 
 // enforcePolicy applies the per-tool policy to an admitted request (d is nil
-// for an anonymous one, adm is its admission; parsed, when set, is its body
-// as admitAnonymous parsed it) and may wrap w to filter or
+// for an anonymous one, adm is its admission) and may wrap w to filter or
 // check the response. It returns handled when it answered the request
 // itself, and recorded when it recorded the request's decision (a denial or
 // a rejection) in place of adm.
@@ -366,12 +363,14 @@ const reasonHandshakeTool = "handshake_tool"
 // what a tool policy refuses before that.
 //
 // Two kinds of request have their response wrapped: one holding JSON-RPC
-// requests (when a tool policy exists, for tools/list filtering, or a
-// tools/call when handshake actions are checked), and every GET, whose SSE
+// requests (when a tool policy exists, for tools/list filtering, or when
+// handshake actions are checked: URL elicitations may answer any request),
+// and every GET, whose SSE
 // stream may carry results (replayed after Last-Event-ID, or sent by a
 // server on its standalone stream) to requests the edge has not seen in
 // this request. The stream is rewritten event by event, never buffered.
-func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.Delegation, body []byte, parsed *parsedBody, adm observe.Decision) (_ http.ResponseWriter, handled, recorded bool, err error) {
+func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.Delegation, rb *rpcBody, adm observe.Decision) (_ http.ResponseWriter, handled, recorded bool, err error) {
+	body := rb.raw
 	p := &h.policy
 	if p.pol == nil && p.actions == mcp.ActionsOff {
 		return w, false, false, nil
@@ -392,16 +391,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 		return c.wrap(w, r), false, false, nil
 	}
 
-	var (
-		msgs  []mcp.Message
-		batch bool
-	)
-	switch {
-	case parsed != nil:
-		// Admitted anonymously: admitAnonymous read and parsed the body,
-		// which parsed without error (and unconfusable).
-		body, msgs, batch = parsed.body, parsed.msgs, parsed.batch
-	case body == nil:
+	if body == nil {
 		// A tool policy reads every body: a tools/call sent with another
 		// content type must not slip past it. Handshake-action checks
 		// alone look at JSON bodies only.
@@ -411,18 +401,23 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 		if body, err = carrier.ReadBody(w, r, h.MaxBodySize); err != nil {
 			return w, true, true, h.reject(w, r, err, nil)
 		}
-		fallthrough
-	default:
-		msgs, batch, err = mcp.ParseMessages(body)
+		rb.use(body)
 	}
+	read := rb.messages
+	if p.pol == nil {
+		read = rb.lenient
+	}
+	msgs, batch, err := read()
 	if err == nil && p.pol != nil {
-		if confusable(msgs) {
-			err = errConfusable
-		} else {
-			// A repeated id would leave the edge unable to tell which
-			// answer is the tools/list one.
-			err = mcp.CheckUniqueIDs(msgs)
-		}
+		// A repeated id would leave the edge unable to tell which
+		// answer is the tools/list one.
+		err = mcp.CheckUniqueIDs(msgs)
+	}
+	if errors.Is(err, mcp.ErrAmbiguous) {
+		// Whatever the edge decided, the upstream might read another
+		// request: refused with or without a tool policy.
+		h.writeAmbiguous(w, r)
+		return w, true, true, nil
 	}
 	if err != nil {
 		if p.pol == nil {
@@ -430,11 +425,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 		}
 		// What the edge cannot read, it cannot authorize; an upstream
 		// reading it differently could run a tool the policy denies.
-		code := mcp.ErrorCode(err)
-		if errors.Is(err, errConfusable) {
-			code = mcp.CodeInvalidRequest
-		}
-		h.refuseBody(w, http.StatusBadRequest, code, err)
+		h.refuseBody(w, http.StatusBadRequest, mcp.ErrorCode(err), err)
 		return w, true, false, nil
 	}
 
@@ -464,6 +455,9 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 				h.refuseRequestState(w, r, m, err, adm)
 				return w, true, true, nil
 			}
+			if h.checkResume(w, r, m, name, d, adm) {
+				return w, true, true, nil
+			}
 			dec := h.decide(h.serviceHost(r), name, d, presented)
 			if d == nil && dec.Allowed && (dec.Rule == nil || !dec.Rule.AllowAnonymous) {
 				// Unreachable through admitAnonymous; kept so the rule
@@ -491,7 +485,10 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 	// request id (the TypeScript and Python SDKs) deliver a tools/list
 	// answer on the stream of another request that reused its id.
 	filter := p.pol != nil && hasRequest
-	actions := p.actions != mcp.ActionsOff && hasCall
+	// Any answer may carry a URL elicitation: MCP 2026 input-required results
+	// answer prompts/get and resources/read too, and a 2025 server sends
+	// elicitation/create on the stream of any request.
+	actions := p.actions != mcp.ActionsOff && hasRequest
 	if !filter && !actions {
 		return w, false, recorded, nil
 	}

@@ -40,7 +40,15 @@ func (h *Handler) answerDenied(w http.ResponseWriter, r *http.Request, msgs []mc
 		}
 		if m.Method == mcp.MethodToolsCall && !decisions[i].Allowed {
 			name, _ := mcp.ToolCallName(m)
-			out = append(out, h.deniedResult(era, m, name, decisions[i], d))
+			if b, ok := h.signedChallenge(w, r, batch, m, name, decisions[i], d); ok {
+				out = append(out, b)
+				continue
+			}
+			b := h.deniedResult(era, m, name, decisions[i], d)
+			if sb, ok := h.signedDenial(w, r, batch, m, b, decisions[i].Reason, d); ok {
+				b = sb
+			}
+			out = append(out, b)
 			continue
 		}
 		out = append(out, mcp.ErrorResponse(m.ID, codeBatchRefused,

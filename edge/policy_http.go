@@ -1,53 +1,15 @@
 package edge
 
 import (
-	"bytes"
 	"errors"
 	"mime"
 	"net/http"
 	"strings"
 
-	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
-
-// errConfusable: a member name differs from a JSON-RPC member name only by
-// case. encoding/json-based upstreams match names case-insensitively, so
-// {"name":"a","Name":"b"} could run b while the edge authorized a.
-var errConfusable = errors.New("mcp: member name differs from a JSON-RPC member only by case")
-
-var rpcMembers = []string{"jsonrpc", "id", "method", "params", "result", "error"}
-
-// confusable reports whether a message has a member whose name equals one
-// of rpcMembers (or, in tools/call params, "name") only when case is
-// ignored.
-func confusable(msgs []mcp.Message) bool {
-	odd := func(raw []byte, names ...string) bool {
-		c := jsonscan.NewCursor(raw)
-		c.Object()
-		for c.NextMember() {
-			key := jsonscan.Unquote(c.Key())
-			c.Skip()
-			for _, n := range names {
-				if string(key) != n && bytes.EqualFold(key, []byte(n)) {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	for _, m := range msgs {
-		if odd(m.Raw, rpcMembers...) {
-			return true
-		}
-		if m.Method == mcp.MethodToolsCall && len(m.Params) > 0 && odd(m.Params, "name") {
-			return true
-		}
-	}
-	return false
-}
 
 // Refusals of requests whose body the tool policy will not read (policeHTTP).
 var (

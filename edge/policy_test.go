@@ -881,11 +881,18 @@ func TestPolicyHandshakeActions(t *testing.T) {
 		}
 	})
 
-	t.Run("not a tool call: not wrapped", func(t *testing.T) {
+	t.Run("any request wrapped, notifications not", func(t *testing.T) {
+		// Any answer may carry a URL elicitation (see TestElicitationGuard*).
 		h := f.handler(t, nil)
 		res := polServe(t, h, polPost(`{"jsonrpc":"2.0","id":1,"method":"ping"}`, tok), nil)
-		if _, wrapped := res.w.(*responseFilter); wrapped {
-			t.Error("ping wrapped")
+		if _, wrapped := res.w.(*responseFilter); !wrapped {
+			t.Error("ping not wrapped")
+		}
+		res = polServe(t, h, polPost(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, tok), func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusAccepted)
+		})
+		if _, wrapped := res.w.(*responseFilter); wrapped || res.rec.Code != http.StatusAccepted {
+			t.Errorf("notification: wrapped=%t HTTP %d", wrapped, res.rec.Code)
 		}
 	})
 
@@ -1127,15 +1134,30 @@ func TestPolicyToolsListUnderAnotherID(t *testing.T) {
 			}
 		}
 	})
-	t.Run("unreadable answers to other requests pass", func(t *testing.T) {
-		h := polHandler(t, f, func(h *Handler) { h.MaxResponseSize = 64 })
+	t.Run("unreadable answers to other requests pass when actions are observed", func(t *testing.T) {
+		// Enforced, any answer may carry a URL elicitation: what cannot be
+		// read is withheld, as a tool result is.
 		big := `{"jsonrpc":"2.0","id":1,"result":{"contents":[{"uri":"file:///a","text":"` + strings.Repeat("a", 200) + `"}]}}`
-		res := polServe(t, h, polPost(`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a"}}`, tok), polJSONReply(big))
+		read := `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a"}}`
+		enforced := polHandler(t, f, func(h *Handler) { h.MaxResponseSize = 64 })
+		if res := polServe(t, enforced, polPost(read, tok), polJSONReply(big)); strings.Contains(res.rec.Body.String(), "aaaa") {
+			t.Errorf("large answer passed unchecked under enforce: %s", res.rec.Body)
+		}
+		observed := func(mod func(h *Handler)) *Handler {
+			return polHandler(t, f, func(h *Handler) {
+				h.HandshakeActions = "observe"
+				if mod != nil {
+					mod(h)
+				}
+			})
+		}
+		h := observed(func(h *Handler) { h.MaxResponseSize = 64 })
+		res := polServe(t, h, polPost(read, tok), polJSONReply(big))
 		if res.rec.Code != http.StatusOK || res.rec.Body.String() != big {
 			t.Errorf("large answer: HTTP %d %s", res.rec.Code, res.rec.Body)
 		}
 		gz := "\x1f\x8b\x08\x00"
-		res = polServe(t, polHandler(t, f, nil), polPost(ping, tok), func(w http.ResponseWriter, _ *http.Request) {
+		res = polServe(t, observed(nil), polPost(ping, tok), func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Content-Encoding", "gzip")
 			_, _ = io.WriteString(w, gz)
@@ -1143,7 +1165,7 @@ func TestPolicyToolsListUnderAnotherID(t *testing.T) {
 		if res.rec.Body.String() != gz || res.rec.Header().Get("Content-Encoding") != "gzip" {
 			t.Errorf("compressed answer: %q", res.rec.Body)
 		}
-		res = polServe(t, polHandler(t, f, nil), polPost(ping, tok), polJSONReply(`"pong"`))
+		res = polServe(t, observed(nil), polPost(ping, tok), polJSONReply(`"pong"`))
 		if res.rec.Body.String() != `"pong"` {
 			t.Errorf("not a JSON container: %s", res.rec.Body)
 		}

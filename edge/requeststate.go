@@ -1,28 +1,43 @@
 package edge
 
 import (
+	"context"
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hkdf"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
+
+	"github.com/mcpi-edge/caddy-mcpi/assertion"
+	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
 )
 
 // The requestState of the edge's own input-required consent prompt (MCP
-// 2026-07-28): sealed with AES-256-GCM under a key the handler draws at
-// provision and never shares, bound to the agent DID and the tool, valid
-// for requestStateTTL. The client echoes it when it retries the call; the
-// retry still goes through every check, the state only lets the edge refuse
-// a forged, expired or borrowed one clearly. States of the upstream (any
-// without the prefix) are the upstream's business and pass untouched.
+// 2026-07-28): sealed with AES-256-GCM, bound to the agent DID and the
+// tool, valid for requestStateTTL. The client echoes it when it retries the
+// call; the retry still goes through every check, the state only lets the
+// edge refuse a forged, expired or borrowed one clearly. States of the
+// upstream (any without the prefix) are the upstream's business and pass
+// untouched.
+//
+// The sealing key is derived from the key kept in the host's storage (the
+// one Level 3 sessions derive from), so a retry that lands on another
+// replica sharing that storage, or comes after a config reload, still
+// opens. Without storage it is random and lasts as long as the handler.
 
 const (
 	requestStatePrefix = "mcpi1."
 	requestStateTTL    = 5 * time.Minute
 	requestStateAAD    = "mcpi requestState v1"
+	// requestStateKeyInfo is the HKDF info of the sealing key; it differs
+	// from every session key's, so neither key says anything of the other.
+	requestStateKeyInfo = "mcpi requestState key v1"
 	// maxRequestState bounds what the edge tries to open.
 	maxRequestState = 4096
 )
@@ -39,12 +54,24 @@ type stateSealer struct {
 	now  func() time.Time
 }
 
-func newStateSealer() *stateSealer {
-	var key [32]byte
-	_, _ = rand.Read(key[:]) // crypto/rand.Read never fails
-	block, _ := aes.NewCipher(key[:])
+// newStateSealer seals under a key derived from the key in st, or under a
+// random key when st is nil.
+func newStateSealer(ctx context.Context, st assertion.Storage) (*stateSealer, error) {
+	key := make([]byte, 32)
+	if st == nil {
+		_, _ = rand.Read(key) // crypto/rand.Read never fails
+	} else {
+		stored, err := handshake.LoadKey(ctx, st)
+		if err != nil {
+			return nil, fmt.Errorf("mcpi: loading the key requestStates are sealed under: %w", err)
+		}
+		if key, err = hkdf.Key(sha256.New, stored, nil, requestStateKeyInfo, len(key)); err != nil {
+			return nil, err
+		}
+	}
+	block, _ := aes.NewCipher(key)
 	aead, _ := cipher.NewGCM(block) // a 32-byte key always makes a cipher
-	return &stateSealer{aead: aead, now: time.Now}
+	return &stateSealer{aead: aead, now: time.Now}, nil
 }
 
 // isEdgeState reports whether s claims to be the edge's.

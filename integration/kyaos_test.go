@@ -116,12 +116,12 @@ func TestKYAOSRequestProofs(t *testing.T) {
 	if err := json.Unmarshal(resp.Body, &out); err != nil {
 		t.Fatal(err)
 	}
-	var result struct{ Content json.RawMessage }
-	_ = json.Unmarshal(out.Result, &result)
-	if _, err := kyaos.VerifyResponse(ctx, kyaos.FindResponseProof(out.Result), kyaos.ResponseCheck{
+	// The result holds isError besides content: signed under the envelope
+	// profile, which binds the whole result minus _meta.
+	if p, err := kyaos.VerifyResponse(ctx, kyaos.FindResponseProof(out.Result), kyaos.ResponseCheck{
 		Resolver: fixedDoc{doc}, ExpectedSigner: aud, ExpectedAudiences: []string{w.agent.did},
-		Request: []byte(valid), Response: result.Content,
-	}); err != nil {
+		Request: []byte(valid), Response: out.Result,
+	}); err != nil || p.Meta.Prf != kyaos.ProfileEnvelope {
 		t.Fatalf("response proof: %v\n%s", err, out.Result)
 	}
 

@@ -205,46 +205,6 @@ func enforceActions(result []byte, opts ActionOptions, mode ActionMode, depth in
 	return out, issues, changed, nil
 }
 
-// CheckResponseBody applies EnforceActions to the results in a JSON-RPC body
-// (a single message or a batch; an application/json answer or one SSE
-// event's data) that answer a tools/call, and to results whose id is not in
-// requestIDs (a replayed stream answers requests this edge never saw) or
-// maps to "" (requests of different methods shared it). requestIDs maps
-// IDKey(id) to the request's method (see RequestMethods).
-// It returns the body, rewritten where needed (the input itself when
-// unchanged), and every issue found. On error the body could not be checked
-// and, in enforce mode, must not be forwarded.
-func CheckResponseBody(body []byte, requestIDs map[string]string, opts ActionOptions, mode ActionMode) ([]byte, []ActionIssue, error) {
-	if mode == ActionsOff {
-		return body, nil, nil
-	}
-	msgs, _, err := ParseMessages(body)
-	if err != nil {
-		return nil, nil, err
-	}
-	var all []ActionIssue
-	out, err := spliceResults(body, msgs, func(m *Message, depth int) ([]byte, bool, error) {
-		// "" is an id that requests of different methods shared: unknown.
-		if method := requestIDs[IDKey(m.ID)]; method != "" && method != MethodToolsCall {
-			return nil, false, nil
-		}
-		res, issues, changed, err := enforceActions(m.Result, opts, mode, depth)
-		all = append(all, issues...)
-		return res, changed, err
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	if hasElicitRequest(msgs) {
-		var issues []ActionIssue
-		if out, issues, err = checkElicitRequests(out, opts, mode); err != nil {
-			return nil, nil, err
-		}
-		all = append(all, issues...)
-	}
-	return out, all, nil
-}
-
 // actionPath is where handshake actions live in a tool result.
 var actionPath = [...]string{"structuredContent", "_meta", "handshakeAction"}
 
@@ -257,7 +217,7 @@ func checkActions(result []byte, opts ActionOptions, depth int) (out []byte, iss
 	}
 	d := depth + 1
 	for k, name := range actionPath {
-		f, dup, _, err := findMembers(result, start, d, name)
+		f, dup, _, err := findStrict(result, start, d, name)
 		if err != nil {
 			return nil, nil, false, err
 		}
@@ -304,7 +264,7 @@ var actionMembers = []string{"_action", "provider", "authUrl", "domain", "types"
 // checkAction checks the action object at d[start]; depth is its nesting
 // level.
 func checkAction(d []byte, start, depth int, opts ActionOptions) ([]byte, []ActionIssue, bool, error) {
-	f, dup, _, err := findMembers(d, start, depth, actionMembers...)
+	f, dup, _, err := findStrict(d, start, depth, actionMembers...)
 	if err != nil {
 		return nil, nil, false, err
 	}

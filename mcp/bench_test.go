@@ -84,3 +84,24 @@ func BenchmarkSSERewriter(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCheckResponseBody: a plain 4 KB tool result, which the byte
+// pre-check lets skip the strict reading, and an input-required one.
+func BenchmarkCheckResponseBody(b *testing.B) {
+	opts := ActionOptions{ToolEndpointHost: "mcp.example.com", Era: Era2026}
+	plain := []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + strings.Repeat("lorem ipsum ", 340) + `"}]}}`)
+	ir := []byte(`{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"a":{"method":"elicitation/create","params":{"mode":"url","message":"m","url":"https://login.example.com/x","elicitationId":"e"}}},"content":[{"type":"text","text":"` + strings.Repeat("lorem ipsum ", 340) + `"}]}}`)
+	for _, bc := range []struct {
+		name string
+		body []byte
+	}{{"plain", plain}, {"input_required", ir}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(bc.body)))
+			for b.Loop() {
+				if _, _, err := CheckResponseBody(bc.body, nil, opts, ActionsEnforce); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,7 +1,11 @@
 package mcp
 
 import (
+	"bytes"
+	"fmt"
 	"strings"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 )
 
 // URL-mode elicitations are consent links too: the handshake-action guard
@@ -12,6 +16,67 @@ import (
 // server could send the user to a page the same link as an authUrl may not
 // reach.
 
+// CheckResponseBody checks the results and server requests in a JSON-RPC
+// body (a single message or a batch; an application/json answer or one SSE
+// event's data) whatever request they answer: every result for URL-mode
+// elicitations in inputRequests (MCP 2026 allows an input-required result on
+// tools/call, prompts/get and resources/read), every server-to-client
+// elicitation/create (2025: it may ride any stream), and the results of a
+// tools/call, or of an id not in requestIDs (a replayed stream answers
+// requests this edge never saw) or mapped to "" (requests of different
+// methods shared it), for handshake actions too (EnforceActions).
+// requestIDs maps IDKey(id) to the request's method (see RequestMethods).
+// In enforce mode a refused tool result becomes a tool error, any other
+// refused result a JSON-RPC error.
+//
+// An answer that may hold what the guard reads is read strictly: member
+// names repeated or differing only in letter case (which case-insensitive
+// clients merge) are an error, as is a body that is not JSON-RPC. It returns
+// the body, rewritten where needed (the input itself when unchanged), and
+// every issue found. On error the body could not be checked and, in enforce
+// mode, must not be forwarded.
+func CheckResponseBody(body []byte, requestIDs map[string]string, opts ActionOptions, mode ActionMode) ([]byte, []ActionIssue, error) {
+	if mode == ActionsOff {
+		return body, nil, nil
+	}
+	msgs, _, err := ParseMessages(body)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !mayHoldGuarded(body) {
+		return body, nil, nil
+	}
+	if err := checkStrict(body, msgs); err != nil {
+		return nil, nil, err
+	}
+	var all []ActionIssue
+	out, err := guardResults(body, msgs, func(m *Message, depth int) ([]byte, bool, bool, error) {
+		// "" is an id that requests of different methods shared: unknown.
+		if method := requestIDs[IDKey(m.ID)]; method != "" && method != MethodToolsCall {
+			res, issues, changed, err := checkInputRequests(m.Result, opts, depth)
+			all = append(all, issues...)
+			if err == nil && mode == ActionsEnforce && len(issues) > 0 {
+				return withheldResult(m.ID, issues), true, true, nil
+			}
+			return res, changed && len(issues) == 0, false, err
+		}
+		res, issues, changed, err := enforceActions(m.Result, opts, mode, depth)
+		all = append(all, issues...)
+		return res, changed, false, err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if hasElicitRequest(msgs) {
+		var issues []ActionIssue
+		if out, issues, err = checkElicitRequests(out, opts, mode); err != nil {
+			return nil, nil, err
+		}
+		all = append(all, issues...)
+	}
+	return out, all, nil
+}
+
 // checkInputRequests checks the URL-mode elicitations in result.inputRequests
 // (result an object at depth as for checkActions); it returns the result,
 // rewritten when context_did was added, and the issues.
@@ -20,12 +85,12 @@ func checkInputRequests(result []byte, opts ActionOptions, depth int) ([]byte, [
 	if i == len(result) || result[i] != '{' {
 		return result, nil, false, nil
 	}
-	f, dup, _, err := findMembers(result, i, depth+1, "inputRequests")
+	f, dup, _, err := findStrict(result, i, depth+1, "inputRequests")
 	if err != nil {
 		return nil, nil, false, err
 	}
 	if dup != "" {
-		return result, []ActionIssue{{Code: IssueAmbiguous, Field: "inputRequests", Detail: "member given twice"}}, false, nil
+		return result, []ActionIssue{{Code: IssueAmbiguous, Field: "inputRequests", Detail: "member given twice (in some letter case)"}}, false, nil
 	}
 	irs := f[0][0]
 	if irs < 0 || result[irs] != '{' {
@@ -41,16 +106,18 @@ func checkInputRequests(result []byte, opts ActionOptions, depth int) ([]byte, [
 		if result[m.start] != '{' {
 			return nil
 		}
-		rf, rdup, _, err := findMembers(result, m.start, depth+3, "method", "params")
+		rf, rdup, _, err := findStrict(result, m.start, depth+3, "method", "params")
 		if err != nil {
 			return err
 		}
 		field := "inputRequests." + string(m.key)
-		if method, _ := stringValue(result, rf[0][0], rf[0][1]); method != MethodElicit {
+		// Before the method is read: a client folding "Method" into
+		// method may see an elicitation where an exact reader sees none.
+		if rdup != "" {
+			issues = append(issues, ActionIssue{Code: IssueAmbiguous, Field: field + "." + rdup, Detail: "member given twice (in some letter case)"})
 			return nil
 		}
-		if rdup != "" {
-			issues = append(issues, ActionIssue{Code: IssueAmbiguous, Field: field + "." + rdup, Detail: "member given twice"})
+		if method, _ := stringValue(result, rf[0][0], rf[0][1]); method != MethodElicit {
 			return nil
 		}
 		ps := rf[1][0]
@@ -213,4 +280,152 @@ func hasElicitRequest(msgs []Message) bool {
 		}
 	}
 	return false
+}
+
+// guardedWords are the member names and method the guard looks for
+// (handshakeAction, inputRequests, elicitation/create), lower-cased.
+var guardedWords = [...]string{"handshakeaction", "inputrequests", "elicitation"}
+
+// foldPartners are the UTF-8 runes that lenient decoders fold into ASCII
+// letters (jsonkey.Fold): İ and ı into i, ſ into s, the Kelvin sign into k.
+var foldPartners = [...]string{"\u0130", "\u0131", "\u017f", "\u212a"}
+
+// mayHoldGuarded reports whether body may hold a handshake action, an
+// inputRequests member or an elicitation/create, in any letter case, so that
+// answers that cannot carry one (most) skip the strict reading. Each word
+// the guard reads starts a JSON string (a member name, or the method value),
+// so only the bytes after a quote are compared: IndexByte skips the rest
+// fast. A JSON escape or a rune that folds into an ASCII letter may spell a
+// word in disguise anywhere: such a body is read.
+func mayHoldGuarded(body []byte) bool {
+	if bytes.Contains(body, []byte(`\u`)) {
+		return true
+	}
+	for _, p := range foldPartners {
+		if bytes.Contains(body, []byte(p)) {
+			return true
+		}
+	}
+	for i := 0; ; {
+		q := bytes.IndexByte(body[i:], '"')
+		if q < 0 || i+q+1 >= len(body) {
+			return false
+		}
+		i += q + 1
+		c := body[i] | 0x20
+		if guardFirst[c] && hasFoldedPrefix(body[i:], guardedWords[guardWord[c]]) {
+			return true
+		}
+	}
+}
+
+// guardFirst marks the (lower-case) first letters of guardedWords, and
+// guardWord gives the index of the word starting with each.
+var guardFirst, guardWord = func() (first [256]bool, word [256]int) {
+	for k, w := range guardedWords {
+		first[w[0]], word[w[0]] = true, k
+	}
+	return first, word
+}()
+
+// hasFoldedPrefix: b starts with w (lower-case ASCII letters) in any ASCII
+// letter case.
+func hasFoldedPrefix(b []byte, w string) bool {
+	if len(b) < len(w) {
+		return false
+	}
+	for k := 0; k < len(w); k++ {
+		if b[k]|0x20 != w[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// checkStrict refuses an answer that case-insensitive clients could read
+// otherwise than the guard: a member name repeated in some letter case in
+// any object (jsonscan.CheckMembers), or a message member that is a case
+// variant of a JSON-RPC member ("Method" alone is "method" to encoding/json,
+// and no member at all to the guard): the request side's rule
+// (ParseStrict), applied to answers. msgs are body's messages.
+func checkStrict(body []byte, msgs []Message) error {
+	if err := jsonscan.CheckMembers(body); err != nil {
+		return fmt.Errorf("mcp: answer read strictly: %w", err)
+	}
+	if Confusable(msgs) {
+		return ErrAmbiguous
+	}
+	return nil
+}
+
+// findStrict is findMembers that also counts a case variant of a name
+// ("Params", "paramſ") as a repeat: dup names the member whose name a
+// lenient decoder could read in two places, or in one the guard does not.
+func findStrict(d []byte, i, depth int, names ...string) (found spans, dup string, end int, err error) {
+	found = notFound(names)
+	end, err = eachMember(d, i, depth, func(m member) error {
+		found.add(m, names, &dup)
+		if dup != "" {
+			return nil
+		}
+		for _, n := range names {
+			if string(m.key) != n && foldsTo(m.key, n) {
+				dup = n
+			}
+		}
+		return nil
+	})
+	return found, dup, end, err
+}
+
+// guardResults calls fn on every response with a result and splices what
+// it changed back into body: the result, or with whole the entire message
+// (a result replaced by a JSON-RPC error). fn gets the nesting depth of the
+// container holding the result. body is returned as is when nothing
+// changed.
+func guardResults(body []byte, msgs []Message, fn func(m *Message, depth int) (out []byte, changed, whole bool, err error)) ([]byte, error) {
+	depth := 1
+	if i := skipSpace(body, 0); i < len(body) && body[i] == '[' {
+		depth = 2
+	}
+	var out []byte
+	last := 0
+	for k := range msgs {
+		m := &msgs[k]
+		if m.Result == nil {
+			continue
+		}
+		res, changed, whole, err := fn(m, depth)
+		if err != nil {
+			return nil, err
+		}
+		if !changed {
+			continue
+		}
+		s, e := m.start+m.resultStart, m.start+m.resultEnd
+		if whole {
+			s, e = m.start, m.end
+		}
+		if out == nil {
+			out = make([]byte, 0, len(body)+len(res)-(e-s))
+		}
+		out = append(out, body[last:s]...)
+		out = append(out, res...)
+		last = e
+	}
+	if out == nil {
+		return body, nil
+	}
+	return append(out, body[last:]...), nil
+}
+
+// withheldResult is the JSON-RPC error that replaces a result other than a
+// tool result (prompts/get, resources/read, ...) whose URL elicitation the
+// guard refused: such results have no error form of their own.
+func withheldResult(id []byte, issues []ActionIssue) []byte {
+	parts := make([]string, len(issues))
+	for k, is := range issues {
+		parts[k] = is.String()
+	}
+	return ErrorResponse(id, CodeInternalError, "mcpi: the edge withheld this result: its URL elicitation failed validation: "+strings.Join(parts, "; "))
 }

@@ -93,7 +93,7 @@ func ErrorCode(err error) int {
 		return CodeHeaderMismatch
 	case errors.Is(err, ErrTooDeep), errors.Is(err, ErrEmptyBatch),
 		errors.Is(err, ErrNotObject), errors.Is(err, ErrInvalidMessage),
-		errors.Is(err, ErrDuplicateID):
+		errors.Is(err, ErrDuplicateID), errors.Is(err, ErrAmbiguous):
 		return CodeInvalidRequest
 	default:
 		return CodeInternalError

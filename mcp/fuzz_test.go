@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -199,6 +200,8 @@ func FuzzCheckActions(f *testing.F) {
 func FuzzCheckResponseBodyElicit(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{"inputRequests":{"a":{"method":"elicitation/create","params":{"mode":"url","url":"https://evil.example.net/"}}}}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":7,"method":"elicitation/create","params":{"url":"https://a.example.com/","Mode":"x"}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{"InputRequests":{"a":{"method":"x","Method":"elicitation/create","Params":{"url":"javascript:1"}}}}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":7,"Method":"elicitation/create","params":{"url":"javascript:1","paramſ":{}}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		opts := ActionOptions{ToolEndpointHost: "mcp.example.com", UserDID: "did:web:u", Era: Era2026}
 		out, issues, err := CheckResponseBody(body, nil, opts, ActionsEnforce)
@@ -211,5 +214,41 @@ func FuzzCheckResponseBodyElicit(f *testing.F) {
 		if len(issues) > 0 && bytes.Contains(out, []byte("evil.example.net")) && bytes.Contains(out, []byte(`"elicitation/create"`)) && !bytes.Contains(body, []byte("evil.example.net")) {
 			t.Fatalf("introduced a foreign URL: %s", out)
 		}
+	})
+}
+
+// FuzzMayHoldGuarded: the pre-check never skips a body in which a decoder
+// that folds member names (encoding/json) sees a member named like
+// inputRequests or handshakeAction, or the method elicitation/create.
+func FuzzMayHoldGuarded(f *testing.F) {
+	f.Add([]byte(`{"result":{"InputRequests":{}}}`))
+	f.Add([]byte(`{"method":"elicitation/create"}`))
+	f.Add([]byte(`{"result":{"structuredContent":{"_meta":{"handſhakeAction":{}}}}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var v any
+		if json.Unmarshal(body, &v) != nil || mayHoldGuarded(body) {
+			return
+		}
+		var walk func(v any)
+		walk = func(v any) {
+			switch v := v.(type) {
+			case map[string]any:
+				for k, e := range v {
+					if foldsTo([]byte(k), "inputRequests") || foldsTo([]byte(k), "handshakeAction") {
+						t.Fatalf("skipped a body with member %q: %s", k, body)
+					}
+					walk(e)
+				}
+			case []any:
+				for _, e := range v {
+					walk(e)
+				}
+			case string:
+				if strings.HasPrefix(v, MethodElicit) {
+					t.Fatalf("skipped a body with %q: %s", v, body)
+				}
+			}
+		}
+		walk(v)
 	})
 }

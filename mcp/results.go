@@ -266,6 +266,10 @@ func authMeta(n NeedsAuthorization, msg, authURL string, scopes []string) needsA
 	return meta
 }
 
+// ConsentLink is the consent link of n (the authorizationUrl of its
+// prompts), or ok=false without a usable consent URL.
+func ConsentLink(n NeedsAuthorization) (string, bool) { return consentURL(n) }
+
 // consentURL builds the consent link of n, or ok=false without a usable
 // consent URL.
 func consentURL(n NeedsAuthorization) (string, bool) {

@@ -226,34 +226,8 @@ func looksLikeToolsList(result []byte, depth int) bool {
 // results it changed back into body. fn gets the nesting depth of the
 // container holding the result. body is returned as is when nothing changed.
 func spliceResults(body []byte, msgs []Message, fn func(m *Message, depth int) ([]byte, bool, error)) ([]byte, error) {
-	depth := 1
-	if i := skipSpace(body, 0); i < len(body) && body[i] == '[' {
-		depth = 2
-	}
-	var out []byte
-	last := 0
-	for k := range msgs {
-		m := &msgs[k]
-		if m.Result == nil {
-			continue
-		}
+	return guardResults(body, msgs, func(m *Message, depth int) ([]byte, bool, bool, error) {
 		res, changed, err := fn(m, depth)
-		if err != nil {
-			return nil, err
-		}
-		if !changed {
-			continue
-		}
-		rs, re := m.start+m.resultStart, m.start+m.resultEnd
-		if out == nil {
-			out = make([]byte, 0, len(body)+len(res)-(re-rs))
-		}
-		out = append(out, body[last:rs]...)
-		out = append(out, res...)
-		last = re
-	}
-	if out == nil {
-		return body, nil
-	}
-	return append(out, body[last:]...), nil
+		return res, changed, false, err
+	})
 }

@@ -11,7 +11,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
+	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/mcp/extension"
 	"github.com/mcpi-edge/caddy-mcpi/vc/kyaos"
 )
@@ -71,6 +71,8 @@ type Gate struct {
 	// sessions remembers 2025-11-25 sessions' initialize-era declarations
 	// (nil: not remembered, such clients must declare per request).
 	sessions challenge.SessionBinder
+	// store is the route's nonce store: resume tokens are kept there.
+	store challenge.NonceStore
 }
 
 // WithSessions has the gate remember, in b, the declaration of each
@@ -94,12 +96,26 @@ func New(cfg Config, r didresolver.Resolver, store challenge.NonceStore) *Gate {
 	if store != nil {
 		nonces = nonceStore{store}
 	}
-	return &Gate{cfg: cfg, verifier: kyaos.NewVerifier(r, nonces, kyaos.WithSkew(cfg.Skew))}
+	return &Gate{cfg: cfg, store: store, verifier: kyaos.NewVerifier(r, nonces, kyaos.WithSkew(cfg.Skew))}
 }
 
 // Enabled reports whether the gate needs to read request bodies.
 func (g *Gate) Enabled() bool {
 	return g != nil && (g.cfg.RequestProof != Off || g.cfg.RequireExtension)
+}
+
+// Enforces reports whether the route enforces the extension: proofs
+// required, the declaration required, or results signed.
+func (g *Gate) Enforces() bool {
+	return g != nil && (g.cfg.RequestProof == Required || g.cfg.RequireExtension || g.SignsResponses())
+}
+
+// Skew is the clock skew allowed on a proof's window.
+func (g *Gate) Skew() time.Duration {
+	if g == nil {
+		return kyaos.DefaultSkew
+	}
+	return g.cfg.Skew
 }
 
 // RequiresExtension reports whether clients must declare the extension.
@@ -114,24 +130,52 @@ type Refusal struct {
 	RPC *extension.RPCError
 }
 
-// Negotiate applies the declaration gate to a JSON-RPC request body
-// (single request; batches are not 2026 traffic and pass to the other
-// checks). It returns nil when the request may go on.
-func (g *Gate) Negotiate(ctx context.Context, body []byte, sessionID string) *Refusal {
-	if !g.RequiresExtension() || firstByte(body) != '{' {
+// Body is a JSON-RPC request body as the edge read it once, strictly
+// (mcp.ParseStrict): the gates decide on Msgs, never on a member of Raw
+// looked up by name, which a body with case-variant members would make
+// another request than the upstream's decoder sees.
+type Body struct {
+	// Raw is the body (nil: none was read).
+	Raw []byte
+	// Msgs are its messages; nil when Err is set.
+	Msgs  []mcp.Message
+	Batch bool
+	// Err is ParseStrict's error.
+	Err error
+}
+
+// Negotiate applies the declaration gate to a request body: every request
+// and notification in it (each message of a batch alike) must declare the
+// extension, except server/discover and ping. A body the edge cannot read
+// as JSON-RPC is refused (400): the gate must not let through what an
+// upstream might run. It returns nil when the request may go on.
+func (g *Gate) Negotiate(ctx context.Context, b Body, sessionID string) *Refusal {
+	if !g.RequiresExtension() || b.Raw == nil {
 		return nil
 	}
-	var method string
-	if m := jsonscan.Member(body, "method"); len(m) == 0 || json.Unmarshal(m, &method) != nil {
-		return nil // not a request: nothing to gate
+	if b.Err != nil {
+		return unreadable(b.Err)
 	}
-	d := extension.Decide(method, g.declaration(ctx, body, method, sessionID), true)
-	if !d.Refused {
-		return nil
+	for _, m := range b.Msgs {
+		if m.Method == "" {
+			continue // a response: nothing to gate
+		}
+		d := extension.Decide(m.Method, g.declaration(ctx, m.Raw, m.Method, sessionID), true)
+		if !d.Refused {
+			continue
+		}
+		reason, _ := d.Error.Data["reason"].(string)
+		// A JSON-RPC error of the protocol itself: the HTTP exchange is fine.
+		return &Refusal{Status: http.StatusOK, Reason: reason, Tag: reason, RPC: d.Error}
 	}
-	reason, _ := d.Error.Data["reason"].(string)
-	// A JSON-RPC error of the protocol itself: the HTTP exchange is fine.
-	return &Refusal{Status: http.StatusOK, Reason: reason, Tag: reason, RPC: d.Error}
+	return nil
+}
+
+// unreadable is the refusal of a body that is not JSON-RPC the edge can read.
+func unreadable(err error) *Refusal {
+	return &Refusal{Status: http.StatusBadRequest, Reason: "invalid_request", Tag: "invalid_request", RPC: &extension.RPCError{
+		Code: mcp.ErrorCode(err), Message: err.Error(),
+	}}
 }
 
 // declaration is what the request declares: per request, else in its
@@ -206,29 +250,44 @@ func (s *sessionCapture) Unwrap() http.ResponseWriter { return s.ResponseWriter 
 // credential verified as agentDID's, for audience (the route's DID). It
 // reports whether a proof was verified (the body then must not be edited
 // outside _meta: the proof covers it), and a refusal when the request
-// must not go on.
-func (g *Gate) Admit(ctx context.Context, body []byte, audience, agentDID string) (bool, *Refusal) {
+// must not go on. A proof covers one request: under required a batch is
+// refused (proof_missing); under optional a batch is admitted on its
+// credential alone, and proofs in it are not read.
+func (g *Gate) Admit(ctx context.Context, b Body, audience, agentDID string) (bool, *Refusal) {
 	if g == nil || g.cfg.RequestProof == Off {
 		return false, nil
 	}
-	if !g.Inspects(body) {
+	if !g.Inspects(b.Raw) {
 		return false, nil
 	}
-	raw, err := kyaos.FindProof(body)
+	if b.Batch {
+		if g.cfg.RequestProof == Required {
+			return false, refusal(kyaos.ProofMissing)
+		}
+		return false, nil
+	}
+	raw, err := kyaos.FindProof(b.Raw)
 	if err != nil || raw == nil {
 		// server/discover and ping are outside the admission algorithm
 		// (KYA-OS §3.7 step 0): a client learns the requirements there.
-		if g.cfg.RequestProof == Required && !extension.Exempt(methodOf(body)) {
+		// Only a body read without ambiguity is exempt.
+		if g.cfg.RequestProof == Required && !exempt(b) {
 			return false, refusal(kyaos.ProofMissing)
 		}
 		return false, nil
 	}
 	// The proof must be the credential's subject's (§9.2): a key that is
 	// not the agent's proves nothing about this delegation.
-	if _, err := g.verifier.Verify(ctx, kyaos.Request{Body: body, Audience: audience, Subject: agentDID}); err != nil {
+	if _, err := g.verifier.Verify(ctx, kyaos.Request{Body: b.Raw, Audience: audience, Subject: agentDID}); err != nil {
 		return false, refusal(kyaos.ReasonOf(err))
 	}
 	return true, nil
+}
+
+// exempt reports whether b is one request, read strictly, of a method
+// outside admission.
+func exempt(b Body) bool {
+	return b.Err == nil && len(b.Msgs) == 1 && extension.Exempt(b.Msgs[0].Method)
 }
 
 // Inspects reports whether Admit has anything to check in body: always

@@ -29,6 +29,10 @@ func (g *Gate) SignsResponses() bool {
 	return g != nil && (g.cfg.ResponseProof == SignBody || g.cfg.ResponseProof == SignEnvelope)
 }
 
+// SignsEnvelope reports whether results are signed under the envelope
+// profile.
+func (g *Gate) SignsEnvelope() bool { return g != nil && g.cfg.ResponseProof == SignEnvelope }
+
 // Rewrites reports whether WrapResponse has anything to do for the request
 // body: sign its result, or declare the extension in server/discover.
 func (g *Gate) Rewrites(body []byte) bool {
@@ -58,7 +62,26 @@ type ResponseWriter struct {
 	status  int
 	pass    bool // decided to stream through
 	decided bool
-	buf     bytes.Buffer
+	// presigned: the answer is the edge's own, signed already (MarkSigned).
+	presigned bool
+	buf       bytes.Buffer
+}
+
+// MarkSigned tells the WrapResponse writer in w's chain, if any, that the
+// answer about to be written is the edge's own and signed already (a signed
+// needs_authorization challenge): it is not signed again.
+func MarkSigned(w http.ResponseWriter) {
+	for w != nil {
+		if rw, ok := w.(*ResponseWriter); ok {
+			rw.presigned = true
+			return
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return
+		}
+		w = u.Unwrap()
+	}
 }
 
 // Unwrap lets http.ResponseController reach the underlying writer.
@@ -139,12 +162,16 @@ func (rw *ResponseWriter) rewrite(resp []byte) ([]byte, bool) {
 	if rw.g.RequiresExtension() && methodOf(rw.req) == "server/discover" {
 		result = declare(result)
 	}
-	if rw.g.SignsResponses() && rw.sign != nil {
+	if rw.g.SignsResponses() && rw.sign != nil && !rw.presigned {
 		s, err := rw.sign()
 		if err != nil {
 			return nil, false
 		}
-		s.Envelope = rw.g.cfg.ResponseProof == SignEnvelope
+		// The body profile binds only content: a result with more (isError,
+		// structuredContent, an input_required's requests, a list) is
+		// signed under the envelope profile, or part of it would go unsigned.
+		s.Envelope = rw.g.cfg.ResponseProof == SignEnvelope || !kyaos.ContentOnly(result)
+		result = keepUpstreamProof(result)
 		signed, err := s.SignResult(result, rw.req, rw.audience, kyaos.ResponseMeta{}, time.Now().Unix())
 		if err != nil {
 			return nil, false
@@ -175,4 +202,45 @@ func methodOf(body []byte) string {
 		_ = json.Unmarshal(v, &m)
 	}
 	return m
+}
+
+// UpstreamProofKey is where the edge moves an upstream's own response
+// proof when it signs the result itself (docs/configuration.md §3.9).
+const UpstreamProofKey = "org.kya-os/upstream-response-proof"
+
+// keepUpstreamProof moves an upstream's response proof out of the edge's
+// place (_meta["org.kya-os/response-proof"]) to UpstreamProofKey, byte for
+// byte, rather than overwriting it: a client that trusts the upstream's DID
+// can still check it (neither profile hashes _meta, so the move breaks
+// nothing), and one that reads the canonical key finds the edge's. The edge
+// does not check it: it vouches for the result with its own proof, not
+// for the upstream's. A result that already holds UpstreamProofKey keeps
+// it (the upstream's word on its own key), and the canonical one is
+// dropped.
+func keepUpstreamProof(result []byte) []byte {
+	meta := jsonscan.Member(result, "_meta")
+	if firstByte(meta) != '{' {
+		return result
+	}
+	up := jsonscan.Member(meta, kyaos.ResponseProofKey)
+	if up == nil {
+		return result
+	}
+	out := []byte("{")
+	n := 0
+	jsonscan.Walk(meta, func(k, v []byte) {
+		if string(jsonscan.Unquote(k)) == kyaos.ResponseProofKey {
+			return
+		}
+		if n > 0 {
+			out = append(out, ',')
+		}
+		n++
+		out = append(append(append(out, k...), ':'), v...)
+	})
+	out = append(out, '}')
+	if jsonscan.Member(out, UpstreamProofKey) == nil {
+		out = jsonscan.SetMember(out, UpstreamProofKey, up)
+	}
+	return jsonscan.SetMember(result, "_meta", out)
 }

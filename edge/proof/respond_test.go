@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc/kyaos"
 )
 
@@ -74,19 +75,35 @@ func TestWrapResponse(t *testing.T) {
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
-// TestNegotiateAndConfig: the gate refuses only in required mode, and the
-// modes are checked.
+// body reads s as the edge does, once and strictly.
+func body(s string) Body {
+	msgs, batch, err := mcp.ParseStrict([]byte(s))
+	return Body{Raw: []byte(s), Msgs: msgs, Batch: batch, Err: err}
+}
+
+// TestNegotiateAndConfig: the gate refuses only in required mode, every
+// message of a batch alike (review finding F5), and the modes are checked.
 func TestNegotiateAndConfig(t *testing.T) {
-	if New(Config{}, nil, nil).Negotiate(context.Background(), []byte(call), "") != nil {
+	ctx := context.Background()
+	if New(Config{}, nil, nil).Negotiate(ctx, body(call), "") != nil {
 		t.Fatal("optional mode refused")
 	}
 	g := New(Config{RequireExtension: true}, nil, nil)
-	if rf := g.Negotiate(context.Background(), []byte(call), ""); rf == nil || rf.RPC.Code != -32021 || rf.Status != http.StatusOK {
-		t.Fatalf("required mode: %+v", rf)
+	for _, b := range []string{call, `[` + call + `]`, `[{"jsonrpc":"2.0","id":2,"method":"ping"},` + call + `]`} {
+		if rf := g.Negotiate(ctx, body(b), ""); rf == nil || rf.RPC.Code != -32021 || rf.Status != http.StatusOK {
+			t.Fatalf("required mode, %s: %+v", b, rf)
+		}
 	}
-	for _, b := range []string{`{"jsonrpc":"2.0","id":1,"result":{}}`, `[` + call + `]`, `{"jsonrpc":"2.0","id":1,"method":"ping"}`} {
-		if g.Negotiate(context.Background(), []byte(b), "") != nil {
-			t.Errorf("%s refused", b)
+	for _, b := range []string{`{"jsonrpc":"2.0","id":1,"result":{}}`, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`} {
+		if rf := g.Negotiate(ctx, body(b), ""); rf != nil {
+			t.Errorf("%s refused: %+v", b, rf)
+		}
+	}
+	// What the gate cannot read is not exempt: a ping spelt twice, and a
+	// body that is no JSON-RPC, are refused (400).
+	for _, b := range []string{`{"jsonrpc":"2.0","id":1,"method":"ping","Method":"tools/call","params":{"name":"x"}}`, `{"jsonrpc":"1.0","id":1,"method":"tools/call"}`, `not json`} {
+		if rf := g.Negotiate(ctx, body(b), ""); rf == nil || rf.Status != http.StatusBadRequest {
+			t.Errorf("%s: %+v, want 400", b, rf)
 		}
 	}
 	for _, c := range []Config{{RequestProof: "maybe"}, {ResponseProof: "envelope"}} {

@@ -9,6 +9,14 @@
 --                           read from the file $MCPI_BENCH_TOKENS (one a
 --                           line); thread k of T sends tokens
 --                           offset+k, offset+k+T, ... ($MCPI_BENCH_OFFSET)
+--   MCPI_BENCH_MODE=2026    header, as a 2026-era request: MCP-Protocol-Version
+--                           2026-07-28, Mcp-Method, Mcp-Name, and the
+--                           version in params._meta; no session
+--   MCPI_BENCH_MODE=proof   2026, each body the next line of the file
+--                           $MCPI_BENCH_BODIES (one signed request a line,
+--                           each used once: thread k of T sends lines k,
+--                           k+T, ...); past the end it wraps, and the
+--                           harness reports the repeats
 --
 -- done() prints one line, "MCPI_RESULT <json>", that the harness parses.
 
@@ -16,12 +24,19 @@ local mode = os.getenv("MCPI_BENCH_MODE") or "header"
 local token = os.getenv("MCPI_BENCH_TOKEN") or "none"
 
 local call = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet","arguments":{"name":"Ada"}}}'
+local call2026 = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet","arguments":{"name":"Ada"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}'
 
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Accept"] = "application/json, text/event-stream"
 if mode == "body" then
   wrk.body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet","arguments":{"name":"Ada"},"delegationToken":"' .. token .. '"}}'
+elseif mode == "2026" or mode == "proof" then
+  wrk.body = call2026
+  wrk.headers["Authorization"] = "Bearer " .. token
+  wrk.headers["MCP-Protocol-Version"] = "2026-07-28"
+  wrk.headers["Mcp-Method"] = "tools/call"
+  wrk.headers["Mcp-Name"] = "greet"
 else
   wrk.body = call
   wrk.headers["Authorization"] = "Bearer " .. token
@@ -37,18 +52,21 @@ function setup(thread)
   table.insert(threads, thread)
 end
 
-if mode == "pool" then
-  local tokens, n = nil, 0
+if mode == "pool" or mode == "proof" then
+  -- One line of the file per request: a token (pool) or a whole signed
+  -- body (proof).
+  local file = os.getenv(mode == "pool" and "MCPI_BENCH_TOKENS" or "MCPI_BENCH_BODIES")
+  local lines, n = nil, 0
   local offset, stride, k = 0, 1, 0
   counter = 0
 
   function init(args)
-    -- Only the threads load the pool; the main state builds one request
-    -- (to check it parses) with the fallback token.
-    tokens = {}
-    for line in io.lines(os.getenv("MCPI_BENCH_TOKENS")) do
+    -- Only the threads load the file; the main state builds one request
+    -- (to check it parses) with the fallback token or body.
+    lines = {}
+    for line in io.lines(file) do
       n = n + 1
-      tokens[n] = line
+      lines[n] = line
     end
     offset = tonumber(os.getenv("MCPI_BENCH_OFFSET") or "0")
     k = id or 0
@@ -61,13 +79,16 @@ if mode == "pool" then
   end
 
   function request()
-    local tok = token
+    local line = nil
     if n > 0 then
       local i = offset + k + counter * stride
-      tok = tokens[(i % n) + 1]
+      line = lines[(i % n) + 1]
       counter = counter + 1
     end
-    headers["Authorization"] = "Bearer " .. tok
+    if mode == "proof" then
+      return wrk.format(nil, nil, headers, line or call2026)
+    end
+    headers["Authorization"] = "Bearer " .. (line or token)
     return wrk.format(nil, nil, headers, call)
   end
 end

@@ -18,6 +18,13 @@ const (
 	loadBody
 	// loadHandshake: the peer's Level 3 handshake driver.
 	loadHandshake
+	// load2026: wrk, one credential in Authorization, reused, on a
+	// 2026-era request (MCP-Protocol-Version 2026-07-28, Mcp-Method and
+	// Mcp-Name headers, _meta protocolVersion, no session).
+	load2026
+	// loadProof: wrk, load2026 with a fresh KYA-OS request proof in every
+	// body, from a pool minted right before each run (proofs live 60 s).
+	loadProof
 )
 
 // config is one configuration of the bench: a route of the one Caddy
@@ -57,6 +64,12 @@ var allConfigs = []config{
 		mcpi: "level 1", check: noLeak},
 	{name: "e-tool", label: "level 1 + per-tool policy `tool greet { scopes greet:execute }` (tools/call body parsed, result checked)", load: loadHeader,
 		mcpi: "level 1\ntool greet {\n\tscopes greet:execute\n}", check: noLeak, optional: true},
+	{name: "b-2026", label: "level 1, one credential reused, 2026-era stateless requests (framing headers checked)", load: load2026,
+		mcpi: "level 1", check: allFramed},
+	{name: "p", label: "level 1, 2026-era requests each with a fresh KYA-OS request proof, `request_proof required`, memory nonce store", load: loadProof,
+		mcpi: fmt.Sprintf("level 1\nrequest_proof required\nnonce_store memory %d", proofNonceEntries), check: allProved},
+	{name: "p-redis", label: "p with the Redis nonce store", load: loadProof, redis: true,
+		mcpi: "level 1\nrequest_proof required", check: allProved},
 	{name: "f-mem", label: "level 3 handshakes, memory nonce store", load: loadHandshake,
 		mcpi: "level 3\nhandshake terminate\nhandshake_paths /f-mem/handshake /f-mem/verify\nnonce_store memory", check: noUpstream, optional: true},
 	{name: "f-redis", label: "level 3 handshakes, Redis nonce store", load: loadHandshake, redis: true,
@@ -69,10 +82,13 @@ type routeStats struct {
 	Requests int64 `json:"requests"`
 	Leaked   int64 `json:"leaked"`
 	Asserted int64 `json:"asserted"`
+	Framed   int64 `json:"framed"`
+	Proved   int64 `json:"proved"`
 }
 
 func (s routeStats) minus(o routeStats) routeStats {
-	return routeStats{s.Requests - o.Requests, s.Leaked - o.Leaked, s.Asserted - o.Asserted}
+	return routeStats{s.Requests - o.Requests, s.Leaked - o.Leaked, s.Asserted - o.Asserted,
+		s.Framed - o.Framed, s.Proved - o.Proved}
 }
 
 func noLeak(s routeStats) error {
@@ -88,6 +104,30 @@ func allAsserted(s routeStats) error {
 	}
 	if s.Asserted != s.Requests {
 		return fmt.Errorf("%d of %d requests reached the upstream without X-Verified-Delegation", s.Requests-s.Asserted, s.Requests)
+	}
+	return nil
+}
+
+// allFramed: the 2026 framing headers reached the upstream on every
+// request (the edge checked them against the body and passed them on).
+func allFramed(s routeStats) error {
+	if err := noLeak(s); err != nil {
+		return err
+	}
+	if s.Framed != s.Requests {
+		return fmt.Errorf("%d of %d requests reached the upstream without their 2026 framing headers", s.Requests-s.Framed, s.Requests)
+	}
+	return nil
+}
+
+// allProved: every request reached the upstream framed and with its
+// request proof still in the body.
+func allProved(s routeStats) error {
+	if err := allFramed(s); err != nil {
+		return err
+	}
+	if s.Proved != s.Requests {
+		return fmt.Errorf("%d of %d requests reached the upstream without a request proof", s.Requests-s.Proved, s.Requests)
 	}
 	return nil
 }

@@ -78,10 +78,11 @@ type Options struct {
 	Log io.Writer
 }
 
-// DefaultOptions are the full run's settings: 3 rounds × 10
+// DefaultOptions are the full run's settings: 3 rounds × 13
 // configurations × 4 s, then 3 open-loop rounds × 2 configurations × 5 s,
-// about three and a half minutes with a warm build cache (minting the
-// 200k credentials of c takes 20–30 s of that, beside the build).
+// about four and a half minutes with a warm build cache (minting the
+// 200k credentials of c takes 20–30 s of that, beside the build, and the
+// request proofs of p and p-redis a few seconds before each of their runs).
 func DefaultOptions() Options {
 	return Options{
 		Duration:     4 * time.Second,
@@ -148,6 +149,7 @@ type Report struct {
 	Machine  machine
 	Floors   []floor
 	Pool     poolInfo
+	Proofs   proofPool
 	Profile  *profileSummary
 	Problems []string
 	Notes    []string
@@ -182,6 +184,13 @@ type bench struct {
 	poolUsed          int64
 
 	agentDID, agentSeedFile, agentCredFile string
+
+	// signer signs the request proofs of p; proofs is the current pool.
+	signer proofSigner
+	proofs proofPool
+	// peak is the fastest req/s measured so far (warmup included): what
+	// a proof pool is sized for.
+	peak float64
 
 	// scrape is what one /metrics scrape allocates in Caddy.
 	scrape memStats
@@ -264,7 +273,7 @@ func (b *bench) checkTools() error {
 			b.pin = pinning{on: true, edge: "0", other: "1"}
 		}
 	}
-	if b.has(loadHandshake, true) {
+	if b.usesRedis() {
 		need = append(need, "redis-server")
 	}
 	var missing []string
@@ -285,6 +294,17 @@ func (b *bench) checkTools() error {
 func (b *bench) has(kind loadKind, redis bool) bool {
 	for _, c := range b.configs {
 		if c.load == kind && (!redis || c.redis) {
+			return true
+		}
+	}
+	return false
+}
+
+// usesRedis reports whether a selected configuration's nonce store is
+// the bench's redis-server.
+func (b *bench) usesRedis() bool {
+	for _, c := range b.configs {
+		if c.redis {
 			return true
 		}
 	}
@@ -358,6 +378,8 @@ func (b *bench) setup(ctx context.Context) error {
 		return err
 	}
 	b.agentDID = agent.did
+	b.signer = proofSigner{key: agent.key, kid: agent.kid, audience: audience}
+	b.proofs.file = filepath.Join(b.dir, "proofs.txt")
 	b.agentSeedFile = filepath.Join(b.dir, "agent.seed")
 	b.agentCredFile = filepath.Join(b.dir, "agent.jwt")
 	b.luaFile = filepath.Join(b.dir, "bench.lua")
@@ -400,7 +422,7 @@ func (b *bench) setup(ctx context.Context) error {
 	}
 
 	redisURL := ""
-	if b.has(loadHandshake, true) {
+	if b.usesRedis() {
 		if redisURL, err = b.startRedis(); err != nil {
 			return err
 		}
@@ -482,42 +504,6 @@ func lastLine(out []byte) string {
 	return strings.TrimSpace(lines[len(lines)-1])
 }
 
-// mintPool writes n fresh VC-JWTs of tmpl (each its own jti), one a line,
-// minted on every core. It returns the size of one token.
-func mintPool(path string, n int, issuer party, tmpl vc.Template) (int, error) {
-	tokens := make([]string, n)
-	workers := runtime.GOMAXPROCS(0)
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < n; i += workers {
-				tok, err := vc.IssueJWT(issuer.key, issuer.kid, tmpl)
-				if err != nil {
-					errs[w] = err
-					return
-				}
-				tokens[i] = tok
-			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return 0, err
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return 0, err
-	}
-	for _, t := range tokens {
-		if _, err := io.WriteString(f, t+"\n"); err != nil {
-			f.Close()
-			return 0, err
-		}
-	}
-	return len(tokens[0]), f.Close()
-}
-
 func (b *bench) startRedis() (string, error) {
 	port, err := freePort()
 	if err != nil {
@@ -587,6 +573,9 @@ func (b *bench) startCaddy(cf string) error {
 func (b *bench) sanity(c config) error {
 	if c.load == loadHandshake {
 		return nil // the handshake driver checks every handshake it makes
+	}
+	if c.load == load2026 || c.load == loadProof {
+		return b.sanity2026(c)
 	}
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet","arguments":{"name":"Ada"}}}`
 	req, err := http.NewRequest(http.MethodPost, b.base+"/"+c.name+"/mcp", nil)
@@ -691,12 +680,25 @@ func (b *bench) measure(ctx context.Context, c config, round int, d time.Duratio
 	if c.load == loadHandshake {
 		counter = "the handshake driver"
 	}
-	return b.measureLoad(c, round, where, counter, func() (loadResult, error) {
+	if c.load == loadProof {
+		if err := b.mintProofs(c, d); err != nil {
+			return sample{}, err
+		}
+	}
+	s, err := b.measureLoad(c, round, where, counter, func() (loadResult, error) {
 		if c.load == loadHandshake {
 			return b.runHandshakes(ctx, c, d)
 		}
 		return b.runWrk(ctx, c, d)
 	})
+	if err == nil && c.load != loadHandshake && s.Load.Seconds > 0 {
+		b.peak = max(b.peak, float64(s.Load.Ops)/s.Load.Seconds)
+		if c.load == loadProof {
+			b.proofsUsed(where, s.Load.TokensUsed)
+			b.rep.Proofs = b.proofs
+		}
+	}
+	return s, err
 }
 
 // measureLoad runs one load of c and takes Caddy's CPU time and

@@ -24,7 +24,8 @@ type loadResult struct {
 	// handshakes; FirstError says what went wrong, when known.
 	Failed     int64
 	FirstError string
-	// TokensUsed is how many pool tokens wrk sent (loadPool).
+	// TokensUsed is how many pool tokens (loadPool) or signed bodies
+	// (loadProof) wrk sent.
 	TokensUsed int64
 	// Open is set by the open-loop driver only.
 	Open *openLoopResult
@@ -61,6 +62,10 @@ func (b *bench) runWrk(ctx context.Context, c config, d time.Duration) (loadResu
 	case loadPool:
 		env = append(env, "MCPI_BENCH_MODE=pool", "MCPI_BENCH_TOKEN="+b.token,
 			"MCPI_BENCH_TOKENS="+b.poolFile, "MCPI_BENCH_OFFSET="+strconv.FormatInt(b.poolUsed, 10))
+	case load2026:
+		env = append(env, "MCPI_BENCH_MODE=2026", "MCPI_BENCH_TOKEN="+b.token)
+	case loadProof:
+		env = append(env, "MCPI_BENCH_MODE=proof", "MCPI_BENCH_TOKEN="+b.token, "MCPI_BENCH_BODIES="+b.proofs.file)
 	default:
 		return loadResult{}, fmt.Errorf("config %s is not driven by wrk", c.name)
 	}

@@ -13,20 +13,26 @@
 //	d-sign   level 2 with assertion_reuse off: one signature per request
 //	e        level 1, credential in params.delegationToken: the body is
 //	         read and rewritten (stands in for per-tool policy)
+//	e-tool   level 1 with a per-tool policy
+//	b-2026   b as a 2026-era stateless request: framing headers checked
+//	p        2026-era requests each with a fresh KYA-OS request proof
+//	         (pool signed right before each run), memory nonce store
+//	p-redis  p with the Redis nonce store
 //	f-mem    level 3 handshakes per second, memory nonce store
 //	f-redis  level 3 handshakes per second, Redis nonce store
 //
 // For each it reports requests/s, p50/p99 latency, Caddy's CPU time and
 // allocations per request, and each one's ratio to (a) in the same round;
-// with the bare Ed25519/P-256 verification cost from vc's benchmarks and a
-// CPU profile of (b). wrk is closed-loop, so an open-loop phase follows
+// with the bare Ed25519/P-256 verification cost from vc's benchmarks, what
+// (c), (p) and (p-redis) cost above (a) against one Ed25519 verification,
+// and a CPU profile of (b). wrk is closed-loop, so an open-loop phase follows
 // the rounds: the bench peer drives (a) and (b) alternately at a constant
 // rate, 50 % of (a)'s peak by default, with vegeta's attacker, and the
 // report gives their latency percentiles and the p99 that (b) adds to (a)
 // in the same round. The result is printed and written between the
 // markers of BENCHMARKS.md.
 //
-//	scripts/bench.sh                  # full run, about 3.5 minutes
+//	scripts/bench.sh                  # full run, about 4.5 minutes
 //	go run ./integration/bench -quick # 1 round × 1 s, what CI runs
 //
 // It needs wrk and redis-server (scripts/bench.sh installs them with apt)

@@ -179,6 +179,7 @@ func (r *Report) Markdown(command string) string {
 			fmt.Fprintf(&b, "| %s | %.1f | %.0f |\n", f.Name, f.NsPerOp/1e3, f.AllocsPerOp)
 		}
 	}
+	r.proofFloorMarkdown(&b)
 	if r.Pool.Size > 0 {
 		fmt.Fprintf(&b, "\nFresh credentials for (c): %d VC-JWTs (EdDSA, %d bytes each, one issuer, each its own jti) minted on every core in %v; %d sent, %d repeats.\n",
 			r.Pool.Size, r.Pool.TokenBytes, r.Pool.Mint.Round(time.Millisecond), r.Pool.Used, r.Pool.Repeats())

@@ -4,13 +4,16 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"strings"
 )
 
 // Challenge is a needs_authorization step-up (KYA-OS §5): the tool called
 // needs a delegation with ScopeID, to be granted at AuthorizationURL.
 type Challenge struct {
-	Tool             string
-	ScopeID          string
+	Tool    string
+	ScopeID string
+	// Scopes are every scope the consent must grant; default [ScopeID].
+	Scopes           []string
 	AuthorizationURL string
 	// ResumeToken is the edge's single-use token for the retry
 	// (NewResumeToken); ExpiresAt its end, epoch seconds.
@@ -29,7 +32,14 @@ func NewResumeToken() string {
 
 // Message is the challenge's human text, as the reference words it.
 func (c Challenge) Message() string {
-	return `Tool "` + c.Tool + `" requires delegation with scope: ` + c.ScopeID
+	return `Tool "` + c.Tool + `" requires delegation with scope: ` + strings.Join(c.scopes(), ", ")
+}
+
+func (c Challenge) scopes() []string {
+	if len(c.Scopes) > 0 {
+		return c.Scopes
+	}
+	return []string{c.ScopeID}
 }
 
 // SignChallenge returns the JSON-RPC result answering request with the
@@ -44,7 +54,7 @@ func (s ResponseSigner) SignChallenge(request []byte, audience string, c Challen
 		ResumeToken      string   `json:"resumeToken"`
 		ExpiresAt        int64    `json:"expiresAt"`
 		Scopes           []string `json:"scopes"`
-	}{"needs_authorization", c.Message(), c.AuthorizationURL, c.ResumeToken, c.ExpiresAt, []string{c.ScopeID}})
+	}{"needs_authorization", c.Message(), c.AuthorizationURL, c.ResumeToken, c.ExpiresAt, c.scopes()})
 	if err != nil {
 		return nil, err
 	}

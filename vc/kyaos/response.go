@@ -243,6 +243,25 @@ func (s ResponseSigner) SignResult(result, request []byte, audience string, meta
 	return jsonscan.SetMember(result, "_meta", jsonscan.SetMember(m, ResponseProofKey, raw)), nil
 }
 
+// ContentOnly reports whether the result object has no member but content
+// and _meta: all that the body profile binds. Anything else an agent reads
+// (structuredContent, isError, resultType, an input_required result's
+// requests, a list) would go unsigned under it; a signer that must bind the
+// whole result uses the envelope profile for any other result.
+func ContentOnly(result []byte) bool {
+	only, seen := true, false
+	ok := jsonscan.Walk(result, func(k, _ []byte) {
+		switch string(jsonscan.Unquote(k)) {
+		case "content":
+			seen = true
+		case "_meta":
+		default:
+			only = false
+		}
+	})
+	return ok && only && seen
+}
+
 // sign makes the compact JWS over the payload rebuilt from meta.
 func (s ResponseSigner) sign(meta ResponseMeta) (*ResponseProof, error) {
 	alg := algOfPublic(s.Key.Public())

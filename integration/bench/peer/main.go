@@ -7,8 +7,10 @@
 //		per first path segment, how many requests arrived, how many
 //		still carried a credential (Authorization header, or
 //		delegationToken in the body) and how many carried
-//		X-Verified-Delegation, so the harness can check that every
-//		configuration did what it claims.
+//		X-Verified-Delegation, how many 2026-era requests arrived with
+//		their framing headers (Mcp-Method) and how many of those still
+//		held a KYA-OS request proof in the body, so the harness can check
+//		that every configuration did what it claims.
 //
 //	peer handshakes -url http://127.0.0.1:8080 -hs /f/handshake -vf /f/verify \
 //		-agent-did did:key:… -agent-seed <file> -cred <file> -c 32 -d 5s
@@ -78,9 +80,15 @@ type RouteStats struct {
 	Leaked int64 `json:"leaked"`
 	// Asserted counts requests with an X-Verified-Delegation header.
 	Asserted int64 `json:"asserted"`
+	// Framed counts 2026-era requests (MCP-Protocol-Version 2026-07-28)
+	// that arrived with their Mcp-Method header.
+	Framed int64 `json:"framed"`
+	// Proved counts framed requests whose body still held a KYA-OS request
+	// proof (the edge leaves it in place for an upstream that checks it).
+	Proved int64 `json:"proved"`
 }
 
-type routeCounters struct{ requests, leaked, asserted atomic.Int64 }
+type routeCounters struct{ requests, leaked, asserted, framed, proved atomic.Int64 }
 
 type upstreamServer struct {
 	mu     sync.RWMutex
@@ -106,6 +114,7 @@ func (u *upstreamServer) counters(route string) *routeCounters {
 var (
 	resultBody = []byte(Result)
 	tokenKey   = []byte(`"delegationToken"`)
+	proofKey   = []byte(`"org.kya-os/request-proof"`)
 	jsonType   = []string{"application/json"}
 	resultLen  = []string{fmt.Sprint(len(Result))}
 	bufPool    = sync.Pool{New: func() any { return new(bytes.Buffer) }}
@@ -120,6 +129,8 @@ func (u *upstreamServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	buf.Reset()
 	_, err := buf.ReadFrom(r.Body)
 	leaked := bytes.Contains(buf.Bytes(), tokenKey)
+	framed := r.Header.Get("Mcp-Method") != "" && r.Header.Get("Mcp-Protocol-Version") == "2026-07-28"
+	proved := framed && bytes.Contains(buf.Bytes(), proofKey)
 	bufPool.Put(buf)
 	if err != nil {
 		http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
@@ -134,6 +145,12 @@ func (u *upstreamServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("X-Verified-Delegation") != "" {
 		c.asserted.Add(1)
 	}
+	if framed {
+		c.framed.Add(1)
+	}
+	if proved {
+		c.proved.Add(1)
+	}
 	h := w.Header()
 	h["Content-Type"] = jsonType
 	h["Content-Length"] = resultLen
@@ -144,7 +161,8 @@ func (u *upstreamServer) serveStats(w http.ResponseWriter) {
 	out := make(map[string]RouteStats)
 	u.mu.RLock()
 	for k, c := range u.routes {
-		out[k] = RouteStats{Requests: c.requests.Load(), Leaked: c.leaked.Load(), Asserted: c.asserted.Load()}
+		out[k] = RouteStats{Requests: c.requests.Load(), Leaked: c.leaked.Load(), Asserted: c.asserted.Load(),
+			Framed: c.framed.Load(), Proved: c.proved.Load()}
 	}
 	u.mu.RUnlock()
 	w.Header().Set("Content-Type", "application/json")

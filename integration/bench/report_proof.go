@@ -1,0 +1,103 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The proof path against the signature floor: what a configuration that
+// verifies one signature per request ((c): a fresh credential; (p): a
+// fresh request proof) costs Caddy above plain proxying, set against one
+// bare Ed25519 verification measured in the same run. The target of
+// issue 15 is at most 1.5 verifications.
+
+// floorProofConfigs are the configurations set against the floor.
+var floorProofConfigs = []string{"c", "p", "p-redis"}
+
+// proofFloorTarget is the most CPU above plain a proof-path request may
+// cost, in bare Ed25519 verifications.
+const proofFloorTarget = 1.5
+
+// aboveFloor is one configuration's Caddy CPU above (a) per request.
+type aboveFloor struct {
+	name   string
+	above  []float64 // µs, one per round that ran both it and (a)
+	median float64
+}
+
+// cpuAbovePlain is, per configuration of floorProofConfigs that ran, the
+// median over the rounds of its Caddy CPU per request minus (a)'s in the
+// same round.
+func (r *Report) cpuAbovePlain() []aboveFloor {
+	plain := make(map[int]float64) // a's µs/req by round
+	for _, s := range r.Samples {
+		if s.Config == "a" && s.Load.Ops > 0 {
+			plain[s.Round] = float64(s.CPU) / float64(s.Load.Ops) / 1e3
+		}
+	}
+	var out []aboveFloor
+	for _, name := range floorProofConfigs {
+		af := aboveFloor{name: name}
+		for _, s := range r.Samples {
+			a, ok := plain[s.Round]
+			if s.Config != name || s.Load.Ops == 0 || !ok {
+				continue
+			}
+			af.above = append(af.above, float64(s.CPU)/float64(s.Load.Ops)/1e3-a)
+		}
+		if len(af.above) > 0 {
+			af.median = median(af.above)
+			out = append(out, af)
+		}
+	}
+	return out
+}
+
+// ed25519Floor is the bare Ed25519 verification of this run's floors, in
+// µs; NaN when the floors did not run.
+func (r *Report) ed25519Floor() float64 {
+	i := slices.IndexFunc(r.Floors, func(f floor) bool { return f.Name == "BenchmarkEd25519Verify" })
+	if i < 0 {
+		return math.NaN()
+	}
+	return r.Floors[i].NsPerOp / 1e3
+}
+
+// proofFloorMarkdown writes the table of the proof path against the
+// floor, and what minting p's pools took.
+func (r *Report) proofFloorMarkdown(b *strings.Builder) {
+	rows := r.cpuAbovePlain()
+	if len(rows) == 0 {
+		return
+	}
+	floor := r.ed25519Floor()
+	b.WriteString("\n### One signature per request, against the floor\n\n")
+	fmt.Fprintf(b, "Caddy CPU per request above plain (a), the median over the rounds of the difference within each round, set against one bare Ed25519 verification (`BenchmarkEd25519Verify`, %s µs in this run). (c) verifies a fresh VC-JWT; (p) a fresh KYA-OS request proof (the credential is reused and cached), its nonce consumed in the memory store, (p-redis) in Redis. Target: at most %.1f×.\n\n",
+		fmtUS(floor), proofFloorTarget)
+	b.WriteString("| config | CPU above (a) µs/req | range | ×Ed25519 | target |\n|---|--:|--:|--:|---|\n")
+	for _, row := range rows {
+		x := row.median / floor
+		verdict := "–"
+		if !math.IsNaN(x) {
+			verdict = "missed"
+			if x <= proofFloorTarget {
+				verdict = "met"
+			}
+		}
+		fmt.Fprintf(b, "| %s | %.1f | %.1f–%.1f | %s | %s |\n", row.name, row.median, slices.Min(row.above), slices.Max(row.above), ratio(x), verdict)
+	}
+	if p := r.Proofs; p.runs > 0 {
+		fmt.Fprintf(b, "\nRequest proofs for (p): %d pools (one per run, minted right before it: a proof lives 60 s), %d signed requests of %d bytes in all, minted on every core in %v; %d repeats.\n",
+			p.runs, p.minted, p.bodySize, p.mint.Round(time.Millisecond), p.repeats)
+	}
+}
+
+func fmtUS(x float64) string {
+	if math.IsNaN(x) {
+		return "not measured"
+	}
+	return fmt.Sprintf("%.1f", x)
+}
