@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -19,8 +18,8 @@ import (
 
 // Level 3 defaults.
 const (
-	HandshakeTerminate = "terminate"
-	HandshakeProxy     = "proxy"
+	HandshakeTerminate = handshake.Terminate
+	HandshakeProxy     = handshake.Proxy
 
 	LegacyPass   = "pass"
 	LegacyVerify = "verify"
@@ -106,6 +105,8 @@ type level3 struct {
 	hsPath, vfPath string
 
 	service *challenge.Service
+	// calls takes the handshake and verify calls (handshake.Calls).
+	calls *handshake.Calls
 	// store keeps issued challenges; the verifier's replay guard shares it
 	// (delegation.go). It is the loaded store wrapped in a
 	// measuredNonceStore.
@@ -117,14 +118,10 @@ type level3 struct {
 	policy   string
 	sessions *handshake.Sessions
 
-	// Proxy mode.
-	explicit  *upstreamEndpoints
-	upstream  *url.URL
-	discovery *discoveryCache
-	// client reaches the endpoints the operator named (handshake_endpoint,
-	// the upstream origin); guarded those only a DID document named,
-	// through the SSRF guard.
-	client, guarded *http.Client
+	// Proxy mode: where the upstream's endpoints are, and how calls reach
+	// them.
+	discovery *handshake.Discovery
+	forwarder *handshake.Forwarder
 
 	// proxySessions binds the upstream's handshake sessions
 	// (proxysession.go).
@@ -208,33 +205,43 @@ func (h *Handler) provisionLevel3() error {
 		if h.DiscoveryTTL == 0 {
 			h.DiscoveryTTL = time.Duration(defaultDiscoveryTTL)
 		}
-		l.client = newHandshakeClient()
-		guarded, err := didresolver.GuardedClient(l.client, h.AllowPrivateDIDWeb, handshakeTimeout)
+		client := handshake.NewClient()
+		guarded, err := didresolver.GuardedClient(client, h.AllowPrivateDIDWeb, handshake.Timeout)
 		if err != nil {
 			return fmt.Errorf("mcpi: handshake client: %v", err)
 		}
-		l.guarded = guarded
+		l.forwarder = &handshake.Forwarder{Client: client, Guarded: guarded, ForwardedHeaders: forwardedToOrigins}
+		dv := &handshake.Discovery{
+			UpstreamDID: h.UpstreamDID,
+			Resolver:    l.resolver,
+			Client:      client,
+			Guarded:     guarded,
+			Default:     handshake.Endpoints{Handshake: handshake.PathEndpoint(l.hsPath), Verify: handshake.PathEndpoint(l.vfPath)},
+			TTL:         time.Duration(h.DiscoveryTTL),
+			Logger:      h.logger,
+		}
 		if h.Upstream != "" {
 			// Level 2's upstream origin (validated there).
 			u, err := ParseUpstreamOrigin(h.Upstream)
 			if err != nil {
 				return err
 			}
-			l.upstream = u
+			dv.Upstream = u
 		}
 		if h.HandshakeEndpoint != "" {
 			vf := h.VerifyEndpoint
 			if vf == "" {
 				vf = h.HandshakeEndpoint
 			}
-			hs, err1 := parseEndpoint(h.HandshakeEndpoint, nil)
-			vfe, err2 := parseEndpoint(vf, nil)
+			hs, err1 := handshake.ParseEndpoint(h.HandshakeEndpoint)
+			vfe, err2 := handshake.ParseEndpoint(vf)
 			if err := errors.Join(err1, err2); err != nil {
 				return fmt.Errorf("mcpi: handshake endpoint: %v", err)
 			}
-			l.explicit = h.localize(&upstreamEndpoints{handshake: hs, verify: vfe, source: "explicit"})
+			eps := &handshake.Endpoints{Handshake: hs, Verify: vfe, Source: "explicit"}
+			dv.Explicit = eps.Localize(dv.Upstream)
 		}
-		l.discovery = &discoveryCache{ttl: time.Duration(h.DiscoveryTTL)}
+		l.discovery = dv
 		binder, err := h.proxySessionBinder()
 		if err != nil {
 			return err
@@ -247,6 +254,7 @@ func (h *Handler) provisionLevel3() error {
 		return fmt.Errorf("mcpi: handshake: %v", err)
 	}
 	l.service = svc
+	l.calls = h.newCalls()
 	return nil
 }
 
@@ -298,7 +306,7 @@ func (h *Handler) validateLevel3() error {
 		if e == "" {
 			continue
 		}
-		if _, err := parseEndpoint(e, nil); err != nil {
+		if _, err := handshake.ParseEndpoint(e); err != nil {
 			return fmt.Errorf("mcpi: handshake endpoint %q: %v", e, err)
 		}
 	}
@@ -351,10 +359,11 @@ func (h *Handler) validateLevel3() error {
 
 // cleanupLevel3 runs from Cleanup, also after a partial Provision.
 func (h *Handler) cleanupLevel3() error {
-	l := &h.l3
-	for _, c := range []*http.Client{l.client, l.guarded} {
-		if c != nil {
-			c.CloseIdleConnections()
+	if f := h.l3.forwarder; f != nil {
+		for _, c := range []*http.Client{f.Client, f.Guarded} {
+			if c != nil {
+				c.CloseIdleConnections()
+			}
 		}
 	}
 	return nil
@@ -390,7 +399,7 @@ func (h *Handler) serveLevel3(w http.ResponseWriter, r *http.Request, next Next,
 		if err != nil {
 			return true, h.reject(w, r, err, nil)
 		}
-		if isLegacyForm(body) {
+		if handshake.IsLegacyForm(body) {
 			return h.passLegacy(w, r, next)
 		}
 	}

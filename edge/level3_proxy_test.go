@@ -119,7 +119,7 @@ func TestProxyUpstreamAnswers(t *testing.T) {
 		{"no nonce", 200, `{"jsonrpc":"2.0","id":1,"result":{"challenge":"abc"}}`, challenge.CodeInternalError},
 		{"bad nonce", 200, `{"jsonrpc":"2.0","id":1,"result":{"challenge":"abc","nonce":"has space"}}`, challenge.CodeInternalError},
 		{"nonce names a replay record", 200, `{"jsonrpc":"2.0","id":1,"result":{"challenge":"abc","nonce":"vp:0f1e2d3c"}}`, challenge.CodeInternalError},
-		{"too large", 200, `{"jsonrpc":"2.0","id":1,"result":{"challenge":"` + strings.Repeat("a", maxHandshakeResponse) + `","nonce":"n"}}`, challenge.CodeInternalError},
+		{"too large", 200, `{"jsonrpc":"2.0","id":1,"result":{"challenge":"` + strings.Repeat("a", handshake.MaxResponse) + `","nonce":"n"}}`, challenge.CodeInternalError},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			next := Next(func(w http.ResponseWriter, r *http.Request) error {
@@ -242,24 +242,5 @@ func TestProxyDiscoveryUpstreamOrigin(t *testing.T) {
 	}
 	if got := route.drain(); len(got) != 2 || got[0].Path != "/rpc/hs" || got[1].Path != "/rpc/vf" {
 		t.Errorf("route got %+v", got)
-	}
-}
-
-func TestParseEndpoint(t *testing.T) {
-	for in, want := range map[string]string{
-		"/rpc":                    "/rpc",
-		"/rpc?x=1":                "/rpc?x=1",
-		"https://up.example/rpc":  "https://up.example/rpc",
-		"http://up.example:81/hs": "http://up.example:81/hs",
-	} {
-		e, err := parseEndpoint(in, nil)
-		if err != nil || e.String() != want {
-			t.Errorf("parseEndpoint(%q) = %v, %v", in, e, err)
-		}
-	}
-	for _, in := range []string{"rpc", "", "ftp://up.example/x", "//up.example/x", "https://"} {
-		if e, err := parseEndpoint(in, nil); err == nil {
-			t.Errorf("parseEndpoint(%q) = %v, want an error", in, e)
-		}
 	}
 }

@@ -510,7 +510,7 @@ func TestMCPIDocument(t *testing.T) {
 			if called || rec.Code != http.StatusOK {
 				t.Fatalf("called=%t %d", called, rec.Code)
 			}
-			var doc mcpiDocument
+			var doc handshake.Document
 			if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
 				t.Fatal(err)
 			}

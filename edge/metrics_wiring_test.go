@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
 	"net"
 	"net/http"
 	"regexp"
@@ -303,23 +304,23 @@ func TestDIDResolutionErrorMetric(t *testing.T) {
 
 func TestHandshakeResultTags(t *testing.T) {
 	for err, want := range map[error]string{
-		challenge.ErrParse:                       "parse_error",
-		challenge.ErrInvalidRequest:              "invalid_request",
-		challenge.ErrMethodNotFound:              "method_not_found",
-		challenge.ErrInvalidParams:               "invalid_params",
-		challenge.ErrStoreFull:                   "store_unavailable",
-		challenge.ErrExpired:                     "expired",
-		challenge.ErrBadProof:                    "bad_proof",
-		challenge.ErrReplay:                      "replay",
-		challenge.ErrNonceNotFound:               "replay",
-		challenge.ErrUntrustedCredential:         "untrusted_credential",
-		errResponseTooLarge:                      "upstream_error",
-		fmt.Errorf("%w: x", errUpstreamResponse): "upstream_error",
-		errors.New("something else"):             "internal_error",
+		challenge.ErrParse:                                 "parse_error",
+		challenge.ErrInvalidRequest:                        "invalid_request",
+		challenge.ErrMethodNotFound:                        "method_not_found",
+		challenge.ErrInvalidParams:                         "invalid_params",
+		challenge.ErrStoreFull:                             "store_unavailable",
+		challenge.ErrExpired:                               "expired",
+		challenge.ErrBadProof:                              "bad_proof",
+		challenge.ErrReplay:                                "replay",
+		challenge.ErrNonceNotFound:                         "replay",
+		challenge.ErrUntrustedCredential:                   "untrusted_credential",
+		handshake.ErrResponseTooLarge:                      "upstream_error",
+		fmt.Errorf("%w: x", handshake.ErrUpstreamResponse): "upstream_error",
+		errors.New("something else"):                       "internal_error",
 	} {
 		wrapped := fmt.Errorf("ctx: %w", err)
-		if got := handshakeResult(wrapped); got != want {
-			t.Errorf("handshakeResult(%v) = %q, want %q", err, got, want)
+		if got := handshake.ResultTag(wrapped); got != want {
+			t.Errorf("handshake.ResultTag(%v) = %q, want %q", err, got, want)
 		}
 		if !observe.IsReason(want) && want != "issued" && want != "verified" && !snakeLabel.MatchString(want) {
 			t.Errorf("%q is not a valid label value", want)

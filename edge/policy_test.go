@@ -482,6 +482,35 @@ func TestPolicyAnonymous(t *testing.T) {
 		})
 	}
 
+	// A body the carriers leave unread (not announced as JSON) is read and
+	// parsed once for the anonymous admission; the policy then decides on
+	// those same messages, and the upstream gets the bytes unchanged.
+	t.Run("body the carriers did not read", func(t *testing.T) {
+		for _, tc := range []struct {
+			name, body string
+			admitted   bool
+		}{
+			{"anonymous tool", polCall(1, "public"), true},
+			{"scoped tool", polCall(1, "echo"), false},
+			{"repeated id", "[" + polCall(1, "public") + "," + `{"jsonrpc":"2.0","id":1,"method":"tools/list"}` + "]", false},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				r := polPost(tc.body, "")
+				r.Header.Set("Content-Type", "text/plain")
+				res := polServe(t, h, r, nil)
+				if res.called != tc.admitted {
+					t.Fatalf("called=%t HTTP %d %s, want called=%t", res.called, res.rec.Code, res.rec.Body, tc.admitted)
+				}
+				if tc.admitted && string(res.fwdBody) != tc.body {
+					t.Errorf("upstream got %q", res.fwdBody)
+				}
+				if !tc.admitted && res.rec.Code/100 != 4 {
+					t.Errorf("HTTP %d, want a refusal", res.rec.Code)
+				}
+			})
+		}
+	})
+
 	t.Run("tools/list shows only anonymous tools", func(t *testing.T) {
 		res := polServe(t, h, polPost(list, ""), polToolsListReply(2))
 		if got := decodeRPC(t, res.rec.Body.Bytes()).toolNames(); !slices.Equal(got, []string{"public"}) {

@@ -4,18 +4,17 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
+	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
-// Proxy-mode handshake sessions: handshake.Bindings keeps them; the edge
-// binds the session an upstream's verify answer opens, and admits a
-// request presenting a bound one after this route's checks.
+// Proxy-mode handshake sessions: handshake.Bindings keeps them;
+// handshake.Calls binds the session an upstream's verify answer opens, and
+// the edge admits a request presenting a bound one after this route's
+// checks.
 
 // proxySessionBinder returns the nonce store as a SessionBinder (measured),
 // or an error when the configured store module cannot hold bindings.
@@ -32,38 +31,13 @@ func (h *Handler) proxySessionBinder() (challenge.SessionBinder, error) {
 	return &measuredBinder{binder: b, name: name, h: h}, nil
 }
 
-// bindUpstreamSession binds the session the upstream opened in resp, its
-// answer to a verify the edge verified as v. An answer that opens none
-// (an error, verified false, no usable session id) binds nothing and is
-// relayed as is. The error is for answers the agent must not get: one too
-// large to read, or a session the edge could not record (store
-// unavailable: fail closed, 503), since the agent would hold a session the
-// edge then refuses.
-func (h *Handler) bindUpstreamSession(ctx context.Context, resp *capturedResponse, v *challenge.Verified) error {
-	if resp.overflow {
-		return errResponseTooLarge
-	}
-	ps := h.l3.proxySessions
-	if ps == nil {
-		return nil
-	}
-	s, why := handshake.UpstreamSessionOf(resp.status, resp.header, resp.body, v.AgentDID)
-	if why == "" {
-		until, reason, err := ps.Bind(ctx, s, v)
-		if err != nil {
-			return err
-		}
-		if why = reason; why == "" {
-			if c := h.logger.Check(zapcore.DebugLevel, "upstream handshake session bound"); c != nil {
-				c.Write(zap.String("agent_did", v.AgentDID), zap.Time("expires_at", until))
-			}
-			return nil
-		}
-	}
-	if c := h.logger.Check(zapcore.DebugLevel, "upstream verify answer opens no session at the edge"); c != nil {
-		c.Write(zap.String("agent_did", v.AgentDID), zap.String("why", why), zap.Int("status", resp.status))
-	}
-	return nil
+// routeBindings binds with the route's current Bindings (handshake.Calls),
+// so that the calls bind into the very bindings the route looks sessions
+// up in (tests swap them for another store or a later clock).
+type routeBindings struct{ l *level3 }
+
+func (b routeBindings) Bind(ctx context.Context, s handshake.UpstreamSession, v *challenge.Verified) (time.Time, string, error) {
+	return b.l.proxySessions.Bind(ctx, s, v)
 }
 
 // boundSession returns the delegation bound to the upstream session r

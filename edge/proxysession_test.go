@@ -120,6 +120,7 @@ func TestProxySessionBound(t *testing.T) {
 	e := newProxySessionEnv(t, f, nil)
 	core, logs := observer.New(zapcore.DebugLevel)
 	e.h.logger = zap.New(core)
+	e.h.l3.calls.Logger = e.h.logger // the handshake calls log with their own
 	cred := f.jwt(t, nil)
 	const sid = "3b1f8c0e-a7a4-4d0c-9d4b-0f2b7c1d9e55"
 	exp := time.Now().Add(30 * time.Minute).UTC().Truncate(time.Second)
@@ -397,7 +398,7 @@ func TestProxySessionNotBound(t *testing.T) {
 		}
 	})
 	t.Run("too large to read", func(t *testing.T) {
-		rep := e.verify(t, cred, sessionAnswer("too-large-session-id", `"pad":"`+strings.Repeat("a", maxHandshakeResponse)+`"`))
+		rep := e.verify(t, cred, sessionAnswer("too-large-session-id", `"pad":"`+strings.Repeat("a", handshake.MaxResponse)+`"`))
 		if rep.Status != http.StatusOK || rep.code() != challenge.CodeInternalError || e.bound(t, "too-large-session-id") != nil {
 			t.Fatalf("HTTP %d %.200s", rep.Status, rep.Raw)
 		}

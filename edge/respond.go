@@ -9,6 +9,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/assertion"
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
+	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
@@ -110,6 +111,17 @@ func (h *Handler) rejectionFor(err error) rejection {
 	}
 	reason := vc.Reason(err)
 	return rejection{status: http.StatusUnauthorized, code: "invalid_token", description: desc, reason: reason, challenge: true, tag: reason}
+}
+
+// hostError maps a concern's failure that the host answers (an upstream
+// the edge's own client could not reach) to an HTTPError; other errors
+// (the route's own) pass unchanged.
+func hostError(err error) error {
+	var se *handshake.StatusError
+	if errors.As(err, &se) {
+		return httpError(se.Status, se.Err)
+	}
+	return err
 }
 
 // errorBody is the JSON body of a rejection (RFC 6750 §3 names).

@@ -7,48 +7,21 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 
-	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
-// sessionFrom finds an edge session on r. X-Mcpi-Handshake-Session is only
-// ever ours, so any fault in it is an error. Mcp-Session-Id is normally the
-// MCP server's own session id: it counts as an edge session only when it
-// carries a valid MAC of ours (an expired one of ours is still an error, so
-// the agent learns to handshake again); anything else is left to the MCP
-// server. Neither header is modified: both travel on untouched.
+// sessionFrom finds an edge session on r (handshake.Sessions.Lookup) and
+// applies this route's rules to it.
 func (h *Handler) sessionFrom(r *http.Request) (*vc.Delegation, error) {
 	s := h.l3.sessions
 	if s == nil {
 		return nil, nil
 	}
-	var claims *handshake.Claims
-	if vals := r.Header.Values(handshake.HeaderSession); len(vals) > 0 {
-		if len(vals) > 1 {
-			return nil, handshake.ErrSessionMalformed
-		}
-		c, err := s.Parse(strings.TrimSpace(vals[0]))
-		if err != nil {
-			return nil, err
-		}
-		claims = c
-	} else {
-		for _, v := range r.Header.Values(handshake.HeaderMcpSessionID) {
-			if c, err := s.Parse(strings.TrimSpace(v)); err == nil {
-				claims = c
-				break
-			}
-		}
-		if claims == nil {
-			return nil, nil
-		}
+	d, err := s.Lookup(r)
+	if err != nil || d == nil {
+		return nil, err
 	}
-	if s.Expired(claims) {
-		return nil, handshake.ErrSessionExpired
-	}
-	d := claims.Delegation()
 	if err := h.checkSessionRoute(r, d); err != nil {
 		return nil, err
 	}

@@ -1,8 +1,11 @@
-// Package handshake holds the edge's MCP-I Level 3 handshake sessions:
-// stateless tokens the edge issues when it terminates a handshake and the
-// keys they are signed with (Sessions), and, when it proxies one, the
-// bindings of the upstream's session ids to what the edge verified
-// (Bindings). Its errors wrap vc's sentinels; edge maps them to responses.
+// Package handshake is the edge's MCP-I Level 3 handshake: the handshake
+// and verify calls, answered (terminate) or checked and forwarded (proxy)
+// (Calls); discovery of the upstream's endpoints (Discovery) and forwarding
+// to them (Forwarder); the stateless session tokens the edge issues when it
+// terminates a handshake and the keys they are signed with (Sessions); and,
+// when it proxies one, the bindings of the upstream's session ids to what
+// the edge verified (Bindings). Its errors wrap vc's and challenge's
+// sentinels; edge maps the ones it answers to responses.
 package handshake
 
 import (
@@ -17,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"strings"
 	"time"
 
@@ -267,4 +271,40 @@ func decodeSessionKey(data []byte, err error) ([]byte, error) {
 		return nil, fmt.Errorf("stored session key %s is invalid", sessionKeyName)
 	}
 	return key, nil
+}
+
+// Lookup finds an edge session on r and returns its delegation, or nil
+// when r presents none. X-Mcpi-Handshake-Session is only ever the edge's,
+// so any fault in it is an error. Mcp-Session-Id is normally the MCP
+// server's own session id: it counts as an edge session only when it
+// carries a valid MAC of the edge's (an expired one is still an error, so
+// the agent learns to handshake again); anything else is left to the MCP
+// server. Neither header is modified: both travel on untouched. The
+// route's own rules (trust, audience, scopes) are the caller's to apply.
+func (s *Sessions) Lookup(r *http.Request) (*vc.Delegation, error) {
+	var claims *Claims
+	if vals := r.Header.Values(HeaderSession); len(vals) > 0 {
+		if len(vals) > 1 {
+			return nil, ErrSessionMalformed
+		}
+		c, err := s.Parse(strings.TrimSpace(vals[0]))
+		if err != nil {
+			return nil, err
+		}
+		claims = c
+	} else {
+		for _, v := range r.Header.Values(HeaderMcpSessionID) {
+			if c, err := s.Parse(strings.TrimSpace(v)); err == nil {
+				claims = c
+				break
+			}
+		}
+		if claims == nil {
+			return nil, nil
+		}
+	}
+	if s.Expired(claims) {
+		return nil, ErrSessionExpired
+	}
+	return claims.Delegation(), nil
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -134,4 +136,55 @@ func mustDecode(t *testing.T, s string) []byte {
 		t.Fatalf("accepted a MAC that is not base64url: %q", s)
 	}
 	return b
+}
+
+// Lookup: X-Mcpi-Handshake-Session is only the edge's (any fault is an
+// error); Mcp-Session-Id is the MCP server's unless it is a valid session
+// of the edge's.
+func TestSessionLookup(t *testing.T) {
+	s := testSessions(t)
+	d := testDelegation()
+	tok, exp, err := s.IssueSession(context.Background(), d, d.AgentDID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := s.WithClock(func() time.Time { return exp.Add(time.Second) })
+	for _, tc := range []struct {
+		name    string
+		s       *Sessions
+		headers map[string][]string
+		found   bool
+		err     bool
+	}{
+		{"none", s, nil, false, false},
+		{"edge header", s, map[string][]string{HeaderSession: {tok}}, true, false},
+		{"edge header, spaces", s, map[string][]string{HeaderSession: {" " + tok + " "}}, true, false},
+		{"edge header twice", s, map[string][]string{HeaderSession: {tok, tok}}, false, true},
+		{"edge header not ours", s, map[string][]string{HeaderSession: {"abc"}}, false, true},
+		{"edge header tampered", s, map[string][]string{HeaderSession: {tok + "x"}}, false, true},
+		{"edge header expired", later, map[string][]string{HeaderSession: {tok}}, false, true},
+		{"MCP session of the server", s, map[string][]string{HeaderMcpSessionID: {"3b1f8c0e-a7a4"}}, false, false},
+		{"MCP session of the edge", s, map[string][]string{HeaderMcpSessionID: {"3b1f8c0e-a7a4", tok}}, true, false},
+		{"MCP session of the edge, expired", later, map[string][]string{HeaderMcpSessionID: {tok}}, false, true},
+		{"edge header decides over MCP's", s, map[string][]string{HeaderSession: {"abc"}, HeaderMcpSessionID: {tok}}, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+			for k, vs := range tc.headers {
+				for _, v := range vs {
+					r.Header.Add(k, v)
+				}
+			}
+			got, err := tc.s.Lookup(r)
+			if (got != nil) != tc.found || (err != nil) != tc.err {
+				t.Fatalf("Lookup = %v, %v; want found %t, error %t", got, err, tc.found, tc.err)
+			}
+			if got != nil && (got.AgentDID != d.AgentDID || got.Hash != d.Hash) {
+				t.Errorf("delegation %+v", got)
+			}
+			if tc.name == "edge header expired" && !errors.Is(err, ErrSessionExpired) {
+				t.Errorf("err %v, want ErrSessionExpired", err)
+			}
+		})
+	}
 }
