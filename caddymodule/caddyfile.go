@@ -2,7 +2,9 @@ package caddymodule
 
 import (
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/mcpi-edge/caddy-mcpi/edge"
 
@@ -284,4 +286,40 @@ func parseSize(d *caddyfile.Dispenser, dst *int64) error {
 	}
 	*dst = int64(n)
 	return nil
+}
+
+// onlyOnce refuses subdirective name given a second time (set: it was
+// given before).
+func onlyOnce(d *caddyfile.Dispenser, name string, set bool) error {
+	if set {
+		return d.Errf("%s already specified", name)
+	}
+	return nil
+}
+
+// oneOf reads the one argument of subdirective name into dst, which must be
+// one of allowed; name may be given once.
+func oneOf(d *caddyfile.Dispenser, name string, dst *string, allowed ...string) error {
+	if err := onlyOnce(d, name, *dst != ""); err != nil {
+		return err
+	}
+	var v string
+	if !d.AllArgs(&v) {
+		return d.ArgErr()
+	}
+	if err := oneOfValues(d, name, v, allowed...); err != nil {
+		return err
+	}
+	*dst = v
+	return nil
+}
+
+// oneOfValues refuses a value of subdirective name that is not one of
+// allowed, naming them.
+func oneOfValues(d *caddyfile.Dispenser, name, v string, allowed ...string) error {
+	if slices.Contains(allowed, v) {
+		return nil
+	}
+	want := strings.Join(allowed[:len(allowed)-1], ", ") + " or " + allowed[len(allowed)-1]
+	return d.Errf("%s must be %s, got %q", name, want, v)
 }

@@ -21,39 +21,25 @@ func (h *Handler) unmarshalProofs(d *caddyfile.Dispenser, name string) (handled 
 	c := &h.ProofConfig
 	switch name {
 	case "request_proof":
-		if c.RequestProof != "" {
-			return true, d.Errf("%s already specified", name)
-		}
-		var v string
-		if !d.AllArgs(&v) {
-			return true, d.ArgErr()
-		}
-		switch v {
-		case proof.Off, proof.Optional, proof.Required:
-			c.RequestProof = v
-		default:
-			return true, d.Errf("request_proof must be off, optional or required, got %q", v)
-		}
+		return true, oneOf(d, name, &c.RequestProof, proof.Off, proof.Optional, proof.Required)
 	case "require_extension":
-		if c.RequireExtension {
-			return true, d.Errf("%s already specified", name)
+		if err := onlyOnce(d, name, c.RequireExtension); err != nil {
+			return true, err
 		}
 		if d.NextArg() {
 			return true, d.ArgErr()
 		}
 		c.RequireExtension = true
 	case "response_proof":
-		if c.ResponseProof != "" {
-			return true, d.Errf("%s already specified", name)
+		// Its value may be two words ("sign envelope").
+		if err := onlyOnce(d, name, c.ResponseProof != ""); err != nil {
+			return true, err
 		}
-		args := d.RemainingArgs()
-		v := strings.Join(args, " ")
-		switch v {
-		case proof.Off, proof.SignBody, proof.SignEnvelope:
-			c.ResponseProof = v
-		default:
-			return true, d.Errf("response_proof must be off, sign or sign envelope, got %q", v)
+		v := strings.Join(d.RemainingArgs(), " ")
+		if err := oneOfValues(d, name, v, proof.Off, proof.SignBody, proof.SignEnvelope); err != nil {
+			return true, err
 		}
+		c.ResponseProof = v
 	default:
 		return false, nil
 	}

@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/mcpi-edge/caddy-mcpi/edge"
-	"github.com/mcpi-edge/caddy-mcpi/mcp"
 )
 
 // unmarshalChainFetch parses the chain_fetch subdirective:
@@ -200,17 +199,7 @@ func (h *Handler) unmarshalPolicy(d *caddyfile.Dispenser, name string) (handled 
 	case "tool":
 		err = h.unmarshalTool(d)
 	case "tool_default":
-		if err = once(c.ToolDefault != ""); err != nil {
-			break
-		}
-		var v string
-		if !d.AllArgs(&v) {
-			return true, d.ArgErr()
-		}
-		if v != "allow" && v != "deny" {
-			return true, d.Errf("tool_default must be allow or deny, got %q", v)
-		}
-		c.ToolDefault = v
+		err = oneOf(d, name, &c.ToolDefault, "allow", "deny")
 	case "tool_scope_convention":
 		if err = once(c.ToolScopeConvention); err != nil {
 			break
@@ -227,17 +216,7 @@ func (h *Handler) unmarshalPolicy(d *caddyfile.Dispenser, name string) (handled 
 			return true, d.ArgErr()
 		}
 	case "handshake_actions":
-		if err = once(c.HandshakeActions != ""); err != nil {
-			break
-		}
-		var v string
-		if !d.AllArgs(&v) {
-			return true, d.ArgErr()
-		}
-		if _, perr := mcp.ParseActionMode(v); perr != nil {
-			return true, d.Errf("handshake_actions must be enforce, observe or off, got %q", v)
-		}
-		c.HandshakeActions = v
+		err = oneOf(d, name, &c.HandshakeActions, "enforce", "observe", "off")
 	case "handshake_action_hosts":
 		if err = once(c.HandshakeActionHosts != nil); err != nil {
 			break

@@ -29,29 +29,8 @@ import (
 //	}
 func (h *Handler) unmarshalLevel2(d *caddyfile.Dispenser, name string) (handled bool, err error) {
 	c := &h.Level2Config
-	once := func(set bool) error {
-		if set {
-			return d.Errf("%s already specified", name)
-		}
-		return nil
-	}
-	// oneOf reads one argument that must be one of allowed.
-	oneOf := func(dst *string, allowed ...string) error {
-		if err := once(*dst != ""); err != nil {
-			return err
-		}
-		var v string
-		if !d.AllArgs(&v) {
-			return d.ArgErr()
-		}
-		for _, a := range allowed {
-			if v == a {
-				*dst = v
-				return nil
-			}
-		}
-		return d.Errf("%s: unknown value %q", name, v)
-	}
+	once := func(set bool) error { return onlyOnce(d, name, set) }
+	oneOf := func(dst *string, allowed ...string) error { return oneOf(d, name, dst, allowed...) }
 	// oneArg reads one free-form argument.
 	oneArg := func(dst *string) error {
 		if err := once(*dst != ""); err != nil {

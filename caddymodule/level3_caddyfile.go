@@ -138,17 +138,7 @@ func (h *Handler) unmarshalLevel3(d *caddyfile.Dispenser, name string) (handled 
 		return true, parseDuration(d, &c.DiscoveryTTL)
 
 	case "legacy_handshake":
-		if err := dup(c.LegacyHandshake != ""); err != nil {
-			return true, err
-		}
-		var v string
-		if !d.AllArgs(&v) {
-			return true, d.ArgErr()
-		}
-		if v != edge.LegacyPass && v != edge.LegacyVerify {
-			return true, d.Errf("legacy_handshake must be pass or verify, got %q", v)
-		}
-		c.LegacyHandshake = v
+		return true, oneOf(d, name, &c.LegacyHandshake, edge.LegacyPass, edge.LegacyVerify)
 
 	default:
 		return false, nil
