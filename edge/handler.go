@@ -13,10 +13,11 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
-// ServeHTTP admits the request if it carries a valid delegation credential
-// (or a Level 3 session, or calls only anonymous tools); the numbered steps
-// below are documented in docs/configuration.md. Only the per-tool policy
-// may wrap the ResponseWriter, and it never buffers an SSE stream.
+// ServeNext admits the request if it carries a valid delegation credential
+// (or a Level 3 session, or calls only anonymous tools), with its request
+// proof where one is required; the numbered steps below are documented in
+// docs/configuration.md §11. Only the per-tool policy and the response
+// proofs may wrap the ResponseWriter, and neither buffers an SSE stream.
 func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) error {
 	// 1. Identity headers are the edge's to set; a client's are lies.
 	h.carriers.StripIdentity(r)
@@ -42,14 +43,14 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 
 	// 3. Every enabled carrier.
 	found, err := h.carriers.Find(w, r)
-	// The one strict reading of the JSON-RPC body, shared by every step
-	// that decides on it (rpcbody.go).
-	var rb rpcBody
 	if err != nil && (h.policy.pol == nil || err != carrier.ErrBodyNotJSON) {
 		// A tool policy reads every body and refuses what is not JSON
 		// itself (its 400 or 415), after the credential.
 		return h.reject(w, r, err, nil)
 	}
+	// The one strict reading of the JSON-RPC body, shared by every step
+	// that decides on it (rpcbody.go).
+	var rb rpcBody
 	// MCP framing (2026-07-28): headers that disagree with the body stop
 	// here, before any credential or policy decision.
 	if handled, err := h.checkFraming(w, r, &found, &rb); handled {
