@@ -51,7 +51,13 @@ func (h *Handler) checkFraming(w http.ResponseWriter, r *http.Request, found *ca
 	if perr != nil {
 		msgs, batch = nil, false
 	}
-	if _, ferr := mcp.CheckFraming(r.Header, msgs, batch); ferr != nil {
+	era, ferr := mcp.CheckFraming(r.Header, msgs, batch)
+	if ferr == nil && era == mcp.Era2026 && len(msgs) == 1 {
+		// Mcp-Param-* of a tool whose x-mcp-header bindings the edge
+		// learned (paramheaders.go); a tool it has not learned passes.
+		ferr = h.checkParamHeaders(r, msgs[0])
+	}
+	if ferr != nil {
 		h.refuseFraming(w, r, msgs, ferr)
 		return true, nil
 	}

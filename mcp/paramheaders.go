@@ -170,3 +170,27 @@ func primitiveEquals(header string, arg []byte) bool {
 	hv, err := strconv.ParseFloat(header, 64)
 	return err == nil && hv == body && !math.IsInf(hv, 0)
 }
+
+// EachListedParamHeaders calls fn with the name of every tool in the answers
+// to tools/list requests in a JSON-RPC body (as EachListedTool reads them)
+// and the x-mcp-header bindings of its inputSchema (nil when it has none;
+// err is ErrInvalidParamHeader for annotations that break the rules, or an
+// inputSchema given twice). A tool without a single string "name" is
+// skipped. A body that is not valid JSON-RPC, or a tools/list result that
+// is not an object with a "tools" array, is an error; fn may have been
+// called for the tools before it.
+func EachListedParamHeaders(body []byte, requestIDs map[string]string, fn func(name string, bindings []ParamHeader, err error)) error {
+	return eachListedToolObject(body, requestIDs, "inputSchema", func(name string, result []byte, sc [2]int, twice bool, _ int) error {
+		if twice {
+			fn(name, nil, ErrInvalidParamHeader)
+			return nil
+		}
+		var bindings []ParamHeader
+		var err error
+		if sc[0] >= 0 {
+			bindings, err = ParamHeaders(result[sc[0]:sc[1]])
+		}
+		fn(name, bindings, err)
+		return nil
+	})
+}
