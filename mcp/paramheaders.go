@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonkey"
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 )
 
 // x-mcp-header (SEP-2243, MCP 2026-07-28): a tool's inputSchema may mark
@@ -32,23 +35,78 @@ var ErrInvalidParamHeader = errors.New("mcp: invalid x-mcp-header annotation")
 // upstream's, and each binding costs a lookup per call.
 const maxParamHeaders = 32
 
+// headerSchema is what ParamHeaders reads of a (sub)schema.
 type headerSchema struct {
-	Type       json.RawMessage         `json:"type"`
-	XMCPHeader json.RawMessage         `json:"x-mcp-header"`
-	Properties map[string]headerSchema `json:"properties"`
+	Type       []byte
+	XMCPHeader []byte
+	Properties map[string]headerSchema
+}
+
+// schemaMembers is what readHeaderSchema reads, by exact name, as the
+// official Go SDK does (case-sensitive decoding).
+var schemaMembers = []string{"type", "x-mcp-header", "properties"}
+
+// readHeaderSchema reads schema strictly: a member name repeated, or
+// folding to one it reads without being it, at any level it reads is
+// ErrInvalidParamHeader (encoding/json would match "Properties" or take the
+// last of two "x-mcp-header", and bind a header the upstream does not).
+// A schema that is not an object has nothing to read.
+func readHeaderSchema(schema []byte, depth int) (headerSchema, error) {
+	var s headerSchema
+	if depth > MaxDepth {
+		return s, ErrInvalidParamHeader
+	}
+	names, vals, err := objectMembers(schema)
+	if err != nil || jsonkey.Check(names, schemaMembers...) != nil {
+		return s, ErrInvalidParamHeader
+	}
+	for i, n := range names {
+		switch n {
+		case "type":
+			s.Type = vals[i]
+		case "x-mcp-header":
+			s.XMCPHeader = vals[i]
+		case "properties":
+			pnames, pvals, err := objectMembers(vals[i])
+			if err != nil || jsonkey.Check(pnames) != nil {
+				return s, ErrInvalidParamHeader
+			}
+			s.Properties = make(map[string]headerSchema, len(pnames))
+			for k, pn := range pnames {
+				if s.Properties[pn], err = readHeaderSchema(pvals[k], depth+1); err != nil {
+					return s, err
+				}
+			}
+		}
+	}
+	return s, nil
+}
+
+// objectMembers returns the unescaped names and the values of the members
+// of obj; none when obj is valid JSON but not an object.
+func objectMembers(obj []byte) (names []string, vals [][]byte, err error) {
+	ok := jsonscan.Walk(obj, func(key, val []byte) {
+		names = append(names, string(jsonscan.Unquote(key)))
+		vals = append(vals, val)
+	})
+	if !ok {
+		return nil, nil, ErrInvalidParamHeader
+	}
+	return names, vals, nil
 }
 
 // ParamHeaders returns the x-mcp-header bindings of a tool's inputSchema
 // (nil when it has none). Annotations must be non-empty HTTP tokens, unique
 // without regard to case, on properties of type string, integer or boolean;
-// otherwise ErrInvalidParamHeader.
+// otherwise ErrInvalidParamHeader. The schema is read strictly (see
+// readHeaderSchema).
 func ParamHeaders(inputSchema []byte) ([]ParamHeader, error) {
 	if !strings.Contains(string(inputSchema), "x-mcp-header") {
 		return nil, nil
 	}
-	var s headerSchema
-	if err := json.Unmarshal(inputSchema, &s); err != nil {
-		return nil, ErrInvalidParamHeader
+	s, err := readHeaderSchema(inputSchema, 1)
+	if err != nil {
+		return nil, err
 	}
 	var out []ParamHeader
 	seen := map[string]bool{}
