@@ -3,6 +3,7 @@ package edge
 import (
 	"bytes"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -66,9 +67,16 @@ func (s *paramHeaderStore) set(host, tool string, bindings []mcp.ParamHeader) {
 	if len(bindings) == 0 && s.n.Load() == 0 {
 		return
 	}
+	// Most lists repeat what was learned: no write lock for those.
+	s.mu.RLock()
+	old, known := s.m[key]
+	s.mu.RUnlock()
+	if known == (len(bindings) > 0) && slices.EqualFunc(old, bindings, sameBinding) {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old, known := s.m[key]
+	old, known = s.m[key]
 	if known {
 		s.bytes -= bindingsSize(key, old)
 		delete(s.m, key)
@@ -79,6 +87,10 @@ func (s *paramHeaderStore) set(host, tool string, bindings []mcp.ParamHeader) {
 		s.bytes += size
 	}
 	s.n.Store(int32(len(s.m)))
+}
+
+func sameBinding(a, b mcp.ParamHeader) bool {
+	return a.Header == b.Header && slices.Equal(a.Path, b.Path)
 }
 
 // bindingsSize is what an entry costs, roughly: its key and strings.

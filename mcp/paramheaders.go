@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -137,6 +138,9 @@ func ParamHeaders(inputSchema []byte) ([]ParamHeader, error) {
 	if err := walk(s.Properties, nil, 1); err != nil {
 		return nil, err
 	}
+	// In one order whatever the map's: an unchanged schema gives equal
+	// bindings.
+	slices.SortFunc(out, func(a, b ParamHeader) int { return strings.Compare(a.Header, b.Header) })
 	return out, nil
 }
 
