@@ -14,8 +14,9 @@ import (
 )
 
 // checkFraming is the MCP framing step of the pipeline: a 2026-07-28 POST
-// whose MCP-Protocol-Version, Mcp-Method or Mcp-Name headers disagree with
-// its body is answered HTTP 400 with JSON-RPC error -32020 and never
+// whose MCP-Protocol-Version, Mcp-Method or Mcp-Name headers (or the
+// Mcp-Param-* headers of a tool whose bindings the edge learned,
+// paramheaders.go) disagree with its body is answered HTTP 400 with JSON-RPC error -32020 and never
 // reaches the upstream, before any credential or policy decision: the edge
 // decides on the body, and a router or log after it must not see another
 // tool in the headers. It reuses the body the carriers read (found.Body);
@@ -51,7 +52,13 @@ func (h *Handler) checkFraming(w http.ResponseWriter, r *http.Request, found *ca
 	if perr != nil {
 		msgs, batch = nil, false
 	}
-	if _, ferr := mcp.CheckFraming(r.Header, msgs, batch); ferr != nil {
+	era, ferr := mcp.CheckFraming(r.Header, msgs, batch)
+	if ferr == nil && era == mcp.Era2026 && len(msgs) == 1 {
+		// Mcp-Param-* of a tool whose x-mcp-header bindings the edge
+		// learned (paramheaders.go); a tool it has not learned passes.
+		ferr = h.checkParamHeaders(r, msgs[0])
+	}
+	if ferr != nil {
 		h.refuseFraming(w, r, msgs, ferr)
 		return true, nil
 	}

@@ -146,6 +146,9 @@ type policyState struct {
 	annotations *annotationPolicy
 	// states seals the requestState of 2026 consent prompts.
 	states *stateSealer
+	// params holds the x-mcp-header bindings learned from tools/list
+	// answers (paramheaders.go).
+	params *paramHeaderStore
 }
 
 // policy builds the mcp.Policy of the config; nil when nothing is to be
@@ -208,7 +211,8 @@ func (h *Handler) provisionPolicy() error {
 		}
 	}
 	st := policyState{pol: pol, actions: mode, listed: &toolNames{m: make(map[string]struct{})},
-		annotations: newAnnotationPolicy(h.ToolAnnotationsPolicy), states: states}
+		annotations: newAnnotationPolicy(h.ToolAnnotationsPolicy), states: states,
+		params: newParamHeaderStore()}
 	for _, t := range h.Tools {
 		st.anyAnonymous = st.anyAnonymous || t.AllowAnonymous
 		st.anyPresentation = st.anyPresentation || t.RequirePresentation

@@ -57,6 +57,9 @@ type responseCheck struct {
 	era     mcp.Era // of the request: shapes the results the edge writes
 	opts    mcp.ActionOptions
 	tool    string // log label of the called tool(s); "" until toolLabel
+	// lists: the request holds a tools/list, whose answers teach the
+	// x-mcp-header bindings of the listed tools (paramheaders.go).
+	lists bool
 
 	// rw is the filter wrap returns: allocated with the check, since every
 	// check wraps one response.
@@ -74,6 +77,9 @@ func (h *Handler) newResponseCheck(r *http.Request, d *vc.Delegation, msgs []mcp
 	}
 	if msgs != nil && (filter || !onlyToolCalls(msgs)) {
 		c.ids = mcp.RequestMethods(msgs)
+	}
+	for _, m := range msgs {
+		c.lists = c.lists || m.Method == mcp.MethodToolsList
 	}
 	return c
 }
@@ -135,6 +141,9 @@ func (c *responseCheck) allow(tool string) bool {
 // rewrite applies c to one JSON-RPC body (an application/json answer, or the
 // data of one SSE event).
 func (c *responseCheck) rewrite(data []byte) ([]byte, error) {
+	if c.lists {
+		c.h.policy.params.learn(c.host, data, c.ids)
+	}
 	out := data
 	if c.filter {
 		filtered, err := mcp.FilterResponseBodyFor(c.era, out, c.ids, c.allow)

@@ -5,8 +5,12 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonkey"
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 )
 
 // x-mcp-header (SEP-2243, MCP 2026-07-28): a tool's inputSchema may mark
@@ -32,23 +36,78 @@ var ErrInvalidParamHeader = errors.New("mcp: invalid x-mcp-header annotation")
 // upstream's, and each binding costs a lookup per call.
 const maxParamHeaders = 32
 
+// headerSchema is what ParamHeaders reads of a (sub)schema.
 type headerSchema struct {
-	Type       json.RawMessage         `json:"type"`
-	XMCPHeader json.RawMessage         `json:"x-mcp-header"`
-	Properties map[string]headerSchema `json:"properties"`
+	Type       []byte
+	XMCPHeader []byte
+	Properties map[string]headerSchema
+}
+
+// schemaMembers is what readHeaderSchema reads, by exact name, as the
+// official Go SDK does (case-sensitive decoding).
+var schemaMembers = []string{"type", "x-mcp-header", "properties"}
+
+// readHeaderSchema reads schema strictly: a member name repeated, or
+// folding to one it reads without being it, at any level it reads is
+// ErrInvalidParamHeader (encoding/json would match "Properties" or take the
+// last of two "x-mcp-header", and bind a header the upstream does not).
+// A schema that is not an object has nothing to read.
+func readHeaderSchema(schema []byte, depth int) (headerSchema, error) {
+	var s headerSchema
+	if depth > MaxDepth {
+		return s, ErrInvalidParamHeader
+	}
+	names, vals, err := objectMembers(schema)
+	if err != nil || jsonkey.Check(names, schemaMembers...) != nil {
+		return s, ErrInvalidParamHeader
+	}
+	for i, n := range names {
+		switch n {
+		case "type":
+			s.Type = vals[i]
+		case "x-mcp-header":
+			s.XMCPHeader = vals[i]
+		case "properties":
+			pnames, pvals, err := objectMembers(vals[i])
+			if err != nil || jsonkey.Check(pnames) != nil {
+				return s, ErrInvalidParamHeader
+			}
+			s.Properties = make(map[string]headerSchema, len(pnames))
+			for k, pn := range pnames {
+				if s.Properties[pn], err = readHeaderSchema(pvals[k], depth+1); err != nil {
+					return s, err
+				}
+			}
+		}
+	}
+	return s, nil
+}
+
+// objectMembers returns the unescaped names and the values of the members
+// of obj; none when obj is valid JSON but not an object.
+func objectMembers(obj []byte) (names []string, vals [][]byte, err error) {
+	ok := jsonscan.Walk(obj, func(key, val []byte) {
+		names = append(names, string(jsonscan.Unquote(key)))
+		vals = append(vals, val)
+	})
+	if !ok {
+		return nil, nil, ErrInvalidParamHeader
+	}
+	return names, vals, nil
 }
 
 // ParamHeaders returns the x-mcp-header bindings of a tool's inputSchema
 // (nil when it has none). Annotations must be non-empty HTTP tokens, unique
 // without regard to case, on properties of type string, integer or boolean;
-// otherwise ErrInvalidParamHeader.
+// otherwise ErrInvalidParamHeader. The schema is read strictly (see
+// readHeaderSchema).
 func ParamHeaders(inputSchema []byte) ([]ParamHeader, error) {
 	if !strings.Contains(string(inputSchema), "x-mcp-header") {
 		return nil, nil
 	}
-	var s headerSchema
-	if err := json.Unmarshal(inputSchema, &s); err != nil {
-		return nil, ErrInvalidParamHeader
+	s, err := readHeaderSchema(inputSchema, 1)
+	if err != nil {
+		return nil, err
 	}
 	var out []ParamHeader
 	seen := map[string]bool{}
@@ -79,6 +138,9 @@ func ParamHeaders(inputSchema []byte) ([]ParamHeader, error) {
 	if err := walk(s.Properties, nil, 1); err != nil {
 		return nil, err
 	}
+	// In one order whatever the map's: an unchanged schema gives equal
+	// bindings.
+	slices.SortFunc(out, func(a, b ParamHeader) int { return strings.Compare(a.Header, b.Header) })
 	return out, nil
 }
 
@@ -169,4 +231,28 @@ func primitiveEquals(header string, arg []byte) bool {
 	}
 	hv, err := strconv.ParseFloat(header, 64)
 	return err == nil && hv == body && !math.IsInf(hv, 0)
+}
+
+// EachListedParamHeaders calls fn with the name of every tool in the answers
+// to tools/list requests in a JSON-RPC body (as EachListedTool reads them)
+// and the x-mcp-header bindings of its inputSchema (nil when it has none;
+// err is ErrInvalidParamHeader for annotations that break the rules, or an
+// inputSchema given twice). A tool without a single string "name" is
+// skipped. A body that is not valid JSON-RPC, or a tools/list result that
+// is not an object with a "tools" array, is an error; fn may have been
+// called for the tools before it.
+func EachListedParamHeaders(body []byte, requestIDs map[string]string, fn func(name string, bindings []ParamHeader, err error)) error {
+	return eachListedToolObject(body, requestIDs, "inputSchema", func(name string, result []byte, sc [2]int, twice bool, _ int) error {
+		if twice {
+			fn(name, nil, ErrInvalidParamHeader)
+			return nil
+		}
+		var bindings []ParamHeader
+		var err error
+		if sc[0] >= 0 {
+			bindings, err = ParamHeaders(result[sc[0]:sc[1]])
+		}
+		fn(name, bindings, err)
+		return nil
+	})
 }

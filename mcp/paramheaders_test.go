@@ -24,6 +24,16 @@ func TestParamHeaders(t *testing.T) {
 		{`{"properties":{"a":{"type":"string","x-mcp-header":"A"},"b":{"type":"string","x-mcp-header":"a"}}}`, nil, true},
 		{`{"properties":{"a":{"type":["string"],"x-mcp-header":"A"}}}`, nil, true},
 		{`{"x-mcp-header":`, nil, true},
+		// Read strictly, by exact name, as the official SDK's server reads it.
+		{`{"properties":{"a":{"type":"string","x-mcp-header":"A","x-mcp-header":"B"}}}`, nil, true},
+		{`{"properties":{"a":{"type":"string","x-mcp-header":"A","X-Mcp-Header":"B"}}}`, nil, true},
+		{`{"properties":{"a":{"type":"string","X-MCP-HEADER":"A"},"b":{"type":"string","x-mcp-header":"B"}}}`, nil, true},
+		{`{"Properties":{"a":{"type":"string","x-mcp-header":"A"}}}`, nil, true},
+		{`{"properties":{"a":{"Type":"string","x-mcp-header":"A"}}}`, nil, true},
+		{`{"properties":{"a":{"type":"string","x-mcp-header":"A"},"A":{"type":"string"}}}`, nil, true},
+		{`{"properties":{"a":{"type":"string","x-mcp-header":"A"}},"properties":{}}`, nil, true},
+		{`{"properties":{"a":{"type":"string","x-mcp-\u0068eader":"A"}},"x-mcp-header":0}`, []string{"Mcp-Param-A"}, false},
+		{`{"properties":{"a":{"type":"string","x-mcp-header":"A"}},"description":"x-mcp-header","Title":"t"}`, []string{"Mcp-Param-A"}, false},
 	} {
 		got, err := ParamHeaders([]byte(tt.schema))
 		if tt.bad {

@@ -64,6 +64,39 @@ func ClassifyTool(readOnly, destructive *bool) ToolClass {
 // or a tools/list result that is not an object with a "tools" array, is an
 // error; fn may have been called for the tools before it.
 func EachListedTool(body []byte, requestIDs map[string]string, fn func(name string, class ToolClass)) error {
+	return eachListedToolObject(body, requestIDs, "annotations", func(name string, result []byte, a [2]int, twice bool, depth int) error {
+		if twice {
+			fn(name, ToolClassUnknown)
+			return nil
+		}
+		var readOnly, destructive *bool
+		if a[0] >= 0 && result[a[0]] == '{' {
+			h, dup, _, err := findMembers(result, a[0], depth, "readOnlyHint", "destructiveHint")
+			if err != nil {
+				return err
+			}
+			if dup != "" {
+				fn(name, ToolClassUnknown)
+				return nil
+			}
+			readOnly = boolValue(result, h[0])
+			destructive = boolValue(result, h[1])
+		}
+		fn(name, ClassifyTool(readOnly, destructive))
+		return nil
+	})
+}
+
+// eachListedToolObject calls fn for every tool in the "tools" array of the
+// answers to tools/list requests in body, for EachListedTool and
+// EachListedParamHeaders: with its name, the span in result of its member
+// named member ({-1,-1} when absent), whether that member is given twice,
+// and the nesting level of the member's value. A tool that is not an
+// object, or has no single string "name", is skipped. A body that is not
+// valid JSON-RPC, or a tools/list result that is not an object with a
+// "tools" array, is an error.
+func eachListedToolObject(body []byte, requestIDs map[string]string, member string,
+	fn func(name string, result []byte, span [2]int, twice bool, depth int) error) error {
 	if len(requestIDs) == 0 {
 		return nil
 	}
@@ -80,16 +113,16 @@ func EachListedTool(body []byte, requestIDs map[string]string, fn func(name stri
 		if m.Result == nil || requestIDs[IDKey(m.ID)] != MethodToolsList {
 			continue
 		}
-		if err := eachListedTool(m.Result, depth, fn); err != nil {
+		if err := eachToolObject(m.Result, depth, member, fn); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// eachListedTool does EachListedTool on one valid result; depth is the
+// eachToolObject does eachListedToolObject on one result; depth is the
 // nesting level of the container holding it.
-func eachListedTool(result []byte, depth int, fn func(string, ToolClass)) error {
+func eachToolObject(result []byte, depth int, member string, fn func(string, []byte, [2]int, bool, int) error) error {
 	i := skipSpace(result, 0)
 	if i == len(result) || result[i] != '{' {
 		return ErrNotObject
@@ -112,7 +145,7 @@ func eachListedTool(result []byte, depth int, fn func(string, ToolClass)) error 
 		if result[s] != '{' {
 			return nil
 		}
-		f, dup, _, err := findMembers(result, s, depth+3, "name", "annotations")
+		f, dup, _, err := findMembers(result, s, depth+3, "name", member)
 		if err != nil {
 			return err
 		}
@@ -123,25 +156,7 @@ func eachListedTool(result []byte, depth int, fn func(string, ToolClass)) error 
 		if !ok {
 			return nil
 		}
-		if dup == "annotations" {
-			fn(name, ToolClassUnknown)
-			return nil
-		}
-		var readOnly, destructive *bool
-		if a := f[1][0]; a >= 0 && result[a] == '{' {
-			h, dup, _, err := findMembers(result, a, depth+4, "readOnlyHint", "destructiveHint")
-			if err != nil {
-				return err
-			}
-			if dup != "" {
-				fn(name, ToolClassUnknown)
-				return nil
-			}
-			readOnly = boolValue(result, h[0])
-			destructive = boolValue(result, h[1])
-		}
-		fn(name, ClassifyTool(readOnly, destructive))
-		return nil
+		return fn(name, result, f[1], dup == member, depth+4)
 	})
 	return err
 }

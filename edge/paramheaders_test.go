@@ -1,0 +1,199 @@
+package edge
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/mcpi-edge/caddy-mcpi/mcp"
+	"github.com/mcpi-edge/caddy-mcpi/vc"
+)
+
+// echoSchema binds echo's region (top level) and opts.n (nested) to
+// Mcp-Param-Region and Mcp-Param-N.
+const echoSchema = `{"type":"object","properties":{` +
+	`"region":{"type":"string","x-mcp-header":"Region"},` +
+	`"opts":{"type":"object","properties":{"n":{"type":"integer","x-mcp-header":"N"}}}}}`
+
+// paramList is a 2026 tools/list through h at host with tok, answered by
+// the upstream with echo's inputSchema schema (as JSON, or as an SSE event).
+func paramList(t *testing.T, h *Handler, host, tok, schema string, sse bool) {
+	t.Helper()
+	r := polPost(`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{`+meta2026+`}}`, tok)
+	r.Header.Set(mcp.HeaderProtocolVersion, mcp.Version2026)
+	r.Header.Set(mcp.HeaderMethod, mcp.MethodToolsList)
+	if host != "" {
+		r.Host = host
+	}
+	answer := `{"jsonrpc":"2.0","id":2,"result":{"resultType":"complete","tools":[{"name":"echo","inputSchema":` + schema + `}]}}`
+	res := polServe(t, h, r, func(w http.ResponseWriter, _ *http.Request) {
+		if sse {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "event: message\ndata: "+answer+"\n\n")
+			return
+		}
+		polJSONReply(answer)(w, nil)
+	})
+	if res.rec.Code != http.StatusOK || !strings.Contains(res.rec.Body.String(), `"echo"`) {
+		t.Fatalf("tools/list: HTTP %d %s", res.rec.Code, res.rec.Body)
+	}
+}
+
+// paramCall is a 2026 tools/call of echo with arguments args and the
+// Mcp-Param-* headers params ("Name: value" each).
+func paramCall(host, tok, args string, params ...string) *http.Request {
+	r := polPost(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":%s,%s}}`, args, meta2026), tok)
+	r.Header.Set(mcp.HeaderProtocolVersion, mcp.Version2026)
+	r.Header.Set(mcp.HeaderMethod, mcp.MethodToolsCall)
+	r.Header.Set(mcp.HeaderName, "echo")
+	for _, p := range params {
+		name, value, _ := strings.Cut(p, ": ")
+		r.Header.Add(name, value)
+	}
+	if host != "" {
+		r.Host = host
+	}
+	return r
+}
+
+const echoResult = `{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","content":[]}}`
+
+// wantParamRefused asserts the edge answered 400 -32020 and forwarded
+// nothing.
+func wantParamRefused(t *testing.T, res polResult) {
+	t.Helper()
+	if res.called {
+		t.Fatalf("forwarded upstream: %s", res.fwdBody)
+	}
+	m := decodeRPC(t, res.rec.Body.Bytes())
+	if res.rec.Code != http.StatusBadRequest || m.Error == nil || m.Error.Code != mcp.CodeHeaderMismatch {
+		t.Fatalf("want HTTP 400 -32020, got %d %s", res.rec.Code, res.rec.Body)
+	}
+}
+
+func wantParamForwarded(t *testing.T, res polResult) {
+	t.Helper()
+	if !res.called || res.rec.Code != http.StatusOK {
+		t.Fatalf("not forwarded: HTTP %d %s", res.rec.Code, res.rec.Body)
+	}
+}
+
+func TestParamHeaders2026(t *testing.T) {
+	f := newFixture(t)
+	tok := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })
+	const args = `{"region":"eu-west","opts":{"n":3}}`
+	for _, tc := range []struct {
+		name string
+		mod  func(*Handler)
+		sse  bool
+	}{
+		{"policy/json", nil, false},
+		{"policy/sse", nil, true},
+		// Without a tool policy the handshake-action check reads the answers.
+		{"no policy/json", func(h *Handler) { h.Tools = nil }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := polHandler(t, f, tc.mod)
+			// Not learned yet: the upstream checks.
+			wantParamForwarded(t, polServe(t, h, paramCall("", tok, args), polJSONReply(echoResult)))
+
+			paramList(t, h, "", tok, echoSchema, tc.sse)
+			for _, c := range []struct {
+				name    string
+				args    string
+				headers []string
+				ok      bool
+			}{
+				{"matching", args, []string{"Mcp-Param-Region: eu-west", "Mcp-Param-N: 3"}, true},
+				{"base64 form, lower-case name", args, []string{"mcp-param-region: " + mcp.EncodeHeaderValue(" eu-west"[1:]), "Mcp-Param-N: 3.0"}, true},
+				{"absent argument, no header", `{"region":"eu-west"}`, []string{"Mcp-Param-Region: eu-west"}, true},
+				{"null argument, no header", `{"region":"eu-west","opts":{"n":null}}`, []string{"Mcp-Param-Region: eu-west"}, true},
+				{"missing", args, []string{"Mcp-Param-N: 3"}, false},
+				{"mismatching", args, []string{"Mcp-Param-Region: us-east", "Mcp-Param-N: 3"}, false},
+				{"mismatching nested", args, []string{"Mcp-Param-Region: eu-west", "Mcp-Param-N: 4"}, false},
+				{"sent for an absent argument", `{"region":"eu-west"}`, []string{"Mcp-Param-Region: eu-west", "Mcp-Param-N: 3"}, false},
+				{"given twice", args, []string{"Mcp-Param-Region: eu-west", "Mcp-Param-Region: eu-west", "Mcp-Param-N: 3"}, false},
+				{"base64 of another value", args, []string{"Mcp-Param-Region: " + mcp.EncodeHeaderValue("us-east\t"), "Mcp-Param-N: 3"}, false},
+				{"argument not primitive", `{"region":{"a":1},"opts":{"n":3}}`, []string{"Mcp-Param-Region: eu-west", "Mcp-Param-N: 3"}, false},
+			} {
+				res := polServe(t, h, paramCall("", tok, c.args, c.headers...), polJSONReply(echoResult))
+				t.Run(c.name, func(t *testing.T) {
+					if c.ok {
+						wantParamForwarded(t, res)
+					} else {
+						wantParamRefused(t, res)
+					}
+				})
+			}
+
+			// A 2025 request carries no parameter headers: not checked.
+			r := polPost(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":`+args+`}}`, tok)
+			wantParamForwarded(t, polServe(t, h, r, polJSONReply(echoResult)))
+
+			// The upstream drops the annotations: the next list forgets them.
+			paramList(t, h, "", tok, `{"type":"object"}`, tc.sse)
+			wantParamForwarded(t, polServe(t, h, paramCall("", tok, args), polJSONReply(echoResult)))
+		})
+	}
+}
+
+// TestParamHeadersPerHost: bindings learned from one Host's tools/list do
+// not apply at another, and invalid annotations are not learned.
+func TestParamHeadersPerHost(t *testing.T) {
+	f := newFixture(t)
+	h := polHandler(t, f, nil)
+	tok := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })
+	evilTok := f.jwt(t, func(tm *vc.Template) {
+		tm.Scopes, tm.Audience = []string{"echo:execute"}, []string{"https://evil.test"}
+	})
+	const args = `{"region":"eu-west","opts":{"n":3}}`
+	paramList(t, h, "evil.test", evilTok, echoSchema, false)
+	wantParamForwarded(t, polServe(t, h, paramCall("", tok, args), polJSONReply(echoResult)))
+	wantParamRefused(t, polServe(t, h, paramCall("evil.test", evilTok, args), polJSONReply(echoResult)))
+
+	paramList(t, h, "", tok, echoSchema, false)
+	wantParamRefused(t, polServe(t, h, paramCall("", tok, args), polJSONReply(echoResult)))
+
+	// Two annotations naming one header: clients drop the tool; the edge
+	// forgets it and leaves the call to the upstream.
+	const invalid = `{"type":"object","properties":{"a":{"type":"string","x-mcp-header":"R"},"b":{"type":"string","x-mcp-header":"r"}}}`
+	paramList(t, h, "", tok, invalid, false)
+	wantParamForwarded(t, polServe(t, h, paramCall("", tok, args), polJSONReply(echoResult)))
+}
+
+// TestParamHeaderStoreBounds: the learned set stops growing at its entry
+// bound, and a known tool can still be updated and forgotten.
+func TestParamHeaderStoreBounds(t *testing.T) {
+	s := newParamHeaderStore()
+	b := []mcp.ParamHeader{{Path: []string{"region"}, Header: "Mcp-Param-Region"}}
+	for i := range maxParamHeaderTools + 10 {
+		s.set("h", fmt.Sprintf("tool%d", i), b)
+	}
+	if n := len(s.m); n != maxParamHeaderTools || int(s.n.Load()) != n {
+		t.Fatalf("entries: %d (counter %d), want %d", n, s.n.Load(), maxParamHeaderTools)
+	}
+	if s.get("h", fmt.Sprintf("tool%d", maxParamHeaderTools)) != nil {
+		t.Fatal("a tool beyond the bound was learned")
+	}
+	s.set("h", "tool0", nil)
+	if s.get("h", "tool0") != nil || len(s.m) != maxParamHeaderTools-1 {
+		t.Fatal("tool0 not forgotten")
+	}
+
+	// Bytes: few tools with large names fill the byte bound first.
+	s = newParamHeaderStore()
+	big := []mcp.ParamHeader{{Path: []string{strings.Repeat("p", 60<<10)}, Header: "Mcp-Param-P"}}
+	for i := range 10 {
+		s.set("h", fmt.Sprintf("t%d", i), big)
+	}
+	if s.bytes > maxParamHeaderBytes || len(s.m) != maxParamHeaderBytes/(60<<10) {
+		t.Fatalf("bytes %d over %d, or %d entries", s.bytes, maxParamHeaderBytes, len(s.m))
+	}
+	s.set("h", "t0", nil)
+	s.set("h", "t9", big)
+	if s.get("h", "t9") == nil {
+		t.Fatal("room made by forgetting a tool not reused")
+	}
+}
