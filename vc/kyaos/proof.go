@@ -3,7 +3,6 @@ package kyaos
 import (
 	"encoding/base64"
 	"encoding/json"
-	"regexp"
 	"strings"
 
 	"github.com/gowebpki/jcs"
@@ -57,14 +56,6 @@ type Proof struct {
 	HTTPSig string
 }
 
-var (
-	kidPattern   = regexp.MustCompile(`^did:(key|web):.+#.+$`)
-	didPattern   = regexp.MustCompile(`^did:(key|web):[^#?/\s]+$`)
-	nonceAlpha   = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-	hashPattern  = regexp.MustCompile(`^sha-256=:[A-Za-z0-9+/]{43}=:$`)
-	b64urlStrict = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-)
-
 // ParseProof reads a request proof strictly (KYA-OS §3.1): one JSON object,
 // no member name repeated in any letter case, no member outside the schema,
 // every member of its type and form. Anything else is malformed_proof.
@@ -115,13 +106,13 @@ func (p *Proof) wellFormed() bool {
 	switch {
 	case p.Prf != ProfileV1 && p.Prf != ProfileLegacy,
 		p.Alg != AlgEdDSA && p.Alg != AlgES256,
-		len(p.DID) > maxDIDLen || !didPattern.MatchString(p.DID),
-		len(p.KID) > maxDIDLen || !kidPattern.MatchString(p.KID),
+		len(p.DID) > maxDIDLen || !isAgentDID(p.DID),
+		len(p.KID) > maxDIDLen || !isKID(p.KID),
 		p.Audience == "" || len(p.Audience) > maxDIDLen,
-		len(p.Nonce) > maxNonceLen || !nonceAlpha.MatchString(p.Nonce),
+		len(p.Nonce) > maxNonceLen || !isB64URL(p.Nonce),
 		p.Created < 0 || p.Expires < 0,
-		!hashPattern.MatchString(p.RequestHash),
-		p.HTTPSig != "" && !b64urlStrict.MatchString(p.HTTPSig):
+		!isRequestHash(p.RequestHash),
+		p.HTTPSig != "" && !isB64URL(p.HTTPSig):
 		return false
 	}
 	h, sig, ok := splitDetached(p.JWS)
@@ -130,14 +121,12 @@ func (p *Proof) wellFormed() bool {
 
 // splitDetached splits a detached compact JWS "protected..signature".
 func splitDetached(jws string) (protected, sig string, ok bool) {
-	parts := strings.Split(jws, ".")
-	if len(parts) != 3 || parts[1] != "" {
+	// Exactly two dots, adjacent: neither part may hold one (isB64URL).
+	protected, sig, ok = strings.Cut(jws, "..")
+	if !ok || !isB64URL(protected) || !isB64URL(sig) {
 		return "", "", false
 	}
-	if !b64urlStrict.MatchString(parts[0]) || !b64urlStrict.MatchString(parts[2]) {
-		return "", "", false
-	}
-	return parts[0], parts[2], true
+	return protected, sig, true
 }
 
 // readString decodes a JSON string value (null and other types refused).
@@ -187,7 +176,7 @@ func readCnf(v []byte) (string, bool) {
 			ok = false
 		}
 	})
-	return jkt, ok && n == 1 && b64urlStrict.MatchString(jkt)
+	return jkt, ok && n == 1 && isB64URL(jkt)
 }
 
 // coveredClaims returns JCS of every member but jws and httpSig: what the
