@@ -3,6 +3,7 @@ package kyaos
 import (
 	"encoding/base64"
 	"encoding/json"
+	"strconv"
 	"strings"
 
 	"github.com/gowebpki/jcs"
@@ -180,8 +181,70 @@ func readCnf(v []byte) (string, bool) {
 }
 
 // coveredClaims returns JCS of every member but jws and httpSig: what the
-// detached JWS signs (KYA-OS §3.3).
+// detached JWS signs (KYA-OS §3.3). The members are a fixed set of
+// strings and safe integers, so when every string is plain (printable
+// ASCII, no quote or backslash: JCS writes it as is) the canonical form is
+// written directly, in JCS member order; otherwise the general path
+// encodes and canonicalises.
 func (p *Proof) coveredClaims() ([]byte, error) {
+	if b, ok := p.appendPlainClaims(make([]byte, 0, 512)); ok {
+		return b, nil
+	}
+	return p.coveredClaimsJCS()
+}
+
+// appendPlainClaims appends the covered claims' JCS form to b, members in
+// JCS order (by UTF-16 code units; the names are ASCII), when every string
+// member is plain; ok false otherwise.
+func (p *Proof) appendPlainClaims(b []byte) (_ []byte, ok bool) {
+	for _, s := range [...]string{p.Prf, p.Alg, p.DID, p.KID, p.Audience, p.Nonce, p.RequestHash, p.CnfJKT} {
+		if !plainJSON(s) {
+			return nil, false
+		}
+	}
+	str := func(name, v string) {
+		b = append(b, `"`+name+`":"`...)
+		b = append(b, v...)
+		b = append(b, `",`...)
+	}
+	num := func(name string, v int64) {
+		b = append(b, `"`+name+`":`...)
+		b = strconv.AppendInt(b, v, 10)
+		b = append(b, ',')
+	}
+	b = append(b, '{')
+	str("alg", p.Alg)
+	str("audience", p.Audience)
+	if p.CnfJKT != "" {
+		b = append(b, `"cnf":{"jkt":"`...)
+		b = append(b, p.CnfJKT...)
+		b = append(b, `"},`...)
+	}
+	num("created", p.Created)
+	str("did", p.DID)
+	num("expires", p.Expires)
+	str("kid", p.KID)
+	str("nonce", p.Nonce)
+	str("prf", p.Prf)
+	str("requestHash", p.RequestHash)
+	b[len(b)-1] = '}'
+	return b, true
+}
+
+// plainJSON reports whether JCS writes s between quotes unchanged:
+// printable ASCII without a quote or a backslash.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// coveredClaimsJCS is coveredClaims for any strings: encoded, then
+// canonicalised (escapes and non-ASCII as JCS writes them).
+func (p *Proof) coveredClaimsJCS() ([]byte, error) {
 	type cnf struct {
 		JKT string `json:"jkt"`
 	}
