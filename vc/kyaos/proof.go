@@ -61,31 +61,57 @@ type Proof struct {
 // no member name repeated in any letter case, no member outside the schema,
 // every member of its type and form. Anything else is malformed_proof.
 func ParseProof(raw []byte) (*Proof, error) {
+	return parseProof(raw, false)
+}
+
+// parseProof is ParseProof; membersChecked says raw is part of a body
+// jsonscan.CheckMembers already accepted (its check covers every object at
+// any depth), so it need not be read for repeated names again.
+func parseProof(raw []byte, membersChecked bool) (*Proof, error) {
 	bad := func() (*Proof, error) { return nil, refuse(StepSchema, MalformedProof, nil) }
-	if len(raw) > maxProofSize || jsonscan.CheckMembers(raw) != nil || firstByte(raw) != '{' {
+	if len(raw) > maxProofSize || !membersChecked && jsonscan.CheckMembers(raw) != nil || firstByte(raw) != '{' {
 		return bad()
 	}
 	p := &Proof{}
 	var cnf []byte
-	strs := map[string]*string{
-		"prf": &p.Prf, "alg": &p.Alg, "did": &p.DID, "kid": &p.KID, "audience": &p.Audience,
-		"nonce": &p.Nonce, "requestHash": &p.RequestHash, "jws": &p.JWS, "httpSig": &p.HTTPSig,
-	}
-	ints := map[string]*int64{"created": &p.Created, "expires": &p.Expires}
-	seen := 0
 	ok := true
 	jsonscan.Walk(raw, func(k, v []byte) {
-		name := string(jsonscan.Unquote(k))
-		seen++
-		switch {
-		case strs[name] != nil:
-			ok = ok && readString(v, strs[name])
-		case ints[name] != nil:
-			ok = ok && readInt(v, ints[name])
-		case name == "cnf":
+		var str *string
+		var num *int64
+		switch string(jsonscan.Unquote(k)) {
+		case "prf":
+			str = &p.Prf
+		case "alg":
+			str = &p.Alg
+		case "did":
+			str = &p.DID
+		case "kid":
+			str = &p.KID
+		case "audience":
+			str = &p.Audience
+		case "nonce":
+			str = &p.Nonce
+		case "requestHash":
+			str = &p.RequestHash
+		case "jws":
+			str = &p.JWS
+		case "httpSig":
+			str = &p.HTTPSig
+		case "created":
+			num = &p.Created
+		case "expires":
+			num = &p.Expires
+		case "cnf":
 			cnf = v
+			return
 		default:
 			ok = false // the schema is strict: an unknown member is malformed
+			return
+		}
+		if str != nil {
+			ok = ok && readString(v, str)
+		} else {
+			ok = ok && readInt(v, num)
 		}
 	})
 	if !ok {
