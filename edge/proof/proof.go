@@ -270,7 +270,8 @@ func (g *Gate) Admit(ctx context.Context, b Body, audience, agentDID string) (bo
 	// not the agent's proves nothing about this delegation. Verify reads
 	// the body once; step 1 (StepRead) is a body with no proof, or one that
 	// is not a strict JSON-RPC object, so no proof to find.
-	_, err := g.verifier.Verify(ctx, kyaos.Request{Body: b.Raw, Audience: audience, Subject: agentDID})
+	// Without b.Err, mcp.ParseStrict found no repeated member name in it.
+	_, err := g.verifier.Verify(ctx, kyaos.Request{Body: b.Raw, Audience: audience, Subject: agentDID, NamesChecked: b.Err == nil})
 	switch {
 	case err == nil:
 		return true, nil

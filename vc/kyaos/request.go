@@ -39,8 +39,15 @@ type request struct {
 // in any letter case at any depth (internal/jsonscan), an object whose
 // method is a string.
 func parseRequest(body []byte) (request, error) {
+	return parseRequestChecked(body, false)
+}
+
+// parseRequestChecked is parseRequest, where namesChecked says the caller
+// already ran jsonscan.CheckMembers over body (the walk below still
+// refuses anything that is not one valid JSON value).
+func parseRequestChecked(body []byte, namesChecked bool) (request, error) {
 	var req request
-	if jsonscan.CheckMembers(body) != nil {
+	if !namesChecked && jsonscan.CheckMembers(body) != nil {
 		return req, errBody
 	}
 	ok := jsonscan.Walk(body, func(key, val []byte) {

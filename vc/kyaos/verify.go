@@ -85,6 +85,11 @@ type Request struct {
 	// resolved, so that a caller cannot make the verifier fetch other
 	// DIDs' documents.
 	Subject string
+	// NamesChecked: the caller already found no member name of Body
+	// repeated, in any letter case at any depth (jsonscan.CheckMembers, as
+	// mcp.ParseStrict does), so Verify need not look again. Everything
+	// else about Body is still read strictly.
+	NamesChecked bool
 }
 
 // Result is an accepted proof.
@@ -103,7 +108,7 @@ type Result struct {
 // Verify finds the request proof in req.Body and checks it (KYA-OS §3.7
 // steps 1–11): proof_missing when the body has none.
 func (v *Verifier) Verify(ctx context.Context, req Request) (*Result, error) {
-	parsed, err := parseRequest(req.Body)
+	parsed, err := parseRequestChecked(req.Body, req.NamesChecked)
 	if err != nil {
 		return nil, refuse(StepRead, MalformedProof, err)
 	}
