@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -47,12 +46,7 @@ func BenchmarkProofPath(b *testing.B) {
 		return body
 	}
 	one := func(body []byte) {
-		r := httptest.NewRequest(http.MethodPost, "http://"+testHost+"/mcp", bytes.NewReader(body))
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set("Accept", "application/json, text/event-stream")
-		r.Header.Set("Authorization", auth)
-		w := httptest.NewRecorder()
-		r = prepareRequest(r, newTestReplacer())
+		r, w := hotPathRequest(body, auth), httptest.NewRecorder()
 		if err := h.ServeNext(w, r, next); err != nil || w.Code != http.StatusOK || w.Body.String() != hotPathReply {
 			b.Fatalf("HTTP %d %q: %v", w.Code, w.Body, err)
 		}
