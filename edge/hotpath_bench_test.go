@@ -80,12 +80,7 @@ func BenchmarkHotPath(b *testing.B) {
 				serve = func(w http.ResponseWriter, r *http.Request) error { return h.ServeNext(w, r, next) }
 			}
 			one := func() {
-				r := httptest.NewRequest(http.MethodPost, "http://"+testHost+"/mcp", bytes.NewReader(body))
-				r.Header.Set("Content-Type", "application/json")
-				r.Header.Set("Accept", "application/json, text/event-stream")
-				r.Header.Set("Authorization", auth)
-				w := httptest.NewRecorder()
-				r = prepareRequest(r, newTestReplacer())
+				r, w := hotPathRequest(body, auth), httptest.NewRecorder()
 				if err := serve(w, r); err != nil || w.Code != http.StatusOK || w.Body.String() != hotPathReply {
 					b.Fatalf("HTTP %d %q: %v", w.Code, w.Body, err)
 				}
@@ -101,6 +96,16 @@ func BenchmarkHotPath(b *testing.B) {
 			}
 		})
 	}
+}
+
+// hotPathRequest is the POST of BenchmarkHotPath: body with the credential
+// in Authorization, as Caddy hands it to the handler.
+func hotPathRequest(body []byte, auth string) *http.Request {
+	r := httptest.NewRequest(http.MethodPost, "http://"+testHost+"/mcp", bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Accept", "application/json, text/event-stream")
+	r.Header.Set("Authorization", auth)
+	return prepareRequest(r, newTestReplacer())
 }
 
 // BenchmarkBodies is BenchmarkHotPath's b for bodies the carriers must

@@ -266,22 +266,24 @@ func (g *Gate) Admit(ctx context.Context, b Body, audience, agentDID string) (bo
 		}
 		return false, nil
 	}
-	raw, err := kyaos.FindProof(b.Raw)
-	if err != nil || raw == nil {
+	// The proof must be the credential's subject's (§9.2): a key that is
+	// not the agent's proves nothing about this delegation. Verify reads
+	// the body once; step 1 (StepRead) is a body with no proof, or one that
+	// is not a strict JSON-RPC object, so no proof to find.
+	// Without b.Err, mcp.ParseStrict found no repeated member name in it.
+	_, err := g.verifier.Verify(ctx, kyaos.Request{Body: b.Raw, Audience: audience, Subject: agentDID, NamesChecked: b.Err == nil})
+	switch {
+	case err == nil:
+		return true, nil
+	case kyaos.StepOf(err) != kyaos.StepRead:
+		return false, refusal(kyaos.ReasonOf(err))
+	case g.cfg.RequestProof == Required && !exempt(b):
 		// server/discover and ping are outside the admission algorithm
 		// (KYA-OS §3.7 step 0): a client learns the requirements there.
 		// Only a body read without ambiguity is exempt.
-		if g.cfg.RequestProof == Required && !exempt(b) {
-			return false, refusal(kyaos.ProofMissing)
-		}
-		return false, nil
+		return false, refusal(kyaos.ProofMissing)
 	}
-	// The proof must be the credential's subject's (§9.2): a key that is
-	// not the agent's proves nothing about this delegation.
-	if _, err := g.verifier.Verify(ctx, kyaos.Request{Body: b.Raw, Audience: audience, Subject: agentDID}); err != nil {
-		return false, refusal(kyaos.ReasonOf(err))
-	}
-	return true, nil
+	return false, nil
 }
 
 // exempt reports whether b is one request, read strictly, of a method

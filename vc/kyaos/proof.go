@@ -3,7 +3,7 @@ package kyaos
 import (
 	"encoding/base64"
 	"encoding/json"
-	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/gowebpki/jcs"
@@ -57,43 +57,61 @@ type Proof struct {
 	HTTPSig string
 }
 
-var (
-	kidPattern   = regexp.MustCompile(`^did:(key|web):.+#.+$`)
-	didPattern   = regexp.MustCompile(`^did:(key|web):[^#?/\s]+$`)
-	nonceAlpha   = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-	hashPattern  = regexp.MustCompile(`^sha-256=:[A-Za-z0-9+/]{43}=:$`)
-	b64urlStrict = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-)
-
 // ParseProof reads a request proof strictly (KYA-OS §3.1): one JSON object,
 // no member name repeated in any letter case, no member outside the schema,
 // every member of its type and form. Anything else is malformed_proof.
 func ParseProof(raw []byte) (*Proof, error) {
+	return parseProof(raw, false)
+}
+
+// parseProof is ParseProof; membersChecked says raw is part of a body
+// jsonscan.CheckMembers already accepted (its check covers every object at
+// any depth), so it need not be read for repeated names again.
+func parseProof(raw []byte, membersChecked bool) (*Proof, error) {
 	bad := func() (*Proof, error) { return nil, refuse(StepSchema, MalformedProof, nil) }
-	if len(raw) > maxProofSize || jsonscan.CheckMembers(raw) != nil || firstByte(raw) != '{' {
+	if len(raw) > maxProofSize || !membersChecked && jsonscan.CheckMembers(raw) != nil || firstByte(raw) != '{' {
 		return bad()
 	}
 	p := &Proof{}
 	var cnf []byte
-	strs := map[string]*string{
-		"prf": &p.Prf, "alg": &p.Alg, "did": &p.DID, "kid": &p.KID, "audience": &p.Audience,
-		"nonce": &p.Nonce, "requestHash": &p.RequestHash, "jws": &p.JWS, "httpSig": &p.HTTPSig,
-	}
-	ints := map[string]*int64{"created": &p.Created, "expires": &p.Expires}
-	seen := 0
 	ok := true
 	jsonscan.Walk(raw, func(k, v []byte) {
-		name := string(jsonscan.Unquote(k))
-		seen++
-		switch {
-		case strs[name] != nil:
-			ok = ok && readString(v, strs[name])
-		case ints[name] != nil:
-			ok = ok && readInt(v, ints[name])
-		case name == "cnf":
+		var str *string
+		var num *int64
+		switch string(jsonscan.Unquote(k)) {
+		case "prf":
+			str = &p.Prf
+		case "alg":
+			str = &p.Alg
+		case "did":
+			str = &p.DID
+		case "kid":
+			str = &p.KID
+		case "audience":
+			str = &p.Audience
+		case "nonce":
+			str = &p.Nonce
+		case "requestHash":
+			str = &p.RequestHash
+		case "jws":
+			str = &p.JWS
+		case "httpSig":
+			str = &p.HTTPSig
+		case "created":
+			num = &p.Created
+		case "expires":
+			num = &p.Expires
+		case "cnf":
 			cnf = v
+			return
 		default:
 			ok = false // the schema is strict: an unknown member is malformed
+			return
+		}
+		if str != nil {
+			ok = ok && readString(v, str)
+		} else {
+			ok = ok && readInt(v, num)
 		}
 	})
 	if !ok {
@@ -115,13 +133,13 @@ func (p *Proof) wellFormed() bool {
 	switch {
 	case p.Prf != ProfileV1 && p.Prf != ProfileLegacy,
 		p.Alg != AlgEdDSA && p.Alg != AlgES256,
-		len(p.DID) > maxDIDLen || !didPattern.MatchString(p.DID),
-		len(p.KID) > maxDIDLen || !kidPattern.MatchString(p.KID),
+		len(p.DID) > maxDIDLen || !isAgentDID(p.DID),
+		len(p.KID) > maxDIDLen || !isKID(p.KID),
 		p.Audience == "" || len(p.Audience) > maxDIDLen,
-		len(p.Nonce) > maxNonceLen || !nonceAlpha.MatchString(p.Nonce),
+		len(p.Nonce) > maxNonceLen || !isB64URL(p.Nonce),
 		p.Created < 0 || p.Expires < 0,
-		!hashPattern.MatchString(p.RequestHash),
-		p.HTTPSig != "" && !b64urlStrict.MatchString(p.HTTPSig):
+		!isRequestHash(p.RequestHash),
+		p.HTTPSig != "" && !isB64URL(p.HTTPSig):
 		return false
 	}
 	h, sig, ok := splitDetached(p.JWS)
@@ -130,14 +148,12 @@ func (p *Proof) wellFormed() bool {
 
 // splitDetached splits a detached compact JWS "protected..signature".
 func splitDetached(jws string) (protected, sig string, ok bool) {
-	parts := strings.Split(jws, ".")
-	if len(parts) != 3 || parts[1] != "" {
+	// Exactly two dots, adjacent: neither part may hold one (isB64URL).
+	protected, sig, ok = strings.Cut(jws, "..")
+	if !ok || !isB64URL(protected) || !isB64URL(sig) {
 		return "", "", false
 	}
-	if !b64urlStrict.MatchString(parts[0]) || !b64urlStrict.MatchString(parts[2]) {
-		return "", "", false
-	}
-	return parts[0], parts[2], true
+	return protected, sig, true
 }
 
 // readString decodes a JSON string value (null and other types refused).
@@ -187,12 +203,74 @@ func readCnf(v []byte) (string, bool) {
 			ok = false
 		}
 	})
-	return jkt, ok && n == 1 && b64urlStrict.MatchString(jkt)
+	return jkt, ok && n == 1 && isB64URL(jkt)
 }
 
 // coveredClaims returns JCS of every member but jws and httpSig: what the
-// detached JWS signs (KYA-OS §3.3).
+// detached JWS signs (KYA-OS §3.3). The members are a fixed set of
+// strings and safe integers, so when every string is plain (printable
+// ASCII, no quote or backslash: JCS writes it as is) the canonical form is
+// written directly, in JCS member order; otherwise the general path
+// encodes and canonicalises.
 func (p *Proof) coveredClaims() ([]byte, error) {
+	if b, ok := p.appendPlainClaims(make([]byte, 0, 512)); ok {
+		return b, nil
+	}
+	return p.coveredClaimsJCS()
+}
+
+// appendPlainClaims appends the covered claims' JCS form to b, members in
+// JCS order (by UTF-16 code units; the names are ASCII), when every string
+// member is plain; ok false otherwise.
+func (p *Proof) appendPlainClaims(b []byte) (_ []byte, ok bool) {
+	for _, s := range [...]string{p.Prf, p.Alg, p.DID, p.KID, p.Audience, p.Nonce, p.RequestHash, p.CnfJKT} {
+		if !plainJSON(s) {
+			return nil, false
+		}
+	}
+	str := func(name, v string) {
+		b = append(b, `"`+name+`":"`...)
+		b = append(b, v...)
+		b = append(b, `",`...)
+	}
+	num := func(name string, v int64) {
+		b = append(b, `"`+name+`":`...)
+		b = strconv.AppendInt(b, v, 10)
+		b = append(b, ',')
+	}
+	b = append(b, '{')
+	str("alg", p.Alg)
+	str("audience", p.Audience)
+	if p.CnfJKT != "" {
+		b = append(b, `"cnf":{"jkt":"`...)
+		b = append(b, p.CnfJKT...)
+		b = append(b, `"},`...)
+	}
+	num("created", p.Created)
+	str("did", p.DID)
+	num("expires", p.Expires)
+	str("kid", p.KID)
+	str("nonce", p.Nonce)
+	str("prf", p.Prf)
+	str("requestHash", p.RequestHash)
+	b[len(b)-1] = '}'
+	return b, true
+}
+
+// plainJSON reports whether JCS writes s between quotes unchanged:
+// printable ASCII without a quote or a backslash.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// coveredClaimsJCS is coveredClaims for any strings: encoded, then
+// canonicalised (escapes and non-ASCII as JCS writes them).
+func (p *Proof) coveredClaimsJCS() ([]byte, error) {
 	type cnf struct {
 		JKT string `json:"jkt"`
 	}

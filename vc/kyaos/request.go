@@ -39,8 +39,15 @@ type request struct {
 // in any letter case at any depth (internal/jsonscan), an object whose
 // method is a string.
 func parseRequest(body []byte) (request, error) {
+	return parseRequestChecked(body, false)
+}
+
+// parseRequestChecked is parseRequest, where namesChecked says the caller
+// already ran jsonscan.CheckMembers over body (the walk below still
+// refuses anything that is not one valid JSON value).
+func parseRequestChecked(body []byte, namesChecked bool) (request, error) {
 	var req request
-	if jsonscan.CheckMembers(body) != nil {
+	if !namesChecked && jsonscan.CheckMembers(body) != nil {
 		return req, errBody
 	}
 	ok := jsonscan.Walk(body, func(key, val []byte) {
@@ -103,6 +110,9 @@ func firstByte(b []byte) byte {
 // params minus its top-level _meta}))) + ":", with no params key when the
 // request has none. jsonrpc and id are not covered.
 func (r request) requestHash() (string, error) {
+	if canon, ok := r.coveredCanonical(); ok {
+		return hashHeader(canon), nil
+	}
 	var b bytes.Buffer
 	b.WriteString(`{"method":`)
 	b.Write(r.method)
@@ -115,8 +125,32 @@ func (r request) requestHash() (string, error) {
 	if err != nil {
 		return "", errBody
 	}
+	return hashHeader(canon), nil
+}
+
+// hashHeader is "sha-256=:" + base64(SHA-256(canon)) + ":".
+func hashHeader(canon []byte) string {
 	sum := sha256.Sum256(canon)
-	return "sha-256=:" + base64.StdEncoding.EncodeToString(sum[:]) + ":", nil
+	return "sha-256=:" + base64.StdEncoding.EncodeToString(sum[:]) + ":"
+}
+
+// coveredCanonical writes JCS({method, params minus _meta}) through
+// appendCanonical (members in JCS order: method before params); ok false
+// when some part is outside what it writes.
+func (r request) coveredCanonical() (_ []byte, ok bool) {
+	b := make([]byte, 0, len(r.method)+len(r.covered)+24)
+	b = append(b, `{"method":`...)
+	var rest []byte
+	if b, rest, ok = appendCanonical(b, r.method); !ok || len(trimWS(rest)) != 0 {
+		return nil, false
+	}
+	if r.params != nil {
+		b = append(b, `,"params":`...)
+		if b, rest, ok = appendCanonical(b, r.covered); !ok || len(trimWS(rest)) != 0 {
+			return nil, false
+		}
+	}
+	return append(b, '}'), true
 }
 
 // RequestHash returns the requestHash a proof for the JSON-RPC request body

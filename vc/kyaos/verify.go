@@ -85,6 +85,11 @@ type Request struct {
 	// resolved, so that a caller cannot make the verifier fetch other
 	// DIDs' documents.
 	Subject string
+	// NamesChecked: the caller already found no member name of Body
+	// repeated, in any letter case at any depth (jsonscan.CheckMembers, as
+	// mcp.ParseStrict does), so Verify need not look again. Everything
+	// else about Body is still read strictly.
+	NamesChecked bool
 }
 
 // Result is an accepted proof.
@@ -103,7 +108,7 @@ type Result struct {
 // Verify finds the request proof in req.Body and checks it (KYA-OS §3.7
 // steps 1–11): proof_missing when the body has none.
 func (v *Verifier) Verify(ctx context.Context, req Request) (*Result, error) {
-	parsed, err := parseRequest(req.Body)
+	parsed, err := parseRequestChecked(req.Body, req.NamesChecked)
 	if err != nil {
 		return nil, refuse(StepRead, MalformedProof, err)
 	}
@@ -111,7 +116,8 @@ func (v *Verifier) Verify(ctx context.Context, req Request) (*Result, error) {
 	if raw == nil {
 		return nil, refuse(StepRead, ProofMissing, nil)
 	}
-	p, err := ParseProof(raw)
+	// parseRequest checked the whole body's member names, the proof's too.
+	p, err := parseProof(raw, true)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +127,7 @@ func (v *Verifier) Verify(ctx context.Context, req Request) (*Result, error) {
 // check runs steps 3–11 on a parsed proof; the nonce is consumed last.
 func (v *Verifier) check(ctx context.Context, p *Proof, parsed request, req Request) (*Result, error) {
 	// 3. The key must be the caller's own.
-	if strings.SplitN(p.KID, "#", 2)[0] != p.DID {
+	if did, _, _ := strings.Cut(p.KID, "#"); did != p.DID {
 		return nil, refuse(StepKidDID, KidDIDMismatch, nil)
 	}
 	if req.Subject != "" && p.DID != req.Subject {
@@ -221,25 +227,25 @@ func (v *Verifier) consume(ctx context.Context, p *Proof) error {
 // the proof's alg and kid (typ tolerated), a key of the type alg names, and
 // the signature over the covered claims.
 func verifySignature(p *Proof, pub crypto.PublicKey) error {
-	bad := refuse(StepSignature, InvalidSignature, nil)
+	bad := func() error { return refuse(StepSignature, InvalidSignature, nil) }
 	protected, sigB64, _ := splitDetached(p.JWS)
 	hdr, err := base64.RawURLEncoding.DecodeString(protected)
 	if err != nil || !headerNames(hdr, p.Alg, p.KID) {
-		return bad
+		return bad()
 	}
 	sig, err := base64.RawURLEncoding.DecodeString(sigB64)
 	if err != nil {
-		return bad
+		return bad()
 	}
 	if !keyFits(p.Alg, pub) {
 		return refuse(StepSignature, AlgKeyMismatch, nil)
 	}
 	input, err := p.signingInput(protected)
 	if err != nil {
-		return bad
+		return bad()
 	}
 	if !verifyRaw(p.Alg, pub, input, sig) {
-		return bad
+		return bad()
 	}
 	return nil
 }
