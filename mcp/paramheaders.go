@@ -185,7 +185,9 @@ func CheckParamHeaders(h http.Header, params []byte, bindings []ParamHeader) err
 			}
 			continue
 		}
-		if len(vals) == 0 || vals[0] == "" {
+		// An empty value mirrors only an empty string, which clients send
+		// as is (EncodeHeaderValue("") is "").
+		if len(vals) == 0 || (vals[0] == "" && string(arg) != `""`) {
 			return framingErr(b.Header, "missing")
 		}
 		v, ok := DecodeHeaderValue(vals[0])
