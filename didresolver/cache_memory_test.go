@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/memstat"
 )
 
 // TestCacheMemory: MCPI_MEMTEST=1 resolves many distinct did:web issuers
@@ -58,7 +60,7 @@ func TestCacheMemory(t *testing.T) {
 		}
 	}
 	elapsed := time.Since(start)
-	rss := vmRSS()
+	rss := memstat.RSS()
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	c.mu.Lock()
@@ -72,19 +74,4 @@ func TestCacheMemory(t *testing.T) {
 		n, docBytes, elapsed.Round(time.Millisecond), defaultMaxEntries, entries,
 		float64(live)/(1<<20), float64(live)/float64(max(entries, 1)), float64(rss)/(1<<20))
 	runtime.KeepAlive(c)
-}
-
-// vmRSS is the process's resident set size, 0 where /proc is missing.
-func vmRSS() uint64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }

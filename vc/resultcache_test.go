@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/internal/memstat"
 )
 
 // countingResolver counts resolutions (one per credential or presentation
@@ -770,7 +771,7 @@ func measureCacheMemory(tb testing.TB, n, maxEntries, idDigits, workers int, opt
 	if err := <-errs; err != nil {
 		tb.Fatal(err)
 	}
-	out := cacheMemory{n: n, entries: v.results.Len(), credBytes: len(m.mint(0)), elapsed: time.Since(start), rss: vmRSS()}
+	out := cacheMemory{n: n, entries: v.results.Len(), credBytes: len(m.mint(0)), elapsed: time.Since(start), rss: memstat.RSS()}
 	var after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&after)
@@ -778,21 +779,6 @@ func measureCacheMemory(tb testing.TB, n, maxEntries, idDigits, workers int, opt
 	out.heapLive = after.HeapAlloc - min(before.HeapAlloc, after.HeapAlloc)
 	runtime.KeepAlive(v)
 	return out
-}
-
-// vmRSS is the process's resident set in bytes, 0 where unknown.
-func vmRSS() uint64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }
 
 // TestResultCacheMemory: MCPI_MEMTEST=1 runs a million distinct
