@@ -49,9 +49,13 @@ type Options struct {
 	// Warmup runs every configuration once for this long before round 1,
 	// unrecorded; 0 for none.
 	Warmup time.Duration
-	// Pprof takes a CPU profile of configuration b for this long after the
-	// rounds; 0 for none.
+	// Pprof takes a CPU profile of each of PprofConfigs for this long after
+	// the rounds; 0 for none.
 	Pprof time.Duration
+	// PprofConfigs are the configurations profiled. The report summarizes
+	// b's profile; every profile is kept as <config>.cpu.pprof (see -keep)
+	// and its costliest functions per request are logged.
+	PprofConfigs []string
 	// VCBenchTime is the -benchtime of the vc verification floors; "" skips
 	// them.
 	VCBenchTime string
@@ -92,6 +96,7 @@ func DefaultOptions() Options {
 		Pool:         200_000,
 		Warmup:       time.Second,
 		Pprof:        5 * time.Second,
+		PprofConfigs: []string{"b"},
 		VCBenchTime:  "1s",
 		OpenLoop:     5 * time.Second,
 		OpenLoopFrac: 0.5,
@@ -654,27 +659,37 @@ func (b *bench) measureAll(ctx context.Context) error {
 		b.note("configuration c sent %d credentials from a pool of %d: %d were repeats", b.poolUsed, b.rep.Pool.Size, b.rep.Pool.Repeats())
 	}
 	if b.opts.Pprof > 0 {
-		if !b.hasConfig("b") {
-			b.note("no profile: configuration b is not selected")
-			return nil
+		for _, name := range b.opts.PprofConfigs {
+			if !b.hasConfig(name) {
+				b.note("no profile of %s: the configuration is not selected", name)
+				continue
+			}
+			p, err := b.profile(ctx, name)
+			if err != nil {
+				b.problem("profile of %s: %v", name, err)
+				continue
+			}
+			if name == "b" {
+				b.rep.Profile = p
+			}
 		}
-		p, err := b.profile(ctx)
-		if err != nil {
-			b.problem("profile of b: %v", err)
-			return nil
-		}
-		b.rep.Profile = p
 	}
 	return nil
 }
 
+// roundProfile is measure's round for the run under a CPU profile.
+const roundProfile = -2
+
 // measure runs c once for d and takes Caddy's CPU time and allocations
-// around it. Round -1 is the warmup.
+// around it. Round -1 is the warmup, roundProfile the run under a profile.
 func (b *bench) measure(ctx context.Context, c config, round int, d time.Duration) (sample, error) {
 	where, counter := c.name, "wrk"
-	if round >= 0 {
+	switch {
+	case round >= 0:
 		where += " round " + strconv.Itoa(round+1)
-	} else {
+	case round == roundProfile:
+		where += " profile"
+	default:
 		where += " warmup"
 	}
 	if c.load == loadHandshake {

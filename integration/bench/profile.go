@@ -40,10 +40,12 @@ type bucket struct {
 }
 
 // buckets classify a function by its name; the first match wins.
-var bucketRules = []struct {
+type bucketRule struct {
 	name     string
 	prefixes []string
-}{
+}
+
+var bucketRules = []bucketRule{
 	{"caddy-mcpi (every package of this module)", []string{modulePath}},
 	{"crypto (crypto/*, x/crypto, filippo.io)", []string{"crypto/", "golang.org/x/crypto", "filippo.io/", "vendor/golang.org/x/crypto"}},
 	{"encoding (json, base64, …)", []string{"encoding/", "github.com/gowebpki/jcs"}},
@@ -63,25 +65,27 @@ func classify(fn string) string {
 	return "other"
 }
 
-// profile runs configuration b under wrk while taking a CPU profile from
-// Caddy's admin endpoint, and summarizes it with go tool pprof.
-func (b *bench) profile(ctx context.Context) (*profileSummary, error) {
-	c, _ := selectConfigs([]string{"b"})
+// profile runs configuration name under its load while taking a CPU
+// profile from Caddy's admin endpoint, logs the functions that cost the
+// most Caddy CPU per request in it, and summarizes it with go tool pprof.
+// The load runs through measure, so the pools of c and p are used as in
+// the rounds (no credential or proof repeats).
+func (b *bench) profile(ctx context.Context, name string) (*profileSummary, error) {
+	c, _ := selectConfigs([]string{name})
 	secs := wrkSeconds(b.opts.Pprof)
-	b.logf("CPU profile of b: %ds from %s/debug/pprof/profile while wrk runs", secs, b.admin)
-	done := make(chan error, 1)
+	b.logf("CPU profile of %s: %ds from %s/debug/pprof/profile while it runs", name, secs, b.admin)
+	path := filepath.Join(b.dir, name+".cpu.pprof")
+	fetched := make(chan error, 1)
 	go func() {
-		_, err := b.runWrk(ctx, c[0], time.Duration(secs+2)*time.Second)
-		done <- err
+		time.Sleep(time.Second) // let the connections settle
+		fetched <- fetch(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", b.admin, secs), path, time.Duration(secs+30)*time.Second)
 	}()
-	time.Sleep(time.Second) // let the connections settle
-	path := filepath.Join(b.dir, "b.cpu.pprof")
-	fetchErr := fetch(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", b.admin, secs), path, time.Duration(secs+30)*time.Second)
-	if err := <-done; err != nil {
-		return nil, err
+	s, err := b.measure(ctx, c[0], roundProfile, time.Duration(secs+2)*time.Second)
+	if fetchErr := <-fetched; err == nil {
+		err = fetchErr
 	}
-	if fetchErr != nil {
-		return nil, fetchErr
+	if err != nil {
+		return nil, err
 	}
 	p := &profileSummary{Seconds: secs}
 	all, total, err := pprofTop(b.opts.Root, b.caddyBin, path)
@@ -105,7 +109,33 @@ func (b *bench) profile(ctx context.Context) (*profileSummary, error) {
 		p.Buckets = append(p.Buckets, bucket{r.name, sums[r.name]})
 	}
 	p.Buckets = append(p.Buckets, bucket{"other", sums["other"]})
+	b.logPerRequest(name, all, s)
 	return p, nil
+}
+
+// logPerRequest logs the profile's costliest functions in µs of Caddy CPU
+// per request: the profile's share of each, times the CPU per request of
+// the load it was taken under. Comparing two configurations' lists shows
+// where the difference between them goes.
+func (b *bench) logPerRequest(name string, all []profileFunc, s sample) {
+	if s.Load.Ops == 0 {
+		return
+	}
+	perOp := s.CPU.Seconds() * 1e6 / float64(s.Load.Ops)
+	b.logf("  %s: %.1f µs of Caddy CPU per request; by flat share:", name, perOp)
+	flat := slices.Clone(all)
+	slices.SortStableFunc(flat, func(x, y profileFunc) int { return cmpDesc(x.Flat, y.Flat) })
+	for _, f := range flat[:min(len(flat), 25)] {
+		b.logf("  %7.2f µs  %5.1f %%  %s", perOp*f.Flat/100, f.Flat, f.Name)
+	}
+	b.logf("  by bucket:")
+	sums := make(map[string]float64)
+	for _, f := range all {
+		sums[classify(f.Name)] += f.Flat
+	}
+	for _, r := range append(bucketRules, bucketRule{name: "other"}) {
+		b.logf("  %7.2f µs  %5.1f %%  %s", perOp*sums[r.name]/100, sums[r.name], r.name)
+	}
 }
 
 func cmpDesc(a, b float64) int {
