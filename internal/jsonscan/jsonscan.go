@@ -222,9 +222,14 @@ type walker struct {
 func (w *walker) addName(start, end int) bool {
 	name := w.src[start+1 : end-1]
 	if bytes.IndexByte(w.b[start:end], '\\') >= 0 {
-		if json.Unmarshal(w.b[start:end], &name) != nil {
+		// Decoded into a variable of its own: one whose address reaches
+		// json.Unmarshal lives on the heap, and name would cost every
+		// member of every body an allocation.
+		var unescaped string
+		if json.Unmarshal(w.b[start:end], &unescaped) != nil {
 			return false
 		}
+		name = unescaped
 	}
 	if w.names.Add(name) != nil {
 		w.repeated = true
