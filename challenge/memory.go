@@ -21,6 +21,10 @@ const (
 // ErrStoreFull (which wraps ErrStoreUnavailable): issuing fails closed
 // rather than dropping a live challenge.
 //
+// It is also a SingleUse (singleuse.go): single-use markers are kept
+// apart from records, in structures the garbage collector does not scan,
+// under the same bound counted separately.
+//
 // It is also a SessionBinder. Bindings are kept apart from the nonce
 // records, under the same bound counted separately (MaxEntries live
 // bindings, and as many live records), and expire the same way.
@@ -33,6 +37,9 @@ type MemoryStore struct {
 	bindings map[string]*memEntry
 	byExpiry expiryHeap
 	closed   bool
+	// used holds the single-use markers (singleuse.go), under a lock of
+	// their own.
+	used *usedSet
 
 	max      int
 	interval time.Duration
@@ -99,6 +106,7 @@ func NewMemoryStore(ctx context.Context, opts ...MemoryOption) *MemoryStore {
 	for _, o := range opts {
 		o(m)
 	}
+	m.used = newUsedSet(m.max)
 	go m.janitor(ctx)
 	return m
 }
@@ -117,6 +125,7 @@ func (m *MemoryStore) janitor(ctx context.Context) {
 			m.mu.Lock()
 			m.evictExpired(m.now())
 			m.mu.Unlock()
+			m.used.sweep(m.now())
 		}
 	}
 }
@@ -133,6 +142,7 @@ func (m *MemoryStore) Close() error {
 		m.bindings = nil
 		m.byExpiry = nil
 		m.mu.Unlock()
+		m.used.close()
 	})
 	return nil
 }

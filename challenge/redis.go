@@ -3,6 +3,7 @@ package challenge
 import (
 	"context"
 	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,7 +54,8 @@ type RedisOptions struct {
 
 // RedisStore is a NonceStore shared by every replica through one Redis
 // (≥ 6.2): Put is "SET key value NX PX ttl", Consume is "GETDEL key", so a
-// challenge is consumed at most once across replicas; Peek is "GET key". Every Redis failure
+// challenge is consumed at most once across replicas; Peek is "GET key";
+// UseOnce is "SET key 1 NX PX ttl". Every Redis failure
 // is returned wrapped in ErrStoreUnavailable. The client reconnects by
 // itself: when Redis comes back, the same store works again.
 type RedisStore struct {
@@ -139,14 +141,19 @@ func (s *RedisStore) Put(ctx context.Context, nonce string, rec Record, ttl time
 	if ms <= 0 {
 		return fmt.Errorf("challenge: redis store: ttl must be at least 1ms")
 	}
-	if isBindingName(nonce) {
-		return ErrNonceExists // the name of a session binding, never a nonce's
+	if isReservedName(nonce) {
+		return ErrNonceExists // a binding's or a marker's name, never a nonce's
 	}
 	val, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("challenge: redis store: encoding record: %w", err)
 	}
-	res, err := s.client.Do(ctx, "SET", s.prefix+nonce, val, "NX", "PX", ms).Result()
+	return s.setNX(ctx, s.prefix+nonce, val, ms)
+}
+
+// setNX is "SET key val NX PX ms": ErrNonceExists when key is set.
+func (s *RedisStore) setNX(ctx context.Context, key, val any, ms int64) error {
+	res, err := s.client.Do(ctx, "SET", key, val, "NX", "PX", ms).Result()
 	if errors.Is(err, redis.Nil) {
 		return ErrNonceExists
 	}
@@ -161,7 +168,7 @@ func (s *RedisStore) Put(ctx context.Context, nonce string, rec Record, ttl time
 
 // Consume implements NonceStore with GETDEL.
 func (s *RedisStore) Consume(ctx context.Context, nonce string) (Record, error) {
-	if isBindingName(nonce) {
+	if isReservedName(nonce) {
 		return Record{}, ErrNonceNotFound
 	}
 	val, err := s.client.GetDel(ctx, s.prefix+nonce).Bytes()
@@ -176,7 +183,7 @@ func (s *RedisStore) Consume(ctx context.Context, nonce string) (Record, error) 
 
 // Peek implements Peeker with GET.
 func (s *RedisStore) Peek(ctx context.Context, nonce string) (Record, error) {
-	if isBindingName(nonce) {
+	if isReservedName(nonce) {
 		return Record{}, ErrNonceNotFound
 	}
 	val, err := s.client.Get(ctx, s.prefix+nonce).Bytes()
@@ -189,10 +196,31 @@ func (s *RedisStore) Peek(ctx context.Context, nonce string) (Record, error) {
 	return decodeRecord(val)
 }
 
-// isBindingName reports whether a nonce would name a session binding's key:
-// bindings share the key prefix, and a nonce chosen by a client must never
-// read, consume (GETDEL) or take the place of one.
-func isBindingName(nonce string) bool { return strings.HasPrefix(nonce, redisBindingPrefix) }
+// isReservedName reports whether a nonce would name a session binding's or
+// a single-use marker's key: both share the key prefix, and a nonce chosen
+// by a client must never read, consume (GETDEL) or take the place of one.
+func isReservedName(nonce string) bool {
+	return strings.HasPrefix(nonce, redisBindingPrefix) || strings.HasPrefix(nonce, redisSingleUsePrefix)
+}
+
+// redisSingleUsePrefix follows the store's key prefix for single-use
+// markers, then the digest in hex: the name KYA-OS request proof nonces
+// were stored under as records, so that replicas of either version,
+// sharing one Redis, see each other's.
+const redisSingleUsePrefix = "kyaos-rp:"
+
+// UseOnce implements SingleUse with one "SET <prefix>kyaos-rp:<hex> 1 NX
+// PX ttl": a marker has no record to encode.
+func (s *RedisStore) UseOnce(ctx context.Context, digest [32]byte, ttl time.Duration) error {
+	ms := ttl.Milliseconds()
+	if ms <= 0 {
+		return fmt.Errorf("challenge: redis store: ttl must be at least 1ms")
+	}
+	key := make([]byte, 0, len(s.prefix)+len(redisSingleUsePrefix)+hex.EncodedLen(len(digest)))
+	key = append(append(key, s.prefix...), redisSingleUsePrefix...)
+	key = hex.AppendEncode(key, digest[:])
+	return s.setNX(ctx, key, "1", ms)
+}
 
 // decodeRecord decodes a stored record; a value that is not one (a
 // foreign writer under our prefix) counts as absent.
@@ -218,4 +246,5 @@ func (s *RedisStore) Close() error { return s.client.Close() }
 var (
 	_ NonceStore = (*RedisStore)(nil)
 	_ Peeker     = (*RedisStore)(nil)
+	_ SingleUse  = (*RedisStore)(nil)
 )

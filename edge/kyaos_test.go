@@ -3,13 +3,18 @@ package edge
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/edge/observe/observetest"
+	"github.com/mcpi-edge/caddy-mcpi/internal/redistest"
 	"github.com/mcpi-edge/caddy-mcpi/vc/kyaos"
 )
 
@@ -118,6 +123,86 @@ func TestRequestProofReplay(t *testing.T) {
 			t.Fatalf("replay: %d %s", res.rec.Code, res.rec.Body)
 		}
 	}
+}
+
+// markerless is a nonce store without single-use markers (a store module
+// of another kind): only its NonceStore methods show.
+type markerless struct{ challenge.NonceStore }
+
+// markersDown is a memory store whose markers cannot be used.
+type markersDown struct{ *challenge.MemoryStore }
+
+func (markersDown) UseOnce(context.Context, [32]byte, time.Duration) error {
+	return fmt.Errorf("%w: dial tcp: refused", challenge.ErrStoreUnavailable)
+}
+
+// TestRequestProofNonceStores: a proof's nonce is a single-use marker in a
+// store that keeps them (memory, Redis), a record in any other; either
+// way a replay is refused, the use is measured as a "put", and a store
+// that cannot be used refuses the proof with 503.
+func TestRequestProofNonceStores(t *testing.T) {
+	f := newFixture(t)
+	redis := redistest.Start(t)
+	memory := func() *challenge.MemoryStore {
+		m := challenge.NewMemoryStore(context.Background())
+		t.Cleanup(func() { _ = m.Close() })
+		return m
+	}
+	const ns = "caddy_mcpi_nonce_store_duration_seconds"
+	for _, c := range []struct {
+		name  string
+		store func() challenge.NonceStore
+		held  func(challenge.NonceStore) (markers, records int)
+	}{
+		{"memory", func() challenge.NonceStore { return memory() },
+			func(s challenge.NonceStore) (int, int) {
+				m := s.(*challenge.MemoryStore)
+				return m.SingleUses(), m.Len()
+			}},
+		{"markerless", func() challenge.NonceStore { return markerless{memory()} },
+			func(s challenge.NonceStore) (int, int) {
+				m := s.(markerless).NonceStore.(*challenge.MemoryStore)
+				return m.SingleUses(), m.Len()
+			}},
+		{"redis", func() challenge.NonceStore { return redisStore(t, redis.Addr(), 0) }, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store := c.store()
+			reg, gather := obsContext(t)
+			h, _ := obsHandler(t, reg, f, useStore(store, c.name))
+			body := signed(t, f.agent, testAudience, toolsCallBody)
+			if res := serve(t, h, proofCall(t, f, body)); !res.called {
+				t.Fatalf("first: %d %s", res.rec.Code, res.rec.Body)
+			}
+			res := serve(t, h, proofCall(t, f, body))
+			if res.called || res.rec.Code != 401 || decodeProofRPC(t, res.rec).Error.Data.Reasons[0] != "nonce_replayed" {
+				t.Fatalf("replay: %d %s", res.rec.Code, res.rec.Body)
+			}
+			if c.held != nil {
+				wantMarkers := 1
+				if c.name == "markerless" {
+					wantMarkers = 0
+				}
+				if markers, records := c.held(store); markers != wantMarkers || records != 1-wantMarkers {
+					t.Errorf("store holds %d markers, %d records; want %d, %d", markers, records, wantMarkers, 1-wantMarkers)
+				}
+			}
+			if got := observetest.Value(observetest.Gather(t, gather), ns, "store", c.name, "op", "put", "result", "ok"); got != 2 {
+				t.Errorf("%s{%s,put,ok} = %v, want 2 (the use and the replay)", ns, c.name, got)
+			}
+		})
+	}
+	t.Run("store down", func(t *testing.T) {
+		reg, gather := obsContext(t)
+		h, _ := obsHandler(t, reg, f, useStore(markersDown{memory()}, "redis"))
+		res := serve(t, h, proofCall(t, f, signed(t, f.agent, testAudience, toolsCallBody)))
+		if res.called || res.rec.Code != 503 || decodeProofRPC(t, res.rec).Error.Data.Reasons[0] != "nonce_store_unavailable" {
+			t.Fatalf("store down: %d %s", res.rec.Code, res.rec.Body)
+		}
+		if got := observetest.Value(observetest.Gather(t, gather), ns, "store", "redis", "op", "put", "result", "error"); got != 1 {
+			t.Errorf("%s{redis,put,error} = %v, want 1", ns, got)
+		}
+	})
 }
 
 // TestProofBearingBodyUnchanged: the upstream gets the proof-bearing body

@@ -49,6 +49,21 @@ func (m *measuredNonceStore) Peek(ctx context.Context, nonce string) (challenge.
 	return rec, err
 }
 
+// UseOnce implements challenge.SingleUse, measured as a "put" (what a
+// proof nonce was before markers had an operation of their own):
+// unsupported when the measured store has no markers (the proof gate then
+// puts a record).
+func (m *measuredNonceStore) UseOnce(ctx context.Context, digest [32]byte, ttl time.Duration) error {
+	su, ok := m.store.(challenge.SingleUse)
+	if !ok {
+		return fmt.Errorf("mcpi: nonce store %s keeps no single-use markers: %w", m.name, errors.ErrUnsupported)
+	}
+	start := time.Now()
+	err := su.UseOnce(ctx, digest, ttl)
+	m.h.obs.NonceStore(m.name, "put", time.Since(start), storeFailure(err))
+	return err
+}
+
 // storeFailure is err when it is a failure of the store itself, nil for a
 // normal answer: a nonce that is not there (Consume) or already is (Put).
 // By the NonceStore contract every other error wraps ErrStoreUnavailable.
@@ -63,4 +78,5 @@ func storeFailure(err error) error {
 var (
 	_ challenge.NonceStore = (*measuredNonceStore)(nil)
 	_ challenge.Peeker     = (*measuredNonceStore)(nil)
+	_ challenge.SingleUse  = (*measuredNonceStore)(nil)
 )

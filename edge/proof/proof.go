@@ -348,19 +348,35 @@ func Tag(reason string) string {
 
 // nonceStore keeps proof nonces in a challenge.NonceStore, under a hash of
 // (did, nonce): the pair is the client's choice and may be long, and the
-// Level 3 challenges share the store.
+// Level 3 challenges share the store. A store with single-use markers
+// (challenge.SingleUse: memory, Redis) keeps the hash alone; any other a
+// record under "kyaos-rp:" and the hash in hex.
 type nonceStore struct{ s challenge.NonceStore }
 
 func (n nonceStore) UseNonce(ctx context.Context, did, nonce string, ttl time.Duration) error {
-	sum := sha256.Sum256([]byte(did + "\x00" + nonce))
-	now := time.Now()
-	err := n.s.Put(ctx, "kyaos-rp:"+hex.EncodeToString(sum[:]), challenge.Record{
-		Challenge: "kyaos-request-proof", AgentDID: did, IssuedAt: now, ExpiresAt: now.Add(ttl),
-	}, ttl)
+	sum := nonceDigest(did, nonce)
+	err := errors.ErrUnsupported
+	if su, ok := n.s.(challenge.SingleUse); ok {
+		err = su.UseOnce(ctx, sum, ttl)
+	}
+	if errors.Is(err, errors.ErrUnsupported) {
+		now := time.Now()
+		err = n.s.Put(ctx, "kyaos-rp:"+hex.EncodeToString(sum[:]), challenge.Record{
+			Challenge: "kyaos-request-proof", AgentDID: did, IssuedAt: now, ExpiresAt: now.Add(ttl),
+		}, ttl)
+	}
 	if errors.Is(err, challenge.ErrNonceExists) {
 		return kyaos.ErrNonceUsed
 	}
 	return err
+}
+
+// nonceDigest is SHA-256(did NUL nonce), hashed from a buffer on the
+// stack when the pair is of the size a proof allows.
+func nonceDigest(did, nonce string) [32]byte {
+	var buf [512]byte
+	b := append(append(append(buf[:0], did...), 0), nonce...)
+	return sha256.Sum256(b)
 }
 
 func firstByte(b []byte) byte {

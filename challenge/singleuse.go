@@ -1,0 +1,161 @@
+package challenge
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// SingleUse is implemented by a NonceStore that keeps single-use markers
+// apart from its records: the SHA-256 digest of something that may be
+// used only once (a KYA-OS request proof's did and nonce), remembered for
+// a time to live. A marker is all the store keeps, so it costs a fixed
+// few dozen bytes instead of a Record, and one round trip to Redis with
+// no JSON.
+//
+// A store that wraps another (to measure it, say) may implement UseOnce
+// and fail with an error wrapping errors.ErrUnsupported when what it
+// wraps has none: the caller then falls back to Put.
+type SingleUse interface {
+	// UseOnce records digest for ttl unless a live marker of it is held:
+	// it fails with ErrNonceExists then, and with an error wrapping
+	// ErrStoreUnavailable (ErrStoreFull for a full memory store) when the
+	// store cannot be used. Of concurrent calls for one digest, across
+	// every process sharing the store, at most one succeeds.
+	UseOnce(ctx context.Context, digest [32]byte, ttl time.Duration) error
+}
+
+// usedSet is the memory store's SingleUse: markers by digest, with their
+// expiries as integers, in structures without pointers. The garbage
+// collector does not scan those, so a full store (a million markers and
+// more) does not slow down every collection in the process, as a map of
+// pointers to records would. Markers are expired in the order they were
+// made, which is expiry order when every ttl is the same (the proof
+// gate's is fixed); with mixed ttls, a marker that outlived its ttl
+// behind a longer-lived one is still freed at once when its digest
+// comes again, and counts against the bound until the ones before it go.
+// Never is a live marker dropped: a full set fails closed.
+type usedSet struct {
+	mu     sync.Mutex
+	closed bool
+	max    int
+	// expiry holds each marker's expiry (Unix nanoseconds) by digest.
+	expiry map[[32]byte]int64
+	// order is a ring of the markers in the order they were made: slots
+	// order[(head+i)%len(order)] for i < n. A slot whose expiry differs
+	// from expiry[digest] is stale (its digest was used again after it
+	// expired) and is dropped without touching the map.
+	order      []usedSlot
+	head, n    int
+	initialCap int
+}
+
+type usedSlot struct {
+	digest [32]byte
+	expiry int64
+}
+
+// usedRingStart is the ring's first size: it doubles as markers arrive,
+// up to the store's bound, so an idle store costs little.
+const usedRingStart = 1024
+
+func newUsedSet(bound int) *usedSet {
+	return &usedSet{max: bound, expiry: make(map[[32]byte]int64), initialCap: min(usedRingStart, bound)}
+}
+
+// use is UseOnce at now.
+func (s *usedSet) use(digest [32]byte, now time.Time, ttl time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("%w: memory store closed", ErrStoreUnavailable)
+	}
+	t := now.UnixNano()
+	if exp, ok := s.expiry[digest]; ok && t < exp {
+		return ErrNonceExists
+	}
+	if s.n >= s.max {
+		s.expire(t)
+		if s.n >= s.max {
+			return ErrStoreFull
+		}
+	}
+	exp := now.Add(ttl).UnixNano()
+	s.expiry[digest] = exp
+	s.push(usedSlot{digest: digest, expiry: exp})
+	return nil
+}
+
+// push appends a slot to the ring, growing it (twice as large, at most
+// max) when full. s.n < s.max.
+func (s *usedSet) push(slot usedSlot) {
+	if s.n == len(s.order) {
+		grown := make([]usedSlot, min(max(2*len(s.order), s.initialCap), s.max))
+		for i := range s.n {
+			grown[i] = s.order[(s.head+i)%len(s.order)]
+		}
+		s.order, s.head = grown, 0
+	}
+	s.order[(s.head+s.n)%len(s.order)] = slot
+	s.n++
+}
+
+// expire drops the markers made first while they have expired at t
+// (Unix nanoseconds). s.mu is held.
+func (s *usedSet) expire(t int64) {
+	for s.n > 0 {
+		slot := &s.order[s.head]
+		if t < slot.expiry {
+			return
+		}
+		if s.expiry[slot.digest] == slot.expiry {
+			delete(s.expiry, slot.digest)
+		}
+		s.head = (s.head + 1) % len(s.order)
+		s.n--
+	}
+}
+
+// sweep drops expired markers (the janitor).
+func (s *usedSet) sweep(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.expire(now.UnixNano())
+	}
+}
+
+// close drops every marker; later uses fail.
+func (s *usedSet) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	s.expiry, s.order, s.head, s.n = nil, nil, 0, 0
+}
+
+// len is the number of markers held, expired or not.
+func (s *usedSet) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.expiry)
+}
+
+// UseOnce implements SingleUse. Markers are counted apart from records and
+// bindings, under the same bound (MaxEntries live markers): when that many
+// live markers are held, UseOnce fails with ErrStoreFull.
+func (m *MemoryStore) UseOnce(ctx context.Context, digest [32]byte, ttl time.Duration) error {
+	if ttl <= 0 {
+		return fmt.Errorf("challenge: memory store: ttl must be positive")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+	}
+	return m.used.use(digest, m.now(), ttl)
+}
+
+// SingleUses returns the number of single-use markers held, expired or
+// not.
+func (m *MemoryStore) SingleUses() int { return m.used.len() }
+
+var _ SingleUse = (*MemoryStore)(nil)
