@@ -7,6 +7,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 )
 
 // appendCanonical appends the JCS form (RFC 8785) of the JSON value at the
@@ -20,13 +22,21 @@ import (
 // by jsonscan already (strict, valid, depth-bounded); rest is what follows
 // the value.
 func appendCanonical(dst, src []byte) (out, rest []byte, ok bool) {
+	return appendCanonicalSkipping(dst, src, "")
+}
+
+// appendCanonicalSkipping is appendCanonical, leaving out of an object
+// the member named skip (a plain name; "" for none): what the canonical
+// form of the object without that member is. Only the value at the start
+// of src is concerned, not objects nested in it.
+func appendCanonicalSkipping(dst, src []byte, skip string) (out, rest []byte, ok bool) {
 	src = trimWS(src)
 	if len(src) == 0 {
 		return dst, nil, false
 	}
 	switch c := src[0]; {
 	case c == '{':
-		return appendCanonicalObject(dst, src[1:])
+		return appendCanonicalObject(dst, src[1:], skip)
 	case c == '[':
 		return appendCanonicalArray(dst, src[1:])
 	case c == '"':
@@ -54,7 +64,7 @@ type member struct {
 	start, end int
 }
 
-func appendCanonicalObject(dst, src []byte) ([]byte, []byte, bool) {
+func appendCanonicalObject(dst, src []byte, skip string) ([]byte, []byte, bool) {
 	dst = append(dst, '{')
 	objStart := len(dst)
 	var buf [8]member
@@ -73,13 +83,26 @@ func appendCanonicalObject(dst, src []byte) ([]byte, []byte, bool) {
 		if len(rest) == 0 || rest[0] != ':' {
 			return dst, nil, false
 		}
-		start := len(dst)
-		dst = append(dst, name...)
-		dst = append(dst, ':')
-		if dst, src, ok = appendCanonical(dst, rest[1:]); !ok {
-			return dst, nil, false
+		if skip != "" && string(name[1:len(name)-1]) == skip {
+			// Passed over, not written: only its end matters.
+			c := jsonscan.NewCursor(rest[1:])
+			_, end := c.Skip()
+			if c.Failed() {
+				return dst, nil, false
+			}
+			src = rest[1+end:]
+		} else {
+			if len(members) > 0 {
+				dst = append(dst, ',')
+			}
+			start := len(dst)
+			dst = append(dst, name...)
+			dst = append(dst, ':')
+			if dst, src, ok = appendCanonical(dst, rest[1:]); !ok {
+				return dst, nil, false
+			}
+			members = append(members, member{name, start, len(dst)})
 		}
-		members = append(members, member{name, start, len(dst)})
 		src = trimWS(src)
 		if len(src) == 0 {
 			return dst, nil, false
@@ -91,14 +114,17 @@ func appendCanonicalObject(dst, src []byte) ([]byte, []byte, bool) {
 		if src[0] != ',' {
 			return dst, nil, false
 		}
-		dst = append(dst, ',')
 		src = src[1:]
 	}
 	// Names compare without their quotes: "a" sorts before "a b".
 	byName := func(a, b member) int { return bytes.Compare(a.name[1:len(a.name)-1], b.name[1:len(b.name)-1]) }
 	if !slices.IsSortedFunc(members, byName) {
-		// Written in arrival order: rewrite the object's members sorted.
-		written := bytes.Clone(dst[objStart:])
+		// Written in arrival order: rewrite the object's members sorted,
+		// from a copy after them (the rewrite is exactly as long, so it
+		// never reaches the copy).
+		end := len(dst)
+		dst = append(dst, dst[objStart:end]...)
+		written := dst[end:]
 		slices.SortFunc(members, byName)
 		dst = dst[:objStart]
 		for i, m := range members {

@@ -66,3 +66,57 @@ func FuzzCanonical(f *testing.F) {
 		}
 	})
 }
+
+var skipInputs = []string{
+	`{"name":"pay","_meta":{"x":[1,{"b":2,"a":1}]},"arguments":{"amount":42.10}}`,
+	`{"_meta":{},"b":1,"a":2}`,
+	`{"b":1,"a":2,"_meta":null}`,
+	`{"a":1,"_meta":"m"}`,
+	`{"_meta":1}`,
+	`{"a":{"_meta":1},"z":[{"_meta":2}]}`, // nested ones stay
+	`{"_metax":1,"_meta":2,"_met":3}`,
+	`{ "z" : 1 , "_meta" : { "k" : "v" } , "y" : 2 }`,
+	`[{"_meta":1}]`, // not an object: nothing skipped
+	`{"name":"pay","arguments":{"amount":1}}`,
+}
+
+// TestAppendCanonicalSkipping: skipping _meta as it canonicalises gives
+// the canonical form of the object rebuilt without it (withoutMember), the
+// requestHash's covered part.
+func TestAppendCanonicalSkipping(t *testing.T) {
+	for _, in := range skipInputs {
+		checkSkipping(t, []byte(in), true)
+	}
+}
+
+// FuzzCanonicalSkipping: the same on any strict JSON the fast path takes.
+func FuzzCanonicalSkipping(f *testing.F) {
+	for _, in := range skipInputs {
+		f.Add([]byte(in))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if jsonscan.CheckMembers(in) != nil {
+			return
+		}
+		checkSkipping(t, in, false)
+	})
+}
+
+func checkSkipping(t *testing.T, in []byte, mustTake bool) {
+	t.Helper()
+	got, rest, ok := appendCanonicalSkipping(nil, in, metaKey)
+	if !ok || len(trimWS(rest)) != 0 {
+		if mustTake {
+			t.Fatalf("%s: not taken", in)
+		}
+		return
+	}
+	without := in
+	if firstByte(in) == '{' {
+		without, _ = withoutMember(in, metaKey)
+	}
+	want, err := jcs.Transform(without)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("%s: skipping %s, jcs of %s: %s (%v)", in, got, without, want, err)
+	}
+}

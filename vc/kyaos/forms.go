@@ -10,8 +10,8 @@ import "strings"
 
 // isB64URL: one or more base64url characters, no padding
 // (^[A-Za-z0-9_-]+$). Nonces have this form too.
-func isB64URL(s string) bool {
-	if s == "" {
+func isB64URL[T string | []byte](s T) bool {
+	if len(s) == 0 {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

@@ -14,7 +14,8 @@ var formPatterns = []struct {
 }{
 	{"kid", regexp.MustCompile(`^did:(key|web):.+#.+$`), isKID},
 	{"did", regexp.MustCompile(`^did:(key|web):[^#?/\s]+$`), isAgentDID},
-	{"b64url", regexp.MustCompile(`^[A-Za-z0-9_-]+$`), isB64URL},
+	{"b64url", regexp.MustCompile(`^[A-Za-z0-9_-]+$`), isB64URL[string]},
+	{"b64url bytes", regexp.MustCompile(`^[A-Za-z0-9_-]+$`), func(s string) bool { return isB64URL([]byte(s)) }},
 	{"requestHash", regexp.MustCompile(`^sha-256=:[A-Za-z0-9+/]{43}=:$`), isRequestHash},
 }
 

@@ -68,35 +68,44 @@ func ParseProof(raw []byte) (*Proof, error) {
 // jsonscan.CheckMembers already accepted (its check covers every object at
 // any depth), so it need not be read for repeated names again.
 func parseProof(raw []byte, membersChecked bool) (*Proof, error) {
-	bad := func() (*Proof, error) { return nil, refuse(StepSchema, MalformedProof, nil) }
+	p := &Proof{}
+	if err := p.parse(raw, membersChecked); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// parse reads raw into p (parseProof). Its strings share one allocation.
+func (p *Proof) parse(raw []byte, membersChecked bool) error {
+	bad := func() error { return refuse(StepSchema, MalformedProof, nil) }
 	if len(raw) > maxProofSize || !membersChecked && jsonscan.CheckMembers(raw) != nil || firstByte(raw) != '{' {
 		return bad()
 	}
-	p := &Proof{}
+	var strs proofStrings
 	var cnf []byte
 	ok := true
 	jsonscan.Walk(raw, func(k, v []byte) {
-		var str *string
+		var str int
 		var num *int64
 		switch string(jsonscan.Unquote(k)) {
 		case "prf":
-			str = &p.Prf
+			str = sPrf
 		case "alg":
-			str = &p.Alg
+			str = sAlg
 		case "did":
-			str = &p.DID
+			str = sDID
 		case "kid":
-			str = &p.KID
+			str = sKID
 		case "audience":
-			str = &p.Audience
+			str = sAudience
 		case "nonce":
-			str = &p.Nonce
+			str = sNonce
 		case "requestHash":
-			str = &p.RequestHash
+			str = sRequestHash
 		case "jws":
-			str = &p.JWS
+			str = sJWS
 		case "httpSig":
-			str = &p.HTTPSig
+			str = sHTTPSig
 		case "created":
 			num = &p.Created
 		case "expires":
@@ -108,24 +117,63 @@ func parseProof(raw []byte, membersChecked bool) (*Proof, error) {
 			ok = false // the schema is strict: an unknown member is malformed
 			return
 		}
-		if str != nil {
-			ok = ok && readString(v, str)
-		} else {
+		if num != nil {
 			ok = ok && readInt(v, num)
+		} else {
+			var isString bool
+			strs[str], isString = stringValue(v)
+			ok = ok && isString
 		}
 	})
 	if !ok {
 		return bad()
 	}
 	if cnf != nil {
-		if p.CnfJKT, ok = readCnf(cnf); !ok {
+		if strs[sCnfJKT], ok = readCnf(cnf); !ok {
 			return bad()
 		}
 	}
+	strs.into(p)
 	if !p.wellFormed() {
 		return bad()
 	}
-	return p, nil
+	return nil
+}
+
+// proofStrings are the string members of a proof as read: their text,
+// non-nil for a member present.
+type proofStrings [sCount][]byte
+
+const (
+	sPrf = iota
+	sAlg
+	sDID
+	sKID
+	sAudience
+	sNonce
+	sRequestHash
+	sJWS
+	sHTTPSig
+	sCnfJKT
+	sCount
+)
+
+// into sets p's strings from s, copied into one string that they share.
+func (s *proofStrings) into(p *Proof) {
+	n := 0
+	for _, b := range s {
+		n += len(b)
+	}
+	var all strings.Builder
+	all.Grow(n)
+	for _, b := range s {
+		all.Write(b)
+	}
+	text, at := all.String(), 0
+	for i, dst := range [sCount]*string{&p.Prf, &p.Alg, &p.DID, &p.KID, &p.Audience, &p.Nonce, &p.RequestHash, &p.JWS, &p.HTTPSig, &p.CnfJKT} {
+		*dst = text[at : at+len(s[i])]
+		at += len(s[i])
+	}
 }
 
 // wellFormed checks every member's presence and form.
@@ -158,15 +206,27 @@ func splitDetached(jws string) (protected, sig string, ok bool) {
 
 // readString decodes a JSON string value (null and other types refused).
 func readString(v []byte, dst *string) bool {
+	s, ok := stringValue(v)
+	if ok {
+		*dst = string(s)
+	}
+	return ok
+}
+
+// stringValue is the text of a JSON string value, non-nil (null and
+// other types refused: ok false); it points into v unless v has escapes.
+func stringValue(v []byte) (_ []byte, ok bool) {
 	if len(v) == 0 || v[0] != '"' {
-		return false
+		return nil, false
 	}
 	s := jsonscan.Unquote(v)
-	if s == nil && len(v) != 2 {
-		return false
+	if s == nil {
+		if len(v) != 2 {
+			return nil, false
+		}
+		s = v[1:1]
 	}
-	*dst = string(s)
-	return true
+	return s, true
 }
 
 // readInt decodes a non-negative integer written in plain digits, at most
@@ -191,15 +251,16 @@ func readInt(v []byte, dst *int64) bool {
 
 // readCnf reads cnf strictly: an object with exactly one member, jkt, a
 // base64url string.
-func readCnf(v []byte) (string, bool) {
+func readCnf(v []byte) ([]byte, bool) {
 	if firstByte(v) != '{' {
-		return "", false
+		return nil, false
 	}
-	var jkt string
+	var jkt []byte
 	n, ok := 0, true
 	jsonscan.Walk(v, func(k, val []byte) {
 		n++
-		if string(jsonscan.Unquote(k)) != "jkt" || !readString(val, &jkt) {
+		var isString bool
+		if jkt, isString = stringValue(val); string(jsonscan.Unquote(k)) != "jkt" || !isString {
 			ok = false
 		}
 	})
@@ -228,33 +289,39 @@ func (p *Proof) appendPlainClaims(b []byte) (_ []byte, ok bool) {
 			return nil, false
 		}
 	}
-	str := func(name, v string) {
-		b = append(b, `"`+name+`":"`...)
-		b = append(b, v...)
-		b = append(b, `",`...)
-	}
-	num := func(name string, v int64) {
-		b = append(b, `"`+name+`":`...)
-		b = strconv.AppendInt(b, v, 10)
-		b = append(b, ',')
-	}
 	b = append(b, '{')
-	str("alg", p.Alg)
-	str("audience", p.Audience)
+	b = appendStrMember(b, `"alg":"`, p.Alg)
+	b = appendStrMember(b, `"audience":"`, p.Audience)
 	if p.CnfJKT != "" {
 		b = append(b, `"cnf":{"jkt":"`...)
 		b = append(b, p.CnfJKT...)
 		b = append(b, `"},`...)
 	}
-	num("created", p.Created)
-	str("did", p.DID)
-	num("expires", p.Expires)
-	str("kid", p.KID)
-	str("nonce", p.Nonce)
-	str("prf", p.Prf)
-	str("requestHash", p.RequestHash)
+	b = appendNumMember(b, `"created":`, p.Created)
+	b = appendStrMember(b, `"did":"`, p.DID)
+	b = appendNumMember(b, `"expires":`, p.Expires)
+	b = appendStrMember(b, `"kid":"`, p.KID)
+	b = appendStrMember(b, `"nonce":"`, p.Nonce)
+	b = appendStrMember(b, `"prf":"`, p.Prf)
+	b = appendStrMember(b, `"requestHash":"`, p.RequestHash)
 	b[len(b)-1] = '}'
 	return b, true
+}
+
+// appendStrMember appends a member of a plain string value and a comma;
+// prefix is the name, quoted, then `:"`.
+func appendStrMember(b []byte, prefix, v string) []byte {
+	b = append(b, prefix...)
+	b = append(b, v...)
+	return append(b, `",`...)
+}
+
+// appendNumMember appends a member of an integer value and a comma; prefix
+// is the name, quoted, then a colon.
+func appendNumMember(b []byte, prefix string, v int64) []byte {
+	b = append(b, prefix...)
+	b = strconv.AppendInt(b, v, 10)
+	return append(b, ',')
 }
 
 // plainJSON reports whether JCS writes s between quotes unchanged:
@@ -298,14 +365,22 @@ func (p *Proof) coveredClaimsJCS() ([]byte, error) {
 
 // signingInput is b64url(protected) "." b64url(JCS(covered claims)).
 func (p *Proof) signingInput(protected string) ([]byte, error) {
-	claims, err := p.coveredClaims()
-	if err != nil {
-		return nil, err
+	return p.appendSigningInput(nil, protected)
+}
+
+// appendSigningInput appends signingInput to dst.
+func (p *Proof) appendSigningInput(dst []byte, protected string) ([]byte, error) {
+	var buf [512]byte
+	claims, ok := p.appendPlainClaims(buf[:0])
+	if !ok {
+		var err error
+		if claims, err = p.coveredClaimsJCS(); err != nil {
+			return nil, err
+		}
 	}
-	in := make([]byte, 0, len(protected)+1+base64.RawURLEncoding.EncodedLen(len(claims)))
-	in = append(in, protected...)
-	in = append(in, '.')
-	return base64.RawURLEncoding.AppendEncode(in, claims), nil
+	dst = append(dst, protected...)
+	dst = append(dst, '.')
+	return base64.RawURLEncoding.AppendEncode(dst, claims), nil
 }
 
 // MarshalJSON writes the proof in its wire form, members in JCS order.

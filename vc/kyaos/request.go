@@ -3,6 +3,7 @@ package kyaos
 import (
 	"bytes"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 
@@ -28,9 +29,6 @@ var errBody = errors.New("kyaos: request is not a strict JSON-RPC object")
 type request struct {
 	method []byte // the raw JSON string
 	params []byte // raw; nil when absent
-	// covered is params without its top-level _meta member (params itself
-	// when it is not an object or has no _meta).
-	covered []byte
 	// meta is params._meta, raw; nil when absent.
 	meta []byte
 }
@@ -61,11 +59,28 @@ func parseRequestChecked(body []byte, namesChecked bool) (request, error) {
 	if !ok || firstByte(body) != '{' || len(req.method) == 0 || req.method[0] != '"' {
 		return request{}, errBody
 	}
-	req.covered = req.params
 	if firstByte(req.params) == '{' {
-		req.covered, req.meta = withoutMember(req.params, "_meta")
+		jsonscan.Walk(req.params, func(k, v []byte) {
+			if string(jsonscan.Unquote(k)) == metaKey {
+				req.meta = v
+			}
+		})
 	}
 	return req, nil
+}
+
+// metaKey is the member of params a proof does not cover.
+const metaKey = "_meta"
+
+// covered is params without its top-level _meta member (params itself when
+// it is not an object or has no _meta), rebuilt: the hash's fast path
+// skips _meta as it canonicalises instead.
+func (r request) covered() []byte {
+	if r.meta == nil {
+		return r.params
+	}
+	rest, _ := withoutMember(r.params, metaKey)
+	return rest
 }
 
 // withoutMember returns the object obj without its top-level member name
@@ -110,43 +125,74 @@ func firstByte(b []byte) byte {
 // params minus its top-level _meta}))) + ":", with no params key when the
 // request has none. jsonrpc and id are not covered.
 func (r request) requestHash() (string, error) {
-	if canon, ok := r.coveredCanonical(); ok {
-		return hashHeader(canon), nil
-	}
-	var b bytes.Buffer
-	b.WriteString(`{"method":`)
-	b.Write(r.method)
-	if r.params != nil {
-		b.WriteString(`,"params":`)
-		b.Write(r.covered)
-	}
-	b.WriteByte('}')
-	canon, err := jcs.Transform(b.Bytes())
-	if err != nil {
-		return "", errBody
-	}
-	return hashHeader(canon), nil
+	sc := getScratch()
+	defer sc.release()
+	var buf [hashHeaderLen]byte
+	h, err := r.appendRequestHash(buf[:0], sc)
+	return string(h), err
 }
 
-// hashHeader is "sha-256=:" + base64(SHA-256(canon)) + ":".
-func hashHeader(canon []byte) string {
+// hashMatches reports whether got is the request's requestHash, compared
+// in constant time, canonicalising in sc, without building strings.
+func (r request) hashMatches(got string, sc *scratch) bool {
+	var buf [hashHeaderLen]byte
+	want, err := r.appendRequestHash(buf[:0], sc)
+	return err == nil && subtle.ConstantTimeCompare(want, []byte(got)) == 1
+}
+
+// hashHeaderLen is the length of "sha-256=:" + base64(32 bytes) + ":".
+const hashHeaderLen = len("sha-256=:") + 44 + len(":")
+
+// appendRequestHash appends requestHash to dst, canonicalising in
+// sc.canon.
+func (r request) appendRequestHash(dst []byte, sc *scratch) ([]byte, error) {
+	// Room for params twice: an object whose members arrive unsorted is
+	// rewritten from a copy after it.
+	sc.canon = grown(sc.canon, len(r.method)+2*len(r.params)+32)
+	canon, ok := r.coveredCanonical(sc.canon)
+	if ok {
+		sc.canon = canon[:0]
+	} else {
+		var b bytes.Buffer
+		b.WriteString(`{"method":`)
+		b.Write(r.method)
+		if r.params != nil {
+			b.WriteString(`,"params":`)
+			b.Write(r.covered())
+		}
+		b.WriteByte('}')
+		var err error
+		if canon, err = jcs.Transform(b.Bytes()); err != nil {
+			return dst, errBody
+		}
+	}
+	return appendHashHeader(dst, canon), nil
+}
+
+// appendHashHeader appends "sha-256=:" + base64(SHA-256(canon)) + ":".
+func appendHashHeader(dst, canon []byte) []byte {
 	sum := sha256.Sum256(canon)
-	return "sha-256=:" + base64.StdEncoding.EncodeToString(sum[:]) + ":"
+	dst = append(dst, "sha-256=:"...)
+	dst = base64.StdEncoding.AppendEncode(dst, sum[:])
+	return append(dst, ':')
 }
 
-// coveredCanonical writes JCS({method, params minus _meta}) through
-// appendCanonical (members in JCS order: method before params); ok false
-// when some part is outside what it writes.
-func (r request) coveredCanonical() (_ []byte, ok bool) {
-	b := make([]byte, 0, len(r.method)+len(r.covered)+24)
-	b = append(b, `{"method":`...)
+// coveredCanonical appends JCS({method, params minus _meta}) to dst through
+// appendCanonical (members in JCS order: method before params; _meta
+// skipped as it comes); ok false when some part is outside what it writes.
+func (r request) coveredCanonical(dst []byte) (_ []byte, ok bool) {
+	b := append(dst, `{"method":`...)
 	var rest []byte
 	if b, rest, ok = appendCanonical(b, r.method); !ok || len(trimWS(rest)) != 0 {
 		return nil, false
 	}
 	if r.params != nil {
 		b = append(b, `,"params":`...)
-		if b, rest, ok = appendCanonical(b, r.covered); !ok || len(trimWS(rest)) != 0 {
+		skip := ""
+		if r.meta != nil {
+			skip = metaKey
+		}
+		if b, rest, ok = appendCanonicalSkipping(b, r.params, skip); !ok || len(trimWS(rest)) != 0 {
 			return nil, false
 		}
 	}

@@ -111,7 +111,7 @@ func ResponseRequestHash(body []byte) (string, error) {
 	b.WriteString(`{"method":`)
 	b.Write(req.method)
 	if string(jsonscan.Unquote(req.method)) == "tools/call" {
-		params := req.covered
+		params := req.covered()
 		if firstByte(params) != '{' {
 			params = []byte("{}")
 		}
@@ -119,7 +119,7 @@ func ResponseRequestHash(body []byte) (string, error) {
 		b.Write(jsonscan.SetMember(params, "arguments", withoutKyaos(jsonscan.Member(params, "arguments"))))
 	} else if req.params != nil {
 		b.WriteString(`,"params":`)
-		b.Write(req.covered)
+		b.Write(req.covered())
 	}
 	b.WriteByte('}')
 	return hexHash(b.Bytes())

@@ -116,16 +116,26 @@ func (v *Verifier) Verify(ctx context.Context, req Request) (*Result, error) {
 	if raw == nil {
 		return nil, refuse(StepRead, ProofMissing, nil)
 	}
+	// The result and its proof in one allocation: a request proof is
+	// parsed on every request that has one.
+	r := new(struct {
+		res   Result
+		proof Proof
+	})
 	// parseRequest checked the whole body's member names, the proof's too.
-	p, err := parseProof(raw, true)
-	if err != nil {
+	if err := r.proof.parse(raw, true); err != nil {
 		return nil, err
 	}
-	return v.check(ctx, p, parsed, req)
+	r.res.Proof = &r.proof
+	sc := getScratch()
+	defer sc.release()
+	return v.check(ctx, &r.res, parsed, req, sc)
 }
 
-// check runs steps 3–11 on a parsed proof; the nonce is consumed last.
-func (v *Verifier) check(ctx context.Context, p *Proof, parsed request, req Request) (*Result, error) {
+// check runs steps 3–11 on res.Proof, filling in res; the nonce is
+// consumed last.
+func (v *Verifier) check(ctx context.Context, res *Result, parsed request, req Request, sc *scratch) (*Result, error) {
+	p := res.Proof
 	// 3. The key must be the caller's own.
 	if did, _, _ := strings.Cut(p.KID, "#"); did != p.DID {
 		return nil, refuse(StepKidDID, KidDIDMismatch, nil)
@@ -143,8 +153,7 @@ func (v *Verifier) check(ctx context.Context, p *Proof, parsed request, req Requ
 		return nil, refuse(StepAudience, AudienceMismatch, nil)
 	}
 	// 7. Over what arrived.
-	want, err := parsed.requestHash()
-	if err != nil || subtle.ConstantTimeCompare([]byte(want), []byte(p.RequestHash)) != 1 {
+	if !parsed.hashMatches(p.RequestHash, sc) {
 		return nil, refuse(StepHash, RequestHashMismatch, nil)
 	}
 	// 8. In its window.
@@ -152,11 +161,11 @@ func (v *Verifier) check(ctx context.Context, p *Proof, parsed request, req Requ
 		return nil, err
 	}
 	// 10. Signed by that key with the algorithm it names.
-	if err := verifySignature(p, key.Public); err != nil {
+	if err := verifySignature(p, key.Public, sc); err != nil {
 		return nil, err
 	}
 	// 11. cnf fusion.
-	res := &Result{Proof: p, Key: key}
+	res.Key = key
 	if err := fuse(p, key.Public, req.TokenJKT, res); err != nil {
 		return nil, err
 	}
@@ -226,21 +235,24 @@ func (v *Verifier) consume(ctx context.Context, p *Proof) error {
 // verifySignature checks the detached JWS: a protected header of exactly
 // the proof's alg and kid (typ tolerated), a key of the type alg names, and
 // the signature over the covered claims.
-func verifySignature(p *Proof, pub crypto.PublicKey) error {
+func verifySignature(p *Proof, pub crypto.PublicKey, sc *scratch) error {
 	bad := func() error { return refuse(StepSignature, InvalidSignature, nil) }
 	protected, sigB64, _ := splitDetached(p.JWS)
-	hdr, err := base64.RawURLEncoding.DecodeString(protected)
+	hdr, err := decodeB64URL(sc.hdr, protected)
+	sc.hdr = hdr[:0]
 	if err != nil || !headerNames(hdr, p.Alg, p.KID) {
 		return bad()
 	}
-	sig, err := base64.RawURLEncoding.DecodeString(sigB64)
+	var sigBuf [64]byte
+	sig, err := decodeB64URL(sigBuf[:0], sigB64)
 	if err != nil {
 		return bad()
 	}
 	if !keyFits(p.Alg, pub) {
 		return refuse(StepSignature, AlgKeyMismatch, nil)
 	}
-	input, err := p.signingInput(protected)
+	var inBuf [1024]byte
+	input, err := p.appendSigningInput(inBuf[:0], protected)
 	if err != nil {
 		return bad()
 	}
@@ -250,27 +262,52 @@ func verifySignature(p *Proof, pub crypto.PublicKey) error {
 	return nil
 }
 
-// headerNames checks the protected header: strict JSON, alg and kid equal
-// to the proof's, nothing but an optional typ besides.
+// decodeB64URL decodes the unpadded base64url s into dst[:0] (grown when
+// too small): base64.RawURLEncoding.DecodeString without the allocation.
+func decodeB64URL(dst []byte, s string) ([]byte, error) {
+	n := base64.RawURLEncoding.DecodedLen(len(s))
+	dst = grown(dst, n)[:n]
+	n, err := base64.RawURLEncoding.Decode(dst, []byte(s))
+	return dst[:n], err
+}
+
+// headerNames checks the protected header: JSON, alg and kid equal to the
+// proof's, nothing but an optional typ besides, each once, every one a
+// string. Only those three exact names are allowed, so a name repeated in
+// another case or spelling is refused as unknown, and one repeated
+// exactly is counted: the strict reading needs no name set.
 func headerNames(hdr []byte, alg, kid string) bool {
-	if jsonscan.CheckMembers(hdr) != nil || firstByte(hdr) != '{' {
+	if firstByte(hdr) != '{' {
 		return false
 	}
-	var a, k, t string
+	var seen [3]bool // alg, kid, typ
+	var a, k []byte
 	ok := true
-	jsonscan.Walk(hdr, func(key, val []byte) {
+	valid := jsonscan.Walk(hdr, func(key, val []byte) {
+		i := -1
 		switch string(jsonscan.Unquote(key)) {
 		case "alg":
-			ok = ok && readString(val, &a)
+			i = 0
 		case "kid":
-			ok = ok && readString(val, &k)
+			i = 1
 		case "typ":
-			ok = ok && readString(val, &t)
-		default:
+			i = 2
+		}
+		if i < 0 || seen[i] {
 			ok = false // crit, b64, jwk…: nothing else may change what is signed
+			return
+		}
+		seen[i] = true
+		s, isString := stringValue(val)
+		ok = ok && isString
+		switch i {
+		case 0:
+			a = s
+		case 1:
+			k = s
 		}
 	})
-	return ok && a == alg && k == kid
+	return valid && ok && string(a) == alg && string(k) == kid
 }
 
 // keyFits reports whether pub is a usable key of the type alg names:
