@@ -42,6 +42,8 @@ type Verifier struct {
 	nonces   NonceStore
 	skew     time.Duration
 	now      func() time.Time
+	// keys remembers the agents' keys found fit.
+	keys *keyMemo
 }
 
 // VerifierOption configures NewVerifier.
@@ -58,7 +60,7 @@ func WithClock(now func() time.Time) VerifierOption { return func(v *Verifier) {
 // otherwise valid proof fail with nonce_seam_missing: replay protection is
 // not optional.
 func NewVerifier(r didresolver.Resolver, nonces NonceStore, opts ...VerifierOption) *Verifier {
-	v := &Verifier{resolver: r, nonces: nonces, skew: DefaultSkew, now: time.Now}
+	v := &Verifier{resolver: r, nonces: nonces, skew: DefaultSkew, now: time.Now, keys: new(keyMemo)}
 	for _, o := range opts {
 		o(v)
 	}
@@ -161,7 +163,7 @@ func (v *Verifier) check(ctx context.Context, res *Result, parsed request, req R
 		return nil, err
 	}
 	// 10. Signed by that key with the algorithm it names.
-	if err := verifySignature(p, key.Public, sc); err != nil {
+	if err := verifySignature(p, key.Public, v.keys, sc); err != nil {
 		return nil, err
 	}
 	// 11. cnf fusion.
@@ -235,7 +237,7 @@ func (v *Verifier) consume(ctx context.Context, p *Proof) error {
 // verifySignature checks the detached JWS: a protected header of exactly
 // the proof's alg and kid (typ tolerated), a key of the type alg names, and
 // the signature over the covered claims.
-func verifySignature(p *Proof, pub crypto.PublicKey, sc *scratch) error {
+func verifySignature(p *Proof, pub crypto.PublicKey, keys *keyMemo, sc *scratch) error {
 	bad := func() error { return refuse(StepSignature, InvalidSignature, nil) }
 	protected, sigB64, _ := splitDetached(p.JWS)
 	hdr, err := decodeB64URL(sc.hdr, protected)
@@ -248,7 +250,7 @@ func verifySignature(p *Proof, pub crypto.PublicKey, sc *scratch) error {
 	if err != nil {
 		return bad()
 	}
-	if !keyFits(p.Alg, pub) {
+	if !keys.fits(p.Alg, pub) {
 		return refuse(StepSignature, AlgKeyMismatch, nil)
 	}
 	var inBuf [1024]byte
