@@ -104,6 +104,8 @@ type Handler struct {
 	obs    *observe.Recorder
 	// proofs is the KYA-OS gate: declarations, request and response proofs.
 	proofs *proof.Gate
+	// proofHostDID is the proofs' audience by Host (kyaos.go).
+	proofHostDID hostDID
 
 	logger   *zap.Logger
 	verifier *vc.Verifier

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
@@ -127,7 +128,22 @@ func (h *Handler) proofAudience(r *http.Request) (string, error) {
 	if h.EdgeDID != "" {
 		return h.EdgeDID, nil
 	}
-	return requestAudiences(h.serviceHost(r))[0], nil
+	return h.proofHostDID.of(h.serviceHost(r)), nil
+}
+
+// hostDID remembers the did:web of the last Host a route's proofs were
+// addressed under (a route is usually reached under one), so that the
+// audience of a proof is not built again on every request.
+type hostDID struct{ last atomic.Pointer[[2]string] }
+
+// of is requestAudiences(host)[0]: did:web of host.
+func (m *hostDID) of(host string) string {
+	if p := m.last.Load(); p != nil && p[0] == host {
+		return p[1]
+	}
+	did := requestAudiences(host)[0]
+	m.last.Store(&[2]string{host, did})
+	return did
 }
 
 // refuseProof answers a refused proof or declaration (project decision
