@@ -266,11 +266,11 @@ func plainInteger(s string) (int64, bool) {
 	return n, true
 }
 
-// fieldASCII reports whether a header value is visible ASCII, spaces and
-// tabs only.
+// fieldASCII reports whether a header value is visible ASCII and spaces
+// only, what EncodeHeaderValue (as the SDKs) sends plain.
 func fieldASCII(v string) bool {
 	for i := 0; i < len(v); i++ {
-		if c := v[i]; (c < 0x20 && c != '\t') || c > 0x7e {
+		if c := v[i]; c < 0x20 || c > 0x7e {
 			return false
 		}
 	}

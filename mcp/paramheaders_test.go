@@ -103,6 +103,9 @@ func TestCheckParamHeaders(t *testing.T) {
 		{"header beyond the safe range", []string{"Mcp-Param-N", "9007199254740992"}, `{"name":"t","arguments":{"o":{"n":9007199254740992}}}`, false},
 		// Non-ASCII only in the base64 form.
 		{"raw UTF-8 value", []string{"Mcp-Param-Region", "süd"}, `{"name":"t","arguments":{"region":"s\u00fcd"}}`, false},
+		{"raw tab", []string{"Mcp-Param-Region", "e\tu"}, `{"name":"t","arguments":{"region":"e\tu"}}`, false},
+		{"base64 of a tab", []string{"Mcp-Param-Region", EncodeHeaderValue("e\tu")}, `{"name":"t","arguments":{"region":"e\tu"}}`, true},
+		{"inner space", []string{"Mcp-Param-Region", "e u"}, `{"name":"t","arguments":{"region":"e u"}}`, true},
 		{"raw control byte", []string{"Mcp-Param-Region", "e\x01u"}, `{"name":"t","arguments":{"region":"e\u0001u"}}`, false},
 		// The sentinel is case-sensitive (spec): another case is a literal.
 		{"upper-case sentinel is literal", []string{"Mcp-Param-Region", "=?BASE64?ZXU=?="}, `{"name":"t","arguments":{"region":"eu"}}`, false},
