@@ -58,6 +58,27 @@ var shared = NewCache(DefaultKeys)
 // refused instead of panicking.
 func Verify(pub ed25519.PublicKey, msg, sig []byte) bool { return shared.Verify(pub, msg, sig) }
 
+// SmallOrder reports, through the shared Cache, whether pub is not a usable
+// Ed25519 key for a signature that must bind its signer: not 32 bytes, not
+// a point as crypto/ed25519 decodes one, or a point of small order.
+func SmallOrder(pub ed25519.PublicKey) bool { return shared.SmallOrder(pub) }
+
+// SmallOrder is the package's SmallOrder on c: a key with a table answers
+// from it, without decoding the point again (a square root, a tenth of a
+// verification).
+func (c *Cache) SmallOrder(pub ed25519.PublicKey) bool {
+	if len(pub) != ed25519.PublicKeySize {
+		return true
+	}
+	c.mu.Lock()
+	s := c.tables[[ed25519.PublicKeySize]byte(pub)]
+	c.mu.Unlock()
+	if s != nil {
+		return s.key.smallOrder
+	}
+	return smallOrderOf(pub)
+}
+
 // Verify reports whether sig is pub's valid signature of msg, with the
 // result of crypto/ed25519.Verify; a pub of the wrong length is refused.
 func (c *Cache) Verify(pub ed25519.PublicKey, msg, sig []byte) bool {

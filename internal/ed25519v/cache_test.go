@@ -130,3 +130,43 @@ func TestCacheConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// SmallOrder: every torsion encoding (canonical or not) and every
+// non-point is refused, a key from a seed is not; a key with a table
+// answers the same from it.
+func TestSmallOrder(t *testing.T) {
+	c := NewCache(4)
+	check := func(pub []byte, want bool) {
+		t.Helper()
+		if got := c.SmallOrder(pub); got != want {
+			t.Fatalf("SmallOrder(%x) = %v, want %v", pub, got, want)
+		}
+	}
+	for _, e := range torsion(t) {
+		check(e, true)
+	}
+	check([]byte{2, 31: 0}, true) // y = 2: not on the curve
+	check(make([]byte, 31), true)
+	s := newSigner(7)
+	check(s.pub, false)
+	for range admitAfter {
+		c.Verify(s.pub, s.msg, s.sig)
+	}
+	if keys, _ := c.Stats(); keys != 1 {
+		t.Fatal("no table")
+	}
+	check(s.pub, false)
+	// A small-order key with a table: under the identity, R = identity and
+	// S = 0 verify for any message.
+	id := []byte{1, 31: 0}
+	sig := append(append([]byte(nil), id...), make([]byte, 32)...)
+	for i := range admitAfter {
+		if !c.Verify(id, []byte{byte(i)}, sig) {
+			t.Fatal("crypto/ed25519 accepts R = identity, S = 0 under the identity key")
+		}
+	}
+	if keys, _ := c.Stats(); keys != 2 {
+		t.Fatal("the identity key has no table")
+	}
+	check(id, true)
+}

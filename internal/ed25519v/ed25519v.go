@@ -22,8 +22,9 @@ import (
 // PublicKey is an Ed25519 public key with the precomputed table of -A.
 // It is immutable and safe for concurrent use.
 type PublicKey struct {
-	raw   [ed25519.PublicKeySize]byte
-	table *combTable
+	raw        [ed25519.PublicKeySize]byte
+	table      *combTable
+	smallOrder bool
 }
 
 // NewPublicKey decodes pub as crypto/ed25519 does and computes its table
@@ -36,9 +37,22 @@ func NewPublicKey(pub []byte) (*PublicKey, error) {
 	if err != nil {
 		return nil, errors.New("ed25519v: invalid public key")
 	}
-	k := &PublicKey{table: newCombTable(new(edwards25519.Point).Negate(a))}
+	k := &PublicKey{table: newCombTable(new(edwards25519.Point).Negate(a)), smallOrder: isSmallOrder(a)}
 	copy(k.raw[:], pub)
 	return k, nil
+}
+
+// smallOrderOf reports whether pub does not decode as crypto/ed25519
+// decodes a key, or decodes to a point of small order ([8]A is the
+// identity): under such a key one signature can verify for many messages,
+// so a protocol that binds a signature to its signer refuses it.
+func smallOrderOf(pub []byte) bool {
+	a, err := new(edwards25519.Point).SetBytes(pub)
+	return err != nil || isSmallOrder(a)
+}
+
+func isSmallOrder(a *edwards25519.Point) bool {
+	return new(edwards25519.Point).MultByCofactor(a).Equal(edwards25519.NewIdentityPoint()) == 1
 }
 
 // Verify reports whether sig is a valid signature of msg by k, with the
