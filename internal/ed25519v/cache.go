@@ -5,19 +5,19 @@ import (
 	"sync"
 )
 
-// A table costs about two verifications to build and 30 KiB to keep, so a
+// A table costs about ten verifications to build and 84 KiB to keep, so a
 // Cache builds one only for a key that has verified admitAfter times since
 // it last forgot candidates, and pays for builds from plain verifications:
 // each adds a credit, a build takes buildCost. So whatever keys come, the
-// builds (each about three stdlib verifications) add at most a tenth to the work of the verifications
-// that paid for them, and a key that verifies often gets its table after a
-// handful of calls.
+// builds add at most about a tenth to the work of the verifications that
+// paid for them, and a key that verifies often (a trusted issuer's, an
+// agent's) gets its table after a handful of calls.
 const (
 	admitAfter = 4
-	buildCost  = 32
+	buildCost  = 128
 	maxCredit  = 4 * buildCost // a few builds at start and after a lull
-	// DefaultKeys bounds the shared Cache: 128 tables, 3.75 MiB.
-	DefaultKeys = 128
+	// DefaultKeys bounds the shared Cache: 64 tables, 5.2 MiB.
+	DefaultKeys = 64
 )
 
 // Cache verifies Ed25519 signatures (see the package doc) and keeps tables

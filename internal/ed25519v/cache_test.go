@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"sync"
 	"testing"
+	"unsafe"
 )
 
 type signer struct {
@@ -89,6 +90,9 @@ func TestCacheKeepsAHotKey(t *testing.T) {
 	}
 	for i := range 30 {
 		s := newSigner(i)
+		c.mu.Lock()
+		c.credits = buildCost // every key gets its table: eviction each time
+		c.mu.Unlock()
 		for range admitAfter {
 			c.Verify(s.pub, s.msg, s.sig)
 			c.Verify(hot.pub, hot.msg, hot.sig)
@@ -98,6 +102,19 @@ func TestCacheKeepsAHotKey(t *testing.T) {
 	defer c.mu.Unlock()
 	if c.tables[[32]byte(hot.pub)] == nil {
 		t.Fatal("the hot key lost its table")
+	}
+	if c.builds != 31 {
+		t.Fatalf("%d builds, want one per key", c.builds)
+	}
+}
+
+// The shared cache's tables stay within what DefaultKeys promises.
+func TestTableMemory(t *testing.T) {
+	if got := unsafe.Sizeof(combTable{}); got != tableBytes {
+		t.Fatalf("a table takes %d bytes, tableBytes says %d", got, tableBytes)
+	}
+	if DefaultKeys*tableBytes > 5.5*(1<<20) {
+		t.Fatalf("the shared cache may hold %d bytes of tables", DefaultKeys*tableBytes)
 	}
 }
 

@@ -3,8 +3,9 @@
 // cofactorless equation [S]B = R + [k]A compared as encodings, A decoded
 // as crypto/ed25519 decodes it, non-canonical A and small-order A
 // accepted as crypto/ed25519 accepts them), but faster for a public key it
-// verifies for often: it keeps, per key, the decoded point and a table of
-// its multiples, which turns a verification's 252 doublings into four.
+// verifies for often: it keeps, per key, a table of multiples of the
+// decoded point (84 KiB), which turns a verification's 252 doublings and
+// about 70 additions into 6 doublings and 86 additions.
 //
 // Cache (and the package-level Verify on a shared Cache) decides which keys
 // earn a table; PublicKey is one key with its table.
@@ -28,7 +29,7 @@ type PublicKey struct {
 }
 
 // NewPublicKey decodes pub as crypto/ed25519 does and computes its table
-// (about twice the work of one verification).
+// (about the work of ten verifications).
 func NewPublicKey(pub []byte) (*PublicKey, error) {
 	if len(pub) != ed25519.PublicKeySize {
 		return nil, errors.New("ed25519v: bad public key length")

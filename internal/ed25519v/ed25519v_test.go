@@ -179,16 +179,37 @@ func TestRandomAgree(t *testing.T) {
 	}
 }
 
-// The generator's table against the library: [s]B for random s.
+// The generator's table against the library: [s]B for random s and for
+// scalars whose digits sit on the edges (0, 1, L-1, 2^252, all-ones and
+// every-digit-at-half patterns).
 func TestBaseTable(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	zero := make([]byte, 32)
+	var scalars [][]byte
+	pattern := func(b byte) []byte {
+		s := make([]byte, 32)
+		for i := range s {
+			s[i] = b
+		}
+		s[31] &= 0x0f // below 2^252 < L
+		return s
+	}
+	scalars = append(scalars, zero, append([]byte{1}, zero[1:]...), lBytes(-1), lBytes(-2),
+		append(append([]byte(nil), zero[:31]...), 0x10), pattern(0xff), pattern(0x20), pattern(0x82),
+		pattern(0x08), pattern(0x10))
 	for range 50 {
 		var b [64]byte
 		for i := range b {
 			b[i] = byte(rng.Uint32())
 		}
 		s, _ := new(edwards25519.Scalar).SetUniformBytes(b[:])
+		scalars = append(scalars, s.Bytes())
+	}
+	for _, sb := range scalars {
+		s, err := new(edwards25519.Scalar).SetCanonicalBytes(sb)
+		if err != nil {
+			t.Fatalf("%x: %v", sb, err)
+		}
 		var p point
 		var got [32]byte
 		p.doubleCombMult(zero, baseTable(), s.Bytes(), baseTable()).encode(&got)
