@@ -105,7 +105,7 @@ func TestTorsionKeysAgree(t *testing.T) {
 		return s
 	}
 	var accepted, refused int
-	for i := range 600 {
+	for i := range 240 {
 		te := tor[i%len(tor)]
 		T, err := new(edwards25519.Point).SetBytes(te)
 		if err != nil {
@@ -142,7 +142,7 @@ func TestTorsionKeysAgree(t *testing.T) {
 // the signature or the key.
 func TestRandomAgree(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	n := 400
+	n := 200
 	if testing.Short() {
 		n = 50
 	}
