@@ -187,7 +187,7 @@ func (v *point) encode(out *[32]byte) {
 	out[31] |= byte(x.IsNegative() << 7)
 }
 
-// newCombTable computes P's table. It costs about two verifications.
+// newCombTable computes P's table. It costs about ten verifications.
 func newCombTable(p *edwards25519.Point) *combTable {
 	pts := make([]edwards25519.Point, positions*half)
 	base := new(edwards25519.Point).Set(p)
@@ -200,7 +200,7 @@ func newCombTable(p *edwards25519.Point) *combTable {
 			base.Add(base, base)
 		}
 	}
-	// One inversion for all 256 Z (Montgomery's trick): prefix[i] is the
+	// One inversion for every Z (Montgomery's trick): prefix[i] is the
 	// product of Z_0..Z_{i-1}.
 	prefix := make([]field.Element, len(pts)+1)
 	prefix[0].One()
