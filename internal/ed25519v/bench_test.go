@@ -75,3 +75,25 @@ func BenchmarkNewPublicKey(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCacheVerifyChurn: 1024 keys in turn through a Cache of 64, so
+// keys keep earning tables and losing them: the case the build credits
+// bound. Compare with BenchmarkStdlibVerify.
+func BenchmarkCacheVerifyChurn(b *testing.B) {
+	signers := make([]signer, 1024)
+	for i := range signers {
+		signers[i] = newSigner(i)
+	}
+	c := NewCache(DefaultKeys)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		s := &signers[i%len(signers)]
+		if !c.Verify(s.pub, s.msg, s.sig) {
+			b.Fatal("refused")
+		}
+		i++
+	}
+	_, builds := c.Stats()
+	b.ReportMetric(float64(builds)/float64(b.N), "builds/op")
+}
