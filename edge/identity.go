@@ -86,6 +86,9 @@ func (h *Handler) serveIdentityDocuments(w http.ResponseWriter, r *http.Request)
 	case err != nil:
 		return true, httpError(http.StatusInternalServerError, identity.ErrUnavailable)
 	}
+	// The DID, key ids and handshake URLs are the Host's unless edge_did
+	// fixes the DID; even then a level 3 did.json names the Host's URLs.
+	varyHost(w)
 	writeJSON(w, http.StatusOK, body, "public, max-age=60")
 	return true, nil
 }

@@ -19,25 +19,40 @@ import (
 //
 // The bindings are the upstream's: they are learned from its own tools/list
 // answers that the edge already reads (for tools/list filtering or the
-// handshake-action check), per Host like the annotation classes, and never
-// fetched. A tool the edge has not learned — no tools/list answer of that
-// site went through it since start, the set is full, or its annotations are
-// invalid (clients drop such a tool) — passes: its upstream checks it.
+// handshake-action check), and never fetched. They are kept per handler,
+// that is per route, and by tool name only — not per Host: the Host is the
+// client's to choose, so on a site that takes any Host a key holding the
+// Host let a client pick one with nothing learned (no check), or fill the
+// bound with lists fetched under invented Hosts. An upstream whose tools
+// differ by Host belongs behind host-matched routes, one handler each.
+//
+// Only answers to 2026-era requests teach: x-mcp-header is a 2026 member,
+// and an upstream may leave it out of its lists for older clients, which
+// must not make the edge forget it. A 2026 list replaces a listed tool's
+// bindings or, when it shows the tool without them, forgets them (the
+// upstream dropped them, and clients stop sending the headers); a tool a
+// list leaves out keeps what was learned. A new tool is learned while the
+// bounds allow; nothing is evicted for it, so once full, the tools learned
+// first stay checked. A tool the edge has not learned — no 2026 tools/list
+// answer of that route went through it since start, the set is full, or
+// its annotations are invalid (clients drop such a tool) — passes: its
+// upstream checks it.
 
 // Bounds of the learned bindings: the tool names and schemas are the
-// upstream's, the Host the client's.
+// upstream's.
 const (
 	maxParamHeaderTools = 1024
 	maxParamHeaderBytes = 256 << 10
 )
 
-// paramHeaderStore holds the x-mcp-header bindings learned per Host and tool.
+// paramHeaderStore holds the x-mcp-header bindings learned per tool, for
+// one handler.
 type paramHeaderStore struct {
 	// n mirrors len(m), so that a call finds an empty store without a lock.
 	n atomic.Int32
 
 	mu    sync.RWMutex
-	m     map[string][]mcp.ParamHeader // learnedKey(host, tool)
+	m     map[string][]mcp.ParamHeader // by tool name
 	bytes int
 }
 
@@ -45,45 +60,44 @@ func newParamHeaderStore() *paramHeaderStore {
 	return &paramHeaderStore{m: make(map[string][]mcp.ParamHeader)}
 }
 
-// get returns the bindings of tool at host; nil when none were learned.
-func (s *paramHeaderStore) get(host, tool string) []mcp.ParamHeader {
+// get returns the bindings of tool; nil when none were learned.
+func (s *paramHeaderStore) get(tool string) []mcp.ParamHeader {
 	if s == nil || s.n.Load() == 0 {
 		return nil
 	}
 	s.mu.RLock()
-	b := s.m[learnedKey(host, tool)]
+	b := s.m[tool]
 	s.mu.RUnlock()
 	return b
 }
 
-// set records the bindings of tool at host from a tools/list answer; nil
-// (no annotations, or invalid ones) forgets the tool, since the upstream
-// may drop them. A new tool is not learned once either bound is reached.
-func (s *paramHeaderStore) set(host, tool string, bindings []mcp.ParamHeader) {
+// set records the bindings of tool from a 2026 tools/list answer; nil (no
+// annotations, or invalid ones) forgets the tool. A new tool is not
+// learned once either bound is reached; a known one is replaced in place.
+func (s *paramHeaderStore) set(tool string, bindings []mcp.ParamHeader) {
 	if tool == "" || len(tool) > maxLearnedNameLen {
 		return
 	}
-	key := learnedKey(host, tool)
 	if len(bindings) == 0 && s.n.Load() == 0 {
 		return
 	}
 	// Most lists repeat what was learned: no write lock for those.
 	s.mu.RLock()
-	old, known := s.m[key]
+	old, known := s.m[tool]
 	s.mu.RUnlock()
 	if known == (len(bindings) > 0) && slices.EqualFunc(old, bindings, sameBinding) {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old, known = s.m[key]
+	old, known = s.m[tool]
 	if known {
-		s.bytes -= bindingsSize(key, old)
-		delete(s.m, key)
+		s.bytes -= bindingsSize(tool, old)
+		delete(s.m, tool)
 	}
-	if size := bindingsSize(key, bindings); len(bindings) > 0 &&
+	if size := bindingsSize(tool, bindings); len(bindings) > 0 &&
 		len(s.m) < maxParamHeaderTools && s.bytes+size <= maxParamHeaderBytes {
-		s.m[key] = bindings
+		s.m[tool] = bindings
 		s.bytes += size
 	}
 	s.n.Store(int32(len(s.m)))
@@ -106,15 +120,15 @@ func bindingsSize(key string, bindings []mcp.ParamHeader) int {
 }
 
 // learn records the bindings of every tool listed in body, an upstream
-// answer (or SSE event) to the requests ids, at host. A body without the
-// text x-mcp-header is walked only when something is learned, to forget
-// the tools it lists.
-func (s *paramHeaderStore) learn(host string, body []byte, ids map[string]string) {
-	if s == nil || (s.n.Load() == 0 && !bytes.Contains(body, []byte("x-mcp-header"))) {
+// answer (or SSE event) to the requests ids of a request of era. Answers
+// to 2025-era requests teach nothing. A body without the text x-mcp-header
+// is walked only when something is learned, to forget the tools it lists.
+func (s *paramHeaderStore) learn(era mcp.Era, body []byte, ids map[string]string) {
+	if s == nil || era != mcp.Era2026 || (s.n.Load() == 0 && !bytes.Contains(body, []byte("x-mcp-header"))) {
 		return
 	}
 	_ = mcp.EachListedParamHeaders(body, ids, func(tool string, b []mcp.ParamHeader, _ error) {
-		s.set(host, tool, b)
+		s.set(tool, b)
 	})
 }
 
@@ -126,5 +140,5 @@ func (h *Handler) checkParamHeaders(r *http.Request, m mcp.Message) error {
 		return nil
 	}
 	name, _ := mcp.ToolCallName(m)
-	return mcp.CheckParamHeaders(r.Header, m.Params, s.get(h.serviceHost(r), name))
+	return mcp.CheckParamHeaders(r.Header, m.Params, s.get(name))
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -107,7 +108,8 @@ func TestParamHeaders2026(t *testing.T) {
 				ok      bool
 			}{
 				{"matching", args, []string{"Mcp-Param-Region: eu-west", "Mcp-Param-N: 3"}, true},
-				{"base64 form, lower-case name", args, []string{"mcp-param-region: " + mcp.EncodeHeaderValue(" eu-west"[1:]), "Mcp-Param-N: 3.0"}, true},
+				{"base64 form, lower-case name", args, []string{"mcp-param-region: " + mcp.EncodeHeaderValue(" eu-west"[1:]), "Mcp-Param-N: 3"}, true},
+				{"integer spelt 3.0", args, []string{"Mcp-Param-Region: eu-west", "Mcp-Param-N: 3.0"}, false},
 				{"absent argument, no header", `{"region":"eu-west"}`, []string{"Mcp-Param-Region: eu-west"}, true},
 				{"null argument, no header", `{"region":"eu-west","opts":{"n":null}}`, []string{"Mcp-Param-Region: eu-west"}, true},
 				{"missing", args, []string{"Mcp-Param-N: 3"}, false},
@@ -139,46 +141,107 @@ func TestParamHeaders2026(t *testing.T) {
 	}
 }
 
-// TestParamHeadersPerHost: bindings learned from one Host's tools/list do
-// not apply at another, and invalid annotations are not learned.
-func TestParamHeadersPerHost(t *testing.T) {
+// TestParamHeadersPerRoute: the bindings belong to the handler (one route),
+// not to the Host the client writes (review 3, F1–F3).
+func TestParamHeadersPerRoute(t *testing.T) {
 	f := newFixture(t)
-	h := polHandler(t, f, nil)
 	tok := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })
-	evilTok := f.jwt(t, func(tm *vc.Template) {
-		tm.Scopes, tm.Audience = []string{"echo:execute"}, []string{"https://evil.test"}
-	})
+	hostTok := func(host string) string {
+		return f.jwt(t, func(tm *vc.Template) {
+			tm.Scopes, tm.Audience = []string{"echo:execute"}, []string{"https://" + host}
+		})
+	}
 	const args = `{"region":"eu-west","opts":{"n":3}}`
-	paramList(t, h, "evil.test", evilTok, echoSchema, false)
-	wantParamForwarded(t, polServe(t, h, paramCall("", tok, args), polJSONReply(echoResult)))
-	wantParamRefused(t, polServe(t, h, paramCall("evil.test", evilTok, args), polJSONReply(echoResult)))
+	mismatch := []string{"Mcp-Param-Region: us-east", "Mcp-Param-N: 3"}
 
-	paramList(t, h, "", tok, echoSchema, false)
-	wantParamRefused(t, polServe(t, h, paramCall("", tok, args), polJSONReply(echoResult)))
+	t.Run("F1 another Host is checked too", func(t *testing.T) {
+		h := polHandler(t, f, nil)
+		paramList(t, h, "", tok, echoSchema, false)
+		for _, host := range []string{"evil.test", "localhost", "127.0.0.1."} {
+			ht := hostTok(host)
+			wantParamRefused(t, polServe(t, h, paramCall(host, ht, args, mismatch...), polJSONReply(echoResult)))
+			wantParamForwarded(t, polServe(t, h, paramCall(host, ht, args, "Mcp-Param-Region: eu-west", "Mcp-Param-N: 3"), polJSONReply(echoResult)))
+		}
+		// A list fetched under another Host teaches the route as well.
+		h = polHandler(t, f, nil)
+		paramList(t, h, "evil.test", hostTok("evil.test"), echoSchema, false)
+		wantParamRefused(t, polServe(t, h, paramCall("", tok, args, mismatch...), polJSONReply(echoResult)))
+	})
 
-	// Two annotations naming one header: clients drop the tool; the edge
-	// forgets it and leaves the call to the upstream.
-	const invalid = `{"type":"object","properties":{"a":{"type":"string","x-mcp-header":"R"},"b":{"type":"string","x-mcp-header":"r"}}}`
-	paramList(t, h, "", tok, invalid, false)
-	wantParamForwarded(t, polServe(t, h, paramCall("", tok, args), polJSONReply(echoResult)))
+	t.Run("F2 lists under invented Hosts do not fill the store", func(t *testing.T) {
+		h := polHandler(t, f, nil)
+		for i := range 5 {
+			host := fmt.Sprintf("fill%d.test", i)
+			paramList(t, h, host, hostTok(host), echoSchema, false)
+		}
+		if n := h.policy.params.n.Load(); n != 1 {
+			t.Fatalf("%d tools learned from one upstream tool listed under 5 Hosts, want 1", n)
+		}
+		wantParamRefused(t, polServe(t, h, paramCall("", tok, args, mismatch...), polJSONReply(echoResult)))
+	})
+
+	t.Run("F3 a 2025 list does not forget", func(t *testing.T) {
+		h := polHandler(t, f, nil)
+		paramList(t, h, "", tok, echoSchema, false)
+		paramList2025(t, h, tok, `{"type":"object"}`)
+		wantParamRefused(t, polServe(t, h, paramCall("", tok, args, mismatch...), polJSONReply(echoResult)))
+		// Nor does a 2025 list teach.
+		h = polHandler(t, f, nil)
+		paramList2025(t, h, tok, echoSchema)
+		wantParamForwarded(t, polServe(t, h, paramCall("", tok, args, mismatch...), polJSONReply(echoResult)))
+		// A 2026 list without them is the upstream dropping them.
+		paramList(t, h, "", tok, echoSchema, false)
+		paramList(t, h, "", tok, `{"type":"object"}`, false)
+		wantParamForwarded(t, polServe(t, h, paramCall("", tok, args), polJSONReply(echoResult)))
+	})
+
+	t.Run("invalid annotations are forgotten", func(t *testing.T) {
+		// Two annotations naming one header: clients drop the tool; the
+		// edge forgets it and leaves the call to the upstream.
+		h := polHandler(t, f, nil)
+		paramList(t, h, "", tok, echoSchema, false)
+		const invalid = `{"type":"object","properties":{"a":{"type":"string","x-mcp-header":"R"},"b":{"type":"string","x-mcp-header":"r"}}}`
+		paramList(t, h, "", tok, invalid, false)
+		wantParamForwarded(t, polServe(t, h, paramCall("", tok, args), polJSONReply(echoResult)))
+	})
 }
 
-// TestParamHeaderStoreBounds: the learned set stops growing at its entry
-// bound, and a known tool can still be updated and forgotten.
+// paramList2025 is paramList for a 2025 client (no protocol header, no
+// _meta version).
+func paramList2025(t *testing.T, h *Handler, tok, schema string) {
+	t.Helper()
+	r := polPost(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, tok)
+	answer := `{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"echo","inputSchema":` + schema + `}]}}`
+	res := polServe(t, h, r, polJSONReply(answer))
+	if res.rec.Code != http.StatusOK || !strings.Contains(res.rec.Body.String(), `"echo"`) {
+		t.Fatalf("tools/list: HTTP %d %s", res.rec.Code, res.rec.Body)
+	}
+}
+
+// TestParamHeaderStoreBounds: the learned set stops growing at its bounds
+// without evicting what it holds, and a known tool can still be updated and
+// forgotten.
 func TestParamHeaderStoreBounds(t *testing.T) {
 	s := newParamHeaderStore()
 	b := []mcp.ParamHeader{{Path: []string{"region"}, Header: "Mcp-Param-Region"}}
 	for i := range maxParamHeaderTools + 10 {
-		s.set("h", fmt.Sprintf("tool%d", i), b)
+		s.set(fmt.Sprintf("tool%d", i), b)
 	}
 	if n := len(s.m); n != maxParamHeaderTools || int(s.n.Load()) != n {
 		t.Fatalf("entries: %d (counter %d), want %d", n, s.n.Load(), maxParamHeaderTools)
 	}
-	if s.get("h", fmt.Sprintf("tool%d", maxParamHeaderTools)) != nil {
+	if s.get(fmt.Sprintf("tool%d", maxParamHeaderTools)) != nil {
 		t.Fatal("a tool beyond the bound was learned")
 	}
-	s.set("h", "tool0", nil)
-	if s.get("h", "tool0") != nil || len(s.m) != maxParamHeaderTools-1 {
+	if s.get("tool0") == nil {
+		t.Fatal("a tool learned first was evicted")
+	}
+	b2 := []mcp.ParamHeader{{Path: []string{"zone"}, Header: "Mcp-Param-Zone"}}
+	if s.set("tool0", b2); !slices.EqualFunc(s.get("tool0"), b2, sameBinding) {
+		t.Fatal("a known tool was not replaced when full")
+	}
+	s.set("tool0", nil)
+	if s.get("tool0") != nil || len(s.m) != maxParamHeaderTools-1 {
 		t.Fatal("tool0 not forgotten")
 	}
 
@@ -186,14 +249,14 @@ func TestParamHeaderStoreBounds(t *testing.T) {
 	s = newParamHeaderStore()
 	big := []mcp.ParamHeader{{Path: []string{strings.Repeat("p", 60<<10)}, Header: "Mcp-Param-P"}}
 	for i := range 10 {
-		s.set("h", fmt.Sprintf("t%d", i), big)
+		s.set(fmt.Sprintf("t%d", i), big)
 	}
 	if s.bytes > maxParamHeaderBytes || len(s.m) != maxParamHeaderBytes/(60<<10) {
 		t.Fatalf("bytes %d over %d, or %d entries", s.bytes, maxParamHeaderBytes, len(s.m))
 	}
-	s.set("h", "t0", nil)
-	s.set("h", "t9", big)
-	if s.get("h", "t9") == nil {
+	s.set("t0", nil)
+	s.set("t9", big)
+	if s.get("t9") == nil {
 		t.Fatal("room made by forgetting a tool not reused")
 	}
 }

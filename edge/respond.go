@@ -183,6 +183,11 @@ func quoteEscape(s string) string {
 	return b.String()
 }
 
+// varyHost marks a cacheable answer whose body is derived from the Host
+// (serviceHost): a shared cache must not serve one Host's document, its
+// DID or resource URL, to a request for another.
+func varyHost(w http.ResponseWriter) { w.Header().Add("Vary", "Host") }
+
 func writeJSON(w http.ResponseWriter, status int, body []byte, cacheControl string) {
 	hdr := w.Header()
 	hdr.Set("Content-Type", "application/json")
@@ -250,7 +255,8 @@ func (h *Handler) serveResourceMetadata(w http.ResponseWriter, r *http.Request) 
 		BearerMethodsSupported: []string{"header"},
 		MCPILevelsSupported:    levels,
 	})
-	// Public and the same for every client, but short-lived so a config
-	// change shows up quickly.
+	// Public and the same for every client of a Host, but short-lived so a
+	// config change shows up quickly.
+	varyHost(w)
 	writeJSON(w, http.StatusOK, body, "public, max-age=300")
 }

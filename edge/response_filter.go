@@ -142,7 +142,7 @@ func (c *responseCheck) allow(tool string) bool {
 // data of one SSE event).
 func (c *responseCheck) rewrite(data []byte) ([]byte, error) {
 	if c.lists {
-		c.h.policy.params.learn(c.host, data, c.ids)
+		c.h.policy.params.learn(c.era, data, c.ids)
 	}
 	out := data
 	if c.filter {

@@ -63,6 +63,9 @@ func (h *Handler) serveWellKnownMCP(w http.ResponseWriter, r *http.Request) bool
 		ClockSkewSeconds:    clockSkewSeconds(h.proofs.Skew()),
 		Extensions:          map[string]map[string]any{extension.ID: extension.ServerSettings(h.proofs.RequiresExtension())},
 	})
+	if h.EdgeDID == "" { // the DID and the audience are the Host's
+		varyHost(w)
+	}
 	writeJSON(w, http.StatusOK, body, "public, max-age=300")
 	return true
 }

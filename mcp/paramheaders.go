@@ -190,6 +190,11 @@ func CheckParamHeaders(h http.Header, params []byte, bindings []ParamHeader) err
 		if len(vals) == 0 || (vals[0] == "" && string(arg) != `""`) {
 			return framingErr(b.Header, "missing")
 		}
+		// A value outside visible ASCII must come in the base64 form: an
+		// intermediary may read raw non-ASCII bytes in another charset.
+		if !fieldASCII(vals[0]) {
+			return framingErr(b.Header, "not ASCII (send the base64 form)")
+		}
 		v, ok := DecodeHeaderValue(vals[0])
 		if !ok {
 			return framingErr(b.Header, "invalid base64 form")
@@ -226,13 +231,50 @@ func primitiveEquals(header string, arg []byte) bool {
 	case 't', 'f':
 		return header == string(arg)
 	}
-	const maxSafe = 1<<53 - 1
 	body, err := strconv.ParseFloat(string(arg), 64)
-	if err != nil || body != math.Trunc(body) || math.Abs(body) > maxSafe {
+	if err != nil || body != math.Trunc(body) || math.Abs(body) > maxSafeInteger {
 		return false
 	}
-	hv, err := strconv.ParseFloat(header, 64)
-	return err == nil && hv == body && !math.IsInf(hv, 0)
+	hv, ok := plainInteger(header)
+	return ok && float64(hv) == body
+}
+
+// maxSafeInteger is the largest integer x-mcp-header may mirror (the
+// spec's JavaScript safe range).
+const maxSafeInteger = 1<<53 - 1
+
+// plainInteger reads an integer header in its one plain decimal spelling,
+// -?(0|[1-9][0-9]*) without "-0", as every SDK writes it. The spec asks
+// servers to compare numbers by value; the edge does so for the body (42.0
+// there is 42) but not for the header: an intermediary that routes on the
+// header reads it as text, and "+42", "042", "42.0" or "0x2Ap0" are other
+// texts than "42".
+func plainInteger(s string) (int64, bool) {
+	digits := strings.TrimPrefix(s, "-")
+	if digits == "" || len(digits) > 16 || (digits[0] == '0' && len(s) > 1) {
+		return 0, false
+	}
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n > maxSafeInteger || n < -maxSafeInteger {
+		return 0, false
+	}
+	return n, true
+}
+
+// fieldASCII reports whether a header value is visible ASCII and spaces
+// only, what EncodeHeaderValue (as the SDKs) sends plain.
+func fieldASCII(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 || c > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // EachListedParamHeaders calls fn with the name of every tool in the answers

@@ -85,6 +85,31 @@ func TestCheckParamHeaders(t *testing.T) {
 		{"object for string", []string{"Mcp-Param-Region", "{}"}, `{"name":"t","arguments":{"region":{}}}`, false},
 		{"case variant argument", []string{"Mcp-Param-Region", "eu"}, `{"name":"t","arguments":{"region":"eu","Region":"us"}}`, false},
 		{"bad base64", []string{"Mcp-Param-Region", "=?base64?***?="}, `{"name":"t","arguments":{"region":"eu"}}`, false},
+		// Integer headers in their plain decimal spelling only (review 3, F6):
+		// a router reading the header as text must see the body's number.
+		{"integer 0", []string{"Mcp-Param-N", "0"}, `{"name":"t","arguments":{"o":{"n":0}}}`, true},
+		{"negative integer", []string{"Mcp-Param-N", "-7"}, `{"name":"t","arguments":{"o":{"n":-7}}}`, true},
+		{"largest safe integer", []string{"Mcp-Param-N", "9007199254740991"}, `{"name":"t","arguments":{"o":{"n":9007199254740991}}}`, true},
+		{"base64 of a plain integer", []string{"Mcp-Param-N", EncodeHeaderValue("42")}, `{"name":"t","arguments":{"o":{"n":42}}}`, true},
+		{"header 42.0", []string{"Mcp-Param-N", "42.0"}, `{"name":"t","arguments":{"o":{"n":42}}}`, false},
+		{"header +42", []string{"Mcp-Param-N", "+42"}, `{"name":"t","arguments":{"o":{"n":42}}}`, false},
+		{"header 042", []string{"Mcp-Param-N", "042"}, `{"name":"t","arguments":{"o":{"n":42}}}`, false},
+		{"header -0", []string{"Mcp-Param-N", "-0"}, `{"name":"t","arguments":{"o":{"n":0}}}`, false},
+		{"header 4.2e1", []string{"Mcp-Param-N", "4.2e1"}, `{"name":"t","arguments":{"o":{"n":42}}}`, false},
+		{"header hex float", []string{"Mcp-Param-N", "0x2Ap0"}, `{"name":"t","arguments":{"o":{"n":42}}}`, false},
+		{"header 1_000", []string{"Mcp-Param-N", "1_000"}, `{"name":"t","arguments":{"o":{"n":1000}}}`, false},
+		{"header -", []string{"Mcp-Param-N", "-"}, `{"name":"t","arguments":{"o":{"n":0}}}`, false},
+		{"base64 of 42.0", []string{"Mcp-Param-N", EncodeHeaderValue("42.0")}, `{"name":"t","arguments":{"o":{"n":42}}}`, false},
+		{"header beyond the safe range", []string{"Mcp-Param-N", "9007199254740992"}, `{"name":"t","arguments":{"o":{"n":9007199254740992}}}`, false},
+		// Non-ASCII only in the base64 form.
+		{"raw UTF-8 value", []string{"Mcp-Param-Region", "süd"}, `{"name":"t","arguments":{"region":"s\u00fcd"}}`, false},
+		{"raw tab", []string{"Mcp-Param-Region", "e\tu"}, `{"name":"t","arguments":{"region":"e\tu"}}`, false},
+		{"base64 of a tab", []string{"Mcp-Param-Region", EncodeHeaderValue("e\tu")}, `{"name":"t","arguments":{"region":"e\tu"}}`, true},
+		{"inner space", []string{"Mcp-Param-Region", "e u"}, `{"name":"t","arguments":{"region":"e u"}}`, true},
+		{"raw control byte", []string{"Mcp-Param-Region", "e\x01u"}, `{"name":"t","arguments":{"region":"e\u0001u"}}`, false},
+		// The sentinel is case-sensitive (spec): another case is a literal.
+		{"upper-case sentinel is literal", []string{"Mcp-Param-Region", "=?BASE64?ZXU=?="}, `{"name":"t","arguments":{"region":"eu"}}`, false},
+		{"upper-case sentinel equal as literal", []string{"Mcp-Param-Region", "=?BASE64?ZXU=?="}, `{"name":"t","arguments":{"region":"=?BASE64?ZXU=?="}}`, true},
 	} {
 		err := CheckParamHeaders(hdr(tt.h...), []byte(tt.params), bind)
 		if (err == nil) != tt.ok {

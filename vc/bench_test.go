@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/internal/ed25519v"
 )
 
 // benchVerify measures Verify of raw through a cached resolver, as the
@@ -266,4 +267,28 @@ func BenchmarkParseJWT(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkEd25519VerifyTable is BenchmarkEd25519Verify through
+// internal/ed25519v once the key has its table, as this package verifies a
+// key it has seen a few times (a trusted issuer's).
+func BenchmarkEd25519VerifyTable(b *testing.B) {
+	input := benchInput(b)
+	pub, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sig := ed25519.Sign(priv, input)
+	k, err := ed25519v.NewPublicKey(pub)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	cpu := processCPU()
+	for b.Loop() {
+		if !k.Verify(input, sig) {
+			b.Fatal("verify failed")
+		}
+	}
+	reportCPU(b, cpu)
 }

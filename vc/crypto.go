@@ -10,6 +10,8 @@ import (
 
 	"github.com/decred/dcrd/dcrec/secp256k1/v4"
 	secpecdsa "github.com/decred/dcrd/dcrec/secp256k1/v4/ecdsa"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/ed25519v"
 )
 
 // keyAlg returns the algorithm bit a public key verifies, or 0.
@@ -41,7 +43,7 @@ func verifyJWS(alg string, pub crypto.PublicKey, input, sig []byte) error {
 	ok := false
 	switch alg {
 	case AlgEdDSA:
-		ok = len(sig) == ed25519.SignatureSize && ed25519.Verify(pub.(ed25519.PublicKey), input, sig)
+		ok = ed25519v.Verify(pub.(ed25519.PublicKey), input, sig)
 	case AlgES256:
 		if len(sig) == 64 {
 			h := sha256.Sum256(input)

@@ -45,6 +45,9 @@ const maxJSONDepth = 10000
 
 func newJSONScan(data []byte) jsonScan { return jsonScan{data: data, src: string(data)} }
 
+// newJSONScanOf scans data, whose string src already is.
+func newJSONScanOf(data []byte, src string) jsonScan { return jsonScan{data: data, src: src} }
+
 // peek skips whitespace and returns the next byte, 0 at the end.
 func (s *jsonScan) peek() byte {
 	for s.i < len(s.data) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gowebpki/jcs"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/internal/ed25519v"
 	"github.com/mcpi-edge/caddy-mcpi/internal/jsonkey"
 	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 	"github.com/mr-tron/base58"
@@ -184,7 +185,7 @@ func (j *jsonVC) verify(ctx context.Context, key didresolver.Key, ld ldProofVeri
 	if !ok || len(pub) != ed25519.PublicKeySize {
 		return fail(ErrAlgorithm, "proof needs an Ed25519 key")
 	}
-	if ed25519.Verify(pub, j.msg, j.sig) {
+	if ed25519v.Verify(pub, j.msg, j.sig) {
 		return nil
 	}
 	if j.kind == proofEd25519JCS {

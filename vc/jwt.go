@@ -108,21 +108,31 @@ func parseJWS(raw []byte) (*parsed, *presentation, error) {
 	if !ok1 || !ok2 || bytes.IndexByte(s, '.') >= 0 || len(h) == 0 || len(pl) == 0 {
 		return nil, nil, fail(ErrMalformed, "not a compact JWS")
 	}
-	var hdr jwsHeader
-	hb, err := decodeB64(h)
-	if err == nil {
-		err = decodeJWSHeader(hb, &hdr)
-	}
+	// The header and the payload are decoded into one buffer, and that
+	// into one string, which the decoded string values are slices of.
+	buf := make([]byte, b64url.DecodedLen(len(h))+b64url.DecodedLen(len(pl)))
+	hn, err := b64url.Decode(buf, h)
 	if err != nil {
 		return nil, nil, malformedJSON(err, "JWS header")
 	}
+	pn, plErr := b64url.Decode(buf[hn:], pl)
+	if plErr != nil {
+		pn = 0
+	}
+	text := string(buf[:hn+pn])
+	var hdr jwsHeader
+	hs := newJSONScanOf(buf[:hn], text[:hn])
+	if err := hs.jwsHeader(&hdr); err != nil {
+		return nil, nil, malformedJSON(err, "JWS header")
+	}
 	typ := kindOfTyp(hdr.Typ)
-	payload, err := decodeB64(pl)
-	if err != nil {
+	if plErr != nil {
 		return nil, nil, fail(ErrMalformed, "JWS payload")
 	}
+	payload := buf[hn : hn+pn : hn+pn]
 	var jp jwtPayload
-	if err := decodeJWTPayload(payload, &jp); err != nil {
+	ps := newJSONScanOf(payload, text[hn:])
+	if err := ps.jwtPayload(&jp); err != nil {
 		if errors.Is(err, ErrRepeatedMember) {
 			// A token with a credential's marks (what IsCredentialTyp and
 			// IsCredentialClaim look for, by name: the values may be the

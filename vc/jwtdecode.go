@@ -39,6 +39,11 @@ var (
 // decodeJWSHeader decodes a protected header, which must be a JSON object.
 func decodeJWSHeader(b []byte, h *jwsHeader) error {
 	s := newJSONScan(b)
+	return s.jwsHeader(h)
+}
+
+// jwsHeader decodes the whole text as a protected header.
+func (s *jsonScan) jwsHeader(h *jwsHeader) error {
 	err := s.object(func(key string) error {
 		switch fieldName(key, headerNames) {
 		case "alg":
@@ -74,6 +79,11 @@ func decodeJWSHeader(b []byte, h *jwsHeader) error {
 // decodeJWTPayload decodes JWT claims, which must be a JSON object.
 func decodeJWTPayload(b []byte, jp *jwtPayload) error {
 	s := newJSONScan(b)
+	return s.jwtPayload(jp)
+}
+
+// jwtPayload decodes the whole text as JWT claims.
+func (s *jsonScan) jwtPayload(jp *jwtPayload) error {
 	err := s.object(func(key string) error {
 		name := fieldName(key, payloadNames)
 		switch name {

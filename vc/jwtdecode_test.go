@@ -1,6 +1,7 @@
 package vc
 
 import (
+	"encoding/base64"
 	"errors"
 	"reflect"
 	"strings"
@@ -273,5 +274,28 @@ func TestKindOfTyp(t *testing.T) {
 		if got := kindOfTyp(typ); got != want {
 			t.Errorf("kindOfTyp(%q) = %v, want %v", typ, got, want)
 		}
+	}
+}
+
+// parseJWS decodes header and payload into one buffer; what it reports
+// for a broken part is still the first broken part, the header before the
+// payload, whichever of base64 and JSON is broken.
+func TestParseJWSReportsTheFirstBrokenPart(t *testing.T) {
+	b64 := base64.RawURLEncoding.EncodeToString
+	goodHeader := b64([]byte(`{"alg":"EdDSA","typ":"JWT"}`))
+	goodPayload := b64([]byte(`{"vc":{"@context":["https://www.w3.org/2018/credentials/v1"],"type":["VerifiableCredential"]}}`))
+	for _, c := range []struct{ name, token, want string }{
+		{"header base64 and payload base64", "a.a.sig", "JWS header"},
+		{"header JSON and payload base64", b64([]byte("{")) + ".a.sig", "JWS header"},
+		{"header base64, payload fine", "a." + goodPayload + ".sig", "JWS header"},
+		{"payload base64", goodHeader + ".a.sig", "JWS payload"},
+		{"payload JSON", goodHeader + "." + b64([]byte(`{"vc":`)) + ".sig", "JWT claims"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := parseJWS([]byte(c.token))
+			if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want ErrMalformed about %q", err, c.want)
+			}
+		})
 	}
 }

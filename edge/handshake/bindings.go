@@ -1,7 +1,6 @@
 package handshake
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -121,43 +121,42 @@ func UpstreamSessionOf(status int, header http.Header, body []byte, agentDID str
 	if enc := header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
 		return s, "encoded"
 	}
-	var msg struct {
-		Result json.RawMessage `json:"result"`
-	}
-	if err := json.Unmarshal(body, &msg); err != nil {
+	msg, err := jsonscan.Object(body, rpcResponseMembers...)
+	switch {
+	case ambiguous(err):
+		return s, "ambiguous"
+	case err != nil:
 		return s, "not_json_rpc"
-	}
-	if len(msg.Result) == 0 || bytes.Equal(msg.Result, []byte("null")) {
+	case !present(msg["result"]):
 		return s, "no_result" // a JSON-RPC error
 	}
-	var res struct {
-		Verified  bool            `json:"verified"`
-		SessionID json.RawMessage `json:"sessionId"`
-		AgentDID  json.RawMessage `json:"agentDid"`
-		ExpiresAt json.RawMessage `json:"expiresAt"`
+	res, err := jsonscan.Object(msg["result"], "verified", "sessionId", "agentDid", "expiresAt")
+	if ambiguous(err) {
+		return s, "ambiguous"
 	}
-	if err := json.Unmarshal(msg.Result, &res); err != nil {
+	var verified bool
+	if err != nil || !decodeMember(res, "verified", &verified) {
 		return s, "bad_result"
 	}
-	if !res.Verified {
+	if !verified {
 		return s, "not_verified"
 	}
 	var id string
-	if len(res.SessionID) == 0 || json.Unmarshal(res.SessionID, &id) != nil || id == "" {
+	if !decodeMember(res, "sessionId", &id) || id == "" {
 		return s, "no_session"
 	}
 	if !validUpstreamSessionID(id) {
 		return s, "session_id_unusable"
 	}
-	if isPresent(res.AgentDID) {
+	if present(res["agentDid"]) {
 		var did string
-		if json.Unmarshal(res.AgentDID, &did) != nil || did != agentDID {
+		if !decodeMember(res, "agentDid", &did) || did != agentDID {
 			return s, "other_agent"
 		}
 	}
-	if isPresent(res.ExpiresAt) {
+	if present(res["expiresAt"]) {
 		var text string
-		if json.Unmarshal(res.ExpiresAt, &text) != nil {
+		if !decodeMember(res, "expiresAt", &text) {
 			return s, "bad_expiry"
 		}
 		t, err := time.Parse(time.RFC3339, text)
@@ -168,11 +167,6 @@ func UpstreamSessionOf(status int, header http.Header, body []byte, agentDID str
 	}
 	s.id = id
 	return s, ""
-}
-
-// isPresent: a member that is there and not null.
-func isPresent(raw json.RawMessage) bool {
-	return len(raw) > 0 && !bytes.Equal(raw, []byte("null"))
 }
 
 // Bind binds the upstream session s to v's delegation until the time it

@@ -2,7 +2,6 @@ package handshake
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 )
 
 // Discovery of the upstream's handshake endpoints (proxy mode).
@@ -281,10 +281,29 @@ type Document struct {
 	} `json:"mcp_i"`
 }
 
-// ParseDocument reads an mcp-i.json, or returns nil.
+// ParseDocument reads an mcp-i.json, or returns nil: also for a document
+// whose member names are repeated or case variants of the ones read
+// (strict.go), or that holds anything after its object.
 func ParseDocument(data []byte) *Document {
+	top, err := jsonscan.Object(data, "mcp_i")
+	if err != nil {
+		return nil
+	}
 	var d Document
-	if json.Unmarshal(data, &d) != nil {
+	if !present(top["mcp_i"]) {
+		return &d
+	}
+	m, err := jsonscan.Object(top["mcp_i"], "version", "endpoints", "supportedMethods")
+	if err != nil {
+		return nil
+	}
+	if eps := m["endpoints"]; present(eps) {
+		if _, err := jsonscan.Object(eps, "handshake", "verify"); err != nil {
+			return nil
+		}
+	}
+	if !decodeMember(m, "version", &d.MCPI.Version) || !decodeMember(m, "endpoints", &d.MCPI.Endpoints) ||
+		!decodeMember(m, "supportedMethods", &d.MCPI.SupportedMethods) {
 		return nil
 	}
 	return &d

@@ -1,13 +1,12 @@
 package handshake
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 )
 
 // ResultOf reads the upstream's answer to a handshake. ok is false
@@ -25,30 +24,26 @@ func ResultOf(resp *Captured) (challenge.HandshakeResult, bool, error) {
 	if enc := resp.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
 		return res, false, fmt.Errorf("%w: encoded (%s)", ErrUpstreamResponse, enc)
 	}
-	var msg struct {
-		Result json.RawMessage `json:"result"`
-		Error  json.RawMessage `json:"error"`
-	}
-	if err := json.Unmarshal(resp.Body, &msg); err != nil {
+	msg, err := jsonscan.Object(resp.Body, rpcResponseMembers...)
+	switch {
+	case ambiguous(err):
+		return res, false, fmt.Errorf("%w: member names repeated or in another letter case", ErrUpstreamResponse)
+	case err != nil:
 		return res, false, fmt.Errorf("%w: not a JSON-RPC response", ErrUpstreamResponse)
-	}
-	if len(msg.Result) == 0 || bytes.Equal(msg.Result, []byte("null")) {
-		if len(msg.Error) > 0 {
+	case !present(msg["result"]):
+		if len(msg["error"]) > 0 {
 			return res, false, nil
 		}
 		return res, false, fmt.Errorf("%w: neither result nor error", ErrUpstreamResponse)
 	}
-	var r struct {
-		Challenge *string `json:"challenge"`
-		Nonce     *string `json:"nonce"`
-		ExpiresIn *int64  `json:"expiresIn"`
+	r, err := jsonscan.Object(msg["result"], "challenge", "nonce", "expiresIn")
+	if ambiguous(err) {
+		return res, false, fmt.Errorf("%w: result member names repeated or in another letter case", ErrUpstreamResponse)
 	}
-	if err := json.Unmarshal(msg.Result, &r); err != nil || r.Challenge == nil || r.Nonce == nil {
+	if err != nil || !present(r["challenge"]) || !present(r["nonce"]) ||
+		!decodeMember(r, "challenge", &res.Challenge) || !decodeMember(r, "nonce", &res.Nonce) ||
+		!decodeMember(r, "expiresIn", &res.ExpiresIn) {
 		return res, false, fmt.Errorf("%w: result has no challenge and nonce", ErrUpstreamResponse)
-	}
-	res.Challenge, res.Nonce = *r.Challenge, *r.Nonce
-	if r.ExpiresIn != nil {
-		res.ExpiresIn = *r.ExpiresIn
 	}
 	return res, true, nil
 }

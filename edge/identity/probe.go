@@ -2,7 +2,6 @@ package identity
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -12,6 +11,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 )
 
 // How upstream_mcpi auto learns whether the upstream is MCP-I-aware
@@ -198,13 +199,18 @@ func (p *upstreamProbe) fetch() (bool, error) {
 	if len(body) > maxProbeDocument {
 		return false, nil
 	}
-	var doc struct {
-		MCPI json.RawMessage `json:"mcp_i"`
-	}
-	if json.Unmarshal(body, &doc) != nil || len(doc.MCPI) == 0 || doc.MCPI[0] != '{' {
-		return false, nil
-	}
-	return true, nil
+	return declaresMCPI(body), nil
+}
+
+// declaresMCPI reports whether body, the upstream's mcp-i.json, is one JSON
+// object holding an "mcp_i" object. It is read strictly (jsonscan.Object):
+// a document whose member names repeat in some letter case, or spell
+// "mcp_i" in another case, or that has anything after its object, is no
+// declaration, so the edge never tells an upstream it is MCP-I-aware on a
+// document an MCP-I client would read otherwise.
+func declaresMCPI(body []byte) bool {
+	doc, err := jsonscan.Object(body, "mcp_i")
+	return err == nil && len(doc["mcp_i"]) > 0 && doc["mcp_i"][0] == '{'
 }
 
 // learnHeader records that a response of the upstream carried

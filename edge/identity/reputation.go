@@ -1,9 +1,7 @@
 package identity
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +17,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 )
 
 // Reputation defaults and limits.
@@ -253,17 +252,32 @@ func (s *reputationSource) fetch(did string) (string, error) {
 	if len(body) > maxReputationBody {
 		return "", errors.New("reputation answer too large")
 	}
-	var v struct {
-		Score json.Number `json:"score"`
+	score, err := reputationScore(body)
+	if err != nil {
+		return "", err
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil || v.Score == "" {
-		return "", errors.New(`reputation answer is not {"score": <number>}`)
-	}
-	f, err := ParseReputationScore(v.Score.String())
+	f, err := ParseReputationScore(score)
 	if err != nil {
 		return "", err
 	}
 	return formatReputationScore(f), nil
+}
+
+var errReputationAnswer = errors.New(`reputation answer is not {"score": <number>}`)
+
+// reputationScore returns the score of a reputation answer, a JSON number
+// as written. The answer is read strictly (jsonscan.Object): one object,
+// nothing after it, no member name repeated in some letter case and no
+// "Score" for "score", since readers that keep the first repeat, or match
+// case-insensitively, would see another score than the edge forwards.
+func reputationScore(body []byte) (string, error) {
+	m, err := jsonscan.Object(body, "score")
+	if err != nil {
+		return "", errReputationAnswer
+	}
+	v := m["score"]
+	if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) {
+		return "", errReputationAnswer
+	}
+	return string(v), nil
 }

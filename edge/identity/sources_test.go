@@ -2,6 +2,7 @@ package identity
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -31,6 +32,10 @@ func TestUpstreamProbeVerdicts(t *testing.T) {
 		{"not JSON", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("<html>")) }, false},
 		{"no mcp_i", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"version":"2.0.0"}`)) }, false},
 		{"mcp_i not an object", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"mcp_i":true}`)) }, false},
+		// Read strictly: an MCP-I client may read these otherwise.
+		{"mcp_i then MCP_I false", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"mcp_i":{},"MCP_I":false}`)) }, false},
+		{"lone MCP_I", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"MCP_I":{}}`)) }, false},
+		{"trailing data", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"mcp_i":{}} x`)) }, false},
 		{"redirect", func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "https://elsewhere.example.com/.well-known/mcp-i.json", http.StatusFound)
 		}, false},
@@ -72,6 +77,8 @@ func TestReputationSource(t *testing.T) {
 			http.Error(w, "down", http.StatusInternalServerError)
 		case strings.HasSuffix(did, "garbage"):
 			_, _ = w.Write([]byte(`{"score": "high"}`))
+		case strings.HasSuffix(did, "twice"):
+			_, _ = w.Write([]byte(`{"score": 90, "Score": 10}`))
 		case strings.HasSuffix(did, "slow"):
 			<-release
 			_, _ = w.Write([]byte(`{"score": 10}`))
@@ -96,6 +103,7 @@ func TestReputationSource(t *testing.T) {
 		"did:example:fraction":       "87.5",
 		"did:example:broken":         "",
 		"did:example:garbage":        "",
+		"did:example:twice":          "",
 		"did:example:slow":           "",
 	} {
 		type answer struct {
@@ -135,4 +143,79 @@ func TestReputationSource(t *testing.T) {
 			t.Errorf("ParseReputationScore(%q) accepted", in)
 		}
 	}
+}
+
+// TestReadStrictly: the upstream's mcp-i.json and a reputation answer are
+// read with the strict reader: repeated or case-folded member names,
+// trailing data and values of the wrong type count as no answer.
+func TestReadStrictly(t *testing.T) {
+	for doc, want := range map[string]bool{
+		`{"mcp_i":{"version":"2.0.0"}}`: true,
+		` {"mcp_i":{},"other":[1]} `:    true,
+		`{"mcp_i":{},"mcp_i":{}}`:       false,
+		`{"mcp_i":{},"Mcp_I":{}}`:       false,
+		`{"MCP_I":{}}`:                  false,
+		`{"mcp_i":{"a":1,"A":2}}`:       false,
+		`{"mcp_i":{}}{}`:                false,
+		`{"mcp_i":"{}"}`:                false,
+		`{"mcp_i":null}`:                false,
+		`[{"mcp_i":{}}]`:                false,
+		`{"mcp_i":{}`:                   false,
+		"{\"mcp_i\":{},\"x\":\"\xff\"}": true,
+	} {
+		if got := declaresMCPI([]byte(doc)); got != want {
+			t.Errorf("declaresMCPI(%s) = %t, want %t", doc, got, want)
+		}
+	}
+	for doc, want := range map[string]string{
+		`{"score":42}`:             "42",
+		`{"score":-1.5e1,"x":"y"}`: "-1.5e1",
+		`{"score":42,"score":43}`:  "",
+		`{"score":42,"SCORE":43}`:  "",
+		`{"Score":42}`:             "",
+		`{"score":42} {"score":1}`: "",
+		`{"score":"42"}`:           "",
+		`{"score":null}`:           "",
+		`{"score":true}`:           "",
+		`{"score":[42]}`:           "",
+		`{}`:                       "",
+		`42`:                       "",
+	} {
+		got, err := reputationScore([]byte(doc))
+		if got != want || (err == nil) != (want != "") {
+			t.Errorf("reputationScore(%s) = %q %v, want %q", doc, got, err, want)
+		}
+	}
+}
+
+func FuzzReputationScore(f *testing.F) {
+	f.Add(`{"score":42}`)
+	f.Add(`{"score":1,"Score":2}`)
+	f.Fuzz(func(t *testing.T, doc string) {
+		score, err := reputationScore([]byte(doc))
+		if err != nil {
+			return
+		}
+		// What the edge read is what encoding/json reads.
+		var v struct{ Score json.Number }
+		if json.Unmarshal([]byte(doc), &v) != nil || v.Score.String() != score {
+			t.Fatalf("%q: score %q, encoding/json %q", doc, score, v.Score)
+		}
+	})
+}
+
+func FuzzDeclaresMCPI(f *testing.F) {
+	f.Add(`{"mcp_i":{"version":"2.0.0"}}`)
+	f.Add(`{"mcp_i":{},"MCP_I":1}`)
+	f.Fuzz(func(t *testing.T, doc string) {
+		if !declaresMCPI([]byte(doc)) {
+			return
+		}
+		var v struct {
+			MCPI json.RawMessage `json:"mcp_i"`
+		}
+		if json.Unmarshal([]byte(doc), &v) != nil || len(v.MCPI) == 0 || v.MCPI[0] != '{' {
+			t.Fatalf("%q declared, but encoding/json reads mcp_i %s", doc, v.MCPI)
+		}
+	})
 }

@@ -134,7 +134,7 @@ func (rw *ResponseWriter) Flush() {
 
 // Finish writes a buffered answer, rewritten. An answer that cannot be
 // rewritten (not one JSON-RPC response with a result object) is written as
-// it came.
+// it came; one with ambiguous member names is withheld (ambiguous.go).
 func (rw *ResponseWriter) Finish() error {
 	if rw.pass || !rw.decided {
 		return nil
@@ -152,7 +152,11 @@ func (rw *ResponseWriter) Finish() error {
 // rewrite declares the extension in a server/discover result and signs the
 // result.
 func (rw *ResponseWriter) rewrite(resp []byte) ([]byte, bool) {
-	if jsonscan.CheckMembers(resp) != nil {
+	err := jsonscan.CheckMembers(resp)
+	if ambiguousResponse(resp, err) {
+		return rw.withheld(), true
+	}
+	if err != nil {
 		return nil, false
 	}
 	result := jsonscan.Member(resp, "result")

@@ -11,13 +11,14 @@ import (
 	"testing"
 
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc/kyaos"
 )
 
 const call = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}`
 
-func signer(t *testing.T) Signer {
+func signer(t testing.TB) Signer {
 	priv, err := didresolver.GenerateKey(didresolver.Ed25519)
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +45,7 @@ func through(t *testing.T, g *Gate, status int, ctype, body string) *httptest.Re
 }
 
 // TestWrapResponse: a JSON result is signed (and only _meta added); SSE,
-// errors, non-200 answers and unreadable JSON pass through byte for byte.
+// errors, non-200 answers and what is not JSON pass through byte for byte.
 func TestWrapResponse(t *testing.T) {
 	g := New(Config{ResponseProof: SignBody}, nil, nil)
 	res := `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hi"}]}}`
@@ -64,11 +65,58 @@ func TestWrapResponse(t *testing.T) {
 		{200, "text/event-stream", "event: message\ndata: " + res + "\n\n"},
 		{200, "application/json", `{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"x"}}`},
 		{202, "application/json", res},
-		{200, "application/json", `{"jsonrpc":"2.0","id":1,"result":{"a":1,"a":2}}`},
 		{200, "application/json", `not json`},
 	} {
 		if rec := through(t, g, c.status, c.ctype, c.body); rec.Code != c.status || rec.Body.String() != c.body {
 			t.Errorf("%d %s %q: got %d %q", c.status, c.ctype, c.body, rec.Code, rec.Body)
+		}
+	}
+}
+
+// TestWrapResponseAmbiguousNames: an answer with member names readers take
+// differently is neither signed nor passed on (review 2, G3): the client
+// gets a JSON-RPC error to its request, and nothing of the upstream's body.
+func TestWrapResponseAmbiguousNames(t *testing.T) {
+	const fake = `{"org.kya-os/response-proof":{"jws":"FAKE"}}`
+	for _, mode := range []string{SignBody, SignEnvelope} {
+		g := New(Config{ResponseProof: mode}, nil, nil)
+		for name, body := range map[string]string{
+			"_Meta beside the edge's _meta": `{"jsonrpc":"2.0","id":1,"result":{"content":[],"_Meta":` + fake + `}}`,
+			"_META":                         `{"jsonrpc":"2.0","id":1,"result":{"content":[],"_META":` + fake + `}}`,
+			"_meta and _Meta":               `{"jsonrpc":"2.0","id":1,"result":{"content":[],"_meta":{},"_Meta":` + fake + `}}`,
+			"repeated in the result":        `{"jsonrpc":"2.0","id":1,"result":{"a":1,"a":2}}`,
+			"repeated deep in content":      `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"a","Text":"b"}]}}`,
+			"Result":                        `{"jsonrpc":"2.0","id":1,"Result":{"content":[]}}`,
+			"result and Result":             `{"jsonrpc":"2.0","id":1,"result":{"content":[]},"Result":{"content":[]}}`,
+			"ID":                            `{"jsonrpc":"2.0","ID":1,"result":{"content":[]}}`,
+			"repeated in an error":          `{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"x","Message":"y"}}`,
+		} {
+			rec := through(t, g, 200, "application/json", body)
+			var out struct {
+				ID    json.RawMessage
+				Error *struct{ Code int }
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Error == nil || out.Error.Code != mcp.CodeInternalError || string(out.ID) != "1" {
+				t.Errorf("%s, %s: got %d %s, want a JSON-RPC error -32603 to id 1", mode, name, rec.Code, rec.Body)
+			}
+			if strings.Contains(rec.Body.String(), "FAKE") || strings.Contains(rec.Body.String(), "response-proof") {
+				t.Errorf("%s, %s: upstream body or a proof passed: %s", mode, name, rec.Body)
+			}
+			if rec.Code != 200 || rec.Header().Get("Content-Length") != itoa(rec.Body.Len()) || rec.Header().Get("Cache-Control") != "no-store" {
+				t.Errorf("%s, %s: HTTP %d, headers %v", mode, name, rec.Code, rec.Header())
+			}
+		}
+		// An escaped spelling of _meta is _meta itself, and names the
+		// edge does not read may differ in case from each other: signed.
+		for _, body := range []string{
+			`{"jsonrpc":"2.0","id":1,"result":{"content":[],"_me\u0074a":{}}}`,
+			`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"a","Meta":"b"}],"meta":1}}`,
+		} {
+			rec := through(t, g, 200, "application/json", body)
+			var out struct{ Result json.RawMessage }
+			if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || kyaos.FindResponseProof(out.Result) == nil {
+				t.Errorf("%s, %s: not signed: %s", mode, body, rec.Body)
+			}
 		}
 	}
 }
@@ -111,4 +159,35 @@ func TestNegotiateAndConfig(t *testing.T) {
 			t.Errorf("%+v accepted", c)
 		}
 	}
+}
+
+// FuzzWrapResponse: whatever the upstream answers, the client gets valid
+// JSON (or the bytes as they came), and the edge never signs an answer whose
+// names are repeated in some letter case.
+func FuzzWrapResponse(f *testing.F) {
+	f.Add(`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`)
+	f.Add(`{"jsonrpc":"2.0","id":1,"result":{"content":[],"_Meta":{}}}`)
+	f.Add(`{"jsonrpc":"2.0","id":1,"Result":{"a":1,"a":2}}`)
+	f.Add(`[{"jsonrpc":"2.0","id":1,"result":{}}]`)
+	sign := signer(f)
+	g := New(Config{ResponseProof: SignEnvelope}, nil, nil)
+	f.Fuzz(func(t *testing.T, body string) {
+		rec := httptest.NewRecorder()
+		rw := g.WrapResponse(rec, []byte(call), sign, "did:key:zA")
+		rw.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(rw, body)
+		if err := rw.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		out := rec.Body.Bytes()
+		if string(out) == body {
+			return
+		}
+		if !json.Valid(out) {
+			t.Fatalf("%q became invalid JSON %q", body, out)
+		}
+		if strings.Contains(rec.Body.String(), kyaos.ResponseProofKey) && jsonscan.CheckMembers([]byte(body)) != nil {
+			t.Fatalf("%q signed despite repeated names: %q", body, out)
+		}
+	})
 }
