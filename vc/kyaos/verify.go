@@ -42,8 +42,6 @@ type Verifier struct {
 	nonces   NonceStore
 	skew     time.Duration
 	now      func() time.Time
-	// keys remembers the agents' keys found fit.
-	keys *keyMemo
 }
 
 // VerifierOption configures NewVerifier.
@@ -60,7 +58,7 @@ func WithClock(now func() time.Time) VerifierOption { return func(v *Verifier) {
 // otherwise valid proof fail with nonce_seam_missing: replay protection is
 // not optional.
 func NewVerifier(r didresolver.Resolver, nonces NonceStore, opts ...VerifierOption) *Verifier {
-	v := &Verifier{resolver: r, nonces: nonces, skew: DefaultSkew, now: time.Now, keys: new(keyMemo)}
+	v := &Verifier{resolver: r, nonces: nonces, skew: DefaultSkew, now: time.Now}
 	for _, o := range opts {
 		o(v)
 	}
@@ -163,7 +161,7 @@ func (v *Verifier) check(ctx context.Context, res *Result, parsed request, req R
 		return nil, err
 	}
 	// 10. Signed by that key with the algorithm it names.
-	if err := verifySignature(p, key.Public, v.keys, sc); err != nil {
+	if err := verifySignature(p, key.Public, sc); err != nil {
 		return nil, err
 	}
 	// 11. cnf fusion.
@@ -237,7 +235,7 @@ func (v *Verifier) consume(ctx context.Context, p *Proof) error {
 // verifySignature checks the detached JWS: a protected header of exactly
 // the proof's alg and kid (typ tolerated), a key of the type alg names, and
 // the signature over the covered claims.
-func verifySignature(p *Proof, pub crypto.PublicKey, keys *keyMemo, sc *scratch) error {
+func verifySignature(p *Proof, pub crypto.PublicKey, sc *scratch) error {
 	bad := func() error { return refuse(StepSignature, InvalidSignature, nil) }
 	protected, sigB64, _ := splitDetached(p.JWS)
 	hdr, err := decodeB64URL(sc.hdr, protected)
@@ -250,7 +248,7 @@ func verifySignature(p *Proof, pub crypto.PublicKey, keys *keyMemo, sc *scratch)
 	if err != nil {
 		return bad()
 	}
-	if !keys.fits(p.Alg, pub) {
+	if !keyFits(p.Alg, pub) {
 		return refuse(StepSignature, AlgKeyMismatch, nil)
 	}
 	var inBuf [1024]byte
