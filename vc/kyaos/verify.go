@@ -14,9 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"filippo.io/edwards25519"
-
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/internal/ed25519v"
 	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 )
 
@@ -324,20 +323,17 @@ func keyFits(alg string, pub crypto.PublicKey) bool {
 
 // smallOrder reports whether an Ed25519 key is not a valid point or lies in
 // the small subgroup: a signature under such a key can be forged for many
-// messages.
-func smallOrder(k ed25519.PublicKey) bool {
-	p, err := new(edwards25519.Point).SetBytes(k)
-	if err != nil {
-		return true
-	}
-	return new(edwards25519.Point).MultByCofactor(p).Equal(edwards25519.NewIdentityPoint()) == 1
-}
+// messages. An agent's key that signs often has a table in ed25519v's
+// shared cache, which answers without decoding the point again.
+func smallOrder(k ed25519.PublicKey) bool { return ed25519v.SmallOrder(k) }
 
 // verifyRaw verifies an Ed25519 or ES256 (R||S) signature.
 func verifyRaw(alg string, pub crypto.PublicKey, input, sig []byte) bool {
 	switch alg {
 	case AlgEdDSA:
-		return len(sig) == ed25519.SignatureSize && ed25519.Verify(pub.(ed25519.PublicKey), input, sig)
+		// crypto/ed25519's verdicts, from a per-key table for a key that
+		// verifies often (an agent sending proof after proof).
+		return len(sig) == ed25519.SignatureSize && ed25519v.Verify(pub.(ed25519.PublicKey), input, sig)
 	case AlgES256:
 		if len(sig) != 64 {
 			return false
