@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -136,6 +137,37 @@ func BenchmarkGCWithProofNonces(b *testing.B) {
 			}
 			b.ReportMetric(float64(ms.HeapAlloc)/held, "heap-B/nonce")
 			runtime.KeepAlive(m)
+		})
+	}
+}
+
+var redisBenchNonces atomic.Int64
+
+// BenchmarkProofNonceRedis: one proof nonce per op in Redis, as a marker
+// (SET key 1 NX PX) and as the JSON record it was before.
+func BenchmarkProofNonceRedis(b *testing.B) {
+	srv := redistest.Start(b)
+	ctx := context.Background()
+	for _, how := range []string{"marker", "record"} {
+		b.Run(how, func(b *testing.B) {
+			s := newTestRedisStore(b, srv.Addr())
+			b.ReportAllocs()
+			for b.Loop() {
+				// Unique across -count runs, which share the key prefix.
+				d := sha256.Sum256([]byte(fmt.Sprint("did:key:z6Mk\x00nonce-", how, redisBenchNonces.Add(1))))
+				var err error
+				if how == "marker" {
+					err = s.UseOnce(ctx, d, time.Minute)
+				} else {
+					now := time.Now()
+					err = s.Put(ctx, "kyaos-rp-old:"+hex.EncodeToString(d[:]), Record{
+						Challenge: "kyaos-request-proof", AgentDID: "did:key:z6MkAgent", IssuedAt: now, ExpiresAt: now.Add(time.Minute),
+					}, time.Minute)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }
