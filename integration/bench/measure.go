@@ -1,0 +1,177 @@
+package main
+
+// Measuring: the warmup, the rounds and the profile, each run with
+// Caddy's CPU time, allocations and the upstream's counters around it.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// calibrate measures what one /metrics scrape allocates in Caddy, to take
+// it out of every run's figures.
+func (b *bench) calibrate() error {
+	var ms []memStats
+	for range 4 {
+		m, err := scrapeMemStats(b.admin)
+		if err != nil {
+			return err
+		}
+		ms = append(ms, m)
+	}
+	n := float64(len(ms) - 1)
+	b.scrape = memStats{(ms[len(ms)-1].mallocs - ms[0].mallocs) / n, (ms[len(ms)-1].bytes - ms[0].bytes) / n}
+	return nil
+}
+
+// measureAll runs the warmup, the rounds and the profile.
+func (b *bench) measureAll(ctx context.Context) error {
+	n := len(b.configs)
+	if b.opts.Warmup > 0 {
+		b.logf("warmup: every configuration for %v, not recorded", b.opts.Warmup)
+		for _, c := range b.configs {
+			if _, err := b.measure(ctx, c, -1, b.opts.Warmup); err != nil {
+				return err
+			}
+		}
+	}
+	for r := range b.opts.Rounds {
+		order := make([]string, 0, n)
+		for i := range n {
+			order = append(order, b.configs[(i+r)%n].name)
+		}
+		b.logf("round %d/%d: %s", r+1, b.opts.Rounds, strings.Join(order, " "))
+		for i := range n {
+			c := b.configs[(i+r)%n]
+			s, err := b.measure(ctx, c, r, b.opts.Duration)
+			if err != nil {
+				return err
+			}
+			b.rep.Samples = append(b.rep.Samples, s)
+			b.logf("  %-7s %s", c.name, s.brief())
+		}
+	}
+	if err := b.openLoopPhase(ctx); err != nil {
+		return err
+	}
+	b.rep.Pool.Used = b.poolUsed
+	if b.rep.Pool.Repeats() > 0 {
+		b.note("configuration c sent %d credentials from a pool of %d: %d were repeats", b.poolUsed, b.rep.Pool.Size, b.rep.Pool.Repeats())
+	}
+	if b.opts.Pprof > 0 {
+		for _, name := range b.opts.PprofConfigs {
+			if !b.hasConfig(name) {
+				b.note("no profile of %s: the configuration is not selected", name)
+				continue
+			}
+			p, err := b.profile(ctx, name)
+			if err != nil {
+				b.problem("profile of %s: %v", name, err)
+				continue
+			}
+			if name == "b" {
+				b.rep.Profile = p
+			}
+		}
+	}
+	return nil
+}
+
+// roundProfile is measure's round for the run under a CPU profile.
+const roundProfile = -2
+
+// measure runs c once for d and takes Caddy's CPU time and allocations
+// around it. Round -1 is the warmup, roundProfile the run under a profile.
+func (b *bench) measure(ctx context.Context, c config, round int, d time.Duration) (sample, error) {
+	where, counter := c.name, "wrk"
+	switch {
+	case round >= 0:
+		where += " round " + strconv.Itoa(round+1)
+	case round == roundProfile:
+		where += " profile"
+	default:
+		where += " warmup"
+	}
+	if c.load == loadHandshake {
+		counter = "the handshake driver"
+	}
+	if c.load == loadProof {
+		if err := b.mintProofs(c, d); err != nil {
+			return sample{}, err
+		}
+	}
+	s, err := b.measureLoad(c, round, where, counter, func() (loadResult, error) {
+		if c.load == loadHandshake {
+			return b.runHandshakes(ctx, c, d)
+		}
+		return b.runWrk(ctx, c, d)
+	})
+	if err == nil && c.load != loadHandshake && s.Load.Seconds > 0 {
+		b.peak = max(b.peak, float64(s.Load.Ops)/s.Load.Seconds)
+		if c.load == loadProof {
+			b.proofsUsed(where, s.Load.TokensUsed)
+			b.rep.Proofs = b.proofs
+		}
+	}
+	return s, err
+}
+
+// measureLoad runs one load of c and takes Caddy's CPU time and
+// allocations and the upstream's counters around it; what went wrong is
+// recorded as a problem of where. counter names what counted the
+// responses.
+func (b *bench) measureLoad(c config, round int, where, counter string, run func() (loadResult, error)) (sample, error) {
+	s := sample{Config: c.name, Round: round, Handshakes: c.load == loadHandshake}
+	up0, err1 := upstreamStats(b.upstream)
+	m0, err2 := scrapeMemStats(b.admin)
+	cpu0, err3 := cpuTime(b.caddy.cmd.Process.Pid)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return s, err
+	}
+	res, err := run()
+	if err != nil {
+		return s, err
+	}
+	cpu1, err1 := cpuTime(b.caddy.cmd.Process.Pid)
+	m1, err2 := scrapeMemStats(b.admin)
+	up1, err3 := upstreamStats(b.upstream)
+	if err := errors.Join(err1, err2, err3, b.caddy.alive()); err != nil {
+		return s, err
+	}
+	s.Load = res
+	s.CPU = cpu1 - cpu0
+	s.Mallocs = m1.mallocs - m0.mallocs - b.scrape.mallocs
+	s.Bytes = m1.bytes - m0.bytes - b.scrape.bytes
+	s.Upstream = up1[c.name].minus(up0[c.name])
+
+	if res.Ops == 0 {
+		b.problem("%s: no request completed", where)
+	}
+	if res.Failed > 0 {
+		b.problem("%s: %d failed (%s)", where, res.Failed, res.FirstError)
+	}
+	if c.load != loadHandshake && s.Upstream.Requests < res.Ops {
+		b.problem("%s: %s counted %d responses but the upstream saw %d requests", where, counter, res.Ops, s.Upstream.Requests)
+	}
+	if c.check != nil {
+		if err := c.check(s.Upstream); err != nil {
+			b.problem("%s: %v", where, err)
+		}
+	}
+	return s, nil
+}
+
+func (s sample) brief() string {
+	unit := "req"
+	if s.Handshakes {
+		unit = "hs"
+	}
+	ops := float64(max(s.Load.Ops, 1))
+	return fmt.Sprintf("%8.0f %s/s  p50 %-8v p99 %-8v cpu %6.1fµs/op  %6.1f allocs/op  %d failed",
+		float64(s.Load.Ops)/s.Load.Seconds, unit, s.Load.P50, s.Load.P99,
+		float64(s.CPU.Microseconds())/ops, s.Mallocs/ops, s.Load.Failed)
+}
