@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -115,6 +116,8 @@ type Handler struct {
 	checks []vc.CheckOption
 	// hostChecks caches checksFor's rules.
 	hostChecks *checkCache
+	// lastOrigin caches upstreamName's origin (observability.go).
+	lastOrigin atomic.Pointer[origin]
 
 	registerer     prometheus.Registerer
 	keyStorage     assertion.Storage

@@ -65,5 +65,16 @@ func (h *Handler) upstreamName(r *http.Request) string {
 	if h.Upstream != "" {
 		return h.Upstream
 	}
-	return h.requestScheme(r) + "://" + h.serviceHost(r)
+	scheme, host := h.requestScheme(r), h.serviceHost(r)
+	if o := h.lastOrigin.Load(); o != nil && o.scheme == scheme && o.host == host {
+		return o.name
+	}
+	o := &origin{scheme: scheme, host: host, name: scheme + "://" + host}
+	h.lastOrigin.Store(o)
+	return o.name
 }
+
+// origin is an origin upstreamName built, kept for the next request: a
+// route mostly serves one host, whose every audit entry names it, so the
+// string is built when the host changes rather than on every request.
+type origin struct{ scheme, host, name string }
