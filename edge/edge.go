@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -116,8 +115,9 @@ type Handler struct {
 	checks []vc.CheckOption
 	// hostChecks caches checksFor's rules.
 	hostChecks *checkCache
-	// lastOrigin caches upstreamName's origin (observability.go).
-	lastOrigin atomic.Pointer[origin]
+	// httpOrigin and httpsOrigin cache upstreamName's origins
+	// (observability.go).
+	httpOrigin, httpsOrigin lastDerived
 
 	registerer     prometheus.Registerer
 	keyStorage     assertion.Storage

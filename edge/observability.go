@@ -65,16 +65,9 @@ func (h *Handler) upstreamName(r *http.Request) string {
 	if h.Upstream != "" {
 		return h.Upstream
 	}
-	scheme, host := h.requestScheme(r), h.serviceHost(r)
-	if o := h.lastOrigin.Load(); o != nil && o.scheme == scheme && o.host == host {
-		return o.name
+	// Built when the host changes, not for every audit entry.
+	if h.requestScheme(r) == "https" {
+		return h.httpsOrigin.get(h.serviceHost(r), func(host string) string { return "https://" + host })
 	}
-	o := &origin{scheme: scheme, host: host, name: scheme + "://" + host}
-	h.lastOrigin.Store(o)
-	return o.name
+	return h.httpOrigin.get(h.serviceHost(r), func(host string) string { return "http://" + host })
 }
-
-// origin is an origin upstreamName built, kept for the next request: a
-// route mostly serves one host, whose every audit entry names it, so the
-// string is built when the host changes rather than on every request.
-type origin struct{ scheme, host, name string }
