@@ -6,13 +6,11 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/mcpi-edge/caddy-mcpi/edge"
-	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
 // The JSON config of http.handlers.mcpi. The settings without durations are
@@ -169,8 +167,8 @@ func copyFields(dst, src reflect.Value) {
 }
 
 // caddyHooks give the edge what Caddy knows of a request.
+// Identity is set per handler (placeholders.go).
 var caddyHooks = edge.Hooks{
-	Identity: setPlaceholders,
 	RequestID: func(r *http.Request) string {
 		// {http.request.uuid} is generated on first use and kept for the
 		// request; using it also adds it to the access log entry as
@@ -206,24 +204,4 @@ var caddyHooks = edge.Hooks{
 		}
 		return repl.GetString("http.reverse_proxy.header." + name)
 	},
-}
-
-// setPlaceholders sets the placeholders of a verified delegation:
-// {http.auth.user.*}, which the access log picks up, and {mcpi.*}.
-func setPlaceholders(r *http.Request, d *vc.Delegation) {
-	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	if !ok {
-		return
-	}
-	// A string in an interface is a copy on the heap: each DID is put in
-	// one once, for all the placeholders that hold it.
-	var agent, user any = d.AgentDID, d.UserDID
-	repl.Set("http.auth.user.id", agent)
-	repl.Set("http.auth.user.agent_did", agent)
-	repl.Set("http.auth.user.user_did", user)
-	repl.Set("mcpi.agent_did", agent)
-	repl.Set("mcpi.user_did", user)
-	repl.Set("mcpi.scopes", strings.Join(d.Scopes, " "))
-	repl.Set("mcpi.delegation_id", d.DelegationID)
-	repl.Set("mcpi.issuer", d.Issuer)
 }

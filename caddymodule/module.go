@@ -178,7 +178,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.Validate(); err != nil {
 		return err
 	}
-	opts := []edge.Option{edge.WithLogger(h.logger), edge.WithHooks(caddyHooks)}
+	hooks := caddyHooks
+	hooks.Identity = new(placeholders).set
+	opts := []edge.Option{edge.WithLogger(h.logger), edge.WithHooks(hooks)}
 	if reg := ctx.GetMetricsRegistry(); reg != nil {
 		opts = append(opts, edge.WithMetrics(reg))
 	}

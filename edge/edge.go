@@ -115,6 +115,9 @@ type Handler struct {
 	checks []vc.CheckOption
 	// hostChecks caches checksFor's rules.
 	hostChecks *checkCache
+	// httpOrigin and httpsOrigin cache upstreamName's origins
+	// (observability.go).
+	httpOrigin, httpsOrigin lastDerived
 
 	registerer     prometheus.Registerer
 	keyStorage     assertion.Storage

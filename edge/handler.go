@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -225,6 +226,21 @@ func (c *checkCache) get(host string) []vc.CheckOption {
 func requestAudiences(host string) []string {
 	host = strings.ToLower(host)
 	return []string{"did:web:" + strings.ReplaceAll(host, ":", "%3A"), "https://" + host, host}
+}
+
+// lastDerived keeps the last string derived from a request's host, so
+// that a route serving one host derives it once rather than on every
+// request; another host replaces it. Safe for concurrent use.
+type lastDerived struct{ p atomic.Pointer[[2]string] } // host, derived
+
+// get returns derive(host), from the last call when it was for host.
+func (l *lastDerived) get(host string, derive func(string) string) string {
+	if v := l.p.Load(); v != nil && v[0] == host {
+		return v[1]
+	}
+	v := &[2]string{host, derive(host)}
+	l.p.Store(v)
+	return v[1]
 }
 
 // reject answers the request with the rejection for err and logs why, at

@@ -768,3 +768,21 @@ func (f failReader) Read([]byte) (int, error) {
 	f.t.Error("body was read")
 	return 0, io.EOF
 }
+
+// lastDerived derives again for another host, and for the first one
+// after it.
+func TestLastDerived(t *testing.T) {
+	var l lastDerived
+	calls := 0
+	derive := func(h string) string { calls++; return "d:" + h }
+	for i, tc := range []struct{ host, want string }{
+		{"a", "d:a"}, {"a", "d:a"}, {"b", "d:b"}, {"a", "d:a"}, {"", "d:"},
+	} {
+		if got := l.get(tc.host, derive); got != tc.want {
+			t.Errorf("request %d for %q: %q, want %q", i, tc.host, got, tc.want)
+		}
+	}
+	if calls != 4 {
+		t.Errorf("derived %d times, want 4 (the repeat of a kept)", calls)
+	}
+}

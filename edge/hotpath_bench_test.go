@@ -24,7 +24,9 @@ const hotPathReply = `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text
 // configurations of BENCHMARKS.md: b (level 1, bearer credential reused),
 // b-hdr (b reading only the Authorization carrier), d (level 2, assertion
 // reused) and e-tool (b plus a per-tool rule for the called tool). "a" is
-// the same request handed straight to next: what every other line spends
+// b-2026 is b as a 2026-era stateless request (MCP-Protocol-Version,
+// Mcp-Method and Mcp-Name checked against the body, which is parsed once).
+// "a" is the same request handed straight to next: what every other line spends
 // outside the handler (building the request, the recorder, the upstream's
 // answer), so a line minus "a" is the handler's own cost.
 //
@@ -58,19 +60,21 @@ func BenchmarkHotPath(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		h    func(b *testing.B) *Handler // nil: no mcpi handler
+		era  bool                        // a 2026-era request
 	}{
-		{"a", nil},
-		{"b", func(b *testing.B) *Handler { return f.handler(b, observed) }},
+		{"a", nil, false},
+		{"b", func(b *testing.B) *Handler { return f.handler(b, observed) }, false},
+		{"b-2026", func(b *testing.B) *Handler { return f.handler(b, observed) }, true},
 		{"b-hdr", func(b *testing.B) *Handler {
 			return f.handler(b, func(h *Handler) { observed(h); h.Carriers = []string{"authorization"} })
-		}},
-		{"d", func(b *testing.B) *Handler { return f.l2Handler(b, nil, observed) }},
+		}, false},
+		{"d", func(b *testing.B) *Handler { return f.l2Handler(b, nil, observed) }, false},
 		{"e-tool", func(b *testing.B) *Handler {
 			return f.handler(b, func(h *Handler) {
 				observed(h)
 				h.Tools = []ToolPolicy{{Name: "echo", Scopes: []string{"echo:execute"}}}
 			})
-		}},
+		}, false},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			serve := func(w http.ResponseWriter, r *http.Request) error { return next(w, r) }
@@ -79,8 +83,12 @@ func BenchmarkHotPath(b *testing.B) {
 				h.logger = logger // provision set a Nop logger after building
 				serve = func(w http.ResponseWriter, r *http.Request) error { return h.ServeNext(w, r, next) }
 			}
+			req, reqBody := hotPathRequest, body
+			if tc.era {
+				req, reqBody = hotPathRequest2026, []byte(toolsCallBody2026)
+			}
 			one := func() {
-				r, w := hotPathRequest(body, auth), httptest.NewRecorder()
+				r, w := req(reqBody, auth), httptest.NewRecorder()
 				if err := serve(w, r); err != nil || w.Code != http.StatusOK || w.Body.String() != hotPathReply {
 					b.Fatalf("HTTP %d %q: %v", w.Code, w.Body, err)
 				}
@@ -106,6 +114,20 @@ func hotPathRequest(body []byte, auth string) *http.Request {
 	r.Header.Set("Accept", "application/json, text/event-stream")
 	r.Header.Set("Authorization", auth)
 	return prepareRequest(r, newTestReplacer())
+}
+
+// toolsCallBody2026 is toolsCallBody as a 2026-era client sends it (the
+// whole-proxy bench's b-2026).
+const toolsCallBody2026 = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`
+
+// hotPathRequest2026 is hotPathRequest as a 2026-era stateless request:
+// the framing headers that mirror the body.
+func hotPathRequest2026(body []byte, auth string) *http.Request {
+	r := hotPathRequest(body, auth)
+	r.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	r.Header.Set("Mcp-Method", "tools/call")
+	r.Header.Set("Mcp-Name", "echo")
+	return r
 }
 
 // BenchmarkBodies is BenchmarkHotPath's b for bodies the carriers must

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"sync/atomic"
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
@@ -134,16 +133,11 @@ func (h *Handler) proofAudience(r *http.Request) (string, error) {
 // hostDID remembers the did:web of the last Host a route's proofs were
 // addressed under (a route is usually reached under one), so that the
 // audience of a proof is not built again on every request.
-type hostDID struct{ last atomic.Pointer[[2]string] }
+type hostDID struct{ last lastDerived }
 
 // of is requestAudiences(host)[0]: did:web of host.
 func (m *hostDID) of(host string) string {
-	if p := m.last.Load(); p != nil && p[0] == host {
-		return p[1]
-	}
-	did := requestAudiences(host)[0]
-	m.last.Store(&[2]string{host, did})
-	return did
+	return m.last.get(host, func(host string) string { return requestAudiences(host)[0] })
 }
 
 // refuseProof answers a refused proof or declaration (project decision

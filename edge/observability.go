@@ -65,5 +65,9 @@ func (h *Handler) upstreamName(r *http.Request) string {
 	if h.Upstream != "" {
 		return h.Upstream
 	}
-	return h.requestScheme(r) + "://" + h.serviceHost(r)
+	// Built when the host changes, not for every audit entry.
+	if h.requestScheme(r) == "https" {
+		return h.httpsOrigin.get(h.serviceHost(r), func(host string) string { return "https://" + host })
+	}
+	return h.httpOrigin.get(h.serviceHost(r), func(host string) string { return "http://" + host })
 }

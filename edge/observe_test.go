@@ -1,9 +1,11 @@
 package edge
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
@@ -391,5 +393,30 @@ func TestAuditLogDenials(t *testing.T) {
 	both.DisableAuditLog, both.AuditDenialsOnly = true, true
 	if err := both.Validate(); err == nil || !strings.Contains(err.Error(), "audit") {
 		t.Errorf("Validate with the audit log off and denials only: %v", err)
+	}
+}
+
+// upstreamName keeps the origin it built last: requests for another host
+// or scheme, and back, each get their own.
+func TestUpstreamNameFollowsHost(t *testing.T) {
+	h := newFixture(t).handler(t, nil)
+	for _, tc := range []struct {
+		host string
+		tls  bool
+		want string
+	}{
+		{"a.example", false, "http://a.example"},
+		{"a.example", false, "http://a.example"},
+		{"a.example", true, "https://a.example"},
+		{"B.example:8443", true, "https://b.example:8443"},
+		{"a.example", false, "http://a.example"},
+	} {
+		r := httptest.NewRequest(http.MethodPost, "http://"+tc.host+"/mcp", nil)
+		if tc.tls {
+			r.TLS = &tls.ConnectionState{}
+		}
+		if got := h.upstreamName(r); got != tc.want {
+			t.Errorf("%s (TLS %v): upstream %q, want %q", tc.host, tc.tls, got, tc.want)
+		}
 	}
 }

@@ -446,13 +446,17 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 
 	if p.pol != nil && hasCall {
 		var decisions []mcp.Decision
+		var one [1]mcp.Decision // a single call's, without allocating
 		denied := false
 		for i, m := range msgs {
 			if m.Method != mcp.MethodToolsCall {
 				continue
 			}
 			if decisions == nil {
-				decisions = make([]mcp.Decision, len(msgs))
+				decisions = one[:]
+				if len(msgs) > 1 {
+					decisions = make([]mcp.Decision, len(msgs))
+				}
 			}
 			name, _ := mcp.ToolCallName(m)
 			if err := h.checkRequestState(r, m, name, d); err != nil {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -80,14 +81,7 @@ func (h *Handler) policeHTTP(r *http.Request, method string, read bool) (int, er
 	switch cts := r.Header.Values("Content-Type"); len(cts) {
 	case 0:
 	case 1:
-		if cts[0] == "" {
-			break
-		}
-		_, params, err := mime.ParseMediaType(cts[0])
-		if err != nil {
-			return http.StatusUnsupportedMediaType, errBodyCharset
-		}
-		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		if cts[0] != "" && !utf8Charset(cts[0]) {
 			return http.StatusUnsupportedMediaType, errBodyCharset
 		}
 	default:
@@ -111,4 +105,21 @@ func (h *Handler) refuseBody(w http.ResponseWriter, status, code int, err error)
 // hasRequestBody: r may carry a body.
 func hasRequestBody(r *http.Request) bool {
 	return r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
+}
+
+// utf8Charset reports whether the Content-Type ct is well-formed with no
+// charset but UTF-8, as mime.ParseMediaType reads it. A value without
+// parameters, as clients send it, is checked without the map of
+// parameters mime allocates: carrier.MediaType refuses exactly the types
+// mime does (FuzzUTF8Charset).
+func utf8Charset(ct string) bool {
+	if !strings.Contains(ct, ";") {
+		return carrier.MediaType(ct) != ""
+	}
+	_, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	cs, ok := params["charset"]
+	return !ok || strings.EqualFold(cs, "utf-8")
 }

@@ -243,6 +243,8 @@ type responseFilter struct {
 	sse    io.WriteCloser
 	err    error
 	extra  bool // bytes after the JSON value were dropped (logged once)
+	// upstreamLength is the upstream's Content-Length of a held answer.
+	upstreamLength []string
 }
 
 func (f *responseFilter) WriteHeader(code int) {
@@ -276,7 +278,10 @@ func (f *responseFilter) WriteHeader(code int) {
 		f.unreadable(code, errResponseEncoded)
 		return
 	}
-	hdr.Del("Content-Length") // the body is rewritten
+	// The body may be rewritten; the upstream's length is kept for an
+	// answer sent as it came (send).
+	f.upstreamLength = hdr["Content-Length"]
+	hdr.Del("Content-Length")
 	if !sse {
 		f.status = code
 		f.state = fsJSON
@@ -384,7 +389,13 @@ func (f *responseFilter) send(status int, body []byte) {
 	f.state = fsDone
 	f.buf = nil
 	hdr := f.Header()
-	hdr.Set("Content-Length", strconv.Itoa(len(body)))
+	if isLength(f.upstreamLength, len(body)) {
+		// Unchanged, most answers are: the upstream's value, without
+		// formatting and allocating another.
+		hdr["Content-Length"] = f.upstreamLength
+	} else {
+		hdr.Set("Content-Length", strconv.Itoa(len(body)))
+	}
 	if status == 0 {
 		status = http.StatusOK
 	}
@@ -448,6 +459,13 @@ func (f *responseFilter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // Unwrap lets http.ResponseController reach the underlying writer for
 // deadlines and full duplex.
 func (f *responseFilter) Unwrap() http.ResponseWriter { return f.ResponseWriter }
+
+// isLength reports whether the header values v are exactly one, the
+// decimal n.
+func isLength(v []string, n int) bool {
+	var buf [20]byte
+	return len(v) == 1 && v[0] == string(strconv.AppendInt(buf[:0], int64(n), 10))
+}
 
 func onlySpace(p []byte) bool {
 	for _, c := range p {

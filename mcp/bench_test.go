@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -103,5 +104,27 @@ func BenchmarkCheckResponseBody(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkCheckFraming is the framing check of a 2026-era tools/call, the
+// headers mirroring the body (the whole-proxy bench's b-2026), after its
+// strict parse.
+func BenchmarkCheckFraming(b *testing.B) {
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet","arguments":{"name":"Ada"},` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`)
+	h := http.Header{}
+	h.Set(HeaderProtocolVersion, Version2026)
+	h.Set(HeaderMethod, MethodToolsCall)
+	h.Set(HeaderName, "greet")
+	msgs, batch, err := ParseStrict(body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if era, err := CheckFraming(h, msgs, batch); err != nil || era != Era2026 {
+			b.Fatal(era, err)
+		}
 	}
 }

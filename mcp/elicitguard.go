@@ -39,12 +39,16 @@ func CheckResponseBody(body []byte, requestIDs map[string]string, opts ActionOpt
 	if mode == ActionsOff {
 		return body, nil, nil
 	}
+	if !mayHoldGuarded(body) {
+		// Nothing to check in it, but it must still be JSON-RPC.
+		if err := checkMessages(body); err != nil {
+			return nil, nil, err
+		}
+		return body, nil, nil
+	}
 	msgs, _, err := ParseMessages(body)
 	if err != nil {
 		return nil, nil, err
-	}
-	if !mayHoldGuarded(body) {
-		return body, nil, nil
 	}
 	if err := checkStrict(body, msgs); err != nil {
 		return nil, nil, err

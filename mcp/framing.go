@@ -143,10 +143,10 @@ func CheckFraming(h http.Header, msgs []Message, batch bool) (Era, error) {
 			return Era2025, err
 		}
 		switch {
-		case mv == "":
+		case len(mv) == 0:
 		case hv == "":
 			return Era2025, framingErr(HeaderProtocolVersion, "required with a _meta protocol version")
-		case mv != hv:
+		case string(mv) != hv:
 			return Era2025, framingErr(HeaderProtocolVersion, "does not match the _meta protocol version")
 		}
 	}
@@ -186,7 +186,7 @@ func CheckFraming(h http.Header, msgs []Message, batch bool) (Era, error) {
 	if err != nil {
 		return Era2026, err
 	}
-	if name != body {
+	if name != string(body) {
 		return Era2026, framingErr(HeaderName, "does not match params."+member+" of the body")
 	}
 	return Era2026, nil
@@ -245,40 +245,41 @@ func EncodeHeaderValue(s string) string {
 }
 
 // metaProtocolVersion returns params._meta[MetaProtocolVersion] when it is
-// a string, "" when params, _meta or the member is absent or of another
-// type (as the official SDKs read it). Names that fold to "_meta" or to the
+// a string (params' own bytes when it holds no escape: only compared, so
+// not copied), empty when params, _meta or the member is absent or of
+// another type (as the official SDKs read it). Names that fold to "_meta" or to the
 // version key without being them are refused: a decoder matching without
 // case would read another value than this one.
-func metaProtocolVersion(params []byte) (string, error) {
+func metaProtocolVersion(params []byte) ([]byte, error) {
 	meta, err := strictMember(params, "_meta")
 	if err != nil || meta == nil || meta[0] != '{' {
-		return "", err
+		return nil, err
 	}
 	v, err := strictMember(meta, MetaProtocolVersion)
 	if err != nil || v == nil {
-		return "", err
+		return nil, err
 	}
-	s, ok := stringValue(v, 0, len(v))
+	s, ok := stringBytes(v, 0, len(v))
 	if !ok {
-		return "", nil
+		return nil, nil
 	}
 	return s, nil
 }
 
 // paramString returns the string params[member] that a framing header
-// mirrors; anything else (absent, not a string, repeated in any letter
+// mirrors (as metaProtocolVersion, bytes that may be params' own); anything else (absent, not a string, repeated in any letter
 // case) is refused as a mismatch, since the header cannot equal it.
-func paramString(params []byte, member string) (string, error) {
+func paramString(params []byte, member string) ([]byte, error) {
 	v, err := strictMember(params, member)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if v == nil {
-		return "", framingErr(HeaderName, "params."+member+" is missing")
+		return nil, framingErr(HeaderName, "params."+member+" is missing")
 	}
-	s, ok := stringValue(v, 0, len(v))
+	s, ok := stringBytes(v, 0, len(v))
 	if !ok {
-		return "", framingErr(HeaderName, "params."+member+" is not a string")
+		return nil, framingErr(HeaderName, "params."+member+" is not a string")
 	}
 	return s, nil
 }

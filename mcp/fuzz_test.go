@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -25,6 +26,11 @@ func FuzzParseMessages(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		msgs, batch, err := ParseMessages(body)
+		// The verdict alone (CheckResponseBody on answers that cannot
+		// hold anything it guards) is the same, error for error.
+		if cerr := checkMessages(body); fmt.Sprint(cerr) != fmt.Sprint(err) {
+			t.Fatalf("checkMessages: %v, ParseMessages: %v", cerr, err)
+		}
 		if err != nil {
 			if msgs != nil {
 				t.Fatal("messages with an error")

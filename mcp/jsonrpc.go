@@ -63,6 +63,18 @@ func IsResponse(m Message) bool { return m.Method == "" && (m.Result != nil || m
 // "params": null is accepted as absent, because some clients send it for
 // methods without parameters.
 func ParseMessages(body []byte) (msgs []Message, batch bool, err error) {
+	return parseMessages(body, true)
+}
+
+// checkMessages is ParseMessages for a caller that needs only its verdict:
+// the same checks, and no slice of messages to allocate.
+func checkMessages(body []byte) error {
+	_, _, err := parseMessages(body, false)
+	return err
+}
+
+// parseMessages is ParseMessages; keep: return the messages (else nil).
+func parseMessages(body []byte, keep bool) (msgs []Message, batch bool, err error) {
 	i := skipSpace(body, 0)
 	if i == len(body) {
 		return nil, false, ErrEmpty
@@ -72,10 +84,11 @@ func ParseMessages(body []byte) (msgs []Message, batch bool, err error) {
 	// the rest is only checked.
 	c := jsonscan.NewCursor(body)
 	c.Limit(MaxDepth)
+	read := 0 // messages read, kept or not
 	switch body[i] {
 	case '{':
 		var m Message
-		if m, err = readMessage(&c, body, -1); err == nil {
+		if m, err = readMessage(&c, body, -1); err == nil && keep {
 			msgs = []Message{m}
 		}
 	case '[':
@@ -92,7 +105,10 @@ func ParseMessages(body []byte) (msgs []Message, batch bool, err error) {
 			default:
 				var m Message
 				if m, err = readMessage(&c, body, idx); err == nil {
-					msgs = append(msgs, m)
+					read++
+					if keep {
+						msgs = append(msgs, m)
+					}
 				}
 			}
 		}
@@ -110,7 +126,7 @@ func ParseMessages(body []byte) (msgs []Message, batch bool, err error) {
 			err = ErrTooDeep
 		}
 	}
-	if err == nil && batch && len(msgs) == 0 {
+	if err == nil && batch && read == 0 {
 		err = ErrEmptyBatch
 	}
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"hash/maphash"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -15,7 +16,8 @@ import (
 // The verified-delegation cache (WithResultCache). An edge sees the same
 // credential on every request of a session; once it has verified, a
 // repeat costs a SHA-256 of the token (and the rules) and a map lookup: nothing is parsed,
-// resolved or verified again.
+// resolved or verified again. A credential served again and again skips the
+// SHA-256 too (keymemo.go).
 //
 // Key. SHA-256 over an encoding of every per-call rule that can change the
 // outcome (ForAudience, RequireAudience, RequireScopes and the SHA-256 of
@@ -177,11 +179,21 @@ const maxKeyOnStack = 4096
 // Every field of checks is either encoded here or makes the call bypass
 // the cache; TestResultCacheKeyCoversChecks fails when checks grows.
 func (v *Verifier) keyOf(raw []byte, c *checks) (resultKey, bool) {
-	if c.nonce != nil || c.requirePresentation || len(c.ancestors) > maxPooled {
+	var buf [maxKeyOnStack]byte
+	in, ok := v.keyInput(raw, c, buf[:0])
+	if !ok {
 		return resultKey{}, false
 	}
-	var buf [maxKeyOnStack]byte
-	b := append(buf[:0], resultKeyVersion)
+	return sha256.Sum256(in), true
+}
+
+// keyInput appends to b what keyOf hashes, and returns false when the call
+// must bypass the cache.
+func (v *Verifier) keyInput(raw []byte, c *checks, b []byte) ([]byte, bool) {
+	if c.nonce != nil || c.requirePresentation || len(c.ancestors) > maxPooled {
+		return nil, false
+	}
+	b = append(b, resultKeyVersion)
 	if c.requireAudience {
 		b = append(b, 1)
 	} else {
@@ -192,13 +204,12 @@ func (v *Verifier) keyOf(raw []byte, c *checks) (resultKey, bool) {
 	b = binary.AppendUvarint(b, uint64(len(c.ancestors)))
 	for _, a := range c.ancestors {
 		if len(a) > v.maxSize {
-			return resultKey{}, false // Verify refuses it without hashing it
+			return nil, false // Verify refuses it without hashing it
 		}
 		h := sha256.Sum256(trimSpace(a))
 		b = append(b, h[:]...)
 	}
-	b = append(b, raw...)
-	return sha256.Sum256(b), true
+	return append(b, raw...), true
 }
 
 // appendStrings appends a length-prefixed list.
@@ -217,6 +228,9 @@ type resultCache struct {
 	observe func(hit bool)
 	shards  []resultShard
 	mask    uint8
+	// recent spares a credential served again its key's SHA-256
+	// (keymemo.go).
+	recent keyMemo
 }
 
 // resultShard is one CLOCK-evicted part of the cache.
@@ -295,6 +309,7 @@ func newResultCache(cfg resultCacheConfig) *resultCache {
 		observe: cfg.observe,
 		shards:  make([]resultShard, n),
 		mask:    uint8(n - 1),
+		recent:  keyMemo{seed: maphash.MakeSeed()},
 	}
 	for i := range rc.shards {
 		s := &rc.shards[i]
@@ -504,12 +519,17 @@ func (s *resultShard) land(k *resultKey, f *resultFlight, res flightResult) int 
 // The credential's SHA-256 is taken only when it is verified: a hit needs
 // only the key.
 func (rc *resultCache) verify(ctx context.Context, v *Verifier, raw []byte, c *checks) (*Delegation, error) {
-	key, ok := v.keyOf(raw, c)
+	var buf [maxKeyOnStack]byte
+	in, ok := v.keyInput(raw, c, buf[:0])
 	if !ok {
 		d, _, err := v.verifySum(ctx, raw, c)
 		return d, err
 	}
+	key, sum, known := rc.recent.key(in)
 	if e := rc.get(&key, v.now()); e != nil {
+		if !known {
+			rc.recent.served(sum, in, &key)
+		}
 		if rc.observe != nil {
 			rc.observe(true)
 		}

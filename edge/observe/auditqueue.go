@@ -24,7 +24,12 @@ import (
 //
 // The writer runs only while there is something to write and exits when
 // the queue is empty, so a recorder that is never closed leaves no
-// goroutine behind.
+// goroutine behind. It starts auditWriteDelay after the first entry of an
+// idle queue, so that it writes the entries of that while in one run: a
+// writer started for every entry, as a busy edge's requests come and the
+// queue empties between them, cost a goroutine start and a wake-up of an
+// idle thread per request. A queue filling up (auditWriteSoon) starts it
+// at once, and Flush and Close do not wait for it.
 
 const (
 	// maxAuditQueue bounds the entries waiting to be written: about a
@@ -38,6 +43,14 @@ const (
 	// auditCloseWait bounds how long Close waits for a log that does not
 	// take its writes: a hung log file must not hang a config reload.
 	auditCloseWait = 10 * time.Second
+	// auditWriteDelay is how long an entry may wait for the writer to
+	// start: how late an entry can appear in the log (its timestamp is
+	// that of its decision all the same).
+	auditWriteDelay = 10 * time.Millisecond
+	// auditWriteSoon is how many queued entries start the writer without
+	// waiting for auditWriteDelay: far below maxAuditQueue, so that a
+	// burst is not dropped while the writer sleeps.
+	auditWriteSoon = maxAuditQueue / 8
 )
 
 // auditQueue holds audit entries until its writer writes them.
@@ -59,9 +72,13 @@ type auditQueue struct {
 	// queued counts entries and bytes queued and not yet written,
 	// including the batch being written.
 	queued, bytes int
-	// writing: a writer goroutine runs.
+	// writing: a writer goroutine runs, or is due to start (armed).
 	writing bool
-	closed  bool
+	// armed: the writer waits on timer, which starts it after delay.
+	armed  bool
+	timer  *time.Timer
+	delay  time.Duration
+	closed bool
 	// drained is signalled when the writer stops (nothing left).
 	drained *sync.Cond
 
@@ -71,8 +88,11 @@ type auditQueue struct {
 }
 
 func newAuditQueue(write func(*auditEntry), warn *zap.Logger, dropped func()) *auditQueue {
-	q := &auditQueue{write: write, warn: warn, dropped: dropped, maxEntries: maxAuditQueue, maxBytes: maxAuditQueueBytes}
+	q := &auditQueue{write: write, warn: warn, dropped: dropped, maxEntries: maxAuditQueue, maxBytes: maxAuditQueueBytes,
+		delay: auditWriteDelay}
 	q.drained = sync.NewCond(&q.mu)
+	q.timer = time.AfterFunc(time.Hour, q.run)
+	q.timer.Stop()
 	return q
 }
 
@@ -95,18 +115,32 @@ func (q *auditQueue) push(e *auditEntry) bool {
 	q.pending = append(q.pending, *e)
 	q.queued++
 	q.bytes += size
-	start := !q.writing
-	q.writing = true
+	switch {
+	case !q.writing:
+		q.writing, q.armed = true, true
+		q.timer.Reset(q.delay)
+	case q.armed && q.queued >= auditWriteSoon:
+		q.startNow()
+	}
 	q.mu.Unlock()
-	if start {
+	return true
+}
+
+// startNow starts the armed writer at once instead of after its delay.
+// q.mu is held.
+func (q *auditQueue) startNow() {
+	if q.timer.Stop() {
+		// Stopped before it fired: the writer is this goroutine's to
+		// start. (Otherwise it fired and run is waiting for q.mu.)
+		q.armed = false
 		go q.run()
 	}
-	return true
 }
 
 // run writes batches until the queue is empty.
 func (q *auditQueue) run() {
 	q.mu.Lock()
+	q.armed = false
 	for len(q.pending) > 0 {
 		batch := q.pending
 		q.pending = q.spare[:0]
@@ -164,6 +198,9 @@ func (q *auditQueue) flush(wait time.Duration) error {
 	defer q.mu.Unlock()
 	if !q.writing {
 		return nil
+	}
+	if q.armed {
+		q.startNow()
 	}
 	// sync.Cond has no timeout: a timer wakes the wait once wait passed.
 	timedOut := false

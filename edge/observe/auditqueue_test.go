@@ -321,3 +321,61 @@ func BenchmarkAuditEntry(b *testing.B) {
 		})
 	}
 }
+
+// TestAuditQueueDelayedWriter: the writer of an idle queue starts after
+// its delay and writes without a Flush; with a delay too long to wait
+// for, Flush starts it at once, and so does a queue filling up
+// (auditWriteSoon entries), so that a burst is written, not dropped.
+func TestAuditQueueDelayedWriter(t *testing.T) {
+	written := func(logs *observer.ObservedLogs) int { return logs.FilterLoggerName(auditName).Len() }
+	waitFor := func(t *testing.T, logs *observer.ObservedLogs, n int) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); written(logs) < n; {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d entries written without a Flush", written(logs), n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+
+	t.Run("delay", func(t *testing.T) {
+		rec, _, logs := newGatedRecorder(t, nil, nil)
+		for i := range 3 {
+			rec.Decision(auditDecision(i))
+		}
+		waitFor(t, logs, 3)
+		rec.Decision(auditDecision(3)) // the queue was idle again
+		waitFor(t, logs, 4)
+	})
+	t.Run("flush", func(t *testing.T) {
+		rec, _, logs := newGatedRecorder(t, nil, nil)
+		rec.queue.delay = time.Hour
+		rec.Decision(auditDecision(0))
+		if got := written(logs); got != 0 {
+			t.Fatalf("%d entries written before the writer's delay", got)
+		}
+		if err := rec.Flush(); err != nil || written(logs) != 1 {
+			t.Fatalf("Flush: %v, %d entries written, want 1", err, written(logs))
+		}
+		rec.Decision(auditDecision(1))
+		if err := rec.Close(); err != nil || written(logs) != 2 {
+			t.Fatalf("Close: %v, %d entries written, want 2", err, written(logs))
+		}
+	})
+	t.Run("filling", func(t *testing.T) {
+		rec, reg, logs := newGatedRecorder(t, nil, nil)
+		rec.queue.delay = time.Hour
+		for i := range auditWriteSoon - 1 {
+			rec.Decision(auditDecision(i))
+		}
+		time.Sleep(20 * time.Millisecond)
+		if got := written(logs); got != 0 {
+			t.Fatalf("%d entries written before the queue filled up", got)
+		}
+		rec.Decision(auditDecision(auditWriteSoon))
+		waitFor(t, logs, auditWriteSoon)
+		if got := observetest.Value(observetest.Gather(t, reg), "caddy_mcpi_audit_entries_dropped_total"); got != 0 {
+			t.Errorf("%v entries dropped", got)
+		}
+	})
+}

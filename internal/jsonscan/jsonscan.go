@@ -9,6 +9,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"sync"
+	"unsafe"
 
 	"github.com/mcpi-edge/caddy-mcpi/internal/jsonkey"
 )
@@ -32,7 +34,16 @@ var ErrSyntax = errors.New("not a JSON value")
 // too refuses it. Check before decoding: after encoding/json has merged
 // the repeats, they cannot be seen.
 func CheckMembers(b []byte) error {
-	w := walker{b: b, src: string(b), names: new(jsonkey.Members)}
+	names := membersPool.Get().(*jsonkey.Members)
+	defer func() {
+		// The names point into b: the pooled set must not keep it alive.
+		*names = jsonkey.Members{}
+		membersPool.Put(names)
+	}()
+	// src shares b's bytes instead of copying them: the names taken from
+	// it live in names only, which forgets them before this returns, and
+	// nothing writes to b meanwhile (the caller's, read only here).
+	w := walker{b: b, src: unsafe.String(unsafe.SliceData(b), len(b)), names: names}
 	w.ws()
 	ok := w.value(nil)
 	if ok {
@@ -46,6 +57,11 @@ func CheckMembers(b []byte) error {
 	}
 	return ErrSyntax
 }
+
+// membersPool recycles CheckMembers' name sets: a walker's names escape to
+// the heap (jsonkey.Members keeps them), and the set is about 700 bytes,
+// allocated on every bearer and body otherwise.
+var membersPool = sync.Pool{New: func() any { return new(jsonkey.Members) }}
 
 // Walk checks that b is one JSON value, exactly as json.Valid does, and
 // calls member with the key (quoted, as in b) and the value of every member

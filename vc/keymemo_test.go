@@ -1,0 +1,120 @@
+package vc
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"testing"
+	"time"
+
+	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+)
+
+func TestEqualConstantTime(t *testing.T) {
+	for _, n := range []int{0, 1, 7, 8, 9, 511, 512, 513, 1024, 1900, 4096} {
+		a := bytes.Repeat([]byte{0x5a}, n)
+		if !equalConstantTime(a, bytes.Clone(a)) {
+			t.Errorf("len %d: equal inputs differ", n)
+		}
+		if n > 0 && equalConstantTime(a, a[:n-1]) {
+			t.Errorf("len %d: a shorter input is equal", n)
+		}
+		for _, i := range []int{0, n / 2, n - 1, 7, 8, 511, 512, 513} {
+			if i < 0 || i >= n {
+				continue
+			}
+			b := bytes.Clone(a)
+			b[i] ^= 0x80
+			if equalConstantTime(a, b) {
+				t.Errorf("len %d: a difference at %d not seen", n, i)
+			}
+		}
+	}
+}
+
+// A slot serves a key only for exactly its input: a slot holding another
+// input under the same hash (which the seed makes as good as impossible
+// to arrange) yields the input's own SHA-256.
+func TestKeyMemoExactInput(t *testing.T) {
+	m := keyMemo{seed: newResultCache(resultCacheConfig{maxEntries: 1}).recent.seed}
+	a := bytes.Repeat([]byte("a"), 1900)
+	b := bytes.Repeat([]byte("a"), 1900)
+	b[1000] = 'b'
+	ka, sumA, known := m.key(a)
+	if known || ka != sha256.Sum256(a) {
+		t.Fatalf("first key of a: known %v", known)
+	}
+	m.served(sumA, a, &ka)
+	if _, _, known := m.key(a); known {
+		t.Fatal("a known after one serve; it takes two")
+	}
+	m.served(sumA, a, &ka)
+	if k, _, known := m.key(a); !known || k != ka {
+		t.Fatalf("a after two serves: known %v", known)
+	}
+	// b forged into a's slot under b's own hash.
+	_, sumB, _ := m.key(b)
+	m.slots[sumB%keyMemoSlots].known.Store(&knownKey{sum: sumB, in: a, key: ka})
+	if k, _, known := m.key(b); known || k != sha256.Sum256(b) {
+		t.Errorf("b served a's key from a slot holding a (known %v)", known)
+	}
+}
+
+// A credential verified once is served from the cache, from the third
+// use on without hashing its key again, with the same result; its
+// verification under other rules is another key.
+func TestResultCacheRecentKeys(t *testing.T) {
+	f := newFixture(t)
+	raw := mint(t, f.ed.priv, header("EdDSA", f.ed.kid), f.vc11Claims(f.ed))
+	cache := didresolver.NewCache(f.res, didresolver.WithCacheClock(func() time.Time { return fixedNow }))
+	v := NewVerifier(cache, WithClock(func() time.Time { return fixedNow }), WithResultCache(100))
+	ctx := context.Background()
+	first, err := v.Verify(ctx, raw, ForAudience(serverDID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := checks{audiences: []string{serverDID}}
+	var buf [maxKeyOnStack]byte
+	in, _ := v.keyInput(raw, &c, buf[:0])
+	for i := range 4 {
+		d, err := v.Verify(ctx, raw, ForAudience(serverDID))
+		if err != nil || d.Hash != first.Hash || d.DelegationID != first.DelegationID {
+			t.Fatalf("use %d: %v", i+2, err)
+		}
+	}
+	if _, _, known := v.results.recent.key(in); !known {
+		t.Error("a credential served four times is not known")
+	}
+	if _, err := v.Verify(ctx, raw, ForAudience("did:web:other.example")); err == nil {
+		t.Error("a credential known under one audience verified for another")
+	}
+}
+
+// A key in use keeps its slot against another input coming to it: the
+// newcomer takes it only once the first went unused.
+func TestKeyMemoSecondChance(t *testing.T) {
+	m := keyMemo{seed: newResultCache(resultCacheConfig{maxEntries: 1}).recent.seed}
+	a, b := []byte("input a"), []byte("input b")
+	ka, sumA, _ := m.key(a)
+	m.served(sumA, a, &ka)
+	m.served(sumA, a, &ka)
+	kb := resultKey(sha256.Sum256(b))
+	// b arrives in a's slot (forced: same slot, its own hash).
+	sumB := sumA + keyMemoSlots
+	if _, _, known := m.key(a); !known { // a in use
+		t.Fatal("a not known")
+	}
+	m.served(sumB, b, &kb)
+	m.served(sumB, b, &kb) // second time in a row, but a was used: kept
+	if _, _, known := m.key(a); !known {
+		t.Fatal("a, in use, lost its slot")
+	}
+	m.served(sumB, b, &kb) // a's use was counted: another chance
+	if k := m.slots[sumA%keyMemoSlots].known.Load(); k == nil || !bytes.Equal(k.in, a) {
+		t.Fatal("a lost its slot after one use")
+	}
+	m.served(sumB, b, &kb) // a unused since: b takes the slot
+	if k := m.slots[sumA%keyMemoSlots].known.Load(); k == nil || !bytes.Equal(k.in, b) {
+		t.Error("b did not take the slot of an unused a")
+	}
+}
