@@ -89,7 +89,7 @@ func DefaultOptions() Options {
 		Pool:         200_000,
 		Warmup:       time.Second,
 		Pprof:        5 * time.Second,
-		PprofConfigs: []string{"b"},
+		PprofConfigs: []string{"a", "b", "c", "p"},
 		VCBenchTime:  "1s",
 		OpenLoop:     5 * time.Second,
 		OpenLoopFrac: 0.5,
@@ -149,6 +149,8 @@ type Report struct {
 	Pool     poolInfo
 	Proofs   proofPool
 	Profile  *profileSummary
+	// Profiles are every configuration's profile, in -pprof-configs order.
+	Profiles []*profileSummary
 	Problems []string
 	Notes    []string
 	Started  time.Time

@@ -73,6 +73,7 @@ func (b *bench) measureAll(ctx context.Context) error {
 				b.problem("profile of %s: %v", name, err)
 				continue
 			}
+			b.rep.Profiles = append(b.rep.Profiles, p)
 			if name == "b" {
 				b.rep.Profile = p
 			}

@@ -199,6 +199,7 @@ func (r *Report) Markdown(command string) string {
 			fmt.Fprintf(&b, "| `%s` | %.1f | %.1f |\n", f.Name, f.Flat, f.Cum)
 		}
 	}
+	r.perRequestProfilesMarkdown(&b)
 	b.WriteString("\n<details><summary>Every run</summary>\n\n| round | config | ops | s | ops/s | p50 ms | p99 ms | CPU µs/op | core % | allocs/op | upstream saw |\n|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, s := range r.Samples {
 		ops := float64(max(s.Load.Ops, 1))
@@ -243,4 +244,34 @@ func writeMarkdown(path, section string) error {
 		s = strings.TrimRight(s, "\n") + "\n\n" + block + "\n"
 	}
 	return os.WriteFile(path, []byte(s), 0o644)
+}
+
+// perRequestProfilesMarkdown compares the profiled configurations: each
+// bucket's flat share times the configuration's CPU per request in its
+// profiled run, so that a column minus (a)'s says where a configuration's
+// extra CPU goes.
+func (r *Report) perRequestProfilesMarkdown(b *strings.Builder) {
+	if len(r.Profiles) < 2 {
+		return
+	}
+	b.WriteString("\n### Where the CPU goes, per request\n\n")
+	b.WriteString("Each profiled configuration's Caddy CPU per request in its profiled run, split by where the code lives (flat profile shares). One profile each, so read differences of a few µs as noise.\n\n| where |")
+	for _, p := range r.Profiles {
+		fmt.Fprintf(b, " %s µs |", p.Config)
+	}
+	b.WriteString("\n|---|")
+	for range r.Profiles {
+		b.WriteString("--:|")
+	}
+	for i, bk := range r.Profiles[0].Buckets {
+		fmt.Fprintf(b, "\n| %s |", bk.Name)
+		for _, p := range r.Profiles {
+			fmt.Fprintf(b, " %.1f |", p.PerOp*p.Buckets[i].Flat/100)
+		}
+	}
+	b.WriteString("\n| **all** |")
+	for _, p := range r.Profiles {
+		fmt.Fprintf(b, " **%.1f** |", p.PerOp)
+	}
+	b.WriteString("\n")
 }
