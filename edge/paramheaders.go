@@ -26,9 +26,11 @@ import (
 // bound with lists fetched under invented Hosts. An upstream whose tools
 // differ by Host belongs behind host-matched routes, one handler each.
 //
-// Only answers to 2026-era requests teach: x-mcp-header is a 2026 member,
-// and an upstream may leave it out of its lists for older clients, which
-// must not make the edge forget it. A 2026 list replaces a listed tool's
+// Only answers to 2026-era requests teach, 2026 by the header and by the
+// body's _meta version both: x-mcp-header is a 2026 member, and an upstream
+// may leave it out of its lists for older clients — including a request
+// with the 2026 header but no _meta version, if it reads the era from the
+// body — which must not make the edge forget it. A 2026 list replaces a listed tool's
 // bindings or, when it shows the tool without them, forgets them (the
 // upstream dropped them, and clients stop sending the headers); a tool a
 // list leaves out keeps what was learned. A new tool is learned while the

@@ -195,6 +195,29 @@ func TestParamHeadersPerRoute(t *testing.T) {
 		wantParamForwarded(t, polServe(t, h, paramCall("", tok, args), polJSONReply(echoResult)))
 	})
 
+	t.Run("review 4 F2: a list with the 2026 header but no _meta version does not forget", func(t *testing.T) {
+		h := polHandler(t, f, nil)
+		paramList(t, h, "", tok, echoSchema, false)
+		// The upstream reads the era from the body and answers as to a
+		// 2025 client: no x-mcp-header.
+		r := polPost(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, tok)
+		r.Header.Set(mcp.HeaderProtocolVersion, mcp.Version2026)
+		r.Header.Set(mcp.HeaderMethod, mcp.MethodToolsList)
+		answer := `{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"echo","inputSchema":{"type":"object"}}]}}`
+		if res := polServe(t, h, r, polJSONReply(answer)); res.rec.Code != http.StatusOK {
+			t.Fatalf("tools/list: HTTP %d %s", res.rec.Code, res.rec.Body)
+		}
+		wantParamRefused(t, polServe(t, h, paramCall("", tok, args, mismatch...), polJSONReply(echoResult)))
+		// Nor does such a list teach.
+		h = polHandler(t, f, nil)
+		answer = `{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"echo","inputSchema":` + echoSchema + `}]}}`
+		r = polPost(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, tok)
+		r.Header.Set(mcp.HeaderProtocolVersion, mcp.Version2026)
+		r.Header.Set(mcp.HeaderMethod, mcp.MethodToolsList)
+		_ = polServe(t, h, r, polJSONReply(answer))
+		wantParamForwarded(t, polServe(t, h, paramCall("", tok, args, mismatch...), polJSONReply(echoResult)))
+	})
+
 	t.Run("invalid annotations are forgotten", func(t *testing.T) {
 		// Two annotations naming one header: clients drop the tool; the
 		// edge forgets it and leaves the call to the upstream.
