@@ -37,8 +37,9 @@ import (
 // bounds allow; nothing is evicted for it, so once full, the tools learned
 // first stay checked. A tool the edge has not learned — no 2026 tools/list
 // answer of that route went through it since start, the set is full, or
-// its annotations are invalid (clients drop such a tool) — passes: its
-// upstream checks it.
+// its annotations are unreadable (clients drop such a tool) — passes: its
+// upstream checks it. A tool invalid only for the type of some annotated
+// properties keeps its other bindings (mcp.ParamHeaders).
 
 // Bounds of the learned bindings: the tool names and schemas are the
 // upstream's.
@@ -106,7 +107,7 @@ func (s *paramHeaderStore) set(tool string, bindings []mcp.ParamHeader) {
 }
 
 func sameBinding(a, b mcp.ParamHeader) bool {
-	return a.Header == b.Header && slices.Equal(a.Path, b.Path)
+	return a.Header == b.Header && a.Number == b.Number && slices.Equal(a.Path, b.Path)
 }
 
 // bindingsSize is what an entry costs, roughly: its key and strings.

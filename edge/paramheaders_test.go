@@ -283,3 +283,39 @@ func TestParamHeaderStoreBounds(t *testing.T) {
 		t.Fatal("room made by forgetting a tool not reused")
 	}
 }
+
+// TestParamHeadersInvalidType: one annotation on a number or ["string"]
+// property makes the tool invalid but does not switch off the checks of
+// its other headers; a number header, when sent, is compared by value
+// (review 4, F3).
+func TestParamHeadersInvalidType(t *testing.T) {
+	f := newFixture(t)
+	tok := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })
+	const withNumber = `{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},` +
+		`"score":{"type":"number","x-mcp-header":"Score"}}}`
+	const withArray = `{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},` +
+		`"tag":{"type":["string"],"x-mcp-header":"Tag"}}}`
+	for _, tc := range []struct {
+		name, schema, args string
+		headers            []string
+		ok                 bool
+	}{
+		{"number: region mismatch", withNumber, `{"region":"eu","score":3.5}`, []string{"Mcp-Param-Region: us", "Mcp-Param-Score: 3.5"}, false},
+		{"number: match", withNumber, `{"region":"eu","score":3.5}`, []string{"Mcp-Param-Region: eu", "Mcp-Param-Score: 3.5"}, true},
+		{"number: score header left out", withNumber, `{"region":"eu","score":3.5}`, []string{"Mcp-Param-Region: eu"}, true},
+		{"number: score mismatch", withNumber, `{"region":"eu","score":3.5}`, []string{"Mcp-Param-Region: eu", "Mcp-Param-Score: 9"}, false},
+		{"array type: region mismatch", withArray, `{"region":"eu","tag":"x"}`, []string{"Mcp-Param-Region: us", "Mcp-Param-Tag: x"}, false},
+		{"array type: tag not checked", withArray, `{"region":"eu","tag":"x"}`, []string{"Mcp-Param-Region: eu", "Mcp-Param-Tag: y"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := polHandler(t, f, nil)
+			paramList(t, h, "", tok, tc.schema, false)
+			res := polServe(t, h, paramCall("", tok, tc.args, tc.headers...), polJSONReply(echoResult))
+			if tc.ok {
+				wantParamForwarded(t, res)
+			} else {
+				wantParamRefused(t, res)
+			}
+		})
+	}
+}
