@@ -200,7 +200,7 @@ func CheckFraming(h http.Header, msgs []Message, batch bool) (Era, error) {
 // an older client, so such an answer says nothing about 2026-only members.
 func CarriesMetaVersion(m Message) bool {
 	v, err := metaProtocolVersion(m.Params)
-	return err == nil && v != ""
+	return err == nil && len(v) > 0
 }
 
 // single returns the one value of header name: absent, empty or repeated
