@@ -82,4 +82,15 @@ func TestCLIKeygenIssueVerify(t *testing.T) {
 	if _, _, err := runCmd(t, mcpicli.Issue(), "", "--issuer-key", keyFile, "--agent", agent.DID); err == nil {
 		t.Error("issue without --audience succeeded")
 	}
+	// The did:key of the identity point: a small-order key no one holds
+	// the secret of, so anyone could present a credential issued to it.
+	const smallOrderDID = "did:key:z6MkeXATEjyXENzBXBxgC5EHk2JE5aqd7qMGGtDpLUH1e2Sj"
+	for _, format := range []string{"jwt", "json"} {
+		out, _, err := runCmd(t, mcpicli.Issue(), "", "--issuer-key", keyFile, "--agent", smallOrderDID,
+			"--audience", "https://mcp.example.com", "--format", format)
+		issued := strings.Contains(out, "eyJ") || strings.Contains(out, `"proof"`) // cobra prints only the usage
+		if err == nil || issued || !strings.Contains(err.Error(), "small-order") {
+			t.Errorf("issue --format %s to a small-order did:key: out %q err %v", format, out, err)
+		}
+	}
 }

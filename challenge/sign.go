@@ -16,6 +16,8 @@ import (
 	"github.com/decred/dcrd/dcrec/secp256k1/v4"
 	secpecdsa "github.com/decred/dcrd/dcrec/secp256k1/v4/ecdsa"
 	"github.com/mr-tron/base58"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/ed25519v"
 )
 
 // Signature methods, as named in handshake supportedMethods.
@@ -126,7 +128,9 @@ func verifySignature(pub crypto.PublicKey, msg, sig []byte) bool {
 	}
 	switch k := pub.(type) {
 	case ed25519.PublicKey:
-		return len(k) == ed25519.PublicKeySize && ed25519.Verify(k, msg, sig)
+		// A small-order key has no secret behind it: under one, a signature
+		// of any challenge can be made by anyone (vc refuses them alike).
+		return len(k) == ed25519.PublicKeySize && !ed25519v.SmallOrder(k) && ed25519.Verify(k, msg, sig)
 	case *ecdsa.PublicKey:
 		if k == nil || k.Curve != elliptic.P256() {
 			return false

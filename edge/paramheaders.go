@@ -26,17 +26,20 @@ import (
 // bound with lists fetched under invented Hosts. An upstream whose tools
 // differ by Host belongs behind host-matched routes, one handler each.
 //
-// Only answers to 2026-era requests teach: x-mcp-header is a 2026 member,
-// and an upstream may leave it out of its lists for older clients, which
-// must not make the edge forget it. A 2026 list replaces a listed tool's
+// Only answers to 2026-era requests teach, 2026 by the header and by the
+// body's _meta version both: x-mcp-header is a 2026 member, and an upstream
+// may leave it out of its lists for older clients — including a request
+// with the 2026 header but no _meta version, if it reads the era from the
+// body — which must not make the edge forget it. A 2026 list replaces a listed tool's
 // bindings or, when it shows the tool without them, forgets them (the
 // upstream dropped them, and clients stop sending the headers); a tool a
 // list leaves out keeps what was learned. A new tool is learned while the
 // bounds allow; nothing is evicted for it, so once full, the tools learned
 // first stay checked. A tool the edge has not learned — no 2026 tools/list
 // answer of that route went through it since start, the set is full, or
-// its annotations are invalid (clients drop such a tool) — passes: its
-// upstream checks it.
+// its annotations are unreadable (clients drop such a tool) — passes: its
+// upstream checks it. A tool invalid only for the type of some annotated
+// properties keeps its other bindings (mcp.ParamHeaders).
 
 // Bounds of the learned bindings: the tool names and schemas are the
 // upstream's.
@@ -104,7 +107,7 @@ func (s *paramHeaderStore) set(tool string, bindings []mcp.ParamHeader) {
 }
 
 func sameBinding(a, b mcp.ParamHeader) bool {
-	return a.Header == b.Header && slices.Equal(a.Path, b.Path)
+	return a.Header == b.Header && a.Number == b.Number && slices.Equal(a.Path, b.Path)
 }
 
 // bindingsSize is what an entry costs, roughly: its key and strings.

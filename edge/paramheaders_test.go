@@ -195,6 +195,29 @@ func TestParamHeadersPerRoute(t *testing.T) {
 		wantParamForwarded(t, polServe(t, h, paramCall("", tok, args), polJSONReply(echoResult)))
 	})
 
+	t.Run("review 4 F2: a list with the 2026 header but no _meta version does not forget", func(t *testing.T) {
+		h := polHandler(t, f, nil)
+		paramList(t, h, "", tok, echoSchema, false)
+		// The upstream reads the era from the body and answers as to a
+		// 2025 client: no x-mcp-header.
+		r := polPost(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, tok)
+		r.Header.Set(mcp.HeaderProtocolVersion, mcp.Version2026)
+		r.Header.Set(mcp.HeaderMethod, mcp.MethodToolsList)
+		answer := `{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"echo","inputSchema":{"type":"object"}}]}}`
+		if res := polServe(t, h, r, polJSONReply(answer)); res.rec.Code != http.StatusOK {
+			t.Fatalf("tools/list: HTTP %d %s", res.rec.Code, res.rec.Body)
+		}
+		wantParamRefused(t, polServe(t, h, paramCall("", tok, args, mismatch...), polJSONReply(echoResult)))
+		// Nor does such a list teach.
+		h = polHandler(t, f, nil)
+		answer = `{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"echo","inputSchema":` + echoSchema + `}]}}`
+		r = polPost(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, tok)
+		r.Header.Set(mcp.HeaderProtocolVersion, mcp.Version2026)
+		r.Header.Set(mcp.HeaderMethod, mcp.MethodToolsList)
+		_ = polServe(t, h, r, polJSONReply(answer))
+		wantParamForwarded(t, polServe(t, h, paramCall("", tok, args, mismatch...), polJSONReply(echoResult)))
+	})
+
 	t.Run("invalid annotations are forgotten", func(t *testing.T) {
 		// Two annotations naming one header: clients drop the tool; the
 		// edge forgets it and leaves the call to the upstream.
@@ -258,5 +281,41 @@ func TestParamHeaderStoreBounds(t *testing.T) {
 	s.set("t9", big)
 	if s.get("t9") == nil {
 		t.Fatal("room made by forgetting a tool not reused")
+	}
+}
+
+// TestParamHeadersInvalidType: one annotation on a number or ["string"]
+// property makes the tool invalid but does not switch off the checks of
+// its other headers; a number header, when sent, is compared by value
+// (review 4, F3).
+func TestParamHeadersInvalidType(t *testing.T) {
+	f := newFixture(t)
+	tok := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })
+	const withNumber = `{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},` +
+		`"score":{"type":"number","x-mcp-header":"Score"}}}`
+	const withArray = `{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},` +
+		`"tag":{"type":["string"],"x-mcp-header":"Tag"}}}`
+	for _, tc := range []struct {
+		name, schema, args string
+		headers            []string
+		ok                 bool
+	}{
+		{"number: region mismatch", withNumber, `{"region":"eu","score":3.5}`, []string{"Mcp-Param-Region: us", "Mcp-Param-Score: 3.5"}, false},
+		{"number: match", withNumber, `{"region":"eu","score":3.5}`, []string{"Mcp-Param-Region: eu", "Mcp-Param-Score: 3.5"}, true},
+		{"number: score header left out", withNumber, `{"region":"eu","score":3.5}`, []string{"Mcp-Param-Region: eu"}, true},
+		{"number: score mismatch", withNumber, `{"region":"eu","score":3.5}`, []string{"Mcp-Param-Region: eu", "Mcp-Param-Score: 9"}, false},
+		{"array type: region mismatch", withArray, `{"region":"eu","tag":"x"}`, []string{"Mcp-Param-Region: us", "Mcp-Param-Tag: x"}, false},
+		{"array type: tag not checked", withArray, `{"region":"eu","tag":"x"}`, []string{"Mcp-Param-Region: eu", "Mcp-Param-Tag: y"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := polHandler(t, f, nil)
+			paramList(t, h, "", tok, tc.schema, false)
+			res := polServe(t, h, paramCall("", tok, tc.args, tc.headers...), polJSONReply(echoResult))
+			if tc.ok {
+				wantParamForwarded(t, res)
+			} else {
+				wantParamRefused(t, res)
+			}
+		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
+	"github.com/mcpi-edge/caddy-mcpi/edge/proof"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
@@ -79,7 +80,10 @@ func (h *Handler) newResponseCheck(r *http.Request, d *vc.Delegation, msgs []mcp
 		c.ids = mcp.RequestMethods(msgs)
 	}
 	for _, m := range msgs {
-		c.lists = c.lists || m.Method == mcp.MethodToolsList
+		// Only a list asked for in the 2026 era by the body as well as the
+		// header teaches: one asked with the header alone may be answered
+		// as to an older client, without x-mcp-header (review 4, F2).
+		c.lists = c.lists || (m.Method == mcp.MethodToolsList && c.era == mcp.Era2026 && mcp.CarriesMetaVersion(m))
 	}
 	return c
 }
@@ -331,8 +335,7 @@ func (f *responseFilter) Write(p []byte) (int, error) {
 		return 0, f.err
 	default: // fsDone
 		if !f.extra && !onlySpace(p) {
-			f.extra = true
-			f.check.logWithheld(errors.New("bytes after the JSON value dropped"))
+			f.dropExtra()
 		}
 		return len(p), nil
 	}
@@ -360,8 +363,7 @@ func (f *responseFilter) writeJSON(p []byte) {
 		}
 		f.send(f.status, out)
 		if rest := p[end:]; !onlySpace(rest) {
-			f.extra = true
-			f.check.logWithheld(errors.New("bytes after the JSON value dropped"))
+			f.dropExtra()
 		}
 	case bad, len(f.buf)+len(p) > f.max:
 		err := errResponseOversize
@@ -383,6 +385,15 @@ func (f *responseFilter) writeJSON(p []byte) {
 	default:
 		f.buf = append(f.buf, p...)
 	}
+}
+
+// dropExtra: the upstream wrote more after the JSON value that was sent
+// on. A response signer after this filter still holds that value and
+// withholds it (two documents are not one answer to sign).
+func (f *responseFilter) dropExtra() {
+	f.extra = true
+	f.check.logWithheld(errors.New("bytes after the JSON value dropped"))
+	proof.Withhold(f.ResponseWriter)
 }
 
 func (f *responseFilter) send(status int, body []byte) {

@@ -192,6 +192,17 @@ func CheckFraming(h http.Header, msgs []Message, batch bool) (Era, error) {
 	return Era2026, nil
 }
 
+// CarriesMetaVersion reports whether request m names a protocol version in
+// params._meta, as every 2026 request must (the TypeScript SDK's server
+// refuses one without it). CheckFraming has then held it equal to the
+// header. A request with only the header is 2026 to the edge's framing
+// checks, but an upstream that reads the era from the body may answer it as
+// an older client, so such an answer says nothing about 2026-only members.
+func CarriesMetaVersion(m Message) bool {
+	v, err := metaProtocolVersion(m.Params)
+	return err == nil && len(v) > 0
+}
+
 // single returns the one value of header name: absent, empty or repeated
 // is refused (routers disagree on which of several values counts).
 func single(h http.Header, name string) (string, error) {

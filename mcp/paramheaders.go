@@ -26,6 +26,12 @@ type ParamHeader struct {
 	Path []string
 	// Header is the full header name, "Mcp-Param-" + the annotation.
 	Header string
+	// Number: the property is of type "number", which the spec does not
+	// permit (the tool is invalid), yet the TypeScript and Ruby SDK clients
+	// mirror it (as JavaScript's String(value): "3.5", "1e+21"). Its header
+	// is optional — a client that follows the spec drops the tool and sends
+	// none — and, when sent, must equal the argument by value.
+	Number bool
 }
 
 // ErrInvalidParamHeader: an inputSchema whose x-mcp-header annotations break
@@ -101,6 +107,14 @@ func objectMembers(obj []byte) (names []string, vals [][]byte, err error) {
 // without regard to case, on properties of type string, integer or boolean;
 // otherwise ErrInvalidParamHeader. The schema is read strictly (see
 // readHeaderSchema).
+//
+// An annotation on a property of another type makes the tool invalid
+// (ErrInvalidParamHeader) without hiding the others: the valid bindings
+// are returned with the error, so that one number or ["string"] property
+// does not switch off the checks of the tool's other headers, which
+// clients that keep the tool (the TypeScript SDK's) still send and
+// routers may act on. A "number" property is bound as Number; any other
+// type is not bound. Every other fault returns no bindings.
 func ParamHeaders(inputSchema []byte) ([]ParamHeader, error) {
 	if !strings.Contains(string(inputSchema), "x-mcp-header") {
 		return nil, nil
@@ -110,6 +124,7 @@ func ParamHeaders(inputSchema []byte) ([]ParamHeader, error) {
 		return nil, err
 	}
 	var out []ParamHeader
+	var typeFault error
 	seen := map[string]bool{}
 	var walk func(props map[string]headerSchema, prefix []string, depth int) error
 	walk = func(props map[string]headerSchema, prefix []string, depth int) error {
@@ -120,12 +135,21 @@ func ParamHeaders(inputSchema []byte) ([]ParamHeader, error) {
 			path := append(append([]string(nil), prefix...), name)
 			if p.XMCPHeader != nil {
 				var h, typ string
-				if json.Unmarshal(p.XMCPHeader, &h) != nil || !isToken(h) || seen[strings.ToLower(h)] ||
-					json.Unmarshal(p.Type, &typ) != nil || (typ != "string" && typ != "integer" && typ != "boolean") {
+				if json.Unmarshal(p.XMCPHeader, &h) != nil || !isToken(h) || seen[strings.ToLower(h)] {
 					return ErrInvalidParamHeader
 				}
 				seen[strings.ToLower(h)] = true
-				if out = append(out, ParamHeader{Path: path, Header: HeaderParamPrefix + h}); len(out) > maxParamHeaders {
+				_ = json.Unmarshal(p.Type, &typ) // not a string: typ stays ""
+				switch typ {
+				case "string", "integer", "boolean":
+					out = append(out, ParamHeader{Path: path, Header: HeaderParamPrefix + h})
+				case "number":
+					out = append(out, ParamHeader{Path: path, Header: HeaderParamPrefix + h, Number: true})
+					typeFault = ErrInvalidParamHeader
+				default:
+					typeFault = ErrInvalidParamHeader
+				}
+				if len(out) > maxParamHeaders {
 					return ErrInvalidParamHeader
 				}
 			}
@@ -141,7 +165,7 @@ func ParamHeaders(inputSchema []byte) ([]ParamHeader, error) {
 	// In one order whatever the map's: an unchanged schema gives equal
 	// bindings.
 	slices.SortFunc(out, func(a, b ParamHeader) int { return strings.Compare(a.Header, b.Header) })
-	return out, nil
+	return out, typeFault
 }
 
 // isToken reports whether s is an HTTP field-name token (RFC 9110 tchar).
@@ -185,6 +209,9 @@ func CheckParamHeaders(h http.Header, params []byte, bindings []ParamHeader) err
 			}
 			continue
 		}
+		if len(vals) == 0 && b.Number {
+			continue // optional, see ParamHeader.Number
+		}
 		// An empty value mirrors only an empty string, which clients send
 		// as is (EncodeHeaderValue("") is "").
 		if len(vals) == 0 || (vals[0] == "" && string(arg) != `""`) {
@@ -199,7 +226,11 @@ func CheckParamHeaders(h http.Header, params []byte, bindings []ParamHeader) err
 		if !ok {
 			return framingErr(b.Header, "invalid base64 form")
 		}
-		if !primitiveEquals(v, arg) {
+		if b.Number && isJSONNumber(arg) {
+			if !numberEquals(v, arg) {
+				return framingErr(b.Header, "does not match the argument")
+			}
+		} else if !primitiveEquals(v, arg) {
 			return framingErr(b.Header, "does not match the argument")
 		}
 	}
@@ -237,6 +268,26 @@ func primitiveEquals(header string, arg []byte) bool {
 	}
 	hv, ok := plainInteger(header)
 	return ok && float64(hv) == body
+}
+
+// isJSONNumber reports whether b is one JSON number and nothing else
+// (no sign other than a leading minus, no spaces around it).
+func isJSONNumber(b []byte) bool {
+	return len(b) > 0 && (b[0] == '-' || ('0' <= b[0] && b[0] <= '9')) &&
+		'0' <= b[len(b)-1] && b[len(b)-1] <= '9' && json.Valid(b)
+}
+
+// numberEquals compares a number-typed header with a JSON number argument
+// by value. The header must be a JSON number too ("3.5", "1e+21", "42" as
+// JavaScript writes them; also "42.0" or "4.2e1"): "+3.5", ".5", "0x1p1",
+// "NaN" or "Infinity" are refused. Both must be finite doubles.
+func numberEquals(header string, arg []byte) bool {
+	if !isJSONNumber([]byte(header)) {
+		return false
+	}
+	hv, err1 := strconv.ParseFloat(header, 64)
+	av, err2 := strconv.ParseFloat(string(arg), 64)
+	return err1 == nil && err2 == nil && hv == av
 }
 
 // maxSafeInteger is the largest integer x-mcp-header may mirror (the
@@ -281,7 +332,8 @@ func fieldASCII(v string) bool {
 // to tools/list requests in a JSON-RPC body (as EachListedTool reads them)
 // and the x-mcp-header bindings of its inputSchema (nil when it has none;
 // err is ErrInvalidParamHeader for annotations that break the rules, or an
-// inputSchema given twice). A tool without a single string "name" is
+// inputSchema given twice, and the bindings are then those ParamHeaders
+// keeps). A tool without a single string "name" is
 // skipped. A body that is not valid JSON-RPC, or a tools/list result that
 // is not an object with a "tools" array, is an error; fn may have been
 // called for the tools before it.

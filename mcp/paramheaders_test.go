@@ -16,7 +16,13 @@ func TestParamHeaders(t *testing.T) {
 		{`{"type":"object","properties":{"a":{"type":"string"}}}`, nil, false},
 		{`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}`, []string{"Mcp-Param-Region"}, false},
 		{`{"properties":{"o":{"type":"object","properties":{"n":{"type":"integer","x-mcp-header":"N"}}}}}`, []string{"Mcp-Param-N"}, false},
-		{`{"properties":{"a":{"type":"number","x-mcp-header":"A"}}}`, nil, true},
+		// Another type makes the tool invalid but keeps its valid bindings
+		// (review 4, F3); number is bound (optional, by value).
+		{`{"properties":{"a":{"type":"number","x-mcp-header":"A"}}}`, []string{"Mcp-Param-A"}, true},
+		{`{"properties":{"a":{"type":"number","x-mcp-header":"A"},"r":{"type":"string","x-mcp-header":"R"}}}`, []string{"Mcp-Param-A", "Mcp-Param-R"}, true},
+		{`{"properties":{"a":{"type":["string"],"x-mcp-header":"A"},"r":{"type":"string","x-mcp-header":"R"}}}`, []string{"Mcp-Param-R"}, true},
+		{`{"properties":{"a":{"x-mcp-header":"A"},"o":{"type":"object","x-mcp-header":"O"},"r":{"type":"boolean","x-mcp-header":"R"}}}`, []string{"Mcp-Param-R"}, true},
+		{`{"properties":{"a":{"type":"number","x-mcp-header":"R"},"r":{"type":"string","x-mcp-header":"r"}}}`, nil, true},
 		{`{"properties":{"a":{"type":"string","x-mcp-header":""}}}`, nil, true},
 		{`{"properties":{"a":{"type":"string","x-mcp-header":"A B"}}}`, nil, true},
 		{`{"properties":{"a":{"type":"string","x-mcp-header":"A\r\nX"}}}`, nil, true},
@@ -40,9 +46,10 @@ func TestParamHeaders(t *testing.T) {
 			if !errors.Is(err, ErrInvalidParamHeader) {
 				t.Errorf("%s: err %v, want ErrInvalidParamHeader", tt.schema, err)
 			}
-			continue
+		} else if err != nil {
+			t.Errorf("%s: %v", tt.schema, err)
 		}
-		if err != nil || len(got) != len(tt.want) {
+		if len(got) != len(tt.want) {
 			t.Errorf("%s: %v, %v", tt.schema, got, err)
 			continue
 		}
@@ -124,11 +131,9 @@ func TestCheckParamHeaders(t *testing.T) {
 func FuzzCheckParamHeaders(f *testing.F) {
 	f.Add([]byte(`{"properties":{"r":{"type":"string","x-mcp-header":"R"}}}`), []byte(`{"arguments":{"r":"x"}}`), "x")
 	f.Add([]byte(`{"properties":{"r":{"type":"integer","x-mcp-header":"R"}}}`), []byte(`{"arguments":{"r":1e3}}`), "1000")
+	f.Add([]byte(`{"properties":{"r":{"type":"number","x-mcp-header":"R"}}}`), []byte(`{"arguments":{"r":3.5}}`), "3.5")
 	f.Fuzz(func(t *testing.T, schema, params []byte, value string) {
-		bind, err := ParamHeaders(schema)
-		if err != nil {
-			return
-		}
+		bind, _ := ParamHeaders(schema) // an invalid tool may keep valid bindings
 		if !jsonscan.Valid(params) {
 			return
 		}
@@ -138,4 +143,47 @@ func FuzzCheckParamHeaders(f *testing.F) {
 		}
 		_ = CheckParamHeaders(h, params, bind)
 	})
+}
+
+// TestCheckNumberParamHeader: a "number" property (invalid per the spec,
+// mirrored by the TypeScript and Ruby clients) is checked by value when its
+// header is sent, and its header may be left out (review 4, F3).
+func TestCheckNumberParamHeader(t *testing.T) {
+	bind, err := ParamHeaders([]byte(`{"properties":{"region":{"type":"string","x-mcp-header":"Region"},"score":{"type":"number","x-mcp-header":"Score"}}}`))
+	if !errors.Is(err, ErrInvalidParamHeader) || len(bind) != 2 {
+		t.Fatalf("ParamHeaders = %v, %v", bind, err)
+	}
+	for _, tt := range []struct {
+		name   string
+		h      []string
+		params string
+		ok     bool
+	}{
+		{"string still checked", []string{"Mcp-Param-Region", "us"}, `{"arguments":{"region":"eu","score":1}}`, false},
+		{"no score header", []string{"Mcp-Param-Region", "eu"}, `{"arguments":{"region":"eu","score":3.5}}`, true},
+		{"score as JavaScript writes it", []string{"Mcp-Param-Score", "3.5"}, `{"arguments":{"score":3.5}}`, true},
+		{"integer-valued", []string{"Mcp-Param-Score", "42"}, `{"arguments":{"score":42.0}}`, true},
+		{"exponent", []string{"Mcp-Param-Score", "1e+21"}, `{"arguments":{"score":1000000000000000000000}}`, true},
+		{"other spelling, same value", []string{"Mcp-Param-Score", "4.2e1"}, `{"arguments":{"score":42}}`, true},
+		{"small", []string{"Mcp-Param-Score", "1e-7"}, `{"arguments":{"score":0.0000001}}`, true},
+		{"base64 form", []string{"Mcp-Param-Score", EncodeHeaderValue("3.5")}, `{"arguments":{"score":3.5}}`, true},
+		{"different value", []string{"Mcp-Param-Score", "3.6"}, `{"arguments":{"score":3.5}}`, false},
+		{"plus sign", []string{"Mcp-Param-Score", "+3.5"}, `{"arguments":{"score":3.5}}`, false},
+		{"bare fraction", []string{"Mcp-Param-Score", ".5"}, `{"arguments":{"score":0.5}}`, false},
+		{"trailing dot", []string{"Mcp-Param-Score", "5."}, `{"arguments":{"score":5}}`, false},
+		{"hex float", []string{"Mcp-Param-Score", "0x1p1"}, `{"arguments":{"score":2}}`, false},
+		{"NaN", []string{"Mcp-Param-Score", "NaN"}, `{"arguments":{"score":1}}`, false},
+		{"Infinity", []string{"Mcp-Param-Score", "Infinity"}, `{"arguments":{"score":1e400}}`, false},
+		{"overflow both", []string{"Mcp-Param-Score", "1e400"}, `{"arguments":{"score":1e400}}`, false},
+		{"spaces", []string{"Mcp-Param-Score", " 3.5"}, `{"arguments":{"score":3.5}}`, false},
+		{"sent for absent", []string{"Mcp-Param-Score", "1"}, `{"arguments":{}}`, false},
+		{"twice", []string{"Mcp-Param-Score", "1", "Mcp-Param-Score", "1"}, `{"arguments":{"score":1}}`, false},
+		{"string argument compared as string", []string{"Mcp-Param-Score", "high"}, `{"arguments":{"score":"high"}}`, true},
+		{"string argument, other header", []string{"Mcp-Param-Score", "low"}, `{"arguments":{"score":"high"}}`, false},
+	} {
+		err := CheckParamHeaders(hdr(tt.h...), []byte(tt.params), bind)
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: err %v", tt.name, err)
+		}
+	}
 }

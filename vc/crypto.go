@@ -43,6 +43,9 @@ func verifyJWS(alg string, pub crypto.PublicKey, input, sig []byte) error {
 	ok := false
 	switch alg {
 	case AlgEdDSA:
+		if err := refuseSmallOrder(pub.(ed25519.PublicKey)); err != nil {
+			return err
+		}
 		ok = ed25519v.Verify(pub.(ed25519.PublicKey), input, sig)
 	case AlgES256:
 		if len(sig) == 64 {
@@ -56,6 +59,24 @@ func verifyJWS(alg string, pub crypto.PublicKey, input, sig []byte) error {
 	}
 	if !ok {
 		return fail(ErrSignature, "")
+	}
+	return nil
+}
+
+// errSmallOrder: a small-order Ed25519 key (a torsion point, in any
+// encoding) has no secret behind it. Under the identity point R=enc(B), S=1
+// "verifies" every message, and crypto/ed25519 (faithful to RFC 8032) says
+// so; only the protocol can refuse such a key, as vc/kyaos does.
+var errSmallOrder = fail(ErrSignature, "signing key is a small-order Ed25519 point: its signature binds no signer")
+
+// refuseSmallOrder refuses pub as errSmallOrder before any signature under
+// it is believed. The check lives here, where vc verifies, and not in the
+// DID resolver: keys reach vc from did:key, did:jwk and did:web documents
+// alike, and a resolver that dropped them would turn a clear "bad
+// signature" into an unresolvable issuer.
+func refuseSmallOrder(pub ed25519.PublicKey) error {
+	if ed25519v.SmallOrder(pub) {
+		return errSmallOrder
 	}
 	return nil
 }

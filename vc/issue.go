@@ -1,6 +1,7 @@
 package vc
 
 import (
+	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -17,6 +18,9 @@ import (
 	"github.com/decred/dcrd/dcrec/secp256k1/v4"
 	secpecdsa "github.com/decred/dcrd/dcrec/secp256k1/v4/ecdsa"
 	"github.com/gowebpki/jcs"
+
+	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/internal/ed25519v"
 )
 
 // Template is a delegation to issue (for the operator CLI, the demo and tests).
@@ -101,6 +105,8 @@ func credentialFor(kid string, t Template, now time.Time) (*vcOut, error) {
 		return nil, errors.New("vc: kid must be a DID URL")
 	case t.AgentDID == "":
 		return nil, errors.New("vc: template needs an AgentDID")
+	case smallOrderDID(t.AgentDID):
+		return nil, errSmallOrderAgent
 	case t.ExpiresAt.IsZero():
 		return nil, errors.New("vc: template needs ExpiresAt")
 	case !t.NotBefore.IsZero() && !t.NotBefore.Before(t.ExpiresAt):
@@ -198,6 +204,9 @@ func IssueJSON(key ed25519.PrivateKey, kid string, t Template) ([]byte, error) {
 	if len(key) != ed25519.PrivateKeySize {
 		return nil, errors.New("vc: invalid Ed25519 private key")
 	}
+	if ed25519v.SmallOrder(key.Public().(ed25519.PublicKey)) {
+		return nil, errSmallOrderSigner
+	}
 	now := time.Now()
 	c, err := credentialFor(kid, t, now)
 	if err != nil {
@@ -221,10 +230,39 @@ func IssueJSON(key ed25519.PrivateKey, kid string, t Template) ([]byte, error) {
 	return json.Marshal(c)
 }
 
+// Small-order Ed25519 keys (see refuseSmallOrder) are refused on the
+// issuing side too: a credential issued to one, or signed by a private key
+// whose public half is one, is one anybody could present or have forged.
+// A key from a seed never is one; only a hand-made ed25519.PrivateKey or
+// an agent DID written by hand can be.
+var (
+	errSmallOrderAgent  = errors.New("vc: agent DID is a small-order Ed25519 key: no one holds its secret, anyone could present the credential")
+	errSmallOrderSigner = errors.New("vc: signing key's public half is a small-order Ed25519 point")
+)
+
+// smallOrderDID reports whether did is a did:key or did:jwk (resolved
+// here, with no I/O) whose key is a small-order Ed25519 point. Other DIDs
+// are not resolved when issuing.
+func smallOrderDID(did string) bool {
+	d, err := didresolver.ParseDID(did)
+	if err != nil || (d.Method != "key" && d.Method != "jwk") {
+		return false
+	}
+	k, err := didresolver.ResolveKey(context.Background(), didresolver.New(), did, didresolver.Authentication)
+	if err != nil {
+		return false
+	}
+	pub, ok := k.Public.(ed25519.PublicKey)
+	return ok && ed25519v.SmallOrder(pub)
+}
+
 func algForPrivateKey(key crypto.PrivateKey) (string, error) {
 	switch k := key.(type) {
 	case ed25519.PrivateKey:
 		if len(k) == ed25519.PrivateKeySize {
+			if ed25519v.SmallOrder(k.Public().(ed25519.PublicKey)) {
+				return "", errSmallOrderSigner
+			}
 			return AlgEdDSA, nil
 		}
 	case *ecdsa.PrivateKey:

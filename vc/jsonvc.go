@@ -178,6 +178,11 @@ func eddsaJCS2022HashData(unsecured, opts map[string]json.RawMessage) ([]byte, e
 
 // verify checks the proof with the resolved key.
 func (j *jsonVC) verify(ctx context.Context, key didresolver.Key, ld ldProofVerifier) error {
+	if pub, ok := key.Public.(ed25519.PublicKey); ok {
+		if err := refuseSmallOrder(pub); err != nil {
+			return err // before any suite, JCS or Linked Data
+		}
+	}
 	if j.kind == proofLD {
 		return ld.verify(ctx, j.raw, key)
 	}

@@ -39,12 +39,36 @@ func hasVariant(obj []byte, known ...string) bool {
 	return jsonkey.Check(names, known...) != nil
 }
 
+// concatenated reports whether resp is a JSON value followed by more than
+// whitespace (two documents written back to back, "{…}{…}" or "{…}\n{…}"):
+// readers take the first, the last, or refuse, so a signature over the
+// first would vouch for one reading of an answer the upstream did not send
+// alone. Text that is not JSON from its first byte passes as it came.
+func concatenated(resp []byte) bool {
+	c := jsonscan.NewCursor(resp)
+	_, end := c.Skip()
+	if c.Failed() {
+		return false
+	}
+	for _, b := range resp[end:] {
+		if b != ' ' && b != '\t' && b != '\n' && b != '\r' {
+			return true
+		}
+	}
+	return false
+}
+
+// The messages of withheld answers.
+const (
+	withheldAmbiguous    = "mcpi: the upstream answer has member names that readers take differently (repeated, or a case variant of one the edge signs) and was withheld"
+	withheldConcatenated = "mcpi: the upstream answer holds more than one JSON value and was withheld"
+)
+
 // withheld is the answer that replaces an ambiguous one: a JSON-RPC error
 // to the request.
-func (rw *ResponseWriter) withheld() []byte {
+func (rw *ResponseWriter) withheld(msg string) []byte {
 	h := rw.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
-	return mcp.ErrorResponse(jsonscan.Member(rw.req, "id"), mcp.CodeInternalError,
-		"mcpi: the upstream answer has member names that readers take differently (repeated, or a case variant of one the edge signs) and was withheld")
+	return mcp.ErrorResponse(jsonscan.Member(rw.req, "id"), mcp.CodeInternalError, msg)
 }

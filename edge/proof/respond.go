@@ -64,24 +64,43 @@ type ResponseWriter struct {
 	decided bool
 	// presigned: the answer is the edge's own, signed already (MarkSigned).
 	presigned bool
-	buf       bytes.Buffer
+	// trailing: the upstream wrote more after the JSON value (Withhold).
+	trailing bool
+	buf      bytes.Buffer
 }
 
 // MarkSigned tells the WrapResponse writer in w's chain, if any, that the
 // answer about to be written is the edge's own and signed already (a signed
 // needs_authorization challenge): it is not signed again.
 func MarkSigned(w http.ResponseWriter) {
+	if rw := inChain(w); rw != nil {
+		rw.presigned = true
+	}
+}
+
+// Withhold tells the WrapResponse writer in w's chain, if any, that the
+// upstream wrote more after the one JSON value passed to it (a response
+// check reads one value and drops the rest): the answer is withheld, as
+// one of two concatenated documents is (ambiguous.go).
+func Withhold(w http.ResponseWriter) {
+	if rw := inChain(w); rw != nil {
+		rw.trailing = true
+	}
+}
+
+// inChain finds the WrapResponse writer in w's chain of Unwrap.
+func inChain(w http.ResponseWriter) *ResponseWriter {
 	for w != nil {
 		if rw, ok := w.(*ResponseWriter); ok {
-			rw.presigned = true
-			return
+			return rw
 		}
 		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
 		if !ok {
-			return
+			return nil
 		}
 		w = u.Unwrap()
 	}
+	return nil
 }
 
 // Unwrap lets http.ResponseController reach the underlying writer.
@@ -152,9 +171,12 @@ func (rw *ResponseWriter) Finish() error {
 // rewrite declares the extension in a server/discover result and signs the
 // result.
 func (rw *ResponseWriter) rewrite(resp []byte) ([]byte, bool) {
+	if rw.trailing || concatenated(resp) {
+		return rw.withheld(withheldConcatenated), true
+	}
 	err := jsonscan.CheckMembers(resp)
 	if ambiguousResponse(resp, err) {
-		return rw.withheld(), true
+		return rw.withheld(withheldAmbiguous), true
 	}
 	if err != nil {
 		return nil, false

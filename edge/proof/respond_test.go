@@ -90,6 +90,12 @@ func TestWrapResponseAmbiguousNames(t *testing.T) {
 			"result and Result":             `{"jsonrpc":"2.0","id":1,"result":{"content":[]},"Result":{"content":[]}}`,
 			"ID":                            `{"jsonrpc":"2.0","ID":1,"result":{"content":[]}}`,
 			"repeated in an error":          `{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"x","Message":"y"}}`,
+			// Two documents back to back (review 4, F4): readers take the
+			// first, the last, or refuse.
+			"two documents": `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}{"jsonrpc":"2.0","id":1,"result":` + fake + `}`,
+			"two documents, a newline between": `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}` + "\n" +
+				`{"jsonrpc":"2.0","id":1,"result":` + fake + `}`,
+			"a document and more": `{"jsonrpc":"2.0","id":1,"result":{"content":[]}} FAKE`,
 		} {
 			rec := through(t, g, 200, "application/json", body)
 			var out struct {
@@ -106,9 +112,22 @@ func TestWrapResponseAmbiguousNames(t *testing.T) {
 				t.Errorf("%s, %s: HTTP %d, headers %v", mode, name, rec.Code, rec.Header())
 			}
 		}
-		// An escaped spelling of _meta is _meta itself, and names the
-		// edge does not read may differ in case from each other: signed.
+		// A response check before this writer sent on the first of two
+		// documents and told it about the rest (Withhold): withheld too.
+		rec := httptest.NewRecorder()
+		rw := g.WrapResponse(rec, []byte(call), signer(t), "did:key:zA")
+		rw.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(rw, `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`)
+		Withhold(struct{ http.ResponseWriter }{rw}) // not in the chain: no effect
+		Withhold(unwrapper{rw})
+		if err := rw.Finish(); err != nil || !strings.Contains(rec.Body.String(), `"code":-32603`) || strings.Contains(rec.Body.String(), "result") {
+			t.Errorf("%s: after Withhold: %v %s", mode, err, rec.Body)
+		}
+		// An escaped spelling of _meta is _meta itself, names the edge
+		// does not read may differ in case from each other, and trailing
+		// whitespace is nothing: signed.
 		for _, body := range []string{
+			`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}` + " \r\n\t",
 			`{"jsonrpc":"2.0","id":1,"result":{"content":[],"_me\u0074a":{}}}`,
 			`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"a","Meta":"b"}],"meta":1}}`,
 		} {
@@ -191,3 +210,9 @@ func FuzzWrapResponse(f *testing.F) {
 		}
 	})
 }
+
+// unwrapper is a wrapper of another handler between the response check and
+// the signer.
+type unwrapper struct{ http.ResponseWriter }
+
+func (u unwrapper) Unwrap() http.ResponseWriter { return u.ResponseWriter }

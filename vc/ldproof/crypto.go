@@ -13,6 +13,7 @@ import (
 	"github.com/decred/dcrd/dcrec/secp256k1/v4"
 	secpecdsa "github.com/decred/dcrd/dcrec/secp256k1/v4/ecdsa"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/internal/ed25519v"
 	"github.com/mr-tron/base58"
 )
 
@@ -60,7 +61,8 @@ func verifySignature(alg string, key didresolver.Key, msg, sig []byte) error {
 	switch alg {
 	case algEdDSA:
 		pub := key.Public.(ed25519.PublicKey)
-		ok = len(sig) == ed25519.SignatureSize && ed25519.Verify(pub, msg, sig)
+		// A small-order key binds no signer (see vc's refuseSmallOrder).
+		ok = len(sig) == ed25519.SignatureSize && !ed25519v.SmallOrder(pub) && ed25519.Verify(pub, msg, sig)
 	case algES256:
 		if len(sig) == 64 {
 			h := sha256.Sum256(msg)
