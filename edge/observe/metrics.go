@@ -82,6 +82,7 @@ var (
 		"proof_created_in_future", "proof_expired", "proof_invalid_signature", "proof_alg_key_mismatch",
 		"proof_cnf_key_mismatch", "proof_cnf_required_by_token", "proof_cnf_token_mismatch",
 		"proof_nonce_replayed", "proof_nonce_seam_missing", "proof_nonce_store_unavailable",
+		"proof_nonce_store_full",
 		"proof_verifier_threw", "proof_delegation_holder_mismatch",
 	)
 )

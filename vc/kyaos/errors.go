@@ -30,7 +30,11 @@ const (
 	NonceReplayed         Reason = "nonce_replayed"
 	NonceSeamMissing      Reason = "nonce_seam_missing"
 	NonceStoreUnavailable Reason = "nonce_store_unavailable"
-	VerifierThrew         Reason = "proof_verifier_threw"
+	// NonceStoreFull: the store is up but holds as many live nonces as
+	// its bound allows (a flood, or a bound too small), told apart from
+	// an outage so that an operator can tell which.
+	NonceStoreFull Reason = "nonce_store_full"
+	VerifierThrew  Reason = "proof_verifier_threw"
 	// HolderMismatch: the proof's did is not the delegation's subject
 	// (KYA-OS §3.6, project decision §9.2).
 	HolderMismatch Reason = "delegation_holder_mismatch"

@@ -35,6 +35,10 @@ type NonceStore interface {
 // ErrNonceUsed: NonceStore.UseNonce found the pair already recorded.
 var ErrNonceUsed = errors.New("kyaos: nonce already used")
 
+// ErrNonceStoreFull: NonceStore.UseNonce could not record the pair because
+// the store holds as many live nonces as it may (wrap it in the error).
+var ErrNonceStoreFull = errors.New("kyaos: nonce store full")
+
 // Verifier checks request proofs. It is safe for concurrent use.
 type Verifier struct {
 	resolver didresolver.Resolver
@@ -226,6 +230,8 @@ func (v *Verifier) consume(ctx context.Context, p *Proof) error {
 		return nil
 	case errors.Is(err, ErrNonceUsed):
 		return refuse(StepNonce, NonceReplayed, nil)
+	case errors.Is(err, ErrNonceStoreFull):
+		return refuse(StepNonce, NonceStoreFull, err)
 	default:
 		return refuse(StepNonce, NonceStoreUnavailable, err)
 	}
