@@ -386,3 +386,36 @@ func TestHostDID(t *testing.T) {
 		t.Errorf("the same Host again: %v allocations, want 0", n)
 	}
 }
+
+// TestProofAudienceFollowsConfiguredAudiences: with audience configured
+// and no edge_did, a proof is addressed to the Host's did:web only when
+// those audiences name that Host; a proof for another server, sent with
+// that server's name in Host, is refused and never forwarded.
+func TestProofAudienceFollowsConfiguredAudiences(t *testing.T) {
+	f := newFixture(t)
+	h := f.handler(t, func(h *Handler) {
+		h.RequestProof = "required"
+		h.Audiences = []string{"https://" + testHost}
+	})
+	for _, c := range []struct {
+		name, host, aud string
+		status          int
+	}{
+		{"named host", testHost, testAudience, http.StatusOK},
+		{"foreign host", "evil.test", "did:web:evil.test", http.StatusUnauthorized},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := proofCall(t, f, signed(t, f.agent, c.aud, toolsCallBody))
+			r.Host = c.host
+			res := serve(t, h, r)
+			if res.rec.Code != c.status || res.called != (c.status == http.StatusOK) {
+				t.Fatalf("%d forwarded %v: %s", res.rec.Code, res.called, res.rec.Body)
+			}
+			if c.status != http.StatusOK {
+				if got := decodeProofRPC(t, res.rec).Error.Data.Reasons; len(got) != 1 || got[0] != "audience_mismatch" {
+					t.Fatalf("reasons = %v, want [audience_mismatch]", got)
+				}
+			}
+		})
+	}
+}
