@@ -419,3 +419,24 @@ func TestProofAudienceFollowsConfiguredAudiences(t *testing.T) {
 		})
 	}
 }
+
+// TestProofAmbiguousNumberRefused: a proof over 2^53 does not carry a
+// body whose integer was swapped for 2^53+1 (the same double under JCS):
+// 401 request_hash_ambiguous_number, nothing forwarded. The signed body
+// itself passes byte for byte.
+func TestProofAmbiguousNumberRefused(t *testing.T) {
+	f := newFixture(t)
+	h := f.handler(t, func(h *Handler) { h.RequestProof = "required" })
+	body := signed(t, f.agent, testAudience, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"n":9007199254740992}}}`)
+	swapped := strings.Replace(body, "9007199254740992", "9007199254740993", 1)
+	res := serve(t, h, proofCall(t, f, swapped))
+	if res.called || res.rec.Code != http.StatusUnauthorized {
+		t.Fatalf("swapped: %d forwarded %v: %s", res.rec.Code, res.called, res.rec.Body)
+	}
+	if got := decodeProofRPC(t, res.rec).Error.Data.Reasons; len(got) != 1 || got[0] != "request_hash_ambiguous_number" {
+		t.Fatalf("swapped: reasons %v", got)
+	}
+	if res := serve(t, h, proofCall(t, f, body)); !res.called || string(res.fwdBody) != body {
+		t.Fatalf("signed: %d %s", res.rec.Code, res.rec.Body)
+	}
+}

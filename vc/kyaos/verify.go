@@ -155,7 +155,10 @@ func (v *Verifier) check(ctx context.Context, res *Result, parsed request, req R
 	if req.Audience == "" || subtle.ConstantTimeCompare([]byte(p.Audience), []byte(req.Audience)) != 1 {
 		return nil, refuse(StepAudience, AudienceMismatch, nil)
 	}
-	// 7. Over what arrived.
+	// 7. Over what arrived, read alike by every reader.
+	if parsed.ambiguousNumber() {
+		return nil, refuse(StepHash, RequestHashAmbiguousNumber, nil)
+	}
 	if !parsed.hashMatches(p.RequestHash, sc) {
 		return nil, refuse(StepHash, RequestHashMismatch, nil)
 	}
