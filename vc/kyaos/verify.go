@@ -270,12 +270,17 @@ func verifySignature(p *Proof, pub crypto.PublicKey, sc *scratch) error {
 	return nil
 }
 
+// b64url is unpadded base64url, strict: spare bits in the last character
+// must be zero, so one signature has one spelling (anything keyed on the
+// jws text sees each proof once).
+var b64url = base64.RawURLEncoding.Strict()
+
 // decodeB64URL decodes the unpadded base64url s into dst[:0] (grown when
 // too small): base64.RawURLEncoding.DecodeString without the allocation.
 func decodeB64URL(dst []byte, s string) ([]byte, error) {
-	n := base64.RawURLEncoding.DecodedLen(len(s))
+	n := b64url.DecodedLen(len(s))
 	dst = grown(dst, n)[:n]
-	n, err := base64.RawURLEncoding.Decode(dst, []byte(s))
+	n, err := b64url.Decode(dst, []byte(s))
 	return dst[:n], err
 }
 
