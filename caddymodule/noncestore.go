@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -22,7 +23,8 @@ func init() {
 }
 
 // nonceStores holds the live challenge stores, keyed by their
-// configuration, across config reloads: a reload provisions new modules,
+// configuration (the memory store by none: there is one), across config
+// reloads: a reload provisions new modules,
 // and without the pool it would drop every challenge issued but not yet
 // answered (and, for Redis, reconnect).
 var nonceStores = caddy.NewUsagePool()
@@ -66,11 +68,14 @@ func releaseStore(key *string) error {
 // replayed at each of them once.
 type MemoryNonceStore struct {
 	// Most challenges held at once. When full, a handshake fails (503)
-	// rather than evicting a live challenge. Default: 100000.
+	// rather than evicting a live challenge. Default: 100000. The process
+	// has one memory store, kept across reloads, whose bound is the
+	// largest max_entries of the configurations using it.
 	MaxEntries int `json:"max_entries,omitempty"`
 
 	store challenge.NonceStore
 	key   string
+	bound int
 }
 
 // CaddyModule returns the Caddy module information.
@@ -90,7 +95,12 @@ func (m *MemoryNonceStore) Provision(caddy.Context) error {
 	if n == 0 {
 		n = challenge.DefaultMemoryMaxEntries
 	}
-	key := "memory max=" + strconv.Itoa(n)
+	// One memory store per process, whatever its bound: a reload that
+	// changes max_entries must not start an empty store, or every proof
+	// nonce used in the last minute could be used once more (and pending
+	// challenges would be lost). Its bound is the largest of the live
+	// configurations' (memoryBounds).
+	const key = "memory"
 	store, err := poolStore(key, func() (pooledStore, error) {
 		// The store outlives the config that created it (that is what the
 		// pool is for), so its janitor is not tied to that config's
@@ -101,12 +111,57 @@ func (m *MemoryNonceStore) Provision(caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("mcpi: memory nonce store: %v", err)
 	}
-	m.store, m.key = store, key
+	m.store, m.key, m.bound = store, key, n
+	memoryBounds.add(store, n)
 	return nil
 }
 
 // Cleanup releases this config's hold on the store.
-func (m *MemoryNonceStore) Cleanup() error { return releaseStore(&m.key) }
+func (m *MemoryNonceStore) Cleanup() error {
+	if m.key != "" {
+		memoryBounds.remove(m.store, m.bound)
+	}
+	return releaseStore(&m.key)
+}
+
+// memoryBounds counts the live memory store modules by their max_entries,
+// and sets the process's memory store's bound to the largest: during a
+// reload both the old and the new bound are live, so the store never
+// shrinks under the configuration still serving; when the old one is
+// cleaned up, the new bound holds alone.
+var memoryBounds = boundCounts{n: map[int]int{}}
+
+type boundCounts struct {
+	mu sync.Mutex
+	n  map[int]int
+}
+
+func (b *boundCounts) add(s challenge.NonceStore, n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.n[n]++
+	b.apply(s)
+}
+
+func (b *boundCounts) remove(s challenge.NonceStore, n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.n[n]--; b.n[n] <= 0 {
+		delete(b.n, n)
+	}
+	b.apply(s)
+}
+
+// apply sets s's bound to the largest counted; b.mu is held.
+func (b *boundCounts) apply(s challenge.NonceStore) {
+	largest := 0
+	for n := range b.n {
+		largest = max(largest, n)
+	}
+	if r, ok := s.(interface{ SetMaxEntries(int) }); ok && largest > 0 {
+		r.SetMaxEntries(largest)
+	}
+}
 
 // Put implements challenge.NonceStore.
 func (m *MemoryNonceStore) Put(ctx context.Context, nonce string, rec challenge.Record, ttl time.Duration) error {

@@ -54,3 +54,44 @@ func TestNonceStoreModulesSingleUse(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryNonceStoreKeptAcrossBoundChange: a reload that changes
+// max_entries provisions the new configuration before the old one is
+// cleaned up, as Caddy does; the proof nonces used under the old one are
+// still refused under the new one, and the new bound holds once the old
+// configuration is gone.
+func TestMemoryNonceStoreKeptAcrossBoundChange(t *testing.T) {
+	ctx, bg := bareContext(t), context.Background()
+	used := sha256.Sum256([]byte("did:key:z\x00used"))
+	old := &MemoryNonceStore{MaxEntries: 3}
+	if err := old.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = old.Cleanup() })
+	if err := old.UseOnce(bg, used, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	reloaded := &MemoryNonceStore{MaxEntries: 2}
+	if err := reloaded.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reloaded.Cleanup() })
+	// While both are live, the larger bound holds: the old configuration
+	// still serves.
+	if err := old.UseOnce(bg, sha256.Sum256([]byte("2")), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.UseOnce(bg, sha256.Sum256([]byte("3")), time.Minute); err != nil {
+		t.Fatalf("third marker under the old bound of 3: %v", err)
+	}
+	if err := old.Cleanup(); err != nil {
+		t.Fatal(err)
+	}
+	if err := reloaded.UseOnce(bg, used, time.Minute); !errors.Is(err, challenge.ErrNonceExists) {
+		t.Fatalf("nonce used before the reload = %v, want ErrNonceExists", err)
+	}
+	// The new bound (2) now holds: three live markers, nothing more.
+	if err := reloaded.UseOnce(bg, sha256.Sum256([]byte("4")), time.Minute); !errors.Is(err, challenge.ErrStoreFull) {
+		t.Fatalf("marker over the new bound = %v, want ErrStoreFull", err)
+	}
+}

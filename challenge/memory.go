@@ -147,6 +147,21 @@ func (m *MemoryStore) Close() error {
 	return nil
 }
 
+// SetMaxEntries changes the bound (records, bindings and each partition
+// of markers alike) of a live store: a process keeps one memory store
+// across config reloads that change its bound, so that what it holds
+// (used proof nonces above all) outlives the change. A bound below what
+// is held drops nothing; new entries are refused until enough expire.
+func (m *MemoryStore) SetMaxEntries(n int) {
+	if n <= 0 {
+		return
+	}
+	m.mu.Lock()
+	m.max = n
+	m.mu.Unlock()
+	m.used.setMax(n)
+}
+
 // Len returns the number of records held, expired or not.
 func (m *MemoryStore) Len() int {
 	m.mu.Lock()

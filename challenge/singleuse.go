@@ -36,19 +36,28 @@ type SingleUse interface {
 // behind a longer-lived one is still freed at once when its digest
 // comes again, and counts against the bound until the ones before it go.
 // Never is a live marker dropped: a full set fails closed.
+//
+// Markers are counted in two partitions (Unbound), each under the bound:
+// one digest map, so a marker in either refuses the digest in both.
 type usedSet struct {
 	mu     sync.Mutex
 	closed bool
 	max    int
 	// expiry holds each marker's expiry (Unix nanoseconds) by digest.
 	expiry map[[32]byte]int64
-	// order is a ring of the markers in the order they were made: slots
-	// order[(head+i)%len(order)] for i < n. A slot whose expiry differs
-	// from expiry[digest] is stale (its digest was used again after it
-	// expired) and is dropped without touching the map.
-	order      []usedSlot
-	head, n    int
+	// rings hold the markers of each partition (bound, unbound) in the
+	// order they were made.
+	rings      [2]usedRing
 	initialCap int
+}
+
+// usedRing is a ring of markers in the order they were made: slots
+// order[(head+i)%len(order)] for i < n. A slot whose expiry differs from
+// expiry[digest] is stale (its digest was used again after it expired)
+// and is dropped without touching the map.
+type usedRing struct {
+	order   []usedSlot
+	head, n int
 }
 
 type usedSlot struct {
@@ -64,8 +73,8 @@ func newUsedSet(bound int) *usedSet {
 	return &usedSet{max: bound, expiry: make(map[[32]byte]int64), initialCap: min(usedRingStart, bound)}
 }
 
-// use is UseOnce at now.
-func (s *usedSet) use(digest [32]byte, now time.Time, ttl time.Duration) error {
+// use is UseOnce at now, in partition part (0 bound, 1 unbound).
+func (s *usedSet) use(digest [32]byte, now time.Time, ttl time.Duration, part int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -75,45 +84,46 @@ func (s *usedSet) use(digest [32]byte, now time.Time, ttl time.Duration) error {
 	if exp, ok := s.expiry[digest]; ok && t < exp {
 		return ErrNonceExists
 	}
-	if s.n >= s.max {
-		s.expire(t)
-		if s.n >= s.max {
+	r := &s.rings[part]
+	if r.n >= s.max {
+		s.expire(r, t)
+		if r.n >= s.max {
 			return ErrStoreFull
 		}
 	}
 	exp := now.Add(ttl).UnixNano()
 	s.expiry[digest] = exp
-	s.push(usedSlot{digest: digest, expiry: exp})
+	s.push(r, usedSlot{digest: digest, expiry: exp})
 	return nil
 }
 
-// push appends a slot to the ring, growing it (twice as large, at most
-// max) when full. s.n < s.max.
-func (s *usedSet) push(slot usedSlot) {
-	if s.n == len(s.order) {
-		grown := make([]usedSlot, min(max(2*len(s.order), s.initialCap), s.max))
-		for i := range s.n {
-			grown[i] = s.order[(s.head+i)%len(s.order)]
+// push appends a slot to ring r, growing it (twice as large, at most
+// max) when full. r.n < s.max.
+func (s *usedSet) push(r *usedRing, slot usedSlot) {
+	if r.n == len(r.order) {
+		grown := make([]usedSlot, max(min(max(2*len(r.order), s.initialCap), s.max), r.n+1))
+		for i := range r.n {
+			grown[i] = r.order[(r.head+i)%len(r.order)]
 		}
-		s.order, s.head = grown, 0
+		r.order, r.head = grown, 0
 	}
-	s.order[(s.head+s.n)%len(s.order)] = slot
-	s.n++
+	r.order[(r.head+r.n)%len(r.order)] = slot
+	r.n++
 }
 
-// expire drops the markers made first while they have expired at t
-// (Unix nanoseconds). s.mu is held.
-func (s *usedSet) expire(t int64) {
-	for s.n > 0 {
-		slot := &s.order[s.head]
+// expire drops the markers of ring r made first while they have expired
+// at t (Unix nanoseconds). s.mu is held.
+func (s *usedSet) expire(r *usedRing, t int64) {
+	for r.n > 0 {
+		slot := &r.order[r.head]
 		if t < slot.expiry {
 			return
 		}
 		if s.expiry[slot.digest] == slot.expiry {
 			delete(s.expiry, slot.digest)
 		}
-		s.head = (s.head + 1) % len(s.order)
-		s.n--
+		r.head = (r.head + 1) % len(r.order)
+		r.n--
 	}
 }
 
@@ -122,8 +132,19 @@ func (s *usedSet) sweep(now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.closed {
-		s.expire(now.UnixNano())
+		for i := range s.rings {
+			s.expire(&s.rings[i], now.UnixNano())
+		}
 	}
+}
+
+// setMax changes the bound. A smaller bound than the markers held drops
+// none: new ones are refused until enough expire.
+func (s *usedSet) setMax(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.max = n
+	s.initialCap = min(usedRingStart, n)
 }
 
 // close drops every marker; later uses fail.
@@ -131,7 +152,7 @@ func (s *usedSet) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
-	s.expiry, s.order, s.head, s.n = nil, nil, 0, 0
+	s.expiry, s.rings = nil, [2]usedRing{}
 }
 
 // len is the number of markers held, expired or not.
@@ -141,9 +162,34 @@ func (s *usedSet) len() int {
 	return len(s.expiry)
 }
 
+// unboundKey marks a context whose markers no verified credential vouches
+// for (Unbound).
+type unboundKey struct{}
+
+// Unbound returns ctx marked so that the memory store counts the markers
+// UseOnce makes under it apart, under a bound of their own: markers that
+// anyone can make (a request proof by an agent no verified delegation
+// names: self-made keys on an anonymous tool) then fill only their own
+// partition, and a full one refuses only them, never the proofs of
+// credentialed callers. A marker in either partition still refuses its
+// digest in both. It is carried by the context so that the stores which
+// wrap the memory store (to measure it, to pool it) pass it unchanged;
+// Redis has no bound of its own and ignores it.
+func Unbound(ctx context.Context) context.Context {
+	return context.WithValue(ctx, unboundKey{}, true)
+}
+
+func partitionOf(ctx context.Context) int {
+	if v, _ := ctx.Value(unboundKey{}).(bool); v {
+		return 1
+	}
+	return 0
+}
+
 // UseOnce implements SingleUse. Markers are counted apart from records and
-// bindings, under the same bound (MaxEntries live markers): when that many
-// live markers are held, UseOnce fails with ErrStoreFull.
+// bindings, under the same bound (MaxEntries live markers in each
+// partition, Unbound): when that many live markers of ctx's partition are
+// held, UseOnce fails with ErrStoreFull.
 func (m *MemoryStore) UseOnce(ctx context.Context, digest [32]byte, ttl time.Duration) error {
 	if ttl <= 0 {
 		return fmt.Errorf("challenge: memory store: ttl must be positive")
@@ -151,7 +197,7 @@ func (m *MemoryStore) UseOnce(ctx context.Context, digest [32]byte, ttl time.Dur
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 	}
-	return m.used.use(digest, m.now(), ttl)
+	return m.used.use(digest, m.now(), ttl, partitionOf(ctx))
 }
 
 // SingleUses returns the number of single-use markers held, expired or

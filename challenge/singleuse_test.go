@@ -227,7 +227,7 @@ func TestMemoryStoreUseOnceConcurrent(t *testing.T) {
 // have it scan every marker again at every collection.
 func TestUsedSetHoldsNoPointers(t *testing.T) {
 	s := newUsedSet(1)
-	for _, typ := range []reflect.Type{reflect.TypeOf(s.expiry), reflect.TypeOf(s.order).Elem()} {
+	for _, typ := range []reflect.Type{reflect.TypeOf(s.expiry), reflect.TypeOf(s.rings[0].order).Elem()} {
 		if hasPointers(typ) {
 			t.Errorf("%v holds pointers", typ)
 		}
@@ -318,5 +318,74 @@ func TestRedisStoreUseOnce(t *testing.T) {
 	srv.Stop()
 	if err := s.UseOnce(ctx, digestOf("down"), time.Minute); !errors.Is(err, ErrStoreUnavailable) {
 		t.Fatalf("Redis down = %v, want ErrStoreUnavailable", err)
+	}
+}
+
+// TestMemoryStoreUseOnceUnboundPartition: markers made under Unbound fill
+// a partition of their own; when it is full, bound markers are still
+// made, and a digest marked in either partition is refused in both.
+func TestMemoryStoreUseOnceUnboundPartition(t *testing.T) {
+	ctx := context.Background()
+	anon := Unbound(ctx)
+	clock := newFakeClock(time.Unix(1_700_000_000, 0))
+	m := NewMemoryStore(ctx, WithMemoryClock(clock.Now), WithMaxEntries(2))
+	defer m.Close()
+	for _, d := range []string{"a1", "a2"} {
+		if err := m.UseOnce(anon, digestOf(d), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.UseOnce(anon, digestOf("a3"), time.Minute); !errors.Is(err, ErrStoreFull) {
+		t.Fatalf("unbound when its partition is full = %v, want ErrStoreFull", err)
+	}
+	if err := m.UseOnce(ctx, digestOf("b1"), time.Minute); err != nil {
+		t.Fatalf("bound beside a full unbound partition: %v", err)
+	}
+	if err := m.UseOnce(ctx, digestOf("a1"), time.Minute); !errors.Is(err, ErrNonceExists) {
+		t.Fatalf("bound reuse of an unbound marker = %v, want ErrNonceExists", err)
+	}
+	if err := m.UseOnce(anon, digestOf("b1"), time.Minute); !errors.Is(err, ErrNonceExists) {
+		t.Fatalf("unbound reuse of a bound marker = %v, want ErrNonceExists", err)
+	}
+	if err := m.UseOnce(ctx, digestOf("b2"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.UseOnce(ctx, digestOf("b3"), time.Minute); !errors.Is(err, ErrStoreFull) {
+		t.Fatalf("bound when its partition is full = %v, want ErrStoreFull", err)
+	}
+	clock.Advance(time.Minute)
+	if err := m.UseOnce(anon, digestOf("a3"), time.Minute); err != nil {
+		t.Fatalf("unbound after its markers expired: %v", err)
+	}
+}
+
+// TestMemoryStoreSetMaxEntries: a changed bound keeps every live marker
+// and record, and applies to what comes next.
+func TestMemoryStoreSetMaxEntries(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock(time.Unix(1_700_000_000, 0))
+	m := NewMemoryStore(ctx, WithMemoryClock(clock.Now), WithMaxEntries(1))
+	defer m.Close()
+	if err := m.UseOnce(ctx, digestOf("x"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.UseOnce(ctx, digestOf("y"), time.Minute); !errors.Is(err, ErrStoreFull) {
+		t.Fatalf("use when full = %v, want ErrStoreFull", err)
+	}
+	m.SetMaxEntries(3)
+	if err := m.UseOnce(ctx, digestOf("x"), time.Minute); !errors.Is(err, ErrNonceExists) {
+		t.Fatalf("marker after a raised bound = %v, want ErrNonceExists", err)
+	}
+	for _, d := range []string{"y", "z"} {
+		if err := m.UseOnce(ctx, digestOf(d), time.Minute); err != nil {
+			t.Fatalf("%s under the raised bound: %v", d, err)
+		}
+	}
+	m.SetMaxEntries(1) // below what is held: nothing dropped, nothing new
+	if err := m.UseOnce(ctx, digestOf("w"), time.Minute); !errors.Is(err, ErrStoreFull) {
+		t.Fatalf("use over a lowered bound = %v, want ErrStoreFull", err)
+	}
+	if err := m.UseOnce(ctx, digestOf("z"), time.Minute); !errors.Is(err, ErrNonceExists) {
+		t.Fatalf("marker after a lowered bound = %v, want ErrNonceExists", err)
 	}
 }

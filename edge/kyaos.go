@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
@@ -107,6 +108,9 @@ func (h *Handler) admitProof(w http.ResponseWriter, r *http.Request, rb *rpcBody
 		_ = h.reject(w, r, err, nil)
 		return false, true
 	}
+	if !h.proofHostNamed(r) {
+		aud = "" // matches no proof: audience_mismatch
+	}
 	agent := ""
 	if d != nil {
 		agent = d.AgentDID
@@ -128,6 +132,27 @@ func (h *Handler) proofAudience(r *http.Request) (string, error) {
 		return h.EdgeDID, nil
 	}
 	return h.proofHostDID.of(h.serviceHost(r)), nil
+}
+
+// proofHostNamed reports whether the proof audience may come from the
+// request's Host. It may when edge_did or upstream_did fixes it, or when
+// no audience is configured (the site is the edge's, as the operator
+// wrote it). With audience configured and neither DID, the Host must be
+// one those audiences name (its did:web, https:// origin or bare host):
+// else a catch-all site would take a proof addressed to any server the
+// client names in Host, and redeem it against a store that never saw it.
+func (h *Handler) proofHostNamed(r *http.Request) bool {
+	if h.UpstreamDID != "" || h.EdgeDID != "" || len(h.Audiences) == 0 {
+		return true
+	}
+	for _, name := range requestAudiences(h.serviceHost(r)) {
+		for _, a := range h.Audiences {
+			if strings.EqualFold(a, name) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // hostDID remembers the did:web of the last Host a route's proofs were

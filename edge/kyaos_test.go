@@ -386,3 +386,57 @@ func TestHostDID(t *testing.T) {
 		t.Errorf("the same Host again: %v allocations, want 0", n)
 	}
 }
+
+// TestProofAudienceFollowsConfiguredAudiences: with audience configured
+// and no edge_did, a proof is addressed to the Host's did:web only when
+// those audiences name that Host; a proof for another server, sent with
+// that server's name in Host, is refused and never forwarded.
+func TestProofAudienceFollowsConfiguredAudiences(t *testing.T) {
+	f := newFixture(t)
+	h := f.handler(t, func(h *Handler) {
+		h.RequestProof = "required"
+		h.Audiences = []string{"https://" + testHost}
+	})
+	for _, c := range []struct {
+		name, host, aud string
+		status          int
+	}{
+		{"named host", testHost, testAudience, http.StatusOK},
+		{"foreign host", "evil.test", "did:web:evil.test", http.StatusUnauthorized},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := proofCall(t, f, signed(t, f.agent, c.aud, toolsCallBody))
+			r.Host = c.host
+			res := serve(t, h, r)
+			if res.rec.Code != c.status || res.called != (c.status == http.StatusOK) {
+				t.Fatalf("%d forwarded %v: %s", res.rec.Code, res.called, res.rec.Body)
+			}
+			if c.status != http.StatusOK {
+				if got := decodeProofRPC(t, res.rec).Error.Data.Reasons; len(got) != 1 || got[0] != "audience_mismatch" {
+					t.Fatalf("reasons = %v, want [audience_mismatch]", got)
+				}
+			}
+		})
+	}
+}
+
+// TestProofAmbiguousNumberRefused: a proof over 2^53 does not carry a
+// body whose integer was swapped for 2^53+1 (the same double under JCS):
+// 401 request_hash_ambiguous_number, nothing forwarded. The signed body
+// itself passes byte for byte.
+func TestProofAmbiguousNumberRefused(t *testing.T) {
+	f := newFixture(t)
+	h := f.handler(t, func(h *Handler) { h.RequestProof = "required" })
+	body := signed(t, f.agent, testAudience, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"n":9007199254740992}}}`)
+	swapped := strings.Replace(body, "9007199254740992", "9007199254740993", 1)
+	res := serve(t, h, proofCall(t, f, swapped))
+	if res.called || res.rec.Code != http.StatusUnauthorized {
+		t.Fatalf("swapped: %d forwarded %v: %s", res.rec.Code, res.called, res.rec.Body)
+	}
+	if got := decodeProofRPC(t, res.rec).Error.Data.Reasons; len(got) != 1 || got[0] != "request_hash_ambiguous_number" {
+		t.Fatalf("swapped: reasons %v", got)
+	}
+	if res := serve(t, h, proofCall(t, f, body)); !res.called || string(res.fwdBody) != body {
+		t.Fatalf("signed: %d %s", res.rec.Code, res.rec.Body)
+	}
+}

@@ -78,10 +78,11 @@ var (
 		"extension_not_declared", "malformed_declaration", "proof_ok", "proof_missing",
 		"proof_malformed_proof", "proof_kid_did_mismatch", "proof_key_unresolvable",
 		"proof_kid_not_in_did_document", "proof_did_keys_unresolvable", "proof_audience_mismatch",
-		"proof_request_hash_mismatch", "proof_invalid_window", "proof_ttl_too_long",
+		"proof_request_hash_mismatch", "proof_request_hash_ambiguous_number", "proof_invalid_window", "proof_ttl_too_long",
 		"proof_created_in_future", "proof_expired", "proof_invalid_signature", "proof_alg_key_mismatch",
 		"proof_cnf_key_mismatch", "proof_cnf_required_by_token", "proof_cnf_token_mismatch",
 		"proof_nonce_replayed", "proof_nonce_seam_missing", "proof_nonce_store_unavailable",
+		"proof_nonce_store_full",
 		"proof_verifier_threw", "proof_delegation_holder_mismatch",
 	)
 )

@@ -271,6 +271,14 @@ func (g *Gate) Admit(ctx context.Context, b Body, audience, agentDID string) (bo
 	// the body once; step 1 (StepRead) is a body with no proof, or one that
 	// is not a strict JSON-RPC object, so no proof to find.
 	// Without b.Err, mcp.ParseStrict found no repeated member name in it.
+	if agentDID == "" {
+		// A proof no verified delegation binds (an anonymous tool's: any
+		// client can make a did:key and sign one) spends its nonce in a
+		// partition of the store's bound of its own, so that a flood of
+		// them refuses only them, never credentialed callers' proofs
+		// (docs/kya-os.md, "Nonces").
+		ctx = challenge.Unbound(ctx)
+	}
 	_, err := g.verifier.Verify(ctx, kyaos.Request{Body: b.Raw, Audience: audience, Subject: agentDID, NamesChecked: b.Err == nil})
 	switch {
 	case err == nil:
@@ -317,7 +325,7 @@ const CodeProof = -31000
 func refusal(r kyaos.Reason) *Refusal {
 	status := http.StatusUnauthorized
 	switch r {
-	case kyaos.NonceStoreUnavailable, kyaos.NonceSeamMissing:
+	case kyaos.NonceStoreUnavailable, kyaos.NonceStoreFull, kyaos.NonceSeamMissing:
 		status = http.StatusServiceUnavailable
 	case kyaos.HolderMismatch:
 		status = http.StatusForbidden // a valid credential, not this caller's
@@ -365,8 +373,11 @@ func (n nonceStore) UseNonce(ctx context.Context, did, nonce string, ttl time.Du
 			Challenge: "kyaos-request-proof", AgentDID: did, IssuedAt: now, ExpiresAt: now.Add(ttl),
 		}, ttl)
 	}
-	if errors.Is(err, challenge.ErrNonceExists) {
+	switch {
+	case errors.Is(err, challenge.ErrNonceExists):
 		return kyaos.ErrNonceUsed
+	case errors.Is(err, challenge.ErrStoreFull):
+		return fmt.Errorf("%w: %w", kyaos.ErrNonceStoreFull, err)
 	}
 	return err
 }

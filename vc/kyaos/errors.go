@@ -10,27 +10,35 @@ type Reason string
 
 // Reasons of a refused request proof, in the order the verifier checks.
 const (
-	ProofMissing          Reason = "proof_missing"
-	MalformedProof        Reason = "malformed_proof"
-	KidDIDMismatch        Reason = "kid_did_mismatch"
-	KeyUnresolvable       Reason = "key_unresolvable"
-	KidNotInDIDDocument   Reason = "kid_not_in_did_document"
-	DIDKeysUnresolvable   Reason = "did_keys_unresolvable"
-	AudienceMismatch      Reason = "audience_mismatch"
-	RequestHashMismatch   Reason = "request_hash_mismatch"
-	InvalidWindow         Reason = "invalid_window"
-	TTLTooLong            Reason = "ttl_too_long"
-	CreatedInFuture       Reason = "created_in_future"
-	Expired               Reason = "expired"
-	InvalidSignature      Reason = "invalid_signature"
-	AlgKeyMismatch        Reason = "alg_key_mismatch"
-	CnfKeyMismatch        Reason = "cnf_key_mismatch"
-	CnfRequiredByToken    Reason = "cnf_required_by_token"
-	CnfTokenMismatch      Reason = "cnf_token_mismatch"
-	NonceReplayed         Reason = "nonce_replayed"
-	NonceSeamMissing      Reason = "nonce_seam_missing"
-	NonceStoreUnavailable Reason = "nonce_store_unavailable"
-	VerifierThrew         Reason = "proof_verifier_threw"
+	ProofMissing        Reason = "proof_missing"
+	MalformedProof      Reason = "malformed_proof"
+	KidDIDMismatch      Reason = "kid_did_mismatch"
+	KeyUnresolvable     Reason = "key_unresolvable"
+	KidNotInDIDDocument Reason = "kid_not_in_did_document"
+	DIDKeysUnresolvable Reason = "did_keys_unresolvable"
+	AudienceMismatch    Reason = "audience_mismatch"
+	RequestHashMismatch Reason = "request_hash_mismatch"
+	// RequestHashAmbiguousNumber: a covered number reads otherwise than
+	// its JCS form (numbers.go), so the hash would vouch for digits
+	// nobody signed.
+	RequestHashAmbiguousNumber Reason = "request_hash_ambiguous_number"
+	InvalidWindow              Reason = "invalid_window"
+	TTLTooLong                 Reason = "ttl_too_long"
+	CreatedInFuture            Reason = "created_in_future"
+	Expired                    Reason = "expired"
+	InvalidSignature           Reason = "invalid_signature"
+	AlgKeyMismatch             Reason = "alg_key_mismatch"
+	CnfKeyMismatch             Reason = "cnf_key_mismatch"
+	CnfRequiredByToken         Reason = "cnf_required_by_token"
+	CnfTokenMismatch           Reason = "cnf_token_mismatch"
+	NonceReplayed              Reason = "nonce_replayed"
+	NonceSeamMissing           Reason = "nonce_seam_missing"
+	NonceStoreUnavailable      Reason = "nonce_store_unavailable"
+	// NonceStoreFull: the store is up but holds as many live nonces as
+	// its bound allows (a flood, or a bound too small), told apart from
+	// an outage so that an operator can tell which.
+	NonceStoreFull Reason = "nonce_store_full"
+	VerifierThrew  Reason = "proof_verifier_threw"
 	// HolderMismatch: the proof's did is not the delegation's subject
 	// (KYA-OS §3.6, project decision §9.2).
 	HolderMismatch Reason = "delegation_holder_mismatch"

@@ -191,6 +191,15 @@ func TestVerifyRefusals(t *testing.T) {
 		return b
 	}
 	valid := sign(SignOptions{}, call, a.priv)
+	// The signature with a spare bit of its last character set: the same
+	// bytes to a lenient decoder, another jws text.
+	sig := valid[strings.Index(string(valid), `"jws":"`)+7:]
+	sig = sig[:strings.IndexByte(string(sig), '"')]
+	last := sig[len(sig)-1]
+	alphabet := "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	spareBit := string(sig[:len(sig)-1]) + string(alphabet[strings.IndexByte(alphabet, last)|1])
+	bigInt := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay","arguments":{"n":9007199254740992}}}`
+	signedBig := sign(SignOptions{}, bigInt, a.priv)
 	// rewrite edits the proof's JSON inside the body.
 	rewrite := func(b []byte, old, new string) []byte {
 		if !strings.Contains(string(b), old) {
@@ -209,6 +218,12 @@ func TestVerifyRefusals(t *testing.T) {
 		{"no proof", []byte(call), "", ProofMissing, ""},
 		{"arguments changed", rewrite(valid, `42.10`, `42.11`), "", RequestHashMismatch, ""},
 		{"name changed", rewrite(valid, `"pay"`, `"pax"`), "", RequestHashMismatch, ""},
+		{"2^53 signed", signedBig, "", "", ""},
+		{"signature spare bits set", rewrite(valid, string(sig), spareBit), "", InvalidSignature, ""},
+		// The same double under JCS, another integer to an exact reader.
+		{"2^53 swapped for 2^53+1", rewrite(signedBig, `9007199254740992`, `9007199254740993`), "", RequestHashAmbiguousNumber, ""},
+		{"20 digits", sign(SignOptions{}, strings.Replace(bigInt, `9007199254740992`, `12345678901234567891`, 1), a.priv), "", RequestHashAmbiguousNumber, ""},
+		{"_meta not covered", sign(SignOptions{}, strings.Replace(bigInt, `"name":"pay"`, `"_meta":{"t":12345678901234567891},"name":"pay"`, 1), a.priv), "", "", ""},
 		{"wrong audience", sign(SignOptions{Audience: "did:web:evil"}, call, a.priv), "", AudienceMismatch, ""},
 		{"expired", sign(SignOptions{Now: now.Add(-2 * time.Minute)}, call, a.priv), "", Expired, ""},
 		{"in the future", sign(SignOptions{Now: now.Add(time.Minute)}, call, a.priv), "", CreatedInFuture, ""},

@@ -35,6 +35,10 @@ type NonceStore interface {
 // ErrNonceUsed: NonceStore.UseNonce found the pair already recorded.
 var ErrNonceUsed = errors.New("kyaos: nonce already used")
 
+// ErrNonceStoreFull: NonceStore.UseNonce could not record the pair because
+// the store holds as many live nonces as it may (wrap it in the error).
+var ErrNonceStoreFull = errors.New("kyaos: nonce store full")
+
 // Verifier checks request proofs. It is safe for concurrent use.
 type Verifier struct {
 	resolver didresolver.Resolver
@@ -151,7 +155,10 @@ func (v *Verifier) check(ctx context.Context, res *Result, parsed request, req R
 	if req.Audience == "" || subtle.ConstantTimeCompare([]byte(p.Audience), []byte(req.Audience)) != 1 {
 		return nil, refuse(StepAudience, AudienceMismatch, nil)
 	}
-	// 7. Over what arrived.
+	// 7. Over what arrived, read alike by every reader.
+	if parsed.ambiguousNumber() {
+		return nil, refuse(StepHash, RequestHashAmbiguousNumber, nil)
+	}
 	if !parsed.hashMatches(p.RequestHash, sc) {
 		return nil, refuse(StepHash, RequestHashMismatch, nil)
 	}
@@ -226,6 +233,8 @@ func (v *Verifier) consume(ctx context.Context, p *Proof) error {
 		return nil
 	case errors.Is(err, ErrNonceUsed):
 		return refuse(StepNonce, NonceReplayed, nil)
+	case errors.Is(err, ErrNonceStoreFull):
+		return refuse(StepNonce, NonceStoreFull, err)
 	default:
 		return refuse(StepNonce, NonceStoreUnavailable, err)
 	}
@@ -261,12 +270,17 @@ func verifySignature(p *Proof, pub crypto.PublicKey, sc *scratch) error {
 	return nil
 }
 
+// b64url is unpadded base64url, strict: spare bits in the last character
+// must be zero, so one signature has one spelling (anything keyed on the
+// jws text sees each proof once).
+var b64url = base64.RawURLEncoding.Strict()
+
 // decodeB64URL decodes the unpadded base64url s into dst[:0] (grown when
 // too small): base64.RawURLEncoding.DecodeString without the allocation.
 func decodeB64URL(dst []byte, s string) ([]byte, error) {
-	n := base64.RawURLEncoding.DecodedLen(len(s))
+	n := b64url.DecodedLen(len(s))
 	dst = grown(dst, n)[:n]
-	n, err := base64.RawURLEncoding.Decode(dst, []byte(s))
+	n, err := b64url.Decode(dst, []byte(s))
 	return dst[:n], err
 }
 
