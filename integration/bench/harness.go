@@ -82,7 +82,7 @@ type Options struct {
 // request proofs of p and p-redis a few seconds before each of their runs).
 func DefaultOptions() Options {
 	return Options{
-		Duration:     4 * time.Second,
+		Duration:     3 * time.Second,
 		Rounds:       3,
 		Connections:  32,
 		Threads:      1,
@@ -124,7 +124,10 @@ const quickOpenLoopRate = 500
 type sample struct {
 	Config string
 	Round  int
-	Load   loadResult
+	// Pair is, for a run of (a), the configuration it was paired with in
+	// its round: that configuration's ratios are taken against it.
+	Pair string
+	Load loadResult
 	// CPU is the user+system time Caddy used during the run.
 	CPU time.Duration
 	// Mallocs and Bytes are what Caddy allocated during the run (the

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,7 +31,6 @@ func (b *bench) calibrate() error {
 
 // measureAll runs the warmup, the rounds and the profile.
 func (b *bench) measureAll(ctx context.Context) error {
-	n := len(b.configs)
 	if b.opts.Warmup > 0 {
 		b.logf("warmup: every configuration for %v, not recorded", b.opts.Warmup)
 		for _, c := range b.configs {
@@ -39,20 +39,53 @@ func (b *bench) measureAll(ctx context.Context) error {
 			}
 		}
 	}
+	// Every configuration runs next to a run of (a) of its own, the order
+	// of the two swapped every time: the machine's other load moves
+	// Caddy's CPU per request by a fifth within a minute, so a ratio
+	// against a run of (a) a minute away measured that load more than the
+	// handler.
+	others := slices.DeleteFunc(slices.Clone(b.configs), func(c config) bool { return c.name == "a" })
+	var plain config
+	i := slices.IndexFunc(b.configs, func(c config) bool { return c.name == "a" })
+	hasPlain := i >= 0
+	if hasPlain {
+		plain = b.configs[i]
+	}
+	n := len(others)
 	for r := range b.opts.Rounds {
 		order := make([]string, 0, n)
 		for i := range n {
-			order = append(order, b.configs[(i+r)%n].name)
+			order = append(order, others[(i+r)%n].name)
 		}
-		b.logf("round %d/%d: %s", r+1, b.opts.Rounds, strings.Join(order, " "))
+		b.logf("round %d/%d, each next to a run of a: %s", r+1, b.opts.Rounds, strings.Join(order, " "))
 		for i := range n {
-			c := b.configs[(i+r)%n]
-			s, err := b.measure(ctx, c, r, b.opts.Duration)
+			c := others[(i+r)%n]
+			pair := []config{c}
+			if hasPlain {
+				pair = []config{plain, c}
+				if (i+r)%2 == 1 {
+					pair = []config{c, plain}
+				}
+			}
+			for _, run := range pair {
+				s, err := b.measure(ctx, run, r, b.opts.Duration)
+				if err != nil {
+					return err
+				}
+				if run.name == "a" {
+					s.Pair = c.name
+				}
+				b.rep.Samples = append(b.rep.Samples, s)
+				b.logf("  %-7s %s", run.name, s.brief())
+			}
+		}
+		if n == 0 && hasPlain {
+			s, err := b.measure(ctx, plain, r, b.opts.Duration)
 			if err != nil {
 				return err
 			}
 			b.rep.Samples = append(b.rep.Samples, s)
-			b.logf("  %-7s %s", c.name, s.brief())
+			b.logf("  %-7s %s", "a", s.brief())
 		}
 	}
 	if err := b.openLoopPhase(ctx); err != nil {

@@ -47,13 +47,30 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-func (r *Report) summaries() []summary {
-	ref := make(map[int]sample) // a, by round
-	for _, s := range r.Samples {
+// plainFor is the run of (a) that s's ratios are taken against: the one
+// paired with it in its round, else (a) of its round (a report from
+// before pairing, or (a) itself).
+func (r *Report) plainFor(s sample) (sample, bool) {
+	var same sample
+	found := false
+	for _, a := range r.Samples {
+		if a.Config != "a" || a.Round != s.Round {
+			continue
+		}
 		if s.Config == "a" {
-			ref[s.Round] = s
+			return s, true
+		}
+		if a.Pair == s.Config {
+			return a, true
+		}
+		if !found && a.Pair == "" {
+			same, found = a, true
 		}
 	}
+	return same, found
+}
+
+func (r *Report) summaries() []summary {
 	var out []summary
 	for _, c := range r.Configs {
 		var rps, p50, p99, cpu, allocs, kb, rr, cr, ar, share []float64
@@ -69,7 +86,7 @@ func (r *Report) summaries() []summary {
 			allocs = append(allocs, s.Mallocs/ops)
 			kb = append(kb, s.Bytes/ops/1024)
 			share = append(share, s.CPU.Seconds()/s.Load.Seconds)
-			if a, ok := ref[s.Round]; ok && a.Load.Ops > 0 {
+			if a, ok := r.plainFor(s); ok && a.Load.Ops > 0 {
 				aops := float64(a.Load.Ops)
 				rr = append(rr, (ops/s.Load.Seconds)/(aops/a.Load.Seconds))
 				cr = append(cr, (float64(s.CPU)/ops)/(float64(a.CPU)/aops))
@@ -124,7 +141,7 @@ func (r *Report) Markdown(command string) string {
 	}
 	fmt.Fprintf(&b, "| pinning | %s (Caddy's GOMAXPROCS: %s) |\n", m.Pinning, gmp)
 	fmt.Fprintf(&b, "| load average (1/5/15 min) | %s at the start, %s at the end |\n", m.LoadStart, m.LoadEnd)
-	fmt.Fprintf(&b, "| runs | %d rounds × %d configurations × %ds, %d connections, %d wrk thread(s), warmup %v |\n",
+	fmt.Fprintf(&b, "| runs | %d rounds × %d configurations × %ds, each run next to a run of (a) of its own, %d connections, %d wrk thread(s), warmup %v |\n",
 		o.Rounds, len(r.Configs), wrkSeconds(o.Duration), o.Connections, o.Threads, o.Warmup)
 	if r.Open.ran() {
 		fmt.Fprintf(&b, "| open-loop runs | %d rounds × a, b × %v at %d req/s, vegeta %s |\n", o.Rounds, r.Open.Duration, r.Open.Rate, orUnknown(r.Open.Vegeta))
@@ -133,7 +150,7 @@ func (r *Report) Markdown(command string) string {
 
 	sums := r.summaries()
 	b.WriteString("### Requests\n\n")
-	b.WriteString("Medians over the rounds; each ratio is the median of the per-round ratios to (a) in the same round, and the range is their lowest and highest. " +
+	b.WriteString("Medians over the rounds; each ratio is the median of the per-round ratios to the run of (a) paired with it (every configuration runs right before or after a run of (a) of its own, the order swapped each time, so that both see the same load from the rest of the machine), and the range is their lowest and highest. (a)'s own figures are the medians of all its runs. " +
 		"CPU is Caddy's user+system time per request (/proc/<pid>/stat); \"req/s per core\" is its inverse, the throughput one whole core would give, which other work on the machine does not move much. " +
 		"req/s and latency are what wrk saw, and fall whenever other work takes Caddy's CPU: \"core %\" is how much of one CPU Caddy got. " +
 		"Allocations are Caddy's `go_memstats_mallocs_total` and `go_memstats_alloc_bytes_total` per request (admin `/metrics`).\n\n")
