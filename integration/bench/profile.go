@@ -182,7 +182,7 @@ func fetch(url, path string, timeout time.Duration) error {
 // pprofTop returns every function of the profile with its flat and cum
 // percentages (go tool pprof -top), and the "Total samples" line.
 func pprofTop(root, bin, profile string) ([]profileFunc, string, error) {
-	cmd := exec.Command("go", "tool", "pprof", "-top", "-nodecount=100000", bin, profile)
+	cmd := exec.Command("go", "tool", "pprof", "-top", "-nodecount=100000", "-nodefraction=0", "-edgefraction=0", bin, profile)
 	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {
