@@ -347,6 +347,16 @@ func keepAliveRace(err error) bool {
 	return false
 }
 
+// listenerHandoff reports a connection reset while it was being made: on
+// Linux a reload hands Caddy's listening socket over (SO_REUSEPORT), and a
+// connection still queued on the socket that closes is reset before it is
+// accepted. No request was sent on it, so no decision was made; Caddy's
+// doing, not the handler's. Seen once in many runs.
+func listenerHandoff(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "dial tcp") && strings.Contains(s, "connection reset by peer")
+}
+
 // TestFaultReloadUnderLoad: configs posted to the admin API's /load while
 // valid and invalid requests keep coming change no decision: every answer
 // is 200 from the upstream for a valid credential and 401 from the edge for
@@ -490,7 +500,7 @@ func TestFaultReloadUnderLoad(t *testing.T) {
 	wg.Wait()
 	reloads := len(windows)
 
-	var posts int
+	var posts, handoffs int
 	for _, f := range failures {
 		at := f.at.Sub(start).Round(time.Millisecond)
 		inWindow := false
@@ -500,6 +510,10 @@ func TestFaultReloadUnderLoad(t *testing.T) {
 			}
 		}
 		switch {
+		case listenerHandoff(f.err) && inWindow:
+			// Refused while connecting: no request was sent (see
+			// listenerHandoff), whatever its method.
+			handoffs++
 		case f.method == http.MethodGet:
 			t.Errorf("GET failed at %v: %v (an idempotent request must survive a reload)", at, f.err)
 		case !keepAliveRace(f.err):
@@ -510,8 +524,11 @@ func TestFaultReloadUnderLoad(t *testing.T) {
 			posts++
 		}
 	}
-	t.Logf("%d reloads during %v: %d valid → 200, %d invalid → 401, %d wrong; %d POSTs hit the reloads' keep-alive race; responses per config generation %v",
-		reloads, duration, ok.Load(), refused.Load(), wrong.Load(), posts, gens)
+	t.Logf("%d reloads during %v: %d valid → 200, %d invalid → 401, %d wrong; %d POSTs hit the reloads' keep-alive race, %d connections were reset while connecting; responses per config generation %v",
+		reloads, duration, ok.Load(), refused.Load(), wrong.Load(), posts, handoffs, gens)
+	if handoffs > reloads {
+		t.Errorf("%d connections reset while connecting over %d reloads: more than the listener hand-offs explain", handoffs, reloads)
+	}
 	if wrong.Load() != 0 {
 		t.Errorf("%d wrong decisions across reloads; first: %q", wrong.Load(), wrongs)
 	}
