@@ -6,8 +6,8 @@
 # and redis-server with apt when they are missing. Loopback only.
 #
 # Usage: scripts/bench.sh [flags]   (from anywhere; flags go to the harness)
-#   scripts/bench.sh                       # 3 rounds × 13 configs × 4 s, then
-#                                          # open-loop 3 rounds × a, b × 5 s, ~4.5 min
+#   scripts/bench.sh                       # 3 rounds × 12 configs × 3 s, each next to a run of a, then
+#                                          # open-loop 3 rounds × a, b × 5 s, profiles; ~6 min
 #   scripts/bench.sh -quick                # 1 round × 1 s, open-loop 1 s; writes nothing
 #   scripts/bench.sh -openloop 10s -openloop-frac 0.5
 #   scripts/bench.sh -rounds 5 -duration 10s -connections 64

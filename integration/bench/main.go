@@ -32,7 +32,7 @@
 // in the same round. The result is printed and written between the
 // markers of BENCHMARKS.md.
 //
-//	scripts/bench.sh                  # full run, about 4.5 minutes
+//	scripts/bench.sh                  # full run, about 6 minutes
 //	go run ./integration/bench -quick # 1 round × 1 s, what CI runs
 //
 // It needs wrk and redis-server (scripts/bench.sh installs them with apt)
