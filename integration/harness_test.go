@@ -72,13 +72,25 @@ func TestMain(m *testing.M) {
 // serially.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		// The kernel may hand a closed port out again at once; a test that
+		// asks for two ports and gets one port twice configures two sites
+		// on it (Caddy: "ambiguous site definition"). Never give a port
+		// twice in one test binary.
+		if _, given := portsGiven.LoadOrStore(port, true); !given {
+			return port
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
+
+// portsGiven holds every port freePort returned in this test binary.
+var portsGiven sync.Map
 
 // record is one request as the upstream received it.
 type record struct {
