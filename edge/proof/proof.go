@@ -279,13 +279,18 @@ func (g *Gate) Admit(ctx context.Context, b Body, audience, agentDID string) (bo
 		// (docs/kya-os.md, "Nonces").
 		ctx = challenge.Unbound(ctx)
 	}
-	_, err := g.verifier.Verify(ctx, kyaos.Request{Body: b.Raw, Audience: audience, Subject: agentDID, NamesChecked: b.Err == nil})
-	switch {
-	case err == nil:
-		return true, nil
-	case kyaos.StepOf(err) != kyaos.StepRead:
-		return false, refusal(kyaos.ReasonOf(err))
-	case g.cfg.RequestProof == Required && !exempt(b):
+	// A body that cannot hold a proof is what Verify would refuse at
+	// StepRead: it is not read again (mayhold.go).
+	if mayHoldProof(b.Raw) {
+		_, err := g.verifier.Verify(ctx, kyaos.Request{Body: b.Raw, Audience: audience, Subject: agentDID, NamesChecked: b.Err == nil})
+		switch {
+		case err == nil:
+			return true, nil
+		case kyaos.StepOf(err) != kyaos.StepRead:
+			return false, refusal(kyaos.ReasonOf(err))
+		}
+	}
+	if g.cfg.RequestProof == Required && !exempt(b) {
 		// server/discover and ping are outside the admission algorithm
 		// (KYA-OS §3.7 step 0): a client learns the requirements there.
 		// Only a body read without ambiguity is exempt.
