@@ -149,11 +149,12 @@ func (c *responseCheck) rewrite(data []byte) ([]byte, error) {
 		c.h.policy.params.learn(c.era, data, c.ids)
 	}
 	out := data
+	read := false // ParseMessages accepted out: the action check need not again
 	if c.filter {
-		filtered, err := mcp.FilterResponseBodyFor(c.era, out, c.ids, c.allow)
+		filtered, parsed, err := mcp.FilterResponseBodyRead(c.era, out, c.ids, c.allow)
 		switch {
 		case err == nil:
-			out = filtered
+			out, read = filtered, parsed
 		case !c.sniff:
 			return nil, err
 		default:
@@ -163,7 +164,11 @@ func (c *responseCheck) rewrite(data []byte) ([]byte, error) {
 	if c.actions == mcp.ActionsOff {
 		return out, nil
 	}
-	checked, issues, err := mcp.CheckResponseBody(out, c.ids, c.opts, c.actions)
+	check := mcp.CheckResponseBody
+	if read {
+		check = mcp.CheckReadResponseBody
+	}
+	checked, issues, err := check(out, c.ids, c.opts, c.actions)
 	if err != nil {
 		if c.actions == mcp.ActionsEnforce {
 			return nil, err

@@ -128,3 +128,23 @@ func BenchmarkCheckFraming(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFilterThenCheck is the response check of a route with a tool
+// policy and the action check (BenchmarkHotPath/e-tool) on a small tool
+// result: the tool-list filter, then the action check, on one body.
+func BenchmarkFilterThenCheck(b *testing.B) {
+	body := []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hi"}]}}`)
+	ids := map[string]string{"1": MethodToolsCall}
+	allow := func(string) bool { return true }
+	opts := ActionOptions{ToolEndpointHost: "mcp.example.com", Era: Era2025}
+	b.ReportAllocs()
+	for b.Loop() {
+		out, read, err := FilterResponseBodyRead(Era2025, body, ids, allow)
+		if err != nil || !read {
+			b.Fatal(err)
+		}
+		if _, _, err := CheckReadResponseBody(out, ids, opts, ActionsEnforce); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -36,10 +36,25 @@ import (
 // every issue found. On error the body could not be checked and, in enforce
 // mode, must not be forwarded.
 func CheckResponseBody(body []byte, requestIDs map[string]string, opts ActionOptions, mode ActionMode) ([]byte, []ActionIssue, error) {
+	return checkResponseBody(body, requestIDs, opts, mode, false)
+}
+
+// CheckReadResponseBody is CheckResponseBody for a body that
+// FilterResponseBodyRead reported read (ParseMessages accepted it): when
+// nothing in it can be an action, it is not parsed a second time.
+func CheckReadResponseBody(body []byte, requestIDs map[string]string, opts ActionOptions, mode ActionMode) ([]byte, []ActionIssue, error) {
+	return checkResponseBody(body, requestIDs, opts, mode, true)
+}
+
+// checkResponseBody is CheckResponseBody; read: ParseMessages accepted body.
+func checkResponseBody(body []byte, requestIDs map[string]string, opts ActionOptions, mode ActionMode, read bool) ([]byte, []ActionIssue, error) {
 	if mode == ActionsOff {
 		return body, nil, nil
 	}
 	if !mayHoldGuarded(body) {
+		if read {
+			return body, nil, nil
+		}
 		// Nothing to check in it, but it must still be JSON-RPC.
 		if err := checkMessages(body); err != nil {
 			return nil, nil, err

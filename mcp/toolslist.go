@@ -149,14 +149,22 @@ func FilterResponseBody(body []byte, requestIDs map[string]string, allow func(to
 // becomes "private" (added in the 2026 era when absent; see markPrivate),
 // so that no shared cache serves one agent's list to another.
 func FilterResponseBodyFor(era Era, body []byte, requestIDs map[string]string, allow func(toolName string) bool) ([]byte, error) {
+	out, _, err := FilterResponseBodyRead(era, body, requestIDs, allow)
+	return out, err
+}
+
+// FilterResponseBodyRead is FilterResponseBodyFor, and reports whether its
+// output is body itself as ParseMessages accepted it (read): then
+// CheckReadResponseBody need not parse it again to know it is JSON-RPC.
+func FilterResponseBodyRead(era Era, body []byte, requestIDs map[string]string, allow func(toolName string) bool) (_ []byte, read bool, _ error) {
 	if allow == nil {
-		return body, nil
+		return body, false, nil
 	}
 	msgs, _, err := ParseMessages(body)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return spliceResults(body, msgs, func(m *Message, depth int) ([]byte, bool, error) {
+	out, err := spliceResults(body, msgs, func(m *Message, depth int) ([]byte, bool, error) {
 		switch method := requestIDs[IDKey(m.ID)]; {
 		case method == MethodToolsList:
 		case method != "":
@@ -173,6 +181,15 @@ func FilterResponseBodyFor(era Era, body []byte, requestIDs map[string]string, a
 		out, marked, err := markPrivate(out, depth, era)
 		return out, changed || marked, err
 	})
+	if err != nil {
+		return nil, false, err
+	}
+	return out, sameSlice(out, body), nil
+}
+
+// sameSlice reports whether a and b are the same bytes in memory.
+func sameSlice(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // hasTools reports whether result is an object with a "tools" member.
