@@ -38,6 +38,13 @@ type Message struct {
 	// Offsets into the parsed body, for splicing rewritten results back in.
 	start, end             int
 	resultStart, resultEnd int
+
+	// tool is params.name of a tools/call as the parse checked it, read
+	// from toolOf (the Params it had then): the policy, the audit entry
+	// and the framing check each ask for it, and a Params replaced since
+	// is read again (ToolCallName).
+	tool   string
+	toolOf []byte
 }
 
 // IsNotification reports whether m is a request without an id, to which no
@@ -189,13 +196,15 @@ func checkMessage(body []byte, i, end int, f spans, dup string, idx int) (Messag
 		}
 		m.Method = method
 		if method == MethodToolsCall {
-			if _, ok := toolCallNameBytes(m.Params); !ok {
+			name, ok := toolCallNameBytes(m.Params)
+			if !ok {
 				member := "params"
 				if len(m.Params) > 0 && m.Params[0] == '{' {
 					member = "params.name"
 				}
 				return bad(member, ErrInvalidParams)
 			}
+			m.tool, m.toolOf = string(name), m.Params
 		}
 		return m, nil
 	}
@@ -221,6 +230,9 @@ func checkMessage(body []byte, i, end int, f spans, dup string, idx int) (Messag
 func ToolCallName(m Message) (string, bool) {
 	if m.Method != MethodToolsCall {
 		return "", false
+	}
+	if len(m.toolOf) > 0 && len(m.toolOf) == len(m.Params) && &m.toolOf[0] == &m.Params[0] {
+		return m.tool, true // read by the parse, from these very params
 	}
 	return toolCallName(m.Params)
 }
