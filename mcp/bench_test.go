@@ -148,3 +148,16 @@ func BenchmarkFilterThenCheck(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkParseStrict is the strict reading of BenchmarkHotPath/b-2026's
+// body (the framing check's, shared by every later step).
+func BenchmarkParseStrict(b *testing.B) {
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := ParseStrict(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

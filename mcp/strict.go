@@ -49,6 +49,9 @@ func ParseStrict(body []byte) (msgs []Message, batch bool, err error) {
 // repeat, yet encoding/json-based upstreams would read it as the member.
 func Confusable(msgs []Message) bool {
 	for _, m := range msgs {
+		if !mayHoldVariant(m.Raw) {
+			continue // the walks below would find none
+		}
 		if variant(m.Raw, rpcMembers) || (len(m.Params) > 0 && m.Params[0] == '{' && variant(m.Params, paramMembers)) {
 			return true
 		}
@@ -78,6 +81,56 @@ func variant(raw []byte, names []string) bool {
 	}
 	return false
 }
+
+// mayHoldVariant reports whether the message raw (valid JSON, as parsed)
+// can have a member, or a params member, named like one of rpcMembers or
+// paramMembers in another case: false only when raw has no escape and no
+// string in it, key or value, is such a variant in ASCII, or holds a
+// non-ASCII byte where a fold (the Kelvin sign, the long s, dotless i) could
+// make one. Without a backslash each '"' in valid JSON opens or closes a
+// string, so one pass over the bytes finds the strings without walking the
+// values; Confusable's walks run only when this is true.
+func mayHoldVariant(raw []byte) bool {
+	start := -1 // the open string's first byte
+	for i, c := range raw {
+		switch {
+		case c == '\\':
+			return true
+		case c != '"':
+		case start < 0:
+			start = i + 1
+		default:
+			if isVariantName(raw[start:i]) {
+				return true
+			}
+			start = -1
+		}
+	}
+	return false
+}
+
+// isVariantName reports whether the unescaped string s may fold to one of
+// rpcMembers or paramMembers without being it.
+func isVariantName(s []byte) bool {
+	if len(s) > 3*maxMemberLen || len(s) < minMemberLen {
+		return false // no fold changes the length more than this
+	}
+	if !isASCII(s) {
+		return true
+	}
+	for _, names := range [2][]string{rpcMembers, paramMembers} {
+		for _, n := range names {
+			if len(s) == len(n) && string(s) != n && bytes.EqualFold(s, []byte(n)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// The shortest and longest of rpcMembers and paramMembers ("id",
+// "jsonrpc"). A rune folding to an ASCII letter takes at most three bytes.
+const minMemberLen, maxMemberLen = 2, 7
 
 func isASCII(b []byte) bool {
 	for _, c := range b {
