@@ -260,12 +260,24 @@ func (h *Handler) Validate() error {
 // next. An edge error that names a status becomes Caddy's HandlerError, so
 // handle_errors sees it.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	err := h.edge.ServeNext(w, r, next.ServeHTTP)
-	var he *edge.HTTPError
-	if err != nil && errors.As(err, &he) {
-		return caddyhttp.Error(he.Status, he.Err)
+	err := h.edge.ServeNext(w, r, nextFunc(next))
+	if err != nil {
+		if he, ok := errors.AsType[*edge.HTTPError](err); ok {
+			return caddyhttp.Error(he.Status, he.Err)
+		}
 	}
 	return err
+}
+
+// nextFunc is next as the edge calls it. Caddy hands a middleware its next
+// handler as a caddyhttp.HandlerFunc, which converts to edge.Next for
+// nothing, where the method value next.ServeHTTP is a closure allocated on
+// every request.
+func nextFunc(next caddyhttp.Handler) edge.Next {
+	if f, ok := next.(caddyhttp.HandlerFunc); ok {
+		return edge.Next(f)
+	}
+	return next.ServeHTTP
 }
 
 // Cleanup closes the edge and releases this config's hold on the shared
