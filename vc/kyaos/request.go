@@ -169,7 +169,7 @@ func withoutMember(obj []byte, name string) (rest, val []byte) {
 }
 
 func firstByte(b []byte) byte {
-	b = bytes.TrimLeft(b, " \t\r\n")
+	b = trimWS(b)
 	if len(b) == 0 {
 		return 0
 	}
