@@ -58,12 +58,13 @@ func BenchmarkVerifyReading(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		parsed, err := parseRequestChecked(body, true)
+		var proofs [2]proofReader
+		parsed, err := readRequest(body, true, &proofs)
 		if err != nil {
 			b.Fatal(err)
 		}
 		var p Proof
-		if err := p.parse(parsed.proof(), true); err != nil {
+		if err := proofs[0].finish(parsed.canonical, &p); err != nil {
 			b.Fatal(err)
 		}
 		sc := getScratch()

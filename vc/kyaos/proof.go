@@ -77,63 +77,81 @@ func parseProof(raw []byte, membersChecked bool) (*Proof, error) {
 
 // parse reads raw into p (parseProof). Its strings share one allocation.
 func (p *Proof) parse(raw []byte, membersChecked bool) error {
-	bad := func() error { return refuse(StepSchema, MalformedProof, nil) }
 	if len(raw) > maxProofSize || !membersChecked && jsonscan.CheckMembers(raw) != nil || firstByte(raw) != '{' {
+		return refuse(StepSchema, MalformedProof, nil)
+	}
+	var r proofReader
+	jsonscan.Walk(raw, r.member)
+	return r.finish(raw, p)
+}
+
+// proofReader is what parse makes of a proof's members as they come, in a
+// walk of the proof or in the one pass over a request that finds it
+// (readRequest): both readings then do exactly the same with them.
+type proofReader struct {
+	strs             proofStrings
+	created, expires int64
+	cnf              []byte
+	bad              bool // a member outside the schema, or not of its type
+}
+
+// member reads the member k (quoted, as in the document) of value v.
+func (r *proofReader) member(k, v []byte) {
+	var str int
+	var num *int64
+	switch string(jsonscan.Unquote(k)) {
+	case "prf":
+		str = sPrf
+	case "alg":
+		str = sAlg
+	case "did":
+		str = sDID
+	case "kid":
+		str = sKID
+	case "audience":
+		str = sAudience
+	case "nonce":
+		str = sNonce
+	case "requestHash":
+		str = sRequestHash
+	case "jws":
+		str = sJWS
+	case "httpSig":
+		str = sHTTPSig
+	case "created":
+		num = &r.created
+	case "expires":
+		num = &r.expires
+	case "cnf":
+		r.cnf = v
+		return
+	default:
+		r.bad = true // the schema is strict: an unknown member is malformed
+		return
+	}
+	if num != nil {
+		r.bad = r.bad || !readInt(v, num)
+	} else {
+		var isString bool
+		r.strs[str], isString = stringValue(v)
+		r.bad = r.bad || !isString
+	}
+}
+
+// finish sets p from the members read of the proof raw, and checks it.
+func (r *proofReader) finish(raw []byte, p *Proof) error {
+	bad := func() error { return refuse(StepSchema, MalformedProof, nil) }
+	if len(raw) > maxProofSize || firstByte(raw) != '{' || r.bad {
 		return bad()
 	}
-	var strs proofStrings
-	var cnf []byte
-	ok := true
-	jsonscan.Walk(raw, func(k, v []byte) {
-		var str int
-		var num *int64
-		switch string(jsonscan.Unquote(k)) {
-		case "prf":
-			str = sPrf
-		case "alg":
-			str = sAlg
-		case "did":
-			str = sDID
-		case "kid":
-			str = sKID
-		case "audience":
-			str = sAudience
-		case "nonce":
-			str = sNonce
-		case "requestHash":
-			str = sRequestHash
-		case "jws":
-			str = sJWS
-		case "httpSig":
-			str = sHTTPSig
-		case "created":
-			num = &p.Created
-		case "expires":
-			num = &p.Expires
-		case "cnf":
-			cnf = v
-			return
-		default:
-			ok = false // the schema is strict: an unknown member is malformed
-			return
-		}
-		if num != nil {
-			ok = ok && readInt(v, num)
-		} else {
-			var isString bool
-			strs[str], isString = stringValue(v)
-			ok = ok && isString
-		}
-	})
-	if !ok {
-		return bad()
-	}
-	if cnf != nil {
-		if strs[sCnfJKT], ok = readCnf(cnf); !ok {
+	if r.cnf != nil {
+		var ok bool
+		if r.strs[sCnfJKT], ok = readCnf(r.cnf); !ok {
 			return bad()
 		}
 	}
-	strs.into(p)
+	r.strs.into(p)
+	p.Created, p.Expires = r.created, r.expires
 	if !p.wellFormed() {
 		return bad()
 	}

@@ -55,6 +55,14 @@ func parseRequest(body []byte) (request, error) {
 // of the reading. Of members whose names unquote alike (which only a body
 // whose names were not checked can hold) the last counts.
 func parseRequestChecked(body []byte, namesChecked bool) (request, error) {
+	return readRequest(body, namesChecked, nil)
+}
+
+// readRequest is parseRequestChecked, reading the members of the proofs
+// into proofs on the way (nil: not read) for Verify, which then need not
+// walk the proof again: proofs[0] gets those of canonical, proofs[1] those
+// of legacy (readProof).
+func readRequest(body []byte, namesChecked bool, proofs *[2]proofReader) (request, error) {
 	var req request
 	if !namesChecked && jsonscan.CheckMembers(body) != nil {
 		return req, errBody
@@ -69,7 +77,7 @@ func parseRequestChecked(body []byte, namesChecked bool) (request, error) {
 			start, end := c.Skip()
 			req.method = body[start:end]
 		case "params":
-			req.readParams(&c, body)
+			req.readParams(&c, body, proofs)
 		default:
 			c.Skip()
 		}
@@ -81,8 +89,8 @@ func parseRequestChecked(body []byte, namesChecked bool) (request, error) {
 }
 
 // readParams reads the value at c, params, into r, and within it _meta
-// and the proofs in that.
-func (r *request) readParams(c *jsonscan.Cursor, body []byte) {
+// and the proofs in that (their members into proofs, when set).
+func (r *request) readParams(c *jsonscan.Cursor, body []byte, proofs *[2]proofReader) {
 	r.meta, r.metaAt, r.metaEnd, r.canonical, r.legacy = nil, 0, 0, nil, nil
 	start := c.Pos()
 	if !c.Object() {
@@ -96,32 +104,53 @@ func (r *request) readParams(c *jsonscan.Cursor, body []byte) {
 			continue
 		}
 		at := c.KeyStart()
-		r.readMeta(c, body)
+		r.readMeta(c, body, proofs)
 		r.metaAt, r.metaEnd = at-start, c.Offset()-start
 	}
 	r.params = body[start:c.Offset()]
 }
 
 // readMeta reads the value at c, params._meta, into r.meta, and the
-// proofs in it.
-func (r *request) readMeta(c *jsonscan.Cursor, body []byte) {
+// proofs in it (their members into proofs, when set).
+func (r *request) readMeta(c *jsonscan.Cursor, body []byte, proofs *[2]proofReader) {
 	r.canonical, r.legacy = nil, nil
 	start := c.Pos()
 	if c.Object() {
 		for c.NextMember() {
-			key := jsonscan.Unquote(c.Key())
-			s, e := c.Skip()
-			switch string(key) {
+			switch string(jsonscan.Unquote(c.Key())) {
 			case ProofKey:
-				r.canonical = body[s:e]
+				r.canonical = readProof(c, body, proofs, 0)
 			case LegacyProofKey:
-				r.legacy = body[s:e]
+				r.legacy = readProof(c, body, proofs, 1)
+			default:
+				c.Skip()
 			}
 		}
 	} else {
 		c.Skip()
 	}
 	r.meta = body[start:c.Offset()]
+}
+
+// readProof reads the value at c, a proof, and returns it raw; when
+// proofs is set and the proof is an object, its members go to proofs[i]
+// as they pass. The proof returned and the members read are always of the
+// same member of _meta (the last of a repeated one).
+func readProof(c *jsonscan.Cursor, body []byte, proofs *[2]proofReader, i int) []byte {
+	if proofs == nil || c.Kind() != '{' {
+		start, end := c.Skip()
+		return body[start:end]
+	}
+	pr := &proofs[i]
+	*pr = proofReader{}
+	start := c.Pos()
+	c.Object()
+	for c.NextMember() {
+		k := c.Key()
+		s, e := c.Skip()
+		pr.member(k, body[s:e])
+	}
+	return body[start:c.Offset()]
 }
 
 // metaKey is the member of params a proof does not cover.

@@ -2,6 +2,7 @@ package kyaos
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/gowebpki/jcs"
@@ -130,6 +131,23 @@ func checkRequestReaders(t *testing.T, body []byte) {
 		if a, b := got.ambiguousNumber(), want.ambiguousNumber(); a != b {
 			t.Fatalf("%q (names checked %v): ambiguous number: one pass %v, walking %v", body, checked, a, b)
 		}
+		// The proof Verify reads: from its members as the one pass read
+		// them, and by parse walking the raw proof as before.
+		var proofs [2]proofReader
+		if _, err := readRequest(body, checked, &proofs); err != nil {
+			t.Fatalf("%q: readRequest %v after parseRequestChecked accepted it", body, err)
+		}
+		if raw := want.proof(); raw != nil {
+			read := &proofs[0]
+			if got.canonical == nil {
+				read = &proofs[1]
+			}
+			var fromPass, fromWalk Proof
+			passErr, walkErr := read.finish(raw, &fromPass), fromWalk.parse(raw, true)
+			if ReasonOf(passErr) != ReasonOf(walkErr) || passErr == nil && fromPass != fromWalk {
+				t.Fatalf("%q (names checked %v): proof from the pass %+v (%v), walked %+v (%v)", body, checked, fromPass, passErr, fromWalk, walkErr)
+			}
+		}
 		gotHash, gotErr := got.requestHash()
 		wantHash, wantErr := want.requestHash()
 		if gotHash != wantHash || (gotErr == nil) != (wantErr == nil) {
@@ -138,8 +156,42 @@ func checkRequestReaders(t *testing.T, body []byte) {
 	}
 }
 
+// withProofs puts proofs (raw JSON) in params._meta of a tools/call, under
+// the canonical key, then the legacy one, then any key given after "|".
+func withProofs(canonical, legacy string) string {
+	meta := ""
+	if canonical != "" {
+		meta = `"org.kya-os/request-proof":` + canonical
+	}
+	if legacy != "" {
+		if meta != "" {
+			meta += ","
+		}
+		meta += `"org.kya-os/proof@1":` + legacy
+	}
+	return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay","_meta":{` + meta + `},"arguments":{"n":1}}}`
+}
+
 var requestReaderInputs = []string{
 	call,
+	withProofs(validProof, ""),
+	withProofs("", validProof),
+	withProofs(validProof, `{"x":1}`),
+	withProofs(`{"x":1}`, validProof),
+	withProofs(`"not an object"`, validProof),
+	withProofs(strings.Replace(validProof, `"created":10`, `"created":"10"`, 1), ""),
+	withProofs(strings.Replace(validProof, `"created":10`, `"created":1e1`, 1), ""),
+	withProofs(strings.Replace(validProof, `"nonce":"abc_-1"`, `"nonce":"abc_-1","extra":1`, 1), ""),
+	withProofs(strings.Replace(validProof, `"jws"`, `"\u006aws"`, 1), ""),
+	withProofs(strings.Replace(validProof, `"jws":"eyJ..c2ln"`, `"jws":"eyJ..c2ln","cnf":{"jkt":"abc"}`, 1), ""),
+	withProofs(strings.Replace(validProof, `"jws":"eyJ..c2ln"`, `"jws":"eyJ..c2ln","cnf":{"jkt":"abc","x":1}`, 1), ""),
+	withProofs(strings.Replace(validProof, `"did":"did:key:z6Mk"`, `"did":"did:key:z6Mk","did":"did:key:z6Mx"`, 1), ""),
+	withProofs(strings.Replace(validProof, `"alg":"EdDSA"`, `"alg":null,"alg":"EdDSA"`, 1), ""),
+	withProofs(validProof+`,"org.kya-os/request-proof":"x"`, ""),
+	withProofs(`"x","org.kya-os/request-proof":`+validProof, ""),
+	withProofs(`{"x":1},"org.kya-os/request-proof":`+validProof, ""),
+	withProofs(strings.Replace(validProof, `"audience":"did:web:s"`, `"audience":"did:web:\u00e9"`, 1), ""),
+	withProofs(strings.Replace(validProof, `{`, ` { `, 1), ""),
 	`{"method":"m","params":{"name":"n","_meta":{"org.kya-os/request-proof":{"a":1},"org.kya-os/proof@1":{"b":2}},"z":1e400}}`,
 	`{"method":"m","params":{"_meta":{"org.kya-os/proof@1":{"b":2}}}}`,
 	`{"method":"m","params":{"_meta":{"org.kya-os/request-proof":null,"org.kya-os/proof@1":{"b":2}}}}`,

@@ -136,16 +136,21 @@ func (v *Verifier) Check(ctx context.Context, req Request) error {
 // verify is Verify, reading the proof into p and filling in res but for
 // its Proof, which the caller sets.
 func (v *Verifier) verify(ctx context.Context, req Request, res *Result, p *Proof) error {
-	parsed, err := parseRequestChecked(req.Body, req.NamesChecked)
+	// The proof's members are read in the same pass as the body (whose
+	// member names, the proof's too, are checked: by the caller or here).
+	var proofs [2]proofReader
+	parsed, err := readRequest(req.Body, req.NamesChecked, &proofs)
 	if err != nil {
 		return refuse(StepRead, MalformedProof, err)
 	}
-	raw := parsed.proof()
+	raw, read := parsed.canonical, &proofs[0]
+	if raw == nil {
+		raw, read = parsed.legacy, &proofs[1]
+	}
 	if raw == nil {
 		return refuse(StepRead, ProofMissing, nil)
 	}
-	// parseRequest checked the whole body's member names, the proof's too.
-	if err := p.parse(raw, true); err != nil {
+	if err := read.finish(raw, p); err != nil {
 		return err
 	}
 	sc := getScratch()
