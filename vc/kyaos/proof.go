@@ -343,14 +343,35 @@ func appendNumMember(b []byte, prefix string, v int64) []byte {
 }
 
 // plainJSON reports whether JCS writes s between quotes unchanged:
-// printable ASCII without a quote or a backslash.
+// printable ASCII without a quote or a backslash. Eight bytes are tested
+// at a time: the covered claims' strings (DID, kid, audience, nonce,
+// request hash) are checked on every proof, some 300 bytes.
 func plainJSON(s string) bool {
-	for i := 0; i < len(s); i++ {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		v := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		if notPlain(v) != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
 			return false
 		}
 	}
 	return true
+}
+
+// notPlain is not zero when one of the eight bytes of v is not plain
+// (plainJSON): below 0x20, '"', '\\' (the subtractions borrow at those),
+// 0x7f (the addition carries into its high bit) or 0x80 and above. A
+// borrow or carry into the next byte comes only from a byte that is not
+// plain, so a word of plain bytes is never flagged.
+func notPlain(v uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	low := (v - ones*0x20) | ((v ^ ones*'"') - ones) | ((v ^ ones*'\\') - ones)
+	return ((low &^ v) | v | (v + ones)) & highs
 }
 
 // coveredClaimsJCS is coveredClaims for any strings: encoded, then
