@@ -267,7 +267,7 @@ func (g *Gate) Admit(ctx context.Context, b Body, audience, agentDID string) (bo
 		return false, nil
 	}
 	// The proof must be the credential's subject's (§9.2): a key that is
-	// not the agent's proves nothing about this delegation. Verify reads
+	// not the agent's proves nothing about this delegation. Check reads
 	// the body once; step 1 (StepRead) is a body with no proof, or one that
 	// is not a strict JSON-RPC object, so no proof to find.
 	// Without b.Err, mcp.ParseStrict found no repeated member name in it.
@@ -279,10 +279,10 @@ func (g *Gate) Admit(ctx context.Context, b Body, audience, agentDID string) (bo
 		// (docs/kya-os.md, "Nonces").
 		ctx = challenge.Unbound(ctx)
 	}
-	// A body that cannot hold a proof is what Verify would refuse at
+	// A body that cannot hold a proof is what Check would refuse at
 	// StepRead: it is not read again (mayhold.go).
 	if mayHoldProof(b.Raw) {
-		_, err := g.verifier.Verify(ctx, kyaos.Request{Body: b.Raw, Audience: audience, Subject: agentDID, NamesChecked: b.Err == nil})
+		err := g.verifier.Check(ctx, kyaos.Request{Body: b.Raw, Audience: audience, Subject: agentDID, NamesChecked: b.Err == nil})
 		switch {
 		case err == nil:
 			return true, nil

@@ -7,8 +7,10 @@ package jsonscan
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"math/bits"
 	"sync"
 	"unsafe"
 
@@ -254,14 +256,14 @@ func (w *walker) addName(start, end int) bool {
 	return true
 }
 
+// ws moves past white space. Most tokens have none before them: a byte
+// above ' ' ends it at one comparison.
 func (w *walker) ws() {
 	for w.i < len(w.b) {
-		switch w.b[w.i] {
-		case ' ', '\t', '\n', '\r':
-			w.i++
-		default:
+		if c := w.b[w.i]; c > ' ' || c != ' ' && c != '\t' && c != '\n' && c != '\r' {
 			return
 		}
+		w.i++
 	}
 }
 
@@ -302,13 +304,9 @@ func (w *walker) inObject() bool {
 // str moves past the string at w.i ('"').
 func (w *walker) str() bool {
 	b := w.b
-	for i := w.i + 1; i < len(b); i++ {
-		// Most bytes of a string are plain: one table look-up each.
-		for i < len(b) && plain[b[i]] {
-			i++
-		}
-		if i >= len(b) {
-			break
+	for i := w.i + 1; ; i++ {
+		if i = skipPlain(b, i); i >= len(b) {
+			return false
 		}
 		switch c := b[i]; {
 		case c == '"':
@@ -334,11 +332,39 @@ func (w *walker) str() bool {
 			default:
 				return false
 			}
-		case c < 0x20:
+		default: // a control character
 			return false
 		}
 	}
-	return false
+}
+
+// skipPlain returns the offset of the first byte of b from i on that a
+// string does not hold as it is ('"', '\\' or a control character), or
+// len(b). Most bytes of a string are plain (a proof's DIDs, JWS and nonce
+// are nothing else): they are tested eight at a time.
+func skipPlain(b []byte, i int) int {
+	for ; i+8 <= len(b); i += 8 {
+		if m := special(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for i < len(b) && plain[b[i]] {
+		i++
+	}
+	return i
+}
+
+// special flags (0x80) the bytes of v, eight bytes little-endian, that
+// are not plain: below 0x20, '"' or '\\'. A byte's subtraction borrows
+// from the byte above it only when it is itself flagged, so the lowest
+// flag is always right (one above it may be spurious: the caller uses
+// the lowest alone). Bytes of 0x80 and above are never flagged (&^ v).
+func special(v uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	control := v - ones*0x20
+	quote := (v ^ ones*'"') - ones
+	backslash := (v ^ ones*'\\') - ones
+	return (control | quote | backslash) &^ v & highs
 }
 
 // plain holds the bytes a string holds as they are: not '"', '\\' or a

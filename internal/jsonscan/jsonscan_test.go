@@ -72,3 +72,26 @@ func TestWalkMembers(t *testing.T) {
 		}
 	}
 }
+
+// proofBody is a tools/call as a 2026 client sends it, with a KYA-OS
+// request proof in params._meta: most of its bytes are inside long
+// strings (DIDs, the detached JWS, the nonce and the request hash).
+const proofBody = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},` +
+	`"_meta":{"org.kya-os/request-proof":{"alg":"EdDSA","audience":"did:web:mcp.example.com","created":1795714019,` +
+	`"did":"did:key:z6MknfCw4e8UiLapHLBPML62Eu1yBJb5QLRz6pjZxLMjJz6k","expires":1795714079,` +
+	`"jws":"eyJhbGciOiJFZERTQSIsImtpZCI6ImRpZDprZXk6ejZNa25mQ3c0ZThVaUxhcEhMQlBNTDYyRXUxeUJKYjVRTFJ6NnBqWnhMTWpKejZrI3o2TWtuZkN3NGU4VWlMYXBITEJQTUw2MkV1MXlCSmI1UUxSejZwalp4TE1qSno2ayJ9..g7DA2OpAo___b_iK_HOOpVkDbgRfYP_tEt4At1AsZn2fnxJw4A5umy8BAaiZoEaO-3BOe5oT6n-cGy37935DBQ",` +
+	`"kid":"did:key:z6MknfCw4e8UiLapHLBPML62Eu1yBJb5QLRz6pjZxLMjJz6k#z6MknfCw4e8UiLapHLBPML62Eu1yBJb5QLRz6pjZxLMjJz6k",` +
+	`"nonce":"Fp0kPKVa8J3gxYmP9WFN8g","prf":"org.kya-os/proof.v1","requestHash":"sha-256=:eDiPHzWo25ENE+XuI25PtqtcLahtcgb4Ob65EhlqJCc=:"}}}}`
+
+// BenchmarkValidProofBody is one walk over a proof-bearing body, as each
+// of the edge's readers makes.
+func BenchmarkValidProofBody(b *testing.B) {
+	body := []byte(proofBody)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if !Valid(body) {
+			b.Fatal("invalid")
+		}
+	}
+}

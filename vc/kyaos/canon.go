@@ -30,13 +30,31 @@ func appendCanonical(dst, src []byte) (out, rest []byte, ok bool) {
 // form of the object without that member is. Only the value at the start
 // of src is concerned, not objects nested in it.
 func appendCanonicalSkipping(dst, src []byte, skip string) (out, rest []byte, ok bool) {
+	return appendCanonicalLeaving(dst, src, leave{name: skip, at: -1})
+}
+
+// leave is the member appendCanonicalLeaving leaves out of the object at
+// the start of its src: the one named name (plain; "" for none). When at
+// is not negative, the caller has read src already and knows that member
+// to be src[at:end] (its key to the end of its value): it is then passed
+// over without reading its value again (a request's _meta, mostly the
+// proof itself).
+type leave struct {
+	name    string
+	at, end int
+}
+
+// appendCanonicalLeaving is appendCanonicalSkipping, with the member to
+// leave out given by lv.
+func appendCanonicalLeaving(dst, src []byte, lv leave) (out, rest []byte, ok bool) {
+	origin := len(src) // the offset in src of a suffix x is origin-len(x)
 	src = trimWS(src)
 	if len(src) == 0 {
 		return dst, nil, false
 	}
 	switch c := src[0]; {
 	case c == '{':
-		return appendCanonicalObject(dst, src[1:], skip)
+		return appendCanonicalObject(dst, src[1:], lv, origin)
 	case c == '[':
 		return appendCanonicalArray(dst, src[1:])
 	case c == '"':
@@ -64,7 +82,10 @@ type member struct {
 	start, end int
 }
 
-func appendCanonicalObject(dst, src []byte, skip string) ([]byte, []byte, bool) {
+// appendCanonicalObject writes the object whose members start src (its
+// '{' read), leaving lv out; origin is the length of the src lv's offsets
+// are in (see appendCanonicalLeaving).
+func appendCanonicalObject(dst, src []byte, lv leave, origin int) ([]byte, []byte, bool) {
 	dst = append(dst, '{')
 	objStart := len(dst)
 	var buf [8]member
@@ -74,7 +95,8 @@ func appendCanonicalObject(dst, src []byte, skip string) ([]byte, []byte, bool) 
 		return append(dst, '}'), src[1:], true
 	}
 	for {
-		name, rest, ok := plainString(trimWS(src))
+		src = trimWS(src)
+		name, rest, ok := plainString(src)
 		if !ok || !isASCII(name) {
 			// A non-ASCII name sorts by UTF-16 code units, not bytes.
 			return dst, nil, false
@@ -83,14 +105,18 @@ func appendCanonicalObject(dst, src []byte, skip string) ([]byte, []byte, bool) 
 		if len(rest) == 0 || rest[0] != ':' {
 			return dst, nil, false
 		}
-		if skip != "" && string(name[1:len(name)-1]) == skip {
+		if lv.name != "" && string(name[1:len(name)-1]) == lv.name {
 			// Passed over, not written: only its end matters.
-			c := jsonscan.NewCursor(rest[1:])
-			_, end := c.Skip()
-			if c.Failed() {
-				return dst, nil, false
+			if at := origin - len(src); lv.at >= 0 && at == lv.at {
+				src = src[lv.end-at:]
+			} else {
+				c := jsonscan.NewCursor(rest[1:])
+				_, end := c.Skip()
+				if c.Failed() {
+					return dst, nil, false
+				}
+				src = rest[1+end:]
 			}
-			src = rest[1+end:]
 		} else {
 			if len(members) > 0 {
 				dst = append(dst, ',')
@@ -240,4 +266,17 @@ func isASCII(b []byte) bool {
 	return true
 }
 
-func trimWS(b []byte) []byte { return bytes.TrimLeft(b, " \t\r\n") }
+// trimWS drops JSON white space from the start of b. It is called before
+// every token the canonicaliser reads: a loop, where bytes.TrimLeft would
+// build its set of bytes on each call.
+func trimWS(b []byte) []byte {
+	for len(b) > 0 {
+		switch b[0] {
+		case ' ', '\t', '\r', '\n':
+			b = b[1:]
+		default:
+			return b
+		}
+	}
+	return b
+}

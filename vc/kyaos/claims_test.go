@@ -2,6 +2,7 @@ package kyaos
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 )
 
@@ -69,6 +70,48 @@ func FuzzCoveredClaims(f *testing.F) {
 		}
 		if direct, ok := p.appendPlainClaims(nil); ok && !bytes.Equal(direct, want) {
 			t.Fatalf("direct %s, JCS %s", direct, want)
+		}
+	})
+}
+
+// plainJSONByteByByte is plainJSON as it was, one byte at a time: the
+// reference the word-at-a-time test must agree with.
+func plainJSONByteByByte(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// TestPlainJSONAgreesByteByByte: every byte value at every position of
+// two words, among plain bytes and next to those whose borrow or carry
+// could disturb the word test (0x00, 0x1f, 0x20, 0x21, '"' ± 1, '\\' ± 1,
+// 0x7e, 0x7f, 0x80, 0xff).
+func TestPlainJSONAgreesByteByByte(t *testing.T) {
+	neighbours := []byte{0x00, 0x1f, 0x20, 0x21, '"' - 1, '"', '"' + 1, '\\' - 1, '\\', '\\' + 1, 0x7e, 0x7f, 0x80, 0xff, 'a'}
+	for c := range 256 {
+		for pos := range 17 {
+			for _, n := range neighbours {
+				for _, tail := range []int{0, 1, 7, 8, 9} {
+					s := strings.Repeat("a", pos) + string([]byte{byte(c), n}) + strings.Repeat("z", tail)
+					if got, want := plainJSON(s), plainJSONByteByByte(s); got != want {
+						t.Fatalf("plainJSON(%q) = %v, byte by byte %v", s, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+func FuzzPlainJSON(f *testing.F) {
+	for _, c := range claimsCases {
+		f.Add(c.aud + c.kid)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := plainJSON(s), plainJSONByteByByte(s); got != want {
+			t.Fatalf("plainJSON(%q) = %v, byte by byte %v", s, got, want)
 		}
 	})
 }

@@ -15,12 +15,21 @@ func isB64URL[T string | []byte](s T) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		if !b64urlByte(s[i]) {
+		if !b64urlBytes[s[i]] {
 			return false
 		}
 	}
 	return true
 }
+
+// b64urlBytes holds the base64url alphabet: one look-up a byte, for the
+// JWS (some 270 bytes) is checked on every proof.
+var b64urlBytes = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = b64urlByte(byte(c))
+	}
+	return t
+}()
 
 func b64urlByte(c byte) bool {
 	return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '-'

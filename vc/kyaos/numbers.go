@@ -4,8 +4,6 @@ import (
 	"strconv"
 
 	"github.com/gowebpki/jcs"
-
-	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 )
 
 // The requestHash is JCS (RFC 8785), which reads every number as an
@@ -19,17 +17,17 @@ import (
 
 // ambiguousNumber reports whether the covered part of r (method and params
 // without _meta) holds a number whose value is not that of its JCS form.
+// Only the members of an object params are read. The bytes around _meta's
+// member are scanned as they are: they hold whole members, and the names
+// in them are strings, which the scan passes over.
 func (r request) ambiguousNumber() bool {
-	if r.params == nil {
+	if firstByte(r.params) != '{' {
 		return false
 	}
-	found := false
-	jsonscan.Walk(r.params, func(k, v []byte) {
-		if !found && (r.meta == nil || string(jsonscan.Unquote(k)) != metaKey) {
-			found = hasAmbiguousNumber(v)
-		}
-	})
-	return found
+	if r.meta == nil {
+		return hasAmbiguousNumber(r.params)
+	}
+	return hasAmbiguousNumber(r.params[:r.metaAt]) || hasAmbiguousNumber(r.params[r.metaEnd:])
 }
 
 // hasAmbiguousNumber scans the JSON value b (already read strictly, so a

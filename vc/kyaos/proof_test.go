@@ -242,10 +242,22 @@ func TestVerifyRefusals(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			req := Request{Body: c.body, Audience: aud, TokenJKT: c.tok, Subject: c.sub}
 			v := NewVerifier(didresolver.New(), &memNonces{}, WithClock(func() time.Time { return now }))
-			_, err := v.Verify(context.Background(), Request{Body: c.body, Audience: aud, TokenJKT: c.tok, Subject: c.sub})
+			_, err := v.Verify(context.Background(), req)
 			if ReasonOf(err) != c.reason {
 				t.Fatalf("got %v, want %q", err, c.reason)
+			}
+			// Check, the verdict alone, gives the same one (a fresh nonce
+			// store: Verify spent the nonce of an accepted proof).
+			v = NewVerifier(didresolver.New(), &memNonces{}, WithClock(func() time.Time { return now }))
+			if err := v.Check(context.Background(), req); ReasonOf(err) != c.reason {
+				t.Fatalf("Check: got %v, want %q", err, c.reason)
+			}
+			if c.reason == "" {
+				if err := v.Check(context.Background(), req); ReasonOf(err) != NonceReplayed {
+					t.Fatalf("Check replayed: got %v, want %q", err, NonceReplayed)
+				}
 			}
 		})
 	}

@@ -29,8 +29,13 @@ var errBody = errors.New("kyaos: request is not a strict JSON-RPC object")
 type request struct {
 	method []byte // the raw JSON string
 	params []byte // raw; nil when absent
-	// meta is params._meta, raw; nil when absent.
-	meta []byte
+	// meta is params._meta, raw; nil when absent. Its member (key to the
+	// end of its value) is params[metaAt:metaEnd].
+	meta            []byte
+	metaAt, metaEnd int
+	// canonical and legacy are the proofs in meta under ProofKey and
+	// LegacyProofKey, raw; nil when absent.
+	canonical, legacy []byte
 }
 
 // parseRequest reads body strictly: one JSON value, no member name repeated
@@ -41,32 +46,111 @@ func parseRequest(body []byte) (request, error) {
 }
 
 // parseRequestChecked is parseRequest, where namesChecked says the caller
-// already ran jsonscan.CheckMembers over body (the walk below still
+// already ran jsonscan.CheckMembers over body (the read below still
 // refuses anything that is not one valid JSON value).
+//
+// The body is read in one pass, which finds method, params, params._meta
+// and the proofs in it on the way: a proof-bearing body is mostly its
+// proof, and walking it again for each of those cost more than the rest
+// of the reading. Of members whose names unquote alike (which only a body
+// whose names were not checked can hold) the last counts.
 func parseRequestChecked(body []byte, namesChecked bool) (request, error) {
+	return readRequest(body, namesChecked, nil)
+}
+
+// readRequest is parseRequestChecked, reading the members of the proofs
+// into proofs on the way (nil: not read) for Verify, which then need not
+// walk the proof again: proofs[0] gets those of canonical, proofs[1] those
+// of legacy (readProof).
+func readRequest(body []byte, namesChecked bool, proofs *[2]proofReader) (request, error) {
 	var req request
 	if !namesChecked && jsonscan.CheckMembers(body) != nil {
 		return req, errBody
 	}
-	ok := jsonscan.Walk(body, func(key, val []byte) {
-		switch string(jsonscan.Unquote(key)) {
-		case "method":
-			req.method = val
-		case "params":
-			req.params = val
-		}
-	})
-	if !ok || firstByte(body) != '{' || len(req.method) == 0 || req.method[0] != '"' {
+	c := jsonscan.NewCursor(body)
+	if !c.Object() {
 		return request{}, errBody
 	}
-	if firstByte(req.params) == '{' {
-		jsonscan.Walk(req.params, func(k, v []byte) {
-			if string(jsonscan.Unquote(k)) == metaKey {
-				req.meta = v
-			}
-		})
+	for c.NextMember() {
+		switch string(jsonscan.Unquote(c.Key())) {
+		case "method":
+			start, end := c.Skip()
+			req.method = body[start:end]
+		case "params":
+			req.readParams(&c, body, proofs)
+		default:
+			c.Skip()
+		}
+	}
+	if !c.Done() || len(req.method) == 0 || req.method[0] != '"' {
+		return request{}, errBody
 	}
 	return req, nil
+}
+
+// readParams reads the value at c, params, into r, and within it _meta
+// and the proofs in that (their members into proofs, when set).
+func (r *request) readParams(c *jsonscan.Cursor, body []byte, proofs *[2]proofReader) {
+	r.meta, r.metaAt, r.metaEnd, r.canonical, r.legacy = nil, 0, 0, nil, nil
+	start := c.Pos()
+	if !c.Object() {
+		_, end := c.Skip()
+		r.params = body[start:end]
+		return
+	}
+	for c.NextMember() {
+		if string(jsonscan.Unquote(c.Key())) != metaKey {
+			c.Skip()
+			continue
+		}
+		at := c.KeyStart()
+		r.readMeta(c, body, proofs)
+		r.metaAt, r.metaEnd = at-start, c.Offset()-start
+	}
+	r.params = body[start:c.Offset()]
+}
+
+// readMeta reads the value at c, params._meta, into r.meta, and the
+// proofs in it (their members into proofs, when set).
+func (r *request) readMeta(c *jsonscan.Cursor, body []byte, proofs *[2]proofReader) {
+	r.canonical, r.legacy = nil, nil
+	start := c.Pos()
+	if c.Object() {
+		for c.NextMember() {
+			switch string(jsonscan.Unquote(c.Key())) {
+			case ProofKey:
+				r.canonical = readProof(c, body, proofs, 0)
+			case LegacyProofKey:
+				r.legacy = readProof(c, body, proofs, 1)
+			default:
+				c.Skip()
+			}
+		}
+	} else {
+		c.Skip()
+	}
+	r.meta = body[start:c.Offset()]
+}
+
+// readProof reads the value at c, a proof, and returns it raw; when
+// proofs is set and the proof is an object, its members go to proofs[i]
+// as they pass. The proof returned and the members read are always of the
+// same member of _meta (the last of a repeated one).
+func readProof(c *jsonscan.Cursor, body []byte, proofs *[2]proofReader, i int) []byte {
+	if proofs == nil || c.Kind() != '{' {
+		start, end := c.Skip()
+		return body[start:end]
+	}
+	pr := &proofs[i]
+	*pr = proofReader{}
+	start := c.Pos()
+	c.Object()
+	for c.NextMember() {
+		k := c.Key()
+		s, e := c.Skip()
+		pr.member(k, body[s:e])
+	}
+	return body[start:c.Offset()]
 }
 
 // metaKey is the member of params a proof does not cover.
@@ -114,7 +198,7 @@ func withoutMember(obj []byte, name string) (rest, val []byte) {
 }
 
 func firstByte(b []byte) byte {
-	b = bytes.TrimLeft(b, " \t\r\n")
+	b = trimWS(b)
 	if len(b) == 0 {
 		return 0
 	}
@@ -188,11 +272,11 @@ func (r request) coveredCanonical(dst []byte) (_ []byte, ok bool) {
 	}
 	if r.params != nil {
 		b = append(b, `,"params":`...)
-		skip := ""
+		lv := leave{at: -1}
 		if r.meta != nil {
-			skip = metaKey
+			lv = leave{name: metaKey, at: r.metaAt, end: r.metaEnd}
 		}
-		if b, rest, ok = appendCanonicalSkipping(b, r.params, skip); !ok || len(trimWS(rest)) != 0 {
+		if b, rest, ok = appendCanonicalLeaving(b, r.params, lv); !ok || len(trimWS(rest)) != 0 {
 			return nil, false
 		}
 	}
@@ -222,20 +306,8 @@ func FindProof(body []byte) ([]byte, error) {
 
 // proof returns params._meta's proof, canonical key first.
 func (r request) proof() []byte {
-	if firstByte(r.meta) != '{' {
-		return nil
+	if r.canonical != nil {
+		return r.canonical
 	}
-	var canonical, legacy []byte
-	jsonscan.Walk(r.meta, func(k, v []byte) {
-		switch string(jsonscan.Unquote(k)) {
-		case ProofKey:
-			canonical = v
-		case LegacyProofKey:
-			legacy = v
-		}
-	})
-	if canonical != nil {
-		return canonical
-	}
-	return legacy
+	return r.legacy
 }

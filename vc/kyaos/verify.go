@@ -111,75 +111,97 @@ type Result struct {
 // Verify finds the request proof in req.Body and checks it (KYA-OS §3.7
 // steps 1–11): proof_missing when the body has none.
 func (v *Verifier) Verify(ctx context.Context, req Request) (*Result, error) {
-	parsed, err := parseRequestChecked(req.Body, req.NamesChecked)
-	if err != nil {
-		return nil, refuse(StepRead, MalformedProof, err)
-	}
-	raw := parsed.proof()
-	if raw == nil {
-		return nil, refuse(StepRead, ProofMissing, nil)
-	}
 	// The result and its proof in one allocation: a request proof is
 	// parsed on every request that has one.
 	r := new(struct {
 		res   Result
 		proof Proof
 	})
-	// parseRequest checked the whole body's member names, the proof's too.
-	if err := r.proof.parse(raw, true); err != nil {
+	r.res.Proof = &r.proof
+	if err := v.verify(ctx, req, &r.res, &r.proof); err != nil {
 		return nil, err
 	}
-	r.res.Proof = &r.proof
-	sc := getScratch()
-	defer sc.release()
-	return v.check(ctx, &r.res, parsed, req, sc)
+	return &r.res, nil
 }
 
-// check runs steps 3–11 on res.Proof, filling in res; the nonce is
-// consumed last.
-func (v *Verifier) check(ctx context.Context, res *Result, parsed request, req Request, sc *scratch) (*Result, error) {
-	p := res.Proof
+// Check is Verify for a caller that needs only the verdict (the edge's
+// proof gate): the result and the proof stay on its stack, and only the
+// proof's strings are allocated.
+func (v *Verifier) Check(ctx context.Context, req Request) error {
+	var res Result
+	var p Proof
+	return v.verify(ctx, req, &res, &p)
+}
+
+// verify is Verify, reading the proof into p and filling in res but for
+// its Proof, which the caller sets.
+func (v *Verifier) verify(ctx context.Context, req Request, res *Result, p *Proof) error {
+	// The proof's members are read in the same pass as the body (whose
+	// member names, the proof's too, are checked: by the caller or here).
+	var proofs [2]proofReader
+	parsed, err := readRequest(req.Body, req.NamesChecked, &proofs)
+	if err != nil {
+		return refuse(StepRead, MalformedProof, err)
+	}
+	raw, read := parsed.canonical, &proofs[0]
+	if raw == nil {
+		raw, read = parsed.legacy, &proofs[1]
+	}
+	if raw == nil {
+		return refuse(StepRead, ProofMissing, nil)
+	}
+	if err := read.finish(raw, p); err != nil {
+		return err
+	}
+	sc := getScratch()
+	defer sc.release()
+	return v.check(ctx, res, p, parsed, req, sc)
+}
+
+// check runs steps 3–11 on p, filling in res; the nonce is consumed
+// last.
+func (v *Verifier) check(ctx context.Context, res *Result, p *Proof, parsed request, req Request, sc *scratch) error {
 	// 3. The key must be the caller's own.
 	if did, _, _ := strings.Cut(p.KID, "#"); did != p.DID {
-		return nil, refuse(StepKidDID, KidDIDMismatch, nil)
+		return refuse(StepKidDID, KidDIDMismatch, nil)
 	}
 	if req.Subject != "" && p.DID != req.Subject {
-		return nil, refuse(StepKidDID, HolderMismatch, nil)
+		return refuse(StepKidDID, HolderMismatch, nil)
 	}
 	// 4–5. The exact method, from the agent DID's authentication keys.
 	key, err := v.key(ctx, p.KID)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// 6. Addressed to us.
 	if req.Audience == "" || subtle.ConstantTimeCompare([]byte(p.Audience), []byte(req.Audience)) != 1 {
-		return nil, refuse(StepAudience, AudienceMismatch, nil)
+		return refuse(StepAudience, AudienceMismatch, nil)
 	}
 	// 7. Over what arrived, read alike by every reader.
 	if parsed.ambiguousNumber() {
-		return nil, refuse(StepHash, RequestHashAmbiguousNumber, nil)
+		return refuse(StepHash, RequestHashAmbiguousNumber, nil)
 	}
 	if !parsed.hashMatches(p.RequestHash, sc) {
-		return nil, refuse(StepHash, RequestHashMismatch, nil)
+		return refuse(StepHash, RequestHashMismatch, nil)
 	}
 	// 8. In its window.
 	if err := v.window(p); err != nil {
-		return nil, err
+		return err
 	}
 	// 10. Signed by that key with the algorithm it names.
 	if err := verifySignature(p, key.Public, sc); err != nil {
-		return nil, err
+		return err
 	}
 	// 11. cnf fusion.
 	res.Key = key
 	if err := fuse(p, key.Public, req.TokenJKT, res); err != nil {
-		return nil, err
+		return err
 	}
 	// 9. Only a proof that passed everything spends its nonce.
 	if err := v.consume(ctx, p); err != nil {
-		return nil, err
+		return err
 	}
-	return res, nil
+	return nil
 }
 
 // key resolves kid through the agent's DID document, under authentication
