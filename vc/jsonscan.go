@@ -193,6 +193,14 @@ func (s *jsonScan) scanString() (plain bool, err error) {
 	}
 	plain = true
 	for i := s.i + 1; i < len(s.data); {
+		// Most of a credential's text is plain string bytes: skip them
+		// with one lookup each before the cases below.
+		for i < len(s.data) && plainStringByte[s.data[i]] {
+			i++
+		}
+		if i == len(s.data) {
+			break
+		}
 		switch c := s.data[i]; {
 		case c == '"':
 			s.i = i + 1
@@ -229,6 +237,15 @@ func (s *jsonScan) scanString() (plain bool, err error) {
 	}
 	return false, errJSON
 }
+
+// plainStringByte holds the bytes that stand for themselves in a plain
+// string: printable ASCII but the quote and the backslash.
+var plainStringByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func isHexDigit(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
@@ -341,7 +358,10 @@ func (s *jsonScan) skip() ([]byte, error) {
 		// element.
 		for {
 			if len(open) == 0 {
-				return s.data[start:s.i], nil
+				// Capped: appending to a raw member must not write over
+				// the text that follows, which decoded strings may share
+				// (parseJWS).
+				return s.data[start:s.i:s.i], nil
 			}
 			closing := open[len(open)-1]
 			c := s.peek()
