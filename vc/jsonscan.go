@@ -31,6 +31,10 @@ type jsonScan struct {
 	// arena holds the decoded string lists, so that the few short lists
 	// of a credential cost one allocation, not one each.
 	arena []string
+	// claims is where the parts of the claims that are pointers (the
+	// credential, its delegation and constraints) and the first string
+	// lists are allocated, together (claimsRoom); nil until one is needed.
+	claims *claimsRoom
 	// names holds the member names of the open objects.
 	names jsonkey.Members
 }

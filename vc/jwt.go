@@ -207,7 +207,7 @@ func parseJWS(raw []byte) (*parsed, *presentation, error) {
 		return nil, vp, nil
 	}
 
-	p := new(parsed)
+	p := &ps.room().parsed
 	sig := p.sigBuf[:0] // every allowed algorithm's signature fits
 	if b64url.DecodedLen(len(s)) > len(p.sigBuf) {
 		sig = nil

@@ -80,6 +80,13 @@ var jwtDecodeValid = map[string]string{
 		`"issuerDid":"did:key:z6MkI","subjectDid":"did:key:z6MkA","userDid":"did:key:z6MkU","scopes":["greet:execute"],` +
 		`"constraints":{"scopes":["greet:execute"],"notBefore":1772366340,"notAfter":1772388000,"audience":"did:web:e"},` +
 		`"status":"active","createdAt":1772366400000}}}}`,
+
+	// More than claimsRoom holds: two credentials (top level and vc), two
+	// delegations, four constraints, string lists past its eight strings.
+	"past the claims room": `{"@context":[],"type":["a","b","c"],"aud":["q","r","s"],` +
+		`"credentialSubject":{"delegation":{"constraints":{"scopes":["x"],"audience":["y1","y2"]}},"constraints":{"audience":["y3"]}},` +
+		`"vc":{"type":["d"],"credentialSubject":{"delegation":{"scopes":["s1"],"constraints":{"scopes":["s2"],"audience":["a1","a2","a3"]}},` +
+		`"constraints":{"audience":["z"],"scopes":["t1","t2","t3","t4","t5","t6","t7","t8","t9"]}}}}`,
 }
 
 // jwtDecodeInvalid fail both ways: broken JSON, and values of the wrong
