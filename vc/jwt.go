@@ -207,7 +207,9 @@ func parseJWS(raw []byte) (*parsed, *presentation, error) {
 		return nil, vp, nil
 	}
 
-	p := &ps.room().parsed
+	room := ps.room()
+	p := &room.parsed
+	p.room = room
 	sig := p.sigBuf[:0] // every allowed algorithm's signature fits
 	if b64url.DecodedLen(len(s)) > len(p.sigBuf) {
 		sig = nil

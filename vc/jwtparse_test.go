@@ -2,6 +2,11 @@ package vc
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
 )
 
@@ -121,5 +126,62 @@ func TestParseJWSRawMembersCapped(t *testing.T) {
 	}
 	if len(p.status) == 0 {
 		t.Fatal("no credentialStatus decoded: the test tests nothing")
+	}
+}
+
+// A verified credential's room is reused by the next parse (releaseRoom):
+// the Delegations returned before must not change, whatever is verified
+// after them, one after another or concurrently.
+func TestVerifyRoomReuse(t *testing.T) {
+	fx := newFixture(t)
+	v := fx.verifier(WithoutStatusCheck())
+	tokens := make([][]byte, 16)
+	for i := range tokens {
+		claims := fx.vc11Claims(fx.ed)
+		id := fmt.Sprintf("urn:uuid:3f0c0000-0000-4000-8000-%012d", i)
+		claims["jti"] = id
+		vc := claims["vc"].(map[string]any)
+		vc["id"] = id
+		deleg := vc["credentialSubject"].(map[string]any)["delegation"].(map[string]any)
+		scopes := []any{fmt.Sprintf("tool%d:read", i), fmt.Sprintf("tool%d:write", i)}
+		deleg["scopes"] = scopes
+		deleg["constraints"].(map[string]any)["scopes"] = scopes
+		deleg["id"] = fmt.Sprintf("d-%d", i)
+		tokens[i] = mint(t, fx.ed.priv, header("EdDSA", fx.ed.kid), claims)
+	}
+	ctx := context.Background()
+	verify := func(i int) (*Delegation, string) {
+		d, err := v.Verify(ctx, tokens[i], ForAudience(serverDID))
+		if err != nil {
+			t.Errorf("credential %d: %v", i, err)
+			return nil, ""
+		}
+		b, err := json.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), fmt.Sprintf(`"tool%d:read"`, i)) || d.DelegationID != fmt.Sprintf("d-%d", i) {
+			t.Errorf("credential %d verified as %s", i, b)
+		}
+		return d, string(b)
+	}
+	kept := map[*Delegation]string{}
+	for i := range tokens {
+		d, s := verify(i)
+		kept[d] = s
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for i := range tokens {
+				verify(i)
+			}
+		})
+	}
+	wg.Wait()
+	for d, want := range kept {
+		if got, _ := json.Marshal(d); string(got) != want {
+			t.Errorf("a Delegation changed after later verifications:\n%s\nwas\n%s", got, want)
+		}
 	}
 }
