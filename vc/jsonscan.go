@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mcpi-edge/caddy-mcpi/internal/jsonkey"
 )
@@ -396,14 +397,27 @@ func (s *jsonScan) skip() ([]byte, error) {
 // encoding/json selects a struct field: the name equal to key, else the
 // first one equal under Unicode case folding ("ISS" and "iſs" both select
 // "iss"); "" for none.
+//
+// The names are ASCII, so an ASCII key folds only to a name of its own
+// length: the others are not compared (most keys a credential has and
+// these names do not, issuerDid or createdAt, compared with every name).
+// A key with other bytes may fold to a shorter name ("ſ" is two bytes,
+// "s" one) and is compared with all.
 func fieldName(key string, names []string) string {
 	for _, n := range names {
 		if key == n {
 			return n
 		}
 	}
+	ascii := true
+	for i := 0; i < len(key); i++ {
+		if key[i] >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
 	for _, n := range names {
-		if strings.EqualFold(key, n) {
+		if (!ascii || len(n) == len(key)) && strings.EqualFold(key, n) {
 			return n
 		}
 	}

@@ -306,3 +306,35 @@ func TestParseJWSReportsTheFirstBrokenPart(t *testing.T) {
 		})
 	}
 }
+
+// fieldName compares an ASCII key only with names of its length; it must
+// select what comparing with every name selects, for ASCII keys and for
+// keys that fold to ASCII from other letters (ſ, K, İ).
+func TestFieldNameAgreesWithFolding(t *testing.T) {
+	ref := func(key string, names []string) string {
+		for _, n := range names {
+			if key == n {
+				return n
+			}
+		}
+		for _, n := range names {
+			if strings.EqualFold(key, n) {
+				return n
+			}
+		}
+		return ""
+	}
+	lists := [][]string{headerNames, payloadNames, credentialNames, subjectNames, delegationNames, constraintNames}
+	keys := []string{"", "i", "id", "ID", "Id", "iD", "iss", "ISS", "iſs", "ſub", "\u212aid", "kid", "KID",
+		"issuer", "Issuer", "issuerDid", "createdAt", "status", "vc", "VC", "vp", "@context", "@CONTEXT",
+		"credentialsubject", "CREDENTIALSUBJECT", "credentialſubject", "scope", "scopes", "SCOPEſ",
+		"notbefore", "NOTAFTER", "audience", "audiencé", "typ", "type", "TYPE", "x5c", "X5C", "b64", "B64",
+		"\xff", "i\xffs", "alg\x00", "constraints", "delegation", "encodedlist", "statuspurpose"}
+	for _, names := range lists {
+		for _, k := range keys {
+			if got, want := fieldName(k, names), ref(k, names); got != want {
+				t.Errorf("fieldName(%q) = %q, comparing with every name gives %q", k, got, want)
+			}
+		}
+	}
+}
