@@ -218,17 +218,6 @@ func (v *Verifier) keyInput(raw []byte, c *checks, b []byte) ([]byte, bool) {
 	return binary.BigEndian.AppendUint64(b, uint64(len(raw))), true
 }
 
-// keySums returns the key of the input in (its SHA-256) and the SHA-256 of
-// its first n bytes, the credential, in one pass.
-func keySums(in []byte, n int) (key resultKey, cred [sha256.Size]byte) {
-	h := sha256.New() // devirtualised and kept on the stack
-	h.Write(in[:n])
-	h.Sum(cred[:0]) // Sum leaves the state as it was
-	h.Write(in[n:])
-	h.Sum(key[:0])
-	return key, cred
-}
-
 // appendStrings appends a length-prefixed list.
 func appendStrings(b []byte, l []string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(l)))
