@@ -7,9 +7,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/mcpi-edge/caddy-mcpi/vc"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -26,6 +29,13 @@ const hotPathReply = `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text
 // reused) and e-tool (b plus a per-tool rule for the called tool). "a" is
 // b-2026 is b as a 2026-era stateless request (MCP-Protocol-Version,
 // Mcp-Method and Mcp-Name checked against the body, which is parsed once).
+// c is b with a fresh credential on every request, all from one issuer as
+// in the whole-proxy bench: the miss path (the bearer recognized, the
+// VC-JWT parsed, its signature checked, the result cached). Its tokens
+// come from a ring of freshCredentials minted before the timer, twice the
+// verified-delegation cache, so a token seen before has always been
+// evicted (with no hits CLOCK is FIFO) and the cache is full, as under
+// sustained load, so every insertion evicts.
 // "a" is the same request handed straight to next: what every other line spends
 // outside the handler (building the request, the recorder, the upstream's
 // answer), so a line minus "a" is the handler's own cost.
@@ -58,23 +68,25 @@ func BenchmarkHotPath(b *testing.B) {
 	}
 
 	for _, tc := range []struct {
-		name string
-		h    func(b *testing.B) *Handler // nil: no mcpi handler
-		era  bool                        // a 2026-era request
+		name  string
+		h     func(b *testing.B) *Handler // nil: no mcpi handler
+		era   bool                        // a 2026-era request
+		fresh bool                        // a fresh credential on every request
 	}{
-		{"a", nil, false},
-		{"b", func(b *testing.B) *Handler { return f.handler(b, observed) }, false},
-		{"b-2026", func(b *testing.B) *Handler { return f.handler(b, observed) }, true},
+		{"a", nil, false, false},
+		{"b", func(b *testing.B) *Handler { return f.handler(b, observed) }, false, false},
+		{"b-2026", func(b *testing.B) *Handler { return f.handler(b, observed) }, true, false},
+		{"c", func(b *testing.B) *Handler { return f.handler(b, observed) }, false, true},
 		{"b-hdr", func(b *testing.B) *Handler {
 			return f.handler(b, func(h *Handler) { observed(h); h.Carriers = []string{"authorization"} })
-		}, false},
-		{"d", func(b *testing.B) *Handler { return f.l2Handler(b, nil, observed) }, false},
+		}, false, false},
+		{"d", func(b *testing.B) *Handler { return f.l2Handler(b, nil, observed) }, false, false},
 		{"e-tool", func(b *testing.B) *Handler {
 			return f.handler(b, func(h *Handler) {
 				observed(h)
 				h.Tools = []ToolPolicy{{Name: "echo", Scopes: []string{"echo:execute"}}}
 			})
-		}, false},
+		}, false, false},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			serve := func(w http.ResponseWriter, r *http.Request) error { return next(w, r) }
@@ -87,8 +99,19 @@ func BenchmarkHotPath(b *testing.B) {
 			if tc.era {
 				req, reqBody = hotPathRequest2026, []byte(toolsCallBody2026)
 			}
+			nextAuth := func() string { return auth }
+			if tc.fresh {
+				ring, i := freshBearers(b, f), 0
+				nextAuth = func() string {
+					a := ring[i]
+					if i++; i == len(ring) {
+						i = 0
+					}
+					return a
+				}
+			}
 			one := func() {
-				r, w := req(reqBody, auth), httptest.NewRecorder()
+				r, w := req(reqBody, nextAuth()), httptest.NewRecorder()
 				if err := serve(w, r); err != nil || w.Code != http.StatusOK || w.Body.String() != hotPathReply {
 					b.Fatalf("HTTP %d %q: %v", w.Code, w.Body, err)
 				}
@@ -104,6 +127,36 @@ func BenchmarkHotPath(b *testing.B) {
 			}
 		})
 	}
+}
+
+// freshCredentials is how many distinct credentials BenchmarkHotPath's c
+// cycles through: twice the default verified-delegation cache.
+const freshCredentials = 2 * DefaultVerificationCache
+
+// freshBearers mints freshCredentials VC-JWTs of f (each its own jti), on
+// every core, as Authorization values.
+func freshBearers(b *testing.B, f fixture) []string {
+	out := make([]string, freshCredentials)
+	var wg sync.WaitGroup
+	workers := runtime.GOMAXPROCS(0)
+	errs := make([]error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(out); i += workers {
+				tok, err := vc.IssueJWT(f.user.priv, f.user.kid, f.template(func(t *vc.Template) { t.ID = "" }))
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				out[i] = "Bearer " + tok
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		b.Fatal(err)
+	}
+	return out
 }
 
 // hotPathRequest is the POST of BenchmarkHotPath: body with the credential

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mcpi-edge/caddy-mcpi/internal/jsonkey"
 )
@@ -31,6 +32,10 @@ type jsonScan struct {
 	// arena holds the decoded string lists, so that the few short lists
 	// of a credential cost one allocation, not one each.
 	arena []string
+	// claims is where the parts of the claims that are pointers (the
+	// credential, its delegation and constraints) and the first string
+	// lists are allocated, together (claimsRoom); nil until one is needed.
+	claims *claimsRoom
 	// names holds the member names of the open objects.
 	names jsonkey.Members
 }
@@ -193,6 +198,14 @@ func (s *jsonScan) scanString() (plain bool, err error) {
 	}
 	plain = true
 	for i := s.i + 1; i < len(s.data); {
+		// Most of a credential's text is plain string bytes: skip them
+		// with one lookup each before the cases below.
+		for i < len(s.data) && plainStringByte[s.data[i]] {
+			i++
+		}
+		if i == len(s.data) {
+			break
+		}
 		switch c := s.data[i]; {
 		case c == '"':
 			s.i = i + 1
@@ -229,6 +242,15 @@ func (s *jsonScan) scanString() (plain bool, err error) {
 	}
 	return false, errJSON
 }
+
+// plainStringByte holds the bytes that stand for themselves in a plain
+// string: printable ASCII but the quote and the backslash.
+var plainStringByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func isHexDigit(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
@@ -341,7 +363,10 @@ func (s *jsonScan) skip() ([]byte, error) {
 		// element.
 		for {
 			if len(open) == 0 {
-				return s.data[start:s.i], nil
+				// Capped: appending to a raw member must not write over
+				// the text that follows, which decoded strings may share
+				// (parseJWS).
+				return s.data[start:s.i:s.i], nil
 			}
 			closing := open[len(open)-1]
 			c := s.peek()
@@ -372,14 +397,27 @@ func (s *jsonScan) skip() ([]byte, error) {
 // encoding/json selects a struct field: the name equal to key, else the
 // first one equal under Unicode case folding ("ISS" and "iſs" both select
 // "iss"); "" for none.
+//
+// The names are ASCII, so an ASCII key folds only to a name of its own
+// length: the others are not compared (most keys a credential has and
+// these names do not, issuerDid or createdAt, compared with every name).
+// A key with other bytes may fold to a shorter name ("ſ" is two bytes,
+// "s" one) and is compared with all.
 func fieldName(key string, names []string) string {
 	for _, n := range names {
 		if key == n {
 			return n
 		}
 	}
+	ascii := true
+	for i := 0; i < len(key); i++ {
+		if key[i] >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
 	for _, n := range names {
-		if strings.EqualFold(key, n) {
+		if (!ascii || len(n) == len(key)) && strings.EqualFold(key, n) {
 			return n
 		}
 	}

@@ -124,7 +124,7 @@ func (s *jsonScan) credential(c **credential) error {
 		return s.null()
 	case '{':
 		if *c == nil {
-			*c = new(credential)
+			*c = s.room().credential()
 		}
 		cred := *c
 		return s.object(func(key string) error {
@@ -219,7 +219,7 @@ func (s *jsonScan) delegation(p **delegationClaim) error {
 		return s.null()
 	case '{':
 		if *p == nil {
-			*p = new(delegationClaim)
+			*p = s.room().delegation()
 		}
 		d := *p
 		return s.object(func(key string) error {
@@ -253,7 +253,7 @@ func (s *jsonScan) constraints(p **constraints) error {
 		return s.null()
 	case '{':
 		if *p == nil {
-			*p = new(constraints)
+			*p = s.room().constraints()
 		}
 		c := *p
 		return s.object(func(key string) error {
@@ -322,7 +322,7 @@ func (s *jsonScan) strings() ([]string, error) {
 // appending to it cannot write over the next.
 func (s *jsonScan) keep(list ...string) []string {
 	if cap(s.arena)-len(s.arena) < len(list) {
-		s.arena = make([]string, 0, max(8, len(list)))
+		s.arena = s.room().strings(len(list))
 	}
 	start := len(s.arena)
 	s.arena = append(s.arena, list...)

@@ -80,6 +80,13 @@ var jwtDecodeValid = map[string]string{
 		`"issuerDid":"did:key:z6MkI","subjectDid":"did:key:z6MkA","userDid":"did:key:z6MkU","scopes":["greet:execute"],` +
 		`"constraints":{"scopes":["greet:execute"],"notBefore":1772366340,"notAfter":1772388000,"audience":"did:web:e"},` +
 		`"status":"active","createdAt":1772366400000}}}}`,
+
+	// More than claimsRoom holds: two credentials (top level and vc), two
+	// delegations, four constraints, string lists past its eight strings.
+	"past the claims room": `{"@context":[],"type":["a","b","c"],"aud":["q","r","s"],` +
+		`"credentialSubject":{"delegation":{"constraints":{"scopes":["x"],"audience":["y1","y2"]}},"constraints":{"audience":["y3"]}},` +
+		`"vc":{"type":["d"],"credentialSubject":{"delegation":{"scopes":["s1"],"constraints":{"scopes":["s2"],"audience":["a1","a2","a3"]}},` +
+		`"constraints":{"audience":["z"],"scopes":["t1","t2","t3","t4","t5","t6","t7","t8","t9"]}}}}`,
 }
 
 // jwtDecodeInvalid fail both ways: broken JSON, and values of the wrong
@@ -297,5 +304,37 @@ func TestParseJWSReportsTheFirstBrokenPart(t *testing.T) {
 				t.Fatalf("err = %v, want ErrMalformed about %q", err, c.want)
 			}
 		})
+	}
+}
+
+// fieldName compares an ASCII key only with names of its length; it must
+// select what comparing with every name selects, for ASCII keys and for
+// keys that fold to ASCII from other letters (ſ, K, İ).
+func TestFieldNameAgreesWithFolding(t *testing.T) {
+	ref := func(key string, names []string) string {
+		for _, n := range names {
+			if key == n {
+				return n
+			}
+		}
+		for _, n := range names {
+			if strings.EqualFold(key, n) {
+				return n
+			}
+		}
+		return ""
+	}
+	lists := [][]string{headerNames, payloadNames, credentialNames, subjectNames, delegationNames, constraintNames}
+	keys := []string{"", "i", "id", "ID", "Id", "iD", "iss", "ISS", "iſs", "ſub", "\u212aid", "kid", "KID",
+		"issuer", "Issuer", "issuerDid", "createdAt", "status", "vc", "VC", "vp", "@context", "@CONTEXT",
+		"credentialsubject", "CREDENTIALSUBJECT", "credentialſubject", "scope", "scopes", "SCOPEſ",
+		"notbefore", "NOTAFTER", "audience", "audiencé", "typ", "type", "TYPE", "x5c", "X5C", "b64", "B64",
+		"\xff", "i\xffs", "alg\x00", "constraints", "delegation", "encodedlist", "statuspurpose"}
+	for _, names := range lists {
+		for _, k := range keys {
+			if got, want := fieldName(k, names), ref(k, names); got != want {
+				t.Errorf("fieldName(%q) = %q, comparing with every name gives %q", k, got, want)
+			}
+		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 // keyMemo spares a credential the result cache serves again and again (an
 // agent's credential on every call) the SHA-256 of its key: about 2 KB
 // hashed per request, the largest single cost of a cache hit. It maps the
-// key's exact input (the rules, then the credential) to the key, in a few
+// key's exact input (the credential, then the rules) to the key, in a few
 // slots chosen by a keyed 64-bit hash (maphash, a random seed per cache).
 // A slot is trusted only when it holds exactly the same input, compared in
 // constant time: the hash chooses the slot, it never identifies the
@@ -50,17 +50,20 @@ type knownKey struct {
 	used atomic.Bool
 }
 
-// key returns the cache key of the input in, and its hash; known reports
-// that the key came from a slot (no SHA-256 computed).
-func (m *keyMemo) key(in []byte) (key resultKey, sum uint64, known bool) {
+// key returns the cache key of the input in (its SHA-256), and its hash;
+// known reports that the key came from a slot (no SHA-256 computed).
+// Otherwise cred is the SHA-256 of in's first n bytes, taken on the way
+// (keySums).
+func (m *keyMemo) key(in []byte, n int) (key resultKey, cred [sha256.Size]byte, sum uint64, known bool) {
 	sum = maphash.Bytes(m.seed, in)
 	if k := m.slots[sum%keyMemoSlots].known.Load(); k != nil && k.sum == sum && equalConstantTime(k.in, in) {
 		if !k.used.Load() {
 			k.used.Store(true)
 		}
-		return k.key, sum, true
+		return k.key, cred, sum, true
 	}
-	return sha256.Sum256(in), sum, false
+	key, cred = keySums(in, n)
+	return key, cred, sum, false
 }
 
 // served records that the result cache served key for in (whose hash is
@@ -102,4 +105,15 @@ func equalConstantTime(a, b []byte) bool {
 		a, b = a[n:], b[n:]
 	}
 	return diff == 0
+}
+
+// keySums returns the key of the input in (its SHA-256) and the SHA-256 of
+// its first n bytes, the credential, in one pass.
+func keySums(in []byte, n int) (key resultKey, cred [sha256.Size]byte) {
+	h := sha256.New() // devirtualised and kept on the stack
+	h.Write(in[:n])
+	h.Sum(cred[:0]) // Sum leaves the state as it was
+	h.Write(in[n:])
+	h.Sum(key[:0])
+	return key, cred
 }

@@ -40,22 +40,22 @@ func TestKeyMemoExactInput(t *testing.T) {
 	a := bytes.Repeat([]byte("a"), 1900)
 	b := bytes.Repeat([]byte("a"), 1900)
 	b[1000] = 'b'
-	ka, sumA, known := m.key(a)
+	ka, _, sumA, known := m.key(a, len(a))
 	if known || ka != sha256.Sum256(a) {
 		t.Fatalf("first key of a: known %v", known)
 	}
 	m.served(sumA, a, &ka)
-	if _, _, known := m.key(a); known {
+	if _, _, _, known := m.key(a, len(a)); known {
 		t.Fatal("a known after one serve; it takes two")
 	}
 	m.served(sumA, a, &ka)
-	if k, _, known := m.key(a); !known || k != ka {
+	if k, _, _, known := m.key(a, len(a)); !known || k != ka {
 		t.Fatalf("a after two serves: known %v", known)
 	}
 	// b forged into a's slot under b's own hash.
-	_, sumB, _ := m.key(b)
+	_, _, sumB, _ := m.key(b, len(b))
 	m.slots[sumB%keyMemoSlots].known.Store(&knownKey{sum: sumB, in: a, key: ka})
-	if k, _, known := m.key(b); known || k != sha256.Sum256(b) {
+	if k, _, _, known := m.key(b, len(b)); known || k != sha256.Sum256(b) {
 		t.Errorf("b served a's key from a slot holding a (known %v)", known)
 	}
 }
@@ -82,7 +82,7 @@ func TestResultCacheRecentKeys(t *testing.T) {
 			t.Fatalf("use %d: %v", i+2, err)
 		}
 	}
-	if _, _, known := v.results.recent.key(in); !known {
+	if _, _, _, known := v.results.recent.key(in, len(raw)); !known {
 		t.Error("a credential served four times is not known")
 	}
 	if _, err := v.Verify(ctx, raw, ForAudience("did:web:other.example")); err == nil {
@@ -95,18 +95,18 @@ func TestResultCacheRecentKeys(t *testing.T) {
 func TestKeyMemoSecondChance(t *testing.T) {
 	m := keyMemo{seed: newResultCache(resultCacheConfig{maxEntries: 1}).recent.seed}
 	a, b := []byte("input a"), []byte("input b")
-	ka, sumA, _ := m.key(a)
+	ka, _, sumA, _ := m.key(a, len(a))
 	m.served(sumA, a, &ka)
 	m.served(sumA, a, &ka)
 	kb := resultKey(sha256.Sum256(b))
 	// b arrives in a's slot (forced: same slot, its own hash).
 	sumB := sumA + keyMemoSlots
-	if _, _, known := m.key(a); !known { // a in use
+	if _, _, _, known := m.key(a, len(a)); !known { // a in use
 		t.Fatal("a not known")
 	}
 	m.served(sumB, b, &kb)
 	m.served(sumB, b, &kb) // second time in a row, but a was used: kept
-	if _, _, known := m.key(a); !known {
+	if _, _, _, known := m.key(a, len(a)); !known {
 		t.Fatal("a, in use, lost its slot")
 	}
 	m.served(sumB, b, &kb) // a's use was counted: another chance
@@ -116,5 +116,72 @@ func TestKeyMemoSecondChance(t *testing.T) {
 	m.served(sumB, b, &kb) // a unused since: b takes the slot
 	if k := m.slots[sumA%keyMemoSlots].known.Load(); k == nil || !bytes.Equal(k.in, b) {
 		t.Error("b did not take the slot of an unused a")
+	}
+}
+
+// keySums is one pass for two sums: SHA-256 of the whole input and of its
+// start, at every split, around SHA-256's block boundaries too.
+func TestKeySums(t *testing.T) {
+	in := make([]byte, 2100)
+	for i := range in {
+		in[i] = byte(i * 7)
+	}
+	for _, size := range []int{0, 1, 55, 56, 64, 65, 200, 2100} {
+		for _, n := range []int{0, 1, 55, 56, 63, 64, 65, 119, 120, 128, size / 2, size - 1, size} {
+			if n < 0 || n > size {
+				continue
+			}
+			key, cred := keySums(in[:size], n)
+			if key != sha256.Sum256(in[:size]) || cred != sha256.Sum256(in[:n]) {
+				t.Errorf("keySums of %d bytes split at %d", size, n)
+			}
+		}
+	}
+}
+
+// Delegation.Hash is the credential's SHA-256 on every path through the
+// cache: a miss (the sum taken with the key), a hit, and a miss whose key
+// the memo knew (the entry expired), where no sum came with the key.
+func TestResultCacheHashOnEveryPath(t *testing.T) {
+	f := newFixture(t)
+	raw := mint(t, f.ed.priv, header("EdDSA", f.ed.kid), f.vc11Claims(f.ed))
+	want := sha256.Sum256(raw)
+	now := fixedNow
+	clock := func() time.Time { return now }
+	cache := didresolver.NewCache(f.res, didresolver.WithCacheClock(clock))
+	var hits, misses int
+	v := NewVerifier(cache, WithClock(clock), WithResultCache(100), WithResultCacheTTL(time.Minute),
+		WithCacheObserver(func(hit bool) {
+			if hit {
+				hits++
+			} else {
+				misses++
+			}
+		}))
+	ctx := context.Background()
+	verify := func(what string) {
+		t.Helper()
+		d, err := v.Verify(ctx, append([]byte(" "), raw...), ForAudience(serverDID))
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if d.Hash != want {
+			t.Errorf("%s: Hash is not the credential's SHA-256", what)
+		}
+	}
+	verify("first use")
+	for range 3 {
+		verify("hit")
+	}
+	c := checks{audiences: []string{serverDID}}
+	var buf [maxKeyOnStack]byte
+	in, _ := v.keyInput(raw, &c, buf[:0])
+	if _, _, _, known := v.results.recent.key(in, len(raw)); !known || hits != 3 || misses != 1 {
+		t.Fatalf("memo known %v after %d hits, %d misses; want known after 3 and 1", known, hits, misses)
+	}
+	now = now.Add(2 * time.Minute) // past the cache TTL
+	verify("miss with a known key")
+	if misses != 2 {
+		t.Fatalf("%d misses, want 2: the expired entry was served", misses)
 	}
 }

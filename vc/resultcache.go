@@ -19,11 +19,14 @@ import (
 // resolved or verified again. A credential served again and again skips the
 // SHA-256 too (keymemo.go).
 //
-// Key. SHA-256 over an encoding of every per-call rule that can change the
-// outcome (ForAudience, RequireAudience, RequireScopes and the SHA-256 of
-// each WithAncestors credential) followed by the trimmed credential: one
-// pass over the credential per hit. A credential accepted for one audience or set
-// of scopes is therefore never served for another. The Verifier's own
+// Key. SHA-256 over the trimmed credential followed by an encoding of every
+// per-call rule that can change the outcome (ForAudience, RequireAudience,
+// RequireScopes and the SHA-256 of each WithAncestors credential) and the
+// credential's length: one pass over the credential per hit, which also
+// gives, at the credential's end, the credential's own SHA-256
+// (Delegation.Hash), so that a miss does not hash it again. A credential
+// accepted for one audience or set of scopes is therefore never served for
+// another. The Verifier's own
 // configuration (trust, algorithms, skew, …) is fixed, and the cache
 // belongs to it.
 //
@@ -158,23 +161,24 @@ func WithCacheObserver(fn func(hit bool)) Option {
 // resultKey names a verification: the credential and the per-call rules.
 type resultKey [sha256.Size]byte
 
-// resultKeyVersion starts the key encoding; change it with the encoding.
-const resultKeyVersion = 2
+// resultKeyVersion starts the rules' encoding; change it with the encoding.
+const resultKeyVersion = 3
 
-// maxKeyOnStack is how much of a key's input (the rules, then the
-// credential) is hashed from the stack; a longer one is copied to the heap.
+// maxKeyOnStack is how much of a key's input (the credential, then the
+// rules) is hashed from the stack; a longer one is copied to the heap.
 // A KYA-OS VC-JWT is about 1.9 KB.
 const maxKeyOnStack = 4096
 
 // keyOf returns the cache key of the trimmed credential raw under c, and
 // false when the call must bypass the cache.
 //
-// The key is one SHA-256 over the rules and then the credential: a hit
-// hashes the credential once and nothing else (Delegation.Hash, the
-// credential's own SHA-256, is computed only when it is verified). The
-// rules' encoding is self-delimiting (lists and counts are
-// length-prefixed), so the credential is what follows it, and no two
-// (rules, credential) pairs share an input.
+// The key is one SHA-256 over the credential and then the rules: a hit
+// hashes the credential once and nothing else, and keySums takes the
+// credential's own SHA-256 (Delegation.Hash) on the way. The input ends
+// with the credential's length (8 bytes), which says where the credential
+// ends, and the rules' encoding after it is self-delimiting (lists and
+// counts are length-prefixed), so no two (credential, rules) pairs share
+// an input.
 //
 // Every field of checks is either encoded here or makes the call bypass
 // the cache; TestResultCacheKeyCoversChecks fails when checks grows.
@@ -188,11 +192,13 @@ func (v *Verifier) keyOf(raw []byte, c *checks) (resultKey, bool) {
 }
 
 // keyInput appends to b what keyOf hashes, and returns false when the call
-// must bypass the cache.
+// must bypass the cache. The credential comes first: the input's first
+// len(raw) bytes are raw (keySums).
 func (v *Verifier) keyInput(raw []byte, c *checks, b []byte) ([]byte, bool) {
 	if c.nonce != nil || c.requirePresentation || len(c.ancestors) > maxPooled {
 		return nil, false
 	}
+	b = append(b, raw...)
 	b = append(b, resultKeyVersion)
 	if c.requireAudience {
 		b = append(b, 1)
@@ -209,7 +215,7 @@ func (v *Verifier) keyInput(raw []byte, c *checks, b []byte) ([]byte, bool) {
 		h := sha256.Sum256(trimSpace(a))
 		b = append(b, h[:]...)
 	}
-	return append(b, raw...), true
+	return binary.BigEndian.AppendUint64(b, uint64(len(raw))), true
 }
 
 // appendStrings appends a length-prefixed list.
@@ -525,7 +531,7 @@ func (rc *resultCache) verify(ctx context.Context, v *Verifier, raw []byte, c *c
 		d, _, err := v.verifySum(ctx, raw, c)
 		return d, err
 	}
-	key, sum, known := rc.recent.key(in)
+	key, credSum, sum, known := rc.recent.key(in, len(raw))
 	if e := rc.get(&key, v.now()); e != nil {
 		if !known {
 			rc.recent.served(sum, in, &key)
@@ -568,7 +574,10 @@ func (rc *resultCache) verify(ctx context.Context, v *Verifier, raw []byte, c *c
 		s.land(&key, f, flightResult{d: &e.d})
 		return cloneDelegation(&e.d), nil
 	}
-	d, statusChecked, err := v.verifySum(ctx, raw, c)
+	if known { // the key came from the memo, without the credential's sum
+		credSum = sha256.Sum256(raw)
+	}
+	d, statusChecked, err := v.verify(ctx, raw, &credSum, c)
 	if err != nil {
 		rc.remove(&key)
 		landed = true

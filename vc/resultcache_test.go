@@ -594,7 +594,7 @@ func TestResultCacheKeyCoversChecks(t *testing.T) {
 		}
 		keys[k] = name
 	}
-	// The credential follows the rules in one hash: moving bytes between
+	// The credential and the rules are in one hash: moving bytes between
 	// the last rule and the credential changes the key too, as does the
 	// credential alone.
 	for name, kc := range map[string]struct {

@@ -70,6 +70,8 @@ type parsed struct {
 	// Signature material: a JWS (signingInput, sig) or a JSON credential.
 	signingInput, sig []byte
 	json              *jsonVC
+	// room is the claimsRoom p is in, for a VC-JWT (releaseRoom).
+	room *claimsRoom
 
 	// Room for the short lists of a credential, so that parsing one does
 	// not allocate each: the audiences (at most three places name one),
@@ -146,6 +148,9 @@ func (v *Verifier) verify(ctx context.Context, raw []byte, sum *[sha256.Size]byt
 	}
 	var pool []*parsed
 	if vp == nil {
+		// The credential is this call's alone: nothing keeps it (a chain
+		// is kept as its Delegation), so its room is scratch.
+		defer releaseRoom(leaf)
 		if c.requirePresentation {
 			return nil, false, fail(ErrPresentationRequired, "")
 		}

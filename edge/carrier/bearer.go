@@ -49,8 +49,21 @@ func IsDelegation(tok string) bool { return isDelegationJWT(tok) }
 //
 // It runs on every new bearer, so it decodes into a pooled buffer and reads
 // the JSON with jsonscan.Walk, in place (isDelegationJWTRef in the tests
-// is the same with encoding/json).
-func isDelegationJWT(tok string) bool {
+// is the same with encoding/json). A fresh delegation's payload names its
+// vc member early (KYA-OS: after the JWT claims, about 360 characters in),
+// so the start of a long payload is looked at first (markedEarly): a
+// credential claim there settles it without decoding and walking the
+// whole credential, which vc is about to do anyway.
+func isDelegationJWT(tok string) bool { return isDelegationJWTWithin(tok, earlyPrefix) }
+
+// earlyPrefix is how many characters of a payload markedEarly reads: 576
+// decoded bytes, room for the JWT claims of a KYA-OS credential with a few
+// audiences.
+const earlyPrefix = 768
+
+// isDelegationJWTWithin is isDelegationJWT reading the first prefix
+// characters of a longer payload first (the tests vary it).
+func isDelegationJWTWithin(tok string, prefix int) bool {
 	h, rest, ok := strings.Cut(tok, ".")
 	if !ok {
 		return false
@@ -65,8 +78,37 @@ func isDelegationJWT(tok string) bool {
 	if !ok || !isForeignHeader(hb) {
 		return true
 	}
+	if len(p) > prefix && markedEarly(buf, p[:prefix&^3]) {
+		return true
+	}
 	pb, ok := appendB64url(buf, p)
 	return !ok || !isForeignPayload(pb)
+}
+
+// markedEarly reports whether the start of a payload segment, a whole
+// number of base64 groups, decodes to the start of a JSON object that has a
+// credential claim (vc.IsCredentialClaim) as a top-level member. Then the
+// whole token is a delegation for isDelegationJWT whatever follows: the
+// strict decoding of the whole segment starts with the same bytes, so
+// either it or the walk of the whole payload fails (ours), or the walk
+// meets the same member at the top level (ours). False says nothing: the
+// start was cut off, or was not valid, before any such member.
+func markedEarly(buf *[]byte, start string) bool {
+	pb, ok := appendB64url(buf, start)
+	if !ok {
+		return false
+	}
+	c := jsonscan.NewCursor(pb)
+	if !c.Object() {
+		return false
+	}
+	for c.NextMember() {
+		if vc.IsCredentialClaim(jsonscan.Unquote(c.Key())) {
+			return true
+		}
+		c.Skip()
+	}
+	return false
 }
 
 // bearerMemo remembers bearer tokens that isDelegationJWT found to be
@@ -123,13 +165,13 @@ func putJWTScratch(buf *[]byte) {
 
 // appendB64url decodes the unpadded base64url segment s into *buf, which
 // it reuses, and returns the decoded bytes. Anything but the 64 letters of
-// the alphabet (padding, line breaks, which the decoder would skip, or '+'
-// and '/') and non-zero trailing bits make it fail, as in vc.
+// the alphabet (padding, line breaks, '+' and '/') and non-zero trailing
+// bits make it fail, as in vc. The strict unpadded decoder refuses every
+// other byte itself but skips line breaks, so those are looked for first
+// (two vectorised searches rather than a lookup per byte).
 func appendB64url(buf *[]byte, s string) ([]byte, bool) {
-	for i := range len(s) {
-		if !b64urlChar[s[i]] {
-			return nil, false
-		}
+	if strings.IndexByte(s, '\n') >= 0 || strings.IndexByte(s, '\r') >= 0 {
+		return nil, false
 	}
 	// Decode takes bytes: the text is copied in front of the output.
 	b := append((*buf)[:0], s...)
@@ -142,14 +184,6 @@ func appendB64url(buf *[]byte, s string) ([]byte, bool) {
 }
 
 var strictB64url = base64.RawURLEncoding.Strict()
-
-// b64urlChar holds the letters of the base64url alphabet.
-var b64urlChar = func() (t [256]bool) {
-	for _, c := range []byte("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") {
-		t[c] = true
-	}
-	return t
-}()
 
 // isJSONObject reports whether b, if valid JSON, is an object.
 func isJSONObject(b []byte) bool {
