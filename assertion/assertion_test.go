@@ -704,6 +704,32 @@ func TestReuseCache(t *testing.T) {
 	if tok, err := s.Sign(d2, upstream); err != nil || tok == first {
 		t.Fatalf("other credential reused the token (err %v)", err)
 	}
+	// One credential, another verdict (with or without the ancestors of a
+	// KYA-OS-Delegation-Chain): the token states the first verdict, so it
+	// is not reused for the second (review 6 F4). On a signer of its own:
+	// each variant replaces the credential's entry.
+	for name, change := range map[string]func(*vc.Delegation){
+		"user":       func(d *vc.Delegation) { d.UserDID = "did:key:z6MkOtherUser" },
+		"agent":      func(d *vc.Delegation) { d.AgentDID = "did:key:z6MkOtherAgent" },
+		"delegation": func(d *vc.Delegation) { d.DelegationID = "del-other" },
+		"scopes":     func(d *vc.Delegation) { d.Scopes = []string{"greeting:read"} },
+		"expiry":     func(d *vc.Delegation) { d.ExpiresAt = t0.Add(45 * time.Second) },
+	} {
+		sv := newTestSigner(t, mustKey(t, genEd25519), newClock(t0))
+		first, err := sv.Sign(testDelegation(), upstream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dv := testDelegation()
+		change(dv)
+		tok, err := sv.Sign(dv, upstream)
+		if err != nil || tok == first {
+			t.Fatalf("%s differs: reused the token stating the other verdict (err %v)", name, err)
+		}
+		if name == "user" && decodePart(t, tok, 1)["sub"] != dv.UserDID {
+			t.Fatalf("sub = %v, want %s", decodePart(t, tok, 1)["sub"], dv.UserDID)
+		}
+	}
 	c.Set(t0.Add(30 * time.Second))
 	fresh, err := s.Sign(d, upstream)
 	if err != nil || fresh == first {

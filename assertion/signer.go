@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -284,7 +285,7 @@ func (s *Signer) Sign(d *vc.Delegation, audience string) (string, error) {
 	sk := s.current()
 	ck := cacheKey{hash: d.Hash, aud: audience}
 	if s.reuse {
-		if tok, ok := s.cache.get(ck, sk.key.Thumbprint, now); ok {
+		if tok, ok := s.cache.get(ck, sk.key.Thumbprint, now, d); ok {
 			return tok, nil
 		}
 	}
@@ -312,7 +313,7 @@ func (s *Signer) Sign(d *vc.Delegation, audience string) (string, error) {
 		return "", err
 	}
 	if s.reuse {
-		s.cache.put(ck, cacheEntry{token: tok, iat: iat, exp: exp, thumb: sk.key.Thumbprint})
+		s.cache.put(ck, cacheEntry{token: tok, iat: iat, exp: exp, thumb: sk.key.Thumbprint, says: statedBy(d)})
 	}
 	return tok, nil
 }
@@ -380,20 +381,46 @@ type cacheEntry struct {
 	token    string
 	iat, exp int64
 	thumb    string
+	says     stated
 	slot     int
+}
+
+// stated is what an assertion says of its delegation beyond the
+// credential's hash. The hash names the presented credential alone, but
+// one credential can verify two ways (with the ancestors of a
+// KYA-OS-Delegation-Chain, and without them: another user, another expiry),
+// so a token is reused only for the verdict it states (review 6 F4).
+type stated struct {
+	user, agent, delegationID string
+	scopes                    []string
+}
+
+// statedBy copies what an assertion for d states (the scopes' slice too:
+// the entry outlives the request).
+func statedBy(d *vc.Delegation) stated {
+	return stated{user: d.UserDID, agent: d.AgentDID, delegationID: d.DelegationID, scopes: slices.Clone(d.Scopes)}
+}
+
+// statesAsFor reports whether e says what an assertion for d would: the same
+// user, agent, delegation and scopes, and an expiry d still covers.
+func (e *cacheEntry) statesAsFor(d *vc.Delegation) bool {
+	return e.says.user == d.UserDID && e.says.agent == d.AgentDID &&
+		e.says.delegationID == d.DelegationID && slices.Equal(e.says.scopes, d.Scopes) &&
+		(d.ExpiresAt.IsZero() || e.exp <= d.ExpiresAt.Unix())
 }
 
 func newReuseCache(n int) *reuseCache {
 	return &reuseCache{m: make(map[cacheKey]*cacheEntry, n), ring: make([]cacheKey, n), used: make([]bool, n)}
 }
 
-// get returns the cached token for k if it was signed with the key thumb
-// and more than half of its lifetime is left at now.
-func (c *reuseCache) get(k cacheKey, thumb string, now time.Time) (string, bool) {
+// get returns the cached token for k if it was signed with the key thumb,
+// states what an assertion for d would, and has more than half of its
+// lifetime left at now.
+func (c *reuseCache) get(k cacheKey, thumb string, now time.Time, d *vc.Delegation) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[k]
-	if !ok || e.thumb != thumb {
+	if !ok || e.thumb != thumb || !e.statesAsFor(d) {
 		return "", false
 	}
 	// Fresh while exp-now > (exp-iat)/2, i.e. 2*now < iat+exp (in ns, so
