@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -61,6 +62,29 @@ type RedisOptions struct {
 type RedisStore struct {
 	client *redis.Client
 	prefix string
+	// lastPX is the PX argument of the last SET, already in an interface:
+	// go-redis takes its arguments as []any, and an int64 put in one is
+	// copied to the heap, one allocation per SET. The TTL is the same on
+	// every call of one verifier (its nonce window), so the boxed value is
+	// kept and reused while the TTL stays the same. A boxed value cannot be
+	// changed, so sharing it between calls is safe.
+	lastPX atomic.Pointer[boxedMillis]
+}
+
+// boxedMillis is a PX argument in milliseconds and the same value boxed.
+type boxedMillis struct {
+	ms  int64
+	arg any
+}
+
+// pxArg returns ms as SET's PX argument, boxed once per distinct value.
+func (s *RedisStore) pxArg(ms int64) any {
+	if b := s.lastPX.Load(); b != nil && b.ms == ms {
+		return b.arg
+	}
+	b := &boxedMillis{ms: ms, arg: ms}
+	s.lastPX.Store(b)
+	return b.arg
 }
 
 // NewRedisStore returns a store using opts. It does not contact Redis (use
@@ -153,7 +177,7 @@ func (s *RedisStore) Put(ctx context.Context, nonce string, rec Record, ttl time
 
 // setNX is "SET key val NX PX ms": ErrNonceExists when key is set.
 func (s *RedisStore) setNX(ctx context.Context, key, val any, ms int64) error {
-	res, err := s.client.Do(ctx, "SET", key, val, "NX", "PX", ms).Result()
+	res, err := s.client.Do(ctx, "SET", key, val, "NX", "PX", s.pxArg(ms)).Result()
 	if errors.Is(err, redis.Nil) {
 		return ErrNonceExists
 	}

@@ -293,3 +293,54 @@ func TestRedisOptions(t *testing.T) {
 		})
 	}
 }
+
+// TestRedisStorePXFollowsTTL: the boxed PX argument is reused only while
+// the TTL stays the same; every SET expires after the TTL it was given,
+// whatever TTL the call before it used (markers and records, alternating
+// and concurrently).
+func TestRedisStorePXFollowsTTL(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	s := newTestRedisStore(t, srv.Addr())
+	ttls := []time.Duration{time.Minute, time.Minute, time.Hour, time.Minute, 90 * time.Second, 90 * time.Second, time.Hour}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i, ttl := range ttls {
+				var d [32]byte
+				copy(d[:], fmt.Sprintf("g%d-i%d", g, i))
+				if err := s.UseOnce(ctx, d, ttl); err != nil {
+					t.Errorf("UseOnce: %v", err)
+					return
+				}
+				key := s.prefix + redisSingleUsePrefix + fmt.Sprintf("%x", d[:])
+				checkPTTL(t, s, key, ttl)
+
+				nonce := fmt.Sprintf("rec-g%d-i%d", g, i)
+				recTTL := ttls[len(ttls)-1-i] // another TTL than the marker's
+				if err := s.Put(ctx, nonce, Record{Challenge: "c", AgentDID: testDID}, recTTL); err != nil {
+					t.Errorf("Put: %v", err)
+					return
+				}
+				checkPTTL(t, s, s.prefix+nonce, recTTL)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// checkPTTL fails t unless key expires within ttl and not more than 5 s
+// sooner.
+func checkPTTL(t *testing.T, s *RedisStore, key string, ttl time.Duration) {
+	t.Helper()
+	got, err := s.client.PTTL(context.Background(), key).Result()
+	if err != nil {
+		t.Errorf("PTTL %s: %v", key, err)
+		return
+	}
+	if got > ttl || got < ttl-5*time.Second {
+		t.Errorf("%s expires in %v, want %v", key, got, ttl)
+	}
+}

@@ -283,3 +283,57 @@ func TestInjectKYAOS(t *testing.T) {
 		}
 	}
 }
+
+// TestInjectValuesNotShared: what a later handler does to one request's
+// identity headers reaches neither another request nor a later one. Caddy's
+// request_header replace writes header values in place (hdr[k][i] = …) and
+// Header.Add appends, so the values Inject sets must belong to their request
+// alone (a per-credential slice shared between requests would leak such an
+// edit), and each header's slice must be capped so that an Add to one does
+// not write over the next.
+func TestInjectValuesNotShared(t *testing.T) {
+	id := newIdent(t, Config{}) // JWS form, assertion reused while fresh
+	d := testDelegation()
+	inject := func() *http.Request {
+		r := httptest.NewRequest(http.MethodGet, "http://"+testHost+"/mcp", nil)
+		if err := id.Inject(r, d); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	r1, r2 := inject(), inject()
+	proof := r2.Header.Get(HeaderVerifiedDelegation)
+	if proof == "" || r1.Header.Get(HeaderVerifiedDelegation) != proof {
+		t.Fatalf("assertion not reused: %q, %q", r1.Header.Get(HeaderVerifiedDelegation), proof)
+	}
+	want := http.Header{
+		HeaderAgentDID:           {d.AgentDID},
+		HeaderUserDID:            {d.UserDID},
+		HeaderVerifiedDelegation: {proof},
+	}
+
+	// A later handler on r1: Add to each header, then replace every value in
+	// place, the way Caddy's headers handler does.
+	r1.Header.Add(HeaderAgentDID, "added-agent")
+	r1.Header.Add(HeaderUserDID, "added-user")
+	if got := r1.Header.Values(HeaderUserDID); !reflect.DeepEqual(got, []string{d.UserDID, "added-user"}) {
+		t.Errorf("X-User-DID after two Adds = %q: an Add wrote over another header", got)
+	}
+	if got := r1.Header.Values(HeaderVerifiedDelegation); !reflect.DeepEqual(got, []string{proof}) {
+		t.Errorf("X-Verified-Delegation after Adds to the others = %q", got)
+	}
+	for _, vals := range r1.Header {
+		for i := range vals {
+			vals[i] = "tampered"
+		}
+	}
+
+	r3 := inject()
+	for name, r := range map[string]*http.Request{"another request": r2, "a later request": r3} {
+		for k, v := range want {
+			if got := r.Header.Values(k); !reflect.DeepEqual(got, v) {
+				t.Errorf("%s: %s = %q, want %q", name, k, got, v)
+			}
+		}
+	}
+}
