@@ -19,12 +19,16 @@ func TestProofNamedAmbiguously(t *testing.T) {
 	rename := func(body, key string) string {
 		return strings.Replace(body, `"org.kya-os/request-proof"`, key, 1)
 	}
-	withLegacy := func(body string) string { // the same proof under both keys
+	withLegacy := func(body, legacy string) string { // legacy's proof under the legacy key too
 		// SignRequest puts the proof last in _meta, last in params.
-		i := strings.Index(body, `"org.kya-os/request-proof":`) + len(`"org.kya-os/request-proof":`)
+		proofOf := func(body string) string {
+			i := strings.Index(body, `"org.kya-os/request-proof":`) + len(`"org.kya-os/request-proof":`)
+			return body[i : len(body)-len("}}}")]
+		}
 		end := len(body) - len("}}}")
-		return body[:end] + `,"org.kya-os/proof@1":` + body[i:end] + body[end:]
+		return body[:end] + `,"org.kya-os/proof@1":` + proofOf(legacy) + body[end:]
 	}
+	valid := signed(t, f.agent, testAudience, toolsCallBody)
 	cases := []struct {
 		name, mode, contentType, body string
 		policy                        bool
@@ -39,7 +43,8 @@ func TestProofNamedAmbiguously(t *testing.T) {
 		{"legacy variant", "", "", rename(bad, `"org.kya-os/PROOF@1"`), false, 400, -32600, ""},
 		{"Kelvin sign", "", "", rename(bad, "\"org.\u212aya-os/request-proof\""), false, 400, -32600, ""},
 		{"escaped variant", "", "", rename(bad, `"\u004frg.kya-os/request-proof"`), false, 400, -32600, ""},
-		{"both keys, valid canonical", "", "", withLegacy(signed(t, f.agent, testAudience, toolsCallBody)), false, 400, -32600, ""},
+		{"both keys, one proof", "", "", withLegacy(valid, valid), false, 200, 0, ""},
+		{"both keys, two proofs", "", "", withLegacy(valid, bad), false, 400, -32600, ""},
 		{"_Meta, no policy", "", "", strings.Replace(bad, `"_meta"`, `"_Meta"`, 1), false, 400, -32600, ""},
 		{"_Meta, policy", "", "", strings.Replace(bad, `"_meta"`, `"_Meta"`, 1), true, 400, -32600, ""},
 		{"_META, no policy", "", "", strings.Replace(bad, `"_meta"`, `"_META"`, 1), false, 400, -32600, ""},

@@ -25,10 +25,13 @@ func TestKYAOSOptionalProofNames(t *testing.T) {
 	bad := proveAs(t, w.agent, "did:web:elsewhere.example", now, kyaosCall) // audience_mismatch
 	valid := proveAs(t, w.agent, aud, now, kyaosCall)
 	const canonical = `"org.kya-os/request-proof":`
-	bothKeys := func(body string) string { // the proof last in _meta (SignRequest)
-		i := strings.Index(body, canonical) + len(canonical)
+	bothKeys := func(body, legacy string) string { // legacy's proof under the legacy key too
+		proofOf := func(body string) string { // the proof last in _meta (SignRequest)
+			i := strings.Index(body, canonical) + len(canonical)
+			return body[i : len(body)-len("}}}")]
+		}
 		end := len(body) - len("}}}")
-		return body[:end] + `,"org.kya-os/proof@1":` + body[i:end] + body[end:]
+		return body[:end] + `,"org.kya-os/proof@1":` + proofOf(legacy) + body[end:]
 	}
 	send := func(contentType, body string) rpcResponse {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.base+"/mcp", strings.NewReader(body))
@@ -48,7 +51,7 @@ func TestKYAOSOptionalProofNames(t *testing.T) {
 		{"exact key", "application/json", bad, 401, -31000, "audience_mismatch"},
 		{"key in upper case", "application/json", strings.Replace(bad, canonical, `"ORG.kya-os/request-proof":`, 1), 400, -32600, ""},
 		{"key with a Kelvin sign", "application/json", strings.Replace(bad, canonical, "\"org.\u212aya-os/request-proof\":", 1), 400, -32600, ""},
-		{"both keys", "application/json", bothKeys(valid), 400, -32600, ""},
+		{"both keys, two proofs", "application/json", bothKeys(valid, bad), 400, -32600, ""},
 		{"_Meta", "application/json", strings.Replace(bad, `"_meta"`, `"_Meta"`, 1), 400, -32600, ""},
 		{"text/plain", "text/plain", bad, 401, -31000, "audience_mismatch"},
 		{"form content type", "application/x-www-form-urlencoded", bad, 401, -31000, "audience_mismatch"},

@@ -12,8 +12,8 @@ import (
 // AmbiguousProof reports whether a message of b names its proof in a way
 // readers take differently: a member of params._meta whose name folds to
 // kyaos.ProofKey or kyaos.LegacyProofKey without being exactly it
-// ("ORG.kya-os/request-proof", a Kelvin sign for the k), or both keys at
-// once. kyaos reads the exact names only, and the canonical one first, so
+// ("ORG.kya-os/request-proof", a Kelvin sign for the k), or both keys
+// with different values. kyaos reads the exact names only, and the canonical one first, so
 // such a proof would go upstream unverified, where an encoding/json
 // reader (names matched by folding) or a legacy one (the @1 key only)
 // takes it for the proof. Under optional, whose contract is "a proof
@@ -39,7 +39,8 @@ const metaKey = "_meta"
 
 // ambiguousKeys reports whether params._meta (names checked: no repeats,
 // and no _meta but the exact one, ParseStrict refuses variants) has a
-// member that folds to a proof key without being it, or has both keys.
+// member that folds to a proof key without being it, or both keys with
+// different values.
 // Cursors, not Walk: no closure to allocate on the proof path.
 func ambiguousKeys(params []byte) bool {
 	c := jsonscan.NewCursor(params)
@@ -50,19 +51,27 @@ func ambiguousKeys(params []byte) bool {
 			continue
 		}
 		c.Object()
-		canonical, legacy := false, false
+		var canonical, legacy []byte
 		for c.NextMember() {
-			switch name := jsonscan.Unquote(c.Key()); {
-			case string(name) == kyaos.ProofKey:
-				canonical = true
-			case string(name) == kyaos.LegacyProofKey:
-				legacy = true
-			case foldsToProofKey(name):
+			name := jsonscan.Unquote(c.Key())
+			exact := string(name) == kyaos.ProofKey || string(name) == kyaos.LegacyProofKey
+			if !exact && foldsToProofKey(name) {
 				return true
 			}
-			c.Skip()
+			start, end := c.Skip()
+			if exact && !c.Failed() {
+				if string(name) == kyaos.ProofKey {
+					canonical = params[start:end]
+				} else {
+					legacy = params[start:end]
+				}
+			}
 		}
-		return canonical && legacy
+		// Both keys: the canonical one wins (KYA-OS-2026.md, Carrier), so
+		// a transitional client's same proof under both names is read
+		// once. Two different proofs are refused: the legacy one would go
+		// upstream unverified, to readers that take only it.
+		return canonical != nil && legacy != nil && !bytes.Equal(canonical, legacy)
 	}
 	return false
 }

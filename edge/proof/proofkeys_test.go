@@ -18,8 +18,9 @@ func withMeta(meta string) string {
 }
 
 // proofKeyCases are the shapes of review 6 F3(a): a proof under a name
-// that folds to a proof key without being it, or under both keys, is
-// ambiguous; one proof under one exact key (escaped or not) is not.
+// that folds to a proof key without being it, or two different proofs
+// under both keys, is ambiguous; one proof under one exact key (escaped or
+// not), or the same proof under both, is not.
 var proofKeyCases = []struct {
 	name, body string
 	ambiguous  bool
@@ -43,6 +44,8 @@ var proofKeyCases = []struct {
 	{"legacy variant beside canonical", withMeta(`"org.kya-os/request-proof":{"a":1},"ORG.kya-os/proof@1":{"b":2}`), true},
 	{"both keys", withMeta(`"org.kya-os/request-proof":{"a":1},"org.kya-os/proof@1":{"b":2}`), true},
 	{"both keys, legacy first", withMeta(`"org.kya-os/proof@1":{"b":2},"org.kya-os/request-proof":{"a":1}`), true},
+	{"both keys, one proof", withMeta(`"org.kya-os/request-proof":{"a":1},"org.kya-os/proof@1":{"a":1}`), false},
+	{"both keys, one proof spelled apart", withMeta(`"org.kya-os/request-proof":{"a":1},"org.kya-os/proof@1":{"a": 1}`), true},
 	{"variant in a batch", `[{"jsonrpc":"2.0","id":1,"method":"ping"},` + withMeta(`"ORG.kya-os/request-proof":{}`) + `]`, true},
 	{"variant in a notification", `{"jsonrpc":"2.0","method":"notifications/x","params":{"_meta":{"org.kya-os/REQUEST-proof":{}}}}`, true},
 }
@@ -99,20 +102,20 @@ func foldedKeys(body []byte) bool {
 		if !strings.HasPrefix(string(meta), "{") {
 			continue
 		}
-		exact := 0
+		var values []string
 		ambiguous := false
-		jsonscan.Walk(meta, func(k, _ []byte) {
+		jsonscan.Walk(meta, func(k, v []byte) {
 			name := string(jsonscan.Unquote(k))
 			for _, key := range []string{kyaos.ProofKey, kyaos.LegacyProofKey} {
 				switch {
 				case name == key:
-					exact++
+					values = append(values, string(v))
 				case jsonkey.Fold(name) == jsonkey.Fold(key):
 					ambiguous = true
 				}
 			}
 		})
-		if ambiguous || exact > 1 {
+		if ambiguous || (len(values) > 1 && values[0] != values[1]) {
 			return true
 		}
 	}
