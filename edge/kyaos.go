@@ -71,10 +71,19 @@ func (h *Handler) provisionProofs() {
 }
 
 // proofBody returns the JSON-RPC body the gate reads: the one the carriers
-// read, else read now (carriers in the body may be off).
+// read, else read now (carriers in the body may be off). Where the gate
+// reads proofs or declarations, a POST body is read whatever its
+// Content-Type: MCP requires application/json, but an upstream need not
+// check it, and a proof-bearing body sent as text/plain must not pass
+// unread under optional (review 6, F3c).
 func (h *Handler) proofBody(w http.ResponseWriter, r *http.Request, found *carrier.Found) ([]byte, error) {
-	if found.Body != nil || !carrier.WantsBody(r) || (!h.proofs.Enabled() && !h.proofs.SignsResponses()) {
+	switch {
+	case found.Body != nil:
 		return found.Body, nil
+	case h.proofs.Enabled() && r.Method == http.MethodPost && hasRequestBody(r):
+	case h.proofs.SignsResponses() && carrier.WantsBody(r):
+	default:
+		return nil, nil
 	}
 	b, err := carrier.ReadBody(w, r, h.MaxBodySize)
 	if err == nil {

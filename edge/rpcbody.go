@@ -76,13 +76,16 @@ func (h *Handler) decidesOnBody(raw []byte) bool {
 
 // refuseAmbiguous answers 400 with a JSON-RPC error (-32600) when a step
 // decides on the body and the body is one parsers read differently (see
-// rpcBody); handled: the refusal is written. Nothing is forwarded, and no
-// exemption is decided on such a body.
+// rpcBody), or one whose proof they read differently (a proof key in
+// another case, or both keys: proof.Gate.AmbiguousProof); handled: the
+// refusal is written. Nothing is forwarded, and no exemption is decided
+// on such a body.
 func (h *Handler) refuseAmbiguous(w http.ResponseWriter, r *http.Request, b *rpcBody) bool {
 	if b.raw == nil || !h.decidesOnBody(b.raw) {
 		return false
 	}
-	if _, _, err := b.messages(); !errors.Is(err, mcp.ErrAmbiguous) {
+	_, _, err := b.messages()
+	if !errors.Is(err, mcp.ErrAmbiguous) && !h.proofs.AmbiguousProof(b.forGate()) {
 		return false
 	}
 	h.writeAmbiguous(w, r)

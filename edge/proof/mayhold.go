@@ -66,3 +66,26 @@ func foldsTo(r rune, c byte) bool {
 	// Rare (K, ſ and the like): the one definition of folding.
 	return jsonkey.Fold(string(r)) == string(c)
 }
+
+// mayHoldMeta reports whether body can have a member that a reader takes
+// for _meta: the name in any letter case ("_META", "_Meta": ParseStrict
+// refuses those as ambiguous, so they must reach it), or spelt with a \u
+// escape (only \u spells a letter or '_'; a backslash otherwise can
+// produce neither). m, e, t and a fold to no rune outside ASCII
+// (TestMetaFoldsASCII), so comparing bytes in either case is exact:
+// skipping the parse when it is false changes nothing.
+func mayHoldMeta(body []byte) bool {
+	if bytes.Contains(body, []byte(`\u`)) {
+		return true
+	}
+	for i := 0; ; {
+		j := bytes.IndexByte(body[i:], '_')
+		if j < 0 {
+			return false
+		}
+		i += j + 1
+		if len(body)-i >= 4 && body[i]|0x20 == 'm' && body[i+1]|0x20 == 'e' && body[i+2]|0x20 == 't' && body[i+3]|0x20 == 'a' {
+			return true
+		}
+	}
+}

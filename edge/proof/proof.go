@@ -7,7 +7,6 @@
 package proof
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -313,13 +312,6 @@ func (g *Gate) Inspects(body []byte) bool {
 		return false
 	}
 	return g.cfg.RequestProof == Required || mayHoldMeta(body)
-}
-
-// mayHoldMeta reports whether body can have a _meta member at all: the
-// name spelt out, or with \u escapes. Exact, so skipping the parse when it
-// is false changes nothing.
-func mayHoldMeta(body []byte) bool {
-	return bytes.Contains(body, []byte("_meta")) || bytes.Contains(body, []byte(`\u`))
 }
 
 // CodeProof is the JSON-RPC code of a refused proof (KYA-OS §3.7).
