@@ -76,21 +76,9 @@ func TestElicitationGuardAnyMethod(t *testing.T) {
 // error for the id instead, never the URL (the allowed case, with
 // context_did, is edge.TestElicitationErrorWithheld's).
 func TestElicitationGuardURLRequiredError(t *testing.T) {
-	upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var req struct {
-			ID json.RawMessage `json:"id"`
-		}
-		_ = json.Unmarshal(body, &req)
-		answer := `{"jsonrpc":"2.0","id":` + string(req.ID) + `,"error":{"code":-32042,"message":"URL elicitation required","data":{"elicitations":[{"mode":"url","elicitationId":"e1","url":"` +
-			r.URL.Query().Get("u") + `","message":"Authorize"}]}}}`
-		if r.URL.Query().Get("sse") != "" {
-			w.Header().Set("Content-Type", "text/event-stream")
-			_, _ = io.WriteString(w, "event: message\ndata: "+answer+"\n\n")
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, answer)
+	upstream := answerWith(func(id string, q url.Values) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"error":{"code":-32042,"message":"URL elicitation required","data":{"elicitations":[{"mode":"url","elicitationId":"e1","url":"` +
+			q.Get("u") + `","message":"Authorize"}]}}}`
 	})
 	h := startPolicyEdge(t, upstream, "level 2")
 	w := newWorld(t, h)

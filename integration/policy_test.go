@@ -309,20 +309,8 @@ func TestPolicyToolsListSmuggled(t *testing.T) {
 		"tools twice":   `{"tools":[],"tools":[{"name":"files_write"}]}`,
 		"name and Name": `{"tools":[{"name":"whoami","Name":"files_write"}]}`,
 	}
-	upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			ID json.RawMessage `json:"id"`
-		}
-		body, _ := io.ReadAll(r.Body)
-		_ = json.Unmarshal(body, &req)
-		answer := `{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":` + results[r.URL.Query().Get("shape")] + `}`
-		if r.URL.Query().Get("sse") != "" {
-			w.Header().Set("Content-Type", "text/event-stream")
-			_, _ = io.WriteString(w, "event: message\ndata: "+answer+"\n\n")
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, answer)
+	upstream := answerWith(func(id string, q url.Values) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"result":` + results[q.Get("shape")] + `}`
 	})
 	h := startPolicyEdge(t, upstream, policyConfig)
 	ctx := testContext(t)
@@ -374,4 +362,24 @@ func postWithheld(ctx context.Context, t *testing.T, h *harness, path, body stri
 		t.Fatalf("reading response: %v", err)
 	}
 	return rpcResponse{Status: resp.StatusCode, Header: resp.Header, Body: data, Msgs: parseMessages(resp.Header.Get("Content-Type"), data)}
+}
+
+// answerWith is an upstream answering each POST with answer(the request's
+// id, the query): as an SSE event when the query has sse, else as JSON.
+func answerWith(answer func(id string, q url.Values) string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID json.RawMessage `json:"id"`
+		}
+		body, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(body, &req)
+		a := answer(string(req.ID), r.URL.Query())
+		if r.URL.Query().Get("sse") != "" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "event: message\ndata: "+a+"\n\n")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, a)
+	})
 }
