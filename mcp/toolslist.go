@@ -176,10 +176,10 @@ func FilterResponseBodyRead(era Era, body []byte, requestIDs map[string]string, 
 	if err != nil {
 		return nil, false, err
 	}
-	// A tool list is read strictly, once per body: the answers to a
-	// tools/list request before anything else (a "Result" holding the list
-	// is no result to the filter), any other body when a result in it is
-	// filtered.
+	// A tool list is read strictly, once per body: the answer to a
+	// tools/list request before anything else (a "Result" beside an
+	// "error" is no result to the filter), any other body when a result in
+	// it is filtered.
 	strict := false
 	readStrictly := func() error {
 		if strict {
@@ -188,7 +188,7 @@ func FilterResponseBodyRead(era Era, body []byte, requestIDs map[string]string, 
 		strict = true
 		return strictAnswer(body, msgs)
 	}
-	if answersToolsList(msgs, requestIDs) {
+	if listRequested(requestIDs) {
 		if err := readStrictly(); err != nil {
 			return nil, false, err
 		}
@@ -265,11 +265,12 @@ func isVariant(key []byte, name string) bool {
 	return foldsTo(key, name)
 }
 
-// answersToolsList reports whether a message of msgs answers a tools/list
-// request.
-func answersToolsList(msgs []Message, requestIDs map[string]string) bool {
-	for _, m := range msgs {
-		if m.ID != nil && m.Method == "" && requestIDs[IDKey(m.ID)] == MethodToolsList {
+// listRequested reports whether a request of the body was a tools/list
+// (requestIDs maps IDKey(id) to the method): a scan of the values, since
+// IDKey allocates and most bodies answer a tools/call.
+func listRequested(requestIDs map[string]string) bool {
+	for _, method := range requestIDs {
+		if method == MethodToolsList {
 			return true
 		}
 	}
