@@ -190,8 +190,8 @@ func applySplices(d []byte, repls []splice) []byte {
 }
 
 // checkURLElicitation checks the params object of one elicitation/create
-// (depth: its nesting level): a URL-mode one (mode "url", or a url without
-// mode, as SDKs infer) needs a url the guard allows. A valid url gets
+// (depth: its nesting level): a URL-mode one (mode "url", or a url with a
+// mode other than "form", as SDKs infer) needs a url the guard allows. A valid url gets
 // context_did when opts.UserDID is set. Form-mode params pass untouched.
 func checkURLElicitation(p []byte, depth int, opts ActionOptions) ([]byte, []ActionIssue, bool, error) {
 	var mode, raw [2]int
@@ -213,8 +213,11 @@ func checkURLElicitation(p []byte, depth int, opts ActionOptions) ([]byte, []Act
 	if amb != "" {
 		return p, []ActionIssue{{Action: "elicitation", Code: IssueAmbiguous, Field: amb, Detail: "member given twice (in some letter case)"}}, false, nil
 	}
+	// Form mode only when mode says "form", or when there is no url and
+	// mode is not "url": clients infer URL mode from a url, and JavaScript
+	// ones take a falsy mode ("", null) for an absent one.
 	m, hasMode := stringValue(p, mode[0], mode[1])
-	if (hasMode && m != "url") || (!hasMode && raw[0] < 0) {
+	if (hasMode && m == "form") || (raw[0] < 0 && (!hasMode || m != "url")) {
 		return p, nil, false, nil // form mode
 	}
 	u, ok := stringValue(p, raw[0], raw[1])
