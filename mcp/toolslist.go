@@ -19,8 +19,8 @@ import (
 // A tool without a single string "name", or an element that is not an
 // object, is removed: what cannot be named cannot be authorized. A result
 // without "tools" (or with "tools": null) is returned unchanged; "tools" of
-// another type, or given twice, is ErrInvalidToolsList, and a result that is
-// not an object is ErrNotObject. The result is read strictly: a member name
+// another type is ErrInvalidToolsList, and a result that is not an object
+// is ErrNotObject. The result is read strictly: a member name
 // repeated in some letter case anywhere in it, or a "tools" spelt in another
 // case ("TOOLS", "toolſ"), is ErrAmbiguous, since clients that fold case or
 // keep the last repeat would see a list the filter did not. A nil allow
