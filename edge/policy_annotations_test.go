@@ -23,7 +23,6 @@ var annTools = []struct{ name, annotations string }{
 	{"nullish", `null`},                                                          // destructive
 	{"append", `{"readOnlyHint":false,"destructiveHint":false,"idempotentHint":true}`}, // other
 	{"both", `{"readOnlyHint":true,"destructiveHint":true}`},                           // contradictory: destructive
-	{"odd", `{"readOnlyHint":true,"readOnlyHint":false}`},                              // ambiguous: tool_default
 	{"files_write", `{"readOnlyHint":true}`},                                           // explicit rule wins
 }
 
@@ -149,6 +148,14 @@ func TestToolAnnotationsPolicy(t *testing.T) {
 		}
 	})
 	t.Run("ambiguous and unseen get tool_default", func(t *testing.T) {
+		// A hint given twice: the edge withholds the whole list (a tool
+		// list is read strictly, review 6 F1), and the tool's calls get
+		// tool_default.
+		odd := `{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"odd","annotations":{"readOnlyHint":true,"readOnlyHint":false}}]}}`
+		res := polServe(t, h, polPost(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, all), polJSONReply(odd))
+		if m := decodeRPC(t, res.rec.Body.Bytes()); m.Error == nil || m.Error.Code != mcp.CodeInternalError {
+			t.Errorf("ambiguous annotations: %s, want -32603", res.rec.Body)
+		}
 		for _, tool := range []string{"odd", "never_listed"} {
 			fwd, m := annCall(t, h, all, tool)
 			if fwd || m.Result == nil || m.Result.StructuredContent["error"] != "tool_not_allowed" {

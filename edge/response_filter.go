@@ -155,7 +155,9 @@ func (c *responseCheck) rewrite(data []byte) ([]byte, error) {
 		switch {
 		case err == nil:
 			out, read = filtered, parsed
-		case !c.sniff:
+		case !c.sniff, errors.Is(err, mcp.ErrAmbiguous):
+			// A tool list spelt twice or in another letter case was
+			// read, and is a smuggled list, not an unreadable answer.
 			return nil, err
 		default:
 			c.logUnchecked(err)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -63,6 +64,38 @@ func TestElicitationGuardAnyMethod(t *testing.T) {
 			}
 			if len(resp.Msgs) == 0 {
 				t.Fatalf("no JSON-RPC answer: HTTP %d %s", resp.Status, resp.Body)
+			}
+		})
+	}
+}
+
+// TestElicitationGuardURLRequiredError: review 6, F2, through the real
+// Caddy. An upstream answers a tools/call with MCP 2025-11-25's
+// URLElicitationRequiredError (-32042) whose URL-mode elicitation opens a
+// foreign https URL, as JSON and as an SSE event: the agent gets a -32603
+// error for the id instead, never the URL (the allowed case, with
+// context_did, is edge.TestElicitationErrorWithheld's).
+func TestElicitationGuardURLRequiredError(t *testing.T) {
+	upstream := answerWith(func(id string, q url.Values) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"error":{"code":-32042,"message":"URL elicitation required","data":{"elicitations":[{"mode":"url","elicitationId":"e1","url":"` +
+			q.Get("u") + `","message":"Authorize"}]}}}`
+	})
+	h := startPolicyEdge(t, upstream, "level 2")
+	w := newWorld(t, h)
+	hdr := http.Header{"Authorization": {"Bearer " + w.jwt(t)}, "Mcp-Protocol-Version": {legacyProtocol}}
+	call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"t","arguments":{}}}`
+	for _, sse := range []string{"", "1"} {
+		t.Run("sse="+sse, func(t *testing.T) {
+			h.upstream.Reset()
+			resp := postWithheld(testContext(t), t, h, "/mcp?sse="+sse+"&u="+url.QueryEscape("https://evil.example/consent"), call, hdr)
+			if len(h.upstream.Requests()) != 1 {
+				t.Fatalf("not forwarded: HTTP %d %s", resp.Status, resp.Body)
+			}
+			if strings.Contains(string(resp.Body), "https://evil.example") || len(resp.Msgs) != 1 || resp.Msgs[0]["id"] != float64(2) {
+				t.Fatalf("the foreign elicitation URL reached the agent, or no answer for id 2: %s", resp.Body)
+			}
+			if e, _ := resp.Msgs[0]["error"].(map[string]any); e["code"] != float64(-32603) {
+				t.Errorf("error %v, want -32603", e)
 			}
 		})
 	}

@@ -1,7 +1,11 @@
 package integration
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -289,4 +293,93 @@ func TestPolicyMethodsSDK(t *testing.T) {
 	if !deleted {
 		t.Error("the session's DELETE did not reach the upstream")
 	}
+}
+
+// TestPolicyToolsListSmuggled: review 6, F1, through the real Caddy. An
+// upstream answers tools/list with the denied tools under "TOOLS", "Tools",
+// "toolſ", a repeated "tools", or a tool's "Name" beside its "name", as
+// JSON and as an SSE event: encoding/json clients read those lists, so the
+// edge withholds the answer (-32603 for the id) and no denied tool reaches
+// the anonymous agent.
+func TestPolicyToolsListSmuggled(t *testing.T) {
+	results := map[string]string{
+		"TOOLS":         `{"tools":[{"name":"whoami"}],"TOOLS":[{"name":"whoami"},{"name":"files_write","description":"denied"}]}`,
+		"Tools":         `{"Tools":[{"name":"files_write"}]}`,
+		"long s":        `{"tools":[],"toolſ":[{"name":"files_write"}]}`,
+		"tools twice":   `{"tools":[],"tools":[{"name":"files_write"}]}`,
+		"name and Name": `{"tools":[{"name":"whoami","Name":"files_write"}]}`,
+	}
+	upstream := answerWith(func(id string, q url.Values) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"result":` + results[q.Get("shape")] + `}`
+	})
+	h := startPolicyEdge(t, upstream, policyConfig)
+	ctx := testContext(t)
+	for shape := range results {
+		for _, sse := range []string{"", "1"} {
+			t.Run(shape+" sse="+sse, func(t *testing.T) {
+				h.upstream.Reset()
+				path := "/mcp?shape=" + url.QueryEscape(shape) + "&sse=" + sse
+				resp := postWithheld(ctx, t, h, path, `{"jsonrpc":"2.0","id":5,"method":"tools/list"}`, http.Header{})
+				if len(h.upstream.Requests()) != 1 {
+					t.Fatalf("not forwarded: HTTP %d %s", resp.Status, resp.Body)
+				}
+				if bytes.Contains(resp.Body, []byte("files_write")) {
+					t.Fatalf("BYPASS: the denied tool reached the agent: %s", resp.Body)
+				}
+				if len(resp.Msgs) != 1 || resp.Msgs[0]["id"] != float64(5) || resp.Msgs[0]["result"] != nil {
+					t.Fatalf("HTTP %d %s, want one error for id 5", resp.Status, resp.Body)
+				}
+				if e, _ := resp.Msgs[0]["error"].(map[string]any); e["code"] != float64(-32603) {
+					t.Errorf("error %v, want -32603", e)
+				}
+			})
+		}
+	}
+}
+
+// postWithheld is rawPost for an answer the edge may withhold mid-stream:
+// a refused SSE event ends the stream with the failure event, and Caddy's
+// reverse_proxy then aborts the response (the client reads what came, then
+// an unexpected EOF).
+func postWithheld(ctx context.Context, t *testing.T, h *harness, path, body string, hdr http.Header) rpcResponse {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("reading response: %v", err)
+	}
+	return rpcResponse{Status: resp.StatusCode, Header: resp.Header, Body: data, Msgs: parseMessages(resp.Header.Get("Content-Type"), data)}
+}
+
+// answerWith is an upstream answering each POST with answer(the request's
+// id, the query): as an SSE event when the query has sse, else as JSON.
+func answerWith(answer func(id string, q url.Values) string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID json.RawMessage `json:"id"`
+		}
+		body, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(body, &req)
+		a := answer(string(req.ID), r.URL.Query())
+		if r.URL.Query().Get("sse") != "" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "event: message\ndata: "+a+"\n\n")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, a)
+	})
 }

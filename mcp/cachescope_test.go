@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -24,9 +25,6 @@ func TestFilterResponseBodyCacheScope(t *testing.T) {
 		{"2026 absent scope added", Era2026,
 			`{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a"}],"ttlMs":5}}`,
 			`{"jsonrpc":"2.0","id":1,"result":{"cacheScope":"private","tools":[{"name":"a"}],"ttlMs":5}}`},
-		{"2026 case twin rewritten too", Era2026,
-			`{"jsonrpc":"2.0","id":1,"result":{"tools":[],"cacheScope":"public","CacheScope":"public"}}`,
-			`{"jsonrpc":"2.0","id":1,"result":{"tools":[],"cacheScope":"private","CacheScope":"private"}}`},
 		{"2026 already private unchanged", Era2026,
 			`{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a"}],"cacheScope":"private"}}`,
 			`{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a"}],"cacheScope":"private"}}`},
@@ -49,6 +47,12 @@ func TestFilterResponseBodyCacheScope(t *testing.T) {
 				t.Errorf("got %s, %v\nwant %s", got, err, tt.want)
 			}
 		})
+	}
+	// A case twin ("CacheScope") is refused with the whole list: a tool
+	// list is read strictly (review 6, F1).
+	in := `{"jsonrpc":"2.0","id":1,"result":{"tools":[],"cacheScope":"public","CacheScope":"public"}}`
+	if got, err := FilterResponseBodyFor(Era2026, []byte(in), ids, allowA); !errors.Is(err, ErrAmbiguous) || got != nil {
+		t.Errorf("case twin: got %s, %v; want ErrAmbiguous", got, err)
 	}
 	// An empty result object gets the member without a stray comma.
 	got, _, err := markPrivate([]byte(`{ }`), 1, Era2026)

@@ -21,7 +21,9 @@ import (
 // event's data) whatever request they answer: every result for URL-mode
 // elicitations in inputRequests (MCP 2026 allows an input-required result on
 // tools/call, prompts/get and resources/read), every server-to-client
-// elicitation/create (2025: it may ride any stream), and the results of a
+// elicitation/create (2025: it may ride any stream), the elicitations of
+// every error answer (URLElicitationRequiredError, eliciterror.go), and the
+// results of a
 // tools/call, or of an id not in requestIDs (a replayed stream answers
 // requests this edge never saw) or mapped to "" (requests of different
 // methods shared it), for handshake actions too (EnforceActions).
@@ -86,6 +88,13 @@ func checkResponseBody(body []byte, requestIDs map[string]string, opts ActionOpt
 	if err != nil {
 		return nil, nil, err
 	}
+	if hasErrorAnswer(msgs) {
+		var issues []ActionIssue
+		if out, issues, err = checkElicitErrors(out, opts, mode); err != nil {
+			return nil, nil, err
+		}
+		all = append(all, issues...)
+	}
 	if hasElicitRequest(msgs) {
 		var issues []ActionIssue
 		if out, issues, err = checkElicitRequests(out, opts, mode); err != nil {
@@ -115,11 +124,7 @@ func checkInputRequests(result []byte, opts ActionOptions, depth int) ([]byte, [
 	if irs < 0 || result[irs] != '{' {
 		return result, nil, false, nil
 	}
-	type repl struct {
-		s, e int
-		b    []byte
-	}
-	var repls []repl
+	var repls []splice
 	var issues []ActionIssue
 	_, err = eachMember(result, irs, depth+2, func(m member) error {
 		if result[m.start] != '{' {
@@ -152,7 +157,7 @@ func checkInputRequests(result []byte, opts ActionOptions, depth int) ([]byte, [
 		}
 		issues = append(issues, is...)
 		if changed {
-			repls = append(repls, repl{ps, rf[1][1], out})
+			repls = append(repls, splice{ps, rf[1][1], out})
 		}
 		return nil
 	})
@@ -162,19 +167,31 @@ func checkInputRequests(result []byte, opts ActionOptions, depth int) ([]byte, [
 	if len(repls) == 0 || len(issues) > 0 {
 		return result, issues, false, nil
 	}
+	return applySplices(result, repls), nil, true, nil
+}
+
+// splice replaces d[s:e] by b.
+type splice struct {
+	s, e int
+	b    []byte
+}
+
+// applySplices returns d with each of repls (in order, not overlapping)
+// applied.
+func applySplices(d []byte, repls []splice) []byte {
 	var out []byte
 	last := 0
 	for _, r := range repls {
-		out = append(out, result[last:r.s]...)
+		out = append(out, d[last:r.s]...)
 		out = append(out, r.b...)
 		last = r.e
 	}
-	return append(out, result[last:]...), nil, true, nil
+	return append(out, d[last:]...)
 }
 
 // checkURLElicitation checks the params object of one elicitation/create
-// (depth: its nesting level): a URL-mode one (mode "url", or a url without
-// mode, as SDKs infer) needs a url the guard allows. A valid url gets
+// (depth: its nesting level): a URL-mode one (mode "url", or a url with a
+// mode other than "form", as SDKs infer) needs a url the guard allows. A valid url gets
 // context_did when opts.UserDID is set. Form-mode params pass untouched.
 func checkURLElicitation(p []byte, depth int, opts ActionOptions) ([]byte, []ActionIssue, bool, error) {
 	var mode, raw [2]int
@@ -196,8 +213,11 @@ func checkURLElicitation(p []byte, depth int, opts ActionOptions) ([]byte, []Act
 	if amb != "" {
 		return p, []ActionIssue{{Action: "elicitation", Code: IssueAmbiguous, Field: amb, Detail: "member given twice (in some letter case)"}}, false, nil
 	}
+	// Form mode only when mode says "form", or when there is no url and
+	// mode is not "url": clients infer URL mode from a url, and JavaScript
+	// ones take a falsy mode ("", null) for an absent one.
 	m, hasMode := stringValue(p, mode[0], mode[1])
-	if (hasMode && m != "url") || (!hasMode && raw[0] < 0) {
+	if (hasMode && m == "form") || (raw[0] < 0 && (!hasMode || m != "url")) {
 		return p, nil, false, nil // form mode
 	}
 	u, ok := stringValue(p, raw[0], raw[1])
@@ -247,6 +267,30 @@ func withheldElicitation(issues []ActionIssue) []byte {
 // replaces a refused one by withheldElicitation, a valid one gets
 // context_did. It returns body itself when nothing changed.
 func checkElicitRequests(body []byte, opts ActionOptions, mode ActionMode) ([]byte, []ActionIssue, error) {
+	return rewriteMessages(body, func(m *Message, depth int) (*splice, []ActionIssue, error) {
+		if m.Method != MethodElicit || len(m.Params) == 0 || m.Params[0] != '{' {
+			return nil, nil, nil
+		}
+		// Params is a slice of body: its offset is what the capacities say.
+		ps := cap(body) - cap(m.Params)
+		np, issues, changed, err := checkURLElicitation(m.Params, depth+1, opts)
+		switch {
+		case err != nil:
+			return nil, nil, err
+		case len(issues) > 0 && mode == ActionsEnforce:
+			return &splice{m.start, m.end, withheldElicitation(issues)}, issues, nil
+		case changed && len(issues) == 0:
+			return &splice{ps, ps + len(m.Params), np}, issues, nil
+		}
+		return nil, issues, nil
+	})
+}
+
+// rewriteMessages parses body and calls fn on each message, with the
+// nesting depth of the message's container; it applies the splices fn
+// returns (offsets into body) and gathers the issues. It returns body
+// itself when nothing changed.
+func rewriteMessages(body []byte, fn func(m *Message, depth int) (*splice, []ActionIssue, error)) ([]byte, []ActionIssue, error) {
 	msgs, _, err := ParseMessages(body)
 	if err != nil {
 		return nil, nil, err
@@ -255,39 +299,22 @@ func checkElicitRequests(body []byte, opts ActionOptions, mode ActionMode) ([]by
 	if i := skipSpace(body, 0); i < len(body) && body[i] == '[' {
 		depth = 2
 	}
-	var out []byte
+	var repls []splice
 	var all []ActionIssue
-	last := 0
 	for k := range msgs {
-		m := &msgs[k]
-		if m.Method != MethodElicit || len(m.Params) == 0 || m.Params[0] != '{' {
-			continue
-		}
-		// Params is a slice of body: its offset is what the capacities say.
-		ps := cap(body) - cap(m.Params)
-		np, issues, changed, err := checkURLElicitation(m.Params, depth+1, opts)
+		r, issues, err := fn(&msgs[k], depth)
 		if err != nil {
 			return nil, nil, err
 		}
 		all = append(all, issues...)
-		var repl []byte
-		s, e := ps, ps+len(m.Params)
-		switch {
-		case len(issues) > 0 && mode == ActionsEnforce:
-			repl, s, e = withheldElicitation(issues), m.start, m.end
-		case changed && len(issues) == 0:
-			repl = np
-		default:
-			continue
+		if r != nil {
+			repls = append(repls, *r)
 		}
-		out = append(out, body[last:s]...)
-		out = append(out, repl...)
-		last = e
 	}
-	if out == nil {
+	if repls == nil {
 		return body, all, nil
 	}
-	return append(out, body[last:]...), all, nil
+	return applySplices(body, repls), all, nil
 }
 
 // hasElicitRequest reports whether msgs hold a server-to-client

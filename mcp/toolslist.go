@@ -1,9 +1,12 @@
 package mcp
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonkey"
 	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 )
 
@@ -16,19 +19,25 @@ import (
 // A tool without a single string "name", or an element that is not an
 // object, is removed: what cannot be named cannot be authorized. A result
 // without "tools" (or with "tools": null) is returned unchanged; "tools" of
-// another type, or given twice, is ErrInvalidToolsList, and a result that is
-// not an object is ErrNotObject. A nil allow keeps everything.
+// another type is ErrInvalidToolsList, and a result that is not an object
+// is ErrNotObject. The result is read strictly: a member name
+// repeated in some letter case anywhere in it, or a "tools" spelt in another
+// case ("TOOLS", "toolſ"), is ErrAmbiguous, since clients that fold case or
+// keep the last repeat would see a list the filter did not. A nil allow
+// keeps everything.
 func FilterToolsList(result json.RawMessage, allow func(toolName string) bool) (json.RawMessage, error) {
-	if !jsonscan.Valid(result) {
+	if err := jsonscan.CheckMembers(result); errors.Is(err, jsonkey.ErrRepeated) {
+		return nil, fmt.Errorf("%w (%w)", ErrAmbiguous, err)
+	} else if err != nil {
 		return nil, ErrParse
 	}
 	out, _, err := filterToolsList(result, allow, 0)
 	return out, err
 }
 
-// filterToolsList does FilterToolsList on valid JSON. depth is the nesting
-// level of the container holding result. changed reports whether a tool was
-// removed.
+// filterToolsList does FilterToolsList on valid JSON, whose repeated member
+// names the caller has refused (strictAnswer). depth is the nesting level of
+// the container holding result. changed reports whether a tool was removed.
 func filterToolsList(result []byte, allow func(string) bool, depth int) (out []byte, changed bool, err error) {
 	if allow == nil {
 		return result, false, nil
@@ -41,7 +50,7 @@ func filterToolsList(result []byte, allow func(string) bool, depth int) (out []b
 	// array with their names (finding a tool's name finds its end).
 	type span struct{ s, e int }
 	var kept []span
-	removed, twice := false, false
+	removed, twice, folded := false, false, false
 	as, ae := -1, -1
 	c := cursorAt(result, i, MaxDepth-depth)
 	c.Object()
@@ -52,6 +61,7 @@ func filterToolsList(result []byte, allow func(string) bool, depth int) (out []b
 		}
 		if string(key) != "tools" || as >= 0 {
 			twice = twice || string(key) == "tools"
+			folded = folded || isVariant(key, "tools")
 			c.Skip()
 			continue
 		}
@@ -87,6 +97,8 @@ func filterToolsList(result []byte, allow func(string) bool, depth int) (out []b
 	switch {
 	case c.Failed():
 		return nil, false, scanErr(&c)
+	case folded:
+		return nil, false, ErrAmbiguous
 	case twice:
 		return nil, false, ErrInvalidToolsList
 	case as < 0 || result[as] == 'n':
@@ -164,6 +176,23 @@ func FilterResponseBodyRead(era Era, body []byte, requestIDs map[string]string, 
 	if err != nil {
 		return nil, false, err
 	}
+	// A tool list is read strictly, once per body: the answer to a
+	// tools/list request before anything else (a "Result" beside an
+	// "error" is no result to the filter), any other body when a result in
+	// it is filtered.
+	strict := false
+	readStrictly := func() error {
+		if strict {
+			return nil
+		}
+		strict = true
+		return strictAnswer(body, msgs)
+	}
+	if listRequested(requestIDs) {
+		if err := readStrictly(); err != nil {
+			return nil, false, err
+		}
+	}
 	out, err := spliceResults(body, msgs, func(m *Message, depth int) ([]byte, bool, error) {
 		switch method := requestIDs[IDKey(m.ID)]; {
 		case method == MethodToolsList:
@@ -173,6 +202,9 @@ func FilterResponseBodyRead(era Era, body []byte, requestIDs map[string]string, 
 			}
 		case !hasTools(m.Result, depth):
 			return nil, false, nil
+		}
+		if err := readStrictly(); err != nil {
+			return nil, false, err
 		}
 		out, changed, err := filterToolsList(m.Result, allow, depth)
 		if err != nil {
@@ -192,13 +224,70 @@ func sameSlice(a, b []byte) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
-// hasTools reports whether result is an object with a "tools" member.
+// hasTools reports whether result is an object with a "tools" member, in
+// any letter case (the filter then refuses a variant).
 func hasTools(result []byte, depth int) bool {
 	if len(result) == 0 || result[0] != '{' {
 		return false
 	}
-	f, _, _, err := findMembers(result, 0, depth+1, "tools")
-	return err == nil && f[0][0] >= 0
+	as, folded, err := findTools(result, depth)
+	return err == nil && (as >= 0 || folded)
+}
+
+// findTools finds the "tools" member of the object result (at depth+1):
+// the start of its value (-1 when absent), and whether a member spelt as a
+// letter-case variant of it ("Tools", "toolſ") or given twice is there too,
+// which decoders that fold case or keep the last repeat read instead.
+func findTools(result []byte, depth int) (as int, folded bool, err error) {
+	as = -1
+	_, err = eachMember(result, 0, depth+1, func(m member) error {
+		switch {
+		case string(m.key) == "tools" && as < 0:
+			as = m.start
+		case string(m.key) == "tools", isVariant(m.key, "tools"):
+			folded = true
+		}
+		return nil
+	})
+	return as, folded, err
+}
+
+// isVariant reports whether key is a letter-case variant of name without
+// being it: bytes.EqualFold for ASCII (no allocation on the common path),
+// jsonkey's folding (foldsTo) for any other.
+func isVariant(key []byte, name string) bool {
+	if string(key) == name {
+		return false
+	}
+	if isASCII(key) {
+		return len(key) == len(name) && bytes.EqualFold(key, []byte(name))
+	}
+	return foldsTo(key, name)
+}
+
+// listRequested reports whether a request of the body was a tools/list
+// (requestIDs maps IDKey(id) to the method): a scan of the values, since
+// IDKey allocates and most bodies answer a tools/call.
+func listRequested(requestIDs map[string]string) bool {
+	for _, method := range requestIDs {
+		if method == MethodToolsList {
+			return true
+		}
+	}
+	return false
+}
+
+// strictAnswer is checkStrict for a body holding a tool list, every refusal
+// of which is ErrAmbiguous: a member repeated in some letter case (a tool's
+// "name" and "Name", "tools" and "TOOLS") or a JSON-RPC member in another
+// case would show clients that fold case or keep the last repeat tools the
+// filter removed. Such an answer is withheld, never forwarded.
+func strictAnswer(body []byte, msgs []Message) error {
+	err := checkStrict(body, msgs)
+	if err == nil || errors.Is(err, ErrAmbiguous) {
+		return err
+	}
+	return fmt.Errorf("%w (%w)", ErrAmbiguous, err)
 }
 
 // errFound stops a scan early.
@@ -206,18 +295,17 @@ var errFound = errors.New("found")
 
 // looksLikeToolsList reports whether result is an object whose "tools"
 // member is an array holding an object with a single string "name" (or
-// whose "tools" is given twice, or that cannot be scanned: then the filter
-// runs and refuses it). depth is the nesting level of the container holding
+// whose "tools" or a tool's "name" is given twice, "tools" in another letter
+// case too, or that cannot be scanned: then the filter runs and refuses it). depth is the nesting level of the container holding
 // result.
 func looksLikeToolsList(result []byte, depth int) bool {
 	if len(result) == 0 || result[0] != '{' {
 		return false
 	}
-	f, dup, _, err := findMembers(result, 0, depth+1, "tools")
-	if err != nil || dup != "" {
+	as, folded, err := findTools(result, depth)
+	if err != nil || folded {
 		return true
 	}
-	as := f[0][0]
 	if as < 0 || result[as] != '[' {
 		return false
 	}
@@ -229,7 +317,10 @@ func looksLikeToolsList(result []byte, depth int) bool {
 		if err != nil {
 			return err
 		}
-		if dup == "" && f[0][0] >= 0 {
+		if dup != "" {
+			return errFound // a name given twice: the filter refuses it
+		}
+		if f[0][0] >= 0 {
 			if _, ok := stringValue(result, f[0][0], f[0][1]); ok {
 				return errFound
 			}

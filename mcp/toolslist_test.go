@@ -64,7 +64,7 @@ func TestFilterToolsList(t *testing.T) {
 		}
 	})
 	t.Run("unnamed and malformed tools are removed", func(t *testing.T) {
-		const in = `{"tools":[{"name":"ok"},{"title":"no name"},{"name":7},{"name":"dup","name":"ok"},"str",null,[{"name":"ok"}],{"n\u0061me":"ok"}]}`
+		const in = `{"tools":[{"name":"ok"},{"title":"no name"},{"name":7},{"Name":"ok"},"str",null,[{"name":"ok"}],{"n\u0061me":"ok"}]}`
 		out, err := FilterToolsList(json.RawMessage(in), allowOnly("ok", "dup"))
 		if err != nil || string(out) != `{"tools":[{"name":"ok"},{"n\u0061me":"ok"}]}` {
 			t.Errorf("out = %s, err = %v", out, err)
@@ -86,7 +86,9 @@ func TestFilterToolsList(t *testing.T) {
 		{"not object", `[{"name":"a"}]`, ErrNotObject},
 		{"tools not array", `{"tools":{"name":"a"}}`, ErrInvalidToolsList},
 		{"tools string", `{"tools":"a"}`, ErrInvalidToolsList},
-		{"tools twice", `{"tools":[],"tools":[{"name":"secret"}]}`, ErrInvalidToolsList},
+		{"tools twice", `{"tools":[],"tools":[{"name":"secret"}]}`, ErrAmbiguous},
+		{"tools in another case", `{"TOOLS":[{"name":"secret"}]}`, ErrAmbiguous},
+		{"name twice", `{"tools":[{"name":"ok","name":"secret"}]}`, ErrAmbiguous},
 	}
 	for _, tt := range errTests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -161,12 +163,11 @@ func TestFilterResponseBody(t *testing.T) {
 	t.Run("other method", func(t *testing.T) {
 		for _, res := range []string{
 			`{"tools":["b","c"]}`,
-			`{"tools":[1,{"title":"b"},{"name":7},{"name":"b","name":"c"}]}`,
+			`{"tools":[1,{"title":"b"},{"name":7}]}`,
 			`{"tools":{"name":"b"}}`,
 			`{"tools":"b"}`,
 			`{"tools":null}`,
 			`{"tools":[]}`,
-			`{"Tools":[{"name":"b"}]}`,
 			`{"x":{"tools":[{"name":"b"}]}}`,
 			`[{"tools":[{"name":"b"}]}]`,
 		} {
@@ -184,9 +185,12 @@ func TestFilterResponseBody(t *testing.T) {
 				t.Errorf("%s: got %s, %v", res, out, err)
 			}
 		}
-		// "tools" twice: the filter cannot tell which one a client reads.
-		if out, err := FilterResponseBody([]byte(`{"jsonrpc":"2.0","id":3,"result":{"tools":[],"tools":[{"name":"b"}]}}`), ids, allow); !errors.Is(err, ErrInvalidToolsList) {
-			t.Errorf("tools twice: got %s, %v", out, err)
+		// "tools" twice or in another case: the filter cannot tell which
+		// one a client reads.
+		for _, res := range []string{`{"tools":[],"tools":[{"name":"b"}]}`, `{"Tools":[{"name":"b"}]}`, `{"tools":[{"name":"b","name":"c"}]}`} {
+			if out, err := FilterResponseBody([]byte(`{"jsonrpc":"2.0","id":3,"result":`+res+`}`), ids, allow); !errors.Is(err, ErrAmbiguous) {
+				t.Errorf("%s: got %s, %v", res, out, err)
+			}
 		}
 	})
 	// An id that a tools/list and another request shared (RequestMethods
@@ -220,7 +224,7 @@ func TestFilterResponseBody(t *testing.T) {
 			`[1]`: ErrNotObject,
 			`{"jsonrpc":"2.0","id":1,"result":{"tools":"x"}}`:            ErrInvalidToolsList,
 			`{"jsonrpc":"2.0","id":1,"result":[{"name":"b"}]}`:           ErrNotObject,
-			`{"jsonrpc":"2.0","id":1,"result":{"tools":[],"tools":[1]}}`: ErrInvalidToolsList,
+			`{"jsonrpc":"2.0","id":1,"result":{"tools":[],"tools":[1]}}`: ErrAmbiguous,
 		} {
 			if out, err := FilterResponseBody([]byte(in), ids, allow); !errors.Is(err, want) || out != nil {
 				t.Errorf("%q: got %s, %v; want %v", in, out, err, want)
