@@ -84,7 +84,7 @@ func checkErrorElicitations(e []byte, depth int, opts ActionOptions) ([]byte, []
 		if e[start] != '{' {
 			return nil
 		}
-		out, is, changed, err := checkURLElicitation(e[start:end], depth+3, opts)
+		out, is, changed, err := checkURLElicitation(e[start:end], depth+3, opts, true)
 		if err != nil {
 			return err
 		}

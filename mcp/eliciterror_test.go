@@ -64,6 +64,8 @@ func TestElicitationErrorGuard(t *testing.T) {
 				want: `"url":"https://login.example.com/x?context_did=did%3Aweb%3Auser"`},
 			{name: "batch: only the bad answer replaced", in: "[" + errAnswer("2", "["+el(`"https://evil.example/"`)+"]") + `,{"jsonrpc":"2.0","id":3,"error":{"code":-32601,"message":"nope"}}]`,
 				mode: ActionsEnforce, want: `"message":"nope"`, notWant: "https://evil.example", issue: IssueForeignHost},
+			{name: "form mode with a url is URL mode here", in: errAnswer("2", `[{"mode":"form","url":"https://evil.example/x","message":"m"}]`), mode: ActionsEnforce,
+				notWant: "https://evil.example", issue: IssueForeignHost},
 			{name: "form elicitations untouched", in: errAnswer("2", `[{"mode":"form","message":"m","requestedSchema":{}}]`), mode: ActionsEnforce, sameBody: true},
 			{name: "plain error untouched", in: `{"jsonrpc":"2.0","id":2,"error":{"code":-32601,"message":"no elicitation here","data":{"x":1}}}`, mode: ActionsEnforce, sameBody: true},
 		} {

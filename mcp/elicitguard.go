@@ -148,7 +148,7 @@ func checkInputRequests(result []byte, opts ActionOptions, depth int) ([]byte, [
 		if ps < 0 || result[ps] != '{' {
 			return nil
 		}
-		out, is, changed, err := checkURLElicitation(result[ps:rf[1][1]], depth+4, opts)
+		out, is, changed, err := checkURLElicitation(result[ps:rf[1][1]], depth+4, opts, false)
 		if err != nil {
 			return err
 		}
@@ -192,8 +192,10 @@ func applySplices(d []byte, repls []splice) []byte {
 // checkURLElicitation checks the params object of one elicitation/create
 // (depth: its nesting level): a URL-mode one (mode "url", or a url with a
 // mode other than "form", as SDKs infer) needs a url the guard allows. A valid url gets
-// context_did when opts.UserDID is set. Form-mode params pass untouched.
-func checkURLElicitation(p []byte, depth int, opts ActionOptions) ([]byte, []ActionIssue, bool, error) {
+// context_did when opts.UserDID is set. Form-mode params pass untouched,
+// except where every elicitation is URL mode (onlyURL: the list of a
+// URLElicitationRequiredError, which clients open without reading mode).
+func checkURLElicitation(p []byte, depth int, opts ActionOptions, onlyURL bool) ([]byte, []ActionIssue, bool, error) {
 	var mode, raw [2]int
 	mode, raw = [2]int{-1, -1}, [2]int{-1, -1}
 	var amb string
@@ -217,7 +219,7 @@ func checkURLElicitation(p []byte, depth int, opts ActionOptions) ([]byte, []Act
 	// mode is not "url": clients infer URL mode from a url, and JavaScript
 	// ones take a falsy mode ("", null) for an absent one.
 	m, hasMode := stringValue(p, mode[0], mode[1])
-	if (hasMode && m == "form") || (raw[0] < 0 && (!hasMode || m != "url")) {
+	if (hasMode && m == "form" && !(onlyURL && raw[0] >= 0)) || (raw[0] < 0 && (!hasMode || m != "url")) {
 		return p, nil, false, nil // form mode
 	}
 	u, ok := stringValue(p, raw[0], raw[1])
@@ -273,7 +275,7 @@ func checkElicitRequests(body []byte, opts ActionOptions, mode ActionMode) ([]by
 		}
 		// Params is a slice of body: its offset is what the capacities say.
 		ps := cap(body) - cap(m.Params)
-		np, issues, changed, err := checkURLElicitation(m.Params, depth+1, opts)
+		np, issues, changed, err := checkURLElicitation(m.Params, depth+1, opts, false)
 		switch {
 		case err != nil:
 			return nil, nil, err
