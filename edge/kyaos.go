@@ -72,15 +72,18 @@ func (h *Handler) provisionProofs() {
 
 // proofBody returns the JSON-RPC body the gate reads: the one the carriers
 // read, else read now (carriers in the body may be off). Where the gate
-// reads proofs or declarations, a POST body is read whatever its
-// Content-Type: MCP requires application/json, but an upstream need not
-// check it, and a proof-bearing body sent as text/plain must not pass
-// unread under optional (review 6, F3c).
+// reads proofs or declarations, the body of any method but the bodyless
+// ones is read whatever its Content-Type: MCP requires a POST of
+// application/json, but an upstream need not check either, and a
+// proof-bearing body sent as text/plain or with PUT must not pass unread
+// under optional (review 6 F3c, review 7 finding 4).
 func (h *Handler) proofBody(w http.ResponseWriter, r *http.Request, found *carrier.Found) ([]byte, error) {
 	switch {
 	case found.Body != nil:
 		return found.Body, nil
-	case h.proofs.Enabled() && r.Method == http.MethodPost && hasRequestBody(r):
+	case h.proofs.Enabled() && !bodyless(r.Method) && hasRequestBody(r):
+		// Any method that may carry a body, not only POST: an upstream
+		// may take a PUT or a "post" for one (review 7, finding 4).
 	case h.proofs.SignsResponses() && carrier.WantsBody(r):
 	default:
 		return nil, nil

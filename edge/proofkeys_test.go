@@ -2,6 +2,7 @@ package edge
 
 import (
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -94,6 +95,26 @@ func TestProofNamedAmbiguously(t *testing.T) {
 			}
 			if e.Error.Code != c.code || (c.reason != "" && (len(e.Error.Data.Reasons) != 1 || e.Error.Data.Reasons[0] != c.reason)) {
 				t.Fatalf("error %s, want code %d reason %q", res.rec.Body, c.code, c.reason)
+			}
+		})
+	}
+}
+
+// TestProofReadWhateverTheMethod: under optional, a proof in the body of
+// any method that may carry one (PUT, PATCH, a lower-case post, which an
+// upstream may treat as a POST) is read like a POST's (review 7, finding
+// 4): an invalid one is refused and never reaches the upstream.
+func TestProofReadWhateverTheMethod(t *testing.T) {
+	f := newFixture(t)
+	bad := signed(t, f.agent, "did:web:other.example", toolsCallBody) // audience_mismatch
+	for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, "post", "PROPFIND"} {
+		t.Run(method, func(t *testing.T) {
+			h := f.handler(t, nil)
+			r := proofCall(t, f, bad)
+			r.Method = method
+			res := serve(t, h, r)
+			if res.rec.Code != http.StatusUnauthorized || res.called || !strings.Contains(res.rec.Body.String(), `"audience_mismatch"`) {
+				t.Fatalf("status %d, upstream called %v: %s", res.rec.Code, res.called, res.rec.Body)
 			}
 		})
 	}
