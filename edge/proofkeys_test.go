@@ -119,3 +119,33 @@ func TestProofReadWhateverTheMethod(t *testing.T) {
 		})
 	}
 }
+
+// TestProofInBatchRefused: under optional, a batch is admitted on its
+// credential alone, but a proof inside one cannot be verified (a proof
+// covers one request), so a batch carrying one is refused (review 7,
+// finding 5) instead of forwarding the proof unread; a batch without
+// proofs goes on.
+func TestProofInBatchRefused(t *testing.T) {
+	f := newFixture(t)
+	valid := signed(t, f.agent, testAudience, toolsCallBody)
+	plain := `{"jsonrpc":"2.0","id":9,"method":"ping"}`
+	for _, c := range []struct {
+		name, body string
+		status     int
+	}{
+		{"proof in a batch of one", "[" + valid + "]", http.StatusUnauthorized},
+		{"proof beside a ping", "[" + plain + "," + valid + "]", http.StatusUnauthorized},
+		{"no proof", "[" + plain + "," + toolsCallBody + "]", http.StatusOK},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := f.handler(t, nil)
+			res := serve(t, h, proofCall(t, f, c.body))
+			if res.rec.Code != c.status || res.called != (c.status == http.StatusOK) {
+				t.Fatalf("status %d, upstream called %v: %s", res.rec.Code, res.called, res.rec.Body)
+			}
+			if c.status != http.StatusOK && !strings.Contains(res.rec.Body.String(), `"malformed_proof"`) {
+				t.Fatalf("want malformed_proof: %s", res.rec.Body)
+			}
+		})
+	}
+}

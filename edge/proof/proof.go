@@ -251,7 +251,8 @@ func (s *sessionCapture) Unwrap() http.ResponseWriter { return s.ResponseWriter 
 // outside _meta: the proof covers it), and a refusal when the request
 // must not go on. A proof covers one request: under required a batch is
 // refused (proof_missing); under optional a batch is admitted on its
-// credential alone, and proofs in it are not read.
+// credential alone, unless a message of it carries a proof, which cannot
+// be verified there (malformed_proof).
 func (g *Gate) Admit(ctx context.Context, b Body, audience, agentDID string) (bool, *Refusal) {
 	if g == nil || g.cfg.RequestProof == Off {
 		return false, nil
@@ -260,8 +261,13 @@ func (g *Gate) Admit(ctx context.Context, b Body, audience, agentDID string) (bo
 		return false, nil
 	}
 	if b.Batch {
-		if g.cfg.RequestProof == Required {
+		switch {
+		case g.cfg.RequestProof == Required:
 			return false, refusal(kyaos.ProofMissing)
+		case batchHoldsProof(b):
+			// A proof present is verified or refused, and one in a batch
+			// cannot be verified (review 7, finding 5).
+			return false, refusal(kyaos.MalformedProof)
 		}
 		return false, nil
 	}
@@ -296,6 +302,21 @@ func (g *Gate) Admit(ctx context.Context, b Body, audience, agentDID string) (bo
 		return false, refusal(kyaos.ProofMissing)
 	}
 	return false, nil
+}
+
+// batchHoldsProof reports whether a message of the batch b, read
+// strictly, carries a request proof where kyaos looks for one (a variant
+// of its name is refused before, as ambiguous).
+func batchHoldsProof(b Body) bool {
+	if b.Err != nil || !mayHoldProof(b.Raw) {
+		return false
+	}
+	for _, m := range b.Msgs {
+		if p, err := kyaos.FindProof(m.Raw); err == nil && p != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // exempt reports whether b is one request, read strictly, of a method
