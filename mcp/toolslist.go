@@ -182,12 +182,6 @@ func FilterResponseBodyRead(era Era, body []byte, requestIDs map[string]string, 
 	if err != nil {
 		return nil, false, ambiguousAnswer(body, err)
 	}
-	if Confusable(msgs) {
-		// "Result" beside "result" (or "error", or alone) is the result
-		// to encoding/json, whatever the request was: withheld before
-		// the filter reads the exact member only (review 7, F1).
-		return nil, false, ErrAmbiguous
-	}
 	// A tool list is read strictly, once per body: the answer to a
 	// tools/list request before anything else (a "Result" beside an
 	// "error" is no result to the filter), any other body when a result in
@@ -204,6 +198,12 @@ func FilterResponseBodyRead(era Era, body []byte, requestIDs map[string]string, 
 		if err := readStrictly(); err != nil {
 			return nil, false, err
 		}
+	} else if Confusable(msgs) {
+		// "Result" beside "result" (or "error", or alone) is the result
+		// to encoding/json, whatever the request was: withheld, since
+		// the filter reads the exact member only (review 7, F1). The
+		// strict reading above covers this too.
+		return nil, false, ErrAmbiguous
 	}
 	out, err := spliceResults(body, msgs, func(m *Message, depth int) ([]byte, bool, error) {
 		switch method := requestIDs[IDKey(m.ID)]; {
