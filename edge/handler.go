@@ -148,7 +148,9 @@ func (h *Handler) serveAdmitted(w http.ResponseWriter, r *http.Request, next Nex
 	if handled {
 		return err
 	}
-	return next(w, r)
+	err = next(w, r)
+	finishResponse(w) // a checked answer without a body is sent as it came
+	return err
 }
 
 // checksFor returns the verification rules for r: the configured ones plus

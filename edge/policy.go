@@ -491,12 +491,14 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 
 	// Any answer may carry a tool list: servers that route answers by
 	// request id (the TypeScript and Python SDKs) deliver a tools/list
-	// answer on the stream of another request that reused its id.
-	filter := p.pol != nil && hasRequest
+	// answer on the stream of another request that reused its id. That
+	// holds for the answer to a POST of notifications or responses alone
+	// too (review 7, F2): like a GET's, it is checked.
+	filter := p.pol != nil
 	// Any answer may carry a URL elicitation: MCP 2026 input-required results
 	// answer prompts/get and resources/read too, and a 2025 server sends
 	// elicitation/create on the stream of any request.
-	actions := p.actions != mcp.ActionsOff && hasRequest
+	actions := p.actions != mcp.ActionsOff
 	if !filter && !actions {
 		return w, false, recorded, nil
 	}

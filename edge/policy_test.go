@@ -882,8 +882,9 @@ func TestPolicyHandshakeActions(t *testing.T) {
 		}
 	})
 
-	t.Run("any request wrapped, notifications not", func(t *testing.T) {
-		// Any answer may carry a URL elicitation (see TestElicitationGuard*).
+	t.Run("any answer wrapped; a 202 without a body passes", func(t *testing.T) {
+		// Any answer may carry a URL elicitation (see TestElicitationGuard*),
+		// the answer to notifications too (review 7, F2).
 		h := f.handler(t, nil)
 		res := polServe(t, h, polPost(`{"jsonrpc":"2.0","id":1,"method":"ping"}`, tok), nil)
 		if _, wrapped := res.w.(*responseFilter); !wrapped {
@@ -892,8 +893,8 @@ func TestPolicyHandshakeActions(t *testing.T) {
 		res = polServe(t, h, polPost(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, tok), func(w http.ResponseWriter, _ *http.Request) {
 			w.WriteHeader(http.StatusAccepted)
 		})
-		if _, wrapped := res.w.(*responseFilter); wrapped || res.rec.Code != http.StatusAccepted {
-			t.Errorf("notification: wrapped=%t HTTP %d", wrapped, res.rec.Code)
+		if _, wrapped := res.w.(*responseFilter); !wrapped || res.rec.Code != http.StatusAccepted || res.rec.Body.Len() != 0 {
+			t.Errorf("notification: wrapped=%t HTTP %d %q", wrapped, res.rec.Code, res.rec.Body)
 		}
 	})
 
@@ -1175,10 +1176,10 @@ func TestPolicyToolsListUnderAnotherID(t *testing.T) {
 			t.Errorf("odd tools member: %s", res.rec.Body)
 		}
 	})
-	t.Run("notifications only: not wrapped", func(t *testing.T) {
+	t.Run("notifications only: wrapped, a bodiless answer passes", func(t *testing.T) {
 		res := polServe(t, h, polPost(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, tok), nil)
-		if _, wrapped := res.w.(*responseFilter); wrapped {
-			t.Error("a body without requests had its answer wrapped")
+		if _, wrapped := res.w.(*responseFilter); !wrapped || res.rec.Code != http.StatusOK || res.rec.Body.Len() != 0 {
+			t.Errorf("wrapped=%t HTTP %d %q", wrapped, res.rec.Code, res.rec.Body)
 		}
 	})
 }

@@ -237,6 +237,7 @@ const (
 	fsSSE                // streaming through the SSE rewriter
 	fsDone               // the (rewritten) answer is sent; later bytes are dropped
 	fsFailed             // the SSE stream failed; writes return err
+	fsHeld               // unreadable headers held until a byte comes (a bodiless 202 passes, finish)
 )
 
 // responseFilter is the http.ResponseWriter handed to the rest of the route
@@ -256,6 +257,7 @@ type responseFilter struct {
 	extra  bool // bytes after the JSON value were dropped (logged once)
 	// upstreamLength is the upstream's Content-Length of a held answer.
 	upstreamLength []string
+	heldErr        error // why an answer in fsHeld cannot be read
 }
 
 func (f *responseFilter) WriteHeader(code int) {
@@ -282,11 +284,11 @@ func (f *responseFilter) WriteHeader(code int) {
 		// JSON in "text/plain; x=application/json" too (the TypeScript
 		// SDK only looks for the substring), so an answer that must be
 		// checked and is of any other type is withheld.
-		f.unreadable(code, errResponseMediaType)
+		f.hold(code, errResponseMediaType)
 		return
 	}
 	if ce := hdr.Get("Content-Encoding"); ce != "" && ce != "identity" {
-		f.unreadable(code, errResponseEncoded)
+		f.hold(code, errResponseEncoded)
 		return
 	}
 	// The body may be rewritten; the upstream's length is kept for an
@@ -305,6 +307,47 @@ func (f *responseFilter) WriteHeader(code int) {
 		opts = append(opts, mcp.WithOversizePassthrough())
 	}
 	f.sse = mcp.NewSSERewriter(f.ResponseWriter, f.check.rewrite, opts...)
+}
+
+// hold holds the headers of an answer of status code the edge cannot read
+// (err says why) until its first byte: the answer to notifications alone
+// is mostly a 202 without body or media type, with nothing to check.
+func (f *responseFilter) hold(code int, err error) {
+	f.status, f.heldErr, f.state = code, err, fsHeld
+}
+
+// finish ends the response once the rest of the route returned: an answer
+// that wrote no body (held headers, or an application/json answer holding
+// at most white space) had nothing to check and is sent as it came.
+func (f *responseFilter) finish() {
+	switch {
+	case f.state == fsHeld:
+		f.state = fsPass
+		f.ResponseWriter.WriteHeader(f.status)
+	case f.state == fsJSON && !f.scan.started && onlySpace(f.buf):
+		f.state = fsPass
+		if f.upstreamLength != nil {
+			f.Header()["Content-Length"] = f.upstreamLength
+		}
+		f.ResponseWriter.WriteHeader(f.status)
+		_, _ = f.ResponseWriter.Write(f.buf)
+		f.buf = nil
+	}
+}
+
+// finishResponse finishes the responseFilter that w is or wraps, if any.
+func finishResponse(w http.ResponseWriter) {
+	for {
+		switch v := w.(type) {
+		case *responseFilter:
+			v.finish()
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = v.Unwrap()
+		default:
+			return
+		}
+	}
 }
 
 // unreadable answers an answer of status code that the edge cannot read
@@ -328,6 +371,12 @@ func (f *responseFilter) Write(p []byte) (int, error) {
 		return f.Write(p)
 	case fsPass:
 		return f.ResponseWriter.Write(p)
+	case fsHeld:
+		if len(p) == 0 {
+			return 0, nil
+		}
+		f.unreadable(f.status, f.heldErr)
+		return f.Write(p)
 	case fsJSON:
 		f.writeJSON(p)
 		return len(p), nil

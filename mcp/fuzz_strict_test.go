@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 )
 
@@ -34,24 +35,44 @@ func FuzzFilterToolsListLenient(f *testing.F) {
 		f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":` + res + `}`))
 	}
 	f.Add([]byte(`[{"jsonrpc":"2.0","id":1,"Result":{"tools":[{"name":"b"}]}}]`))
+	// Review 7, F1: answers to other requests, and resumed streams.
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{},"Result":{"tools":[{"name":"b"}]}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"},"result":{"tools":[{"name":"b"}]}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{},"result":{"tools":[{"name":"b"}]}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{"tools":[{"Name":"b"}]}}`))
 	type msg struct {
-		Result struct {
+		JSONRPC string
+		ID      json.RawMessage
+		Result  struct {
 			Tools []struct{ Name string }
 		}
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		for _, ids := range []map[string]string{{IDKey([]byte("1")): MethodToolsList}, nil} {
+		for _, ids := range []map[string]string{{IDKey([]byte("1")): MethodToolsList}, nil, {IDKey([]byte("1")): "ping"}} {
 			out, _, err := FilterResponseBodyRead(Era2025, body, ids, func(n string) bool { return n == "a" })
-			if err != nil {
-				continue
+			switch {
+			case err == nil:
+			case ids[IDKey([]byte("1"))] == MethodToolsList, errors.Is(err, ErrAmbiguous):
+				continue // withheld by the edge
+			default:
+				// Where no tools/list was asked for, the edge forwards
+				// what the filter cannot read: a client must not read
+				// a JSON-RPC answer holding a tool there.
+				out = body
 			}
 			msgs, ok := lenientDecode[msg](out)
 			if !ok {
 				continue
 			}
 			for _, m := range msgs {
+				if err != nil && (m.JSONRPC != "2.0" || len(m.ID) == 0 || string(m.ID) == "null") {
+					continue // no JSON-RPC answer to any client
+				}
 				for _, tool := range m.Result.Tools {
-					if tool.Name != "a" {
+					// An answer to another request may hold a nameless
+					// "tool": no client can call it.
+					unnamed := tool.Name == "" && ids[IDKey([]byte("1"))] != MethodToolsList
+					if tool.Name != "a" && !unnamed {
 						t.Fatalf("ids %v: a lenient client sees tool %q in %s", ids, tool.Name, out)
 					}
 				}

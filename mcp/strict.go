@@ -91,22 +91,26 @@ func variant(raw []byte, names []string) bool {
 // string, so one pass over the bytes finds the strings without walking the
 // values; Confusable's walks run only when this is true.
 func mayHoldVariant(raw []byte) bool {
-	start := -1 // the open string's first byte
-	for i, c := range raw {
-		switch {
-		case c == '\\':
-			return true
-		case c != '"':
-		case start < 0:
-			start = i + 1
-		default:
-			if isVariantName(raw[start:i]) {
-				return true
-			}
-			start = -1
-		}
+	// IndexByte skips the bytes between quotes fast: a long text in a
+	// tool result costs a scan, not a loop over its bytes.
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		return true
 	}
-	return false
+	for i := 0; ; {
+		q := bytes.IndexByte(raw[i:], '"')
+		if q < 0 {
+			return false
+		}
+		start := i + q + 1
+		n := bytes.IndexByte(raw[start:], '"')
+		if n < 0 {
+			return false
+		}
+		if isVariantName(raw[start : start+n]) {
+			return true
+		}
+		i = start + n + 1
+	}
 }
 
 // isVariantName reports whether the unescaped string s may fold to one of

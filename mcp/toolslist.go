@@ -76,7 +76,13 @@ func filterToolsList(result []byte, allow func(string) bool, depth int) (out []b
 			var name string
 			var ok bool
 			if c.Kind() == '{' {
-				f, dup, err := readFound(&c, i, "name")
+				f, dup := notFound(nameMember), ""
+				err := readMembers(&c, i, func(m member) error {
+					f.add(m, nameMember, &dup)
+					// "Name" alone is the name to encoding/json.
+					folded = folded || isVariant(m.key, "name")
+					return nil
+				})
 				if err != nil {
 					break
 				}
@@ -174,7 +180,7 @@ func FilterResponseBodyRead(era Era, body []byte, requestIDs map[string]string, 
 	}
 	msgs, _, err := ParseMessages(body)
 	if err != nil {
-		return nil, false, err
+		return nil, false, ambiguousAnswer(body, err)
 	}
 	// A tool list is read strictly, once per body: the answer to a
 	// tools/list request before anything else (a "Result" beside an
@@ -192,6 +198,12 @@ func FilterResponseBodyRead(era Era, body []byte, requestIDs map[string]string, 
 		if err := readStrictly(); err != nil {
 			return nil, false, err
 		}
+	} else if Confusable(msgs) {
+		// "Result" beside "result" (or "error", or alone) is the result
+		// to encoding/json, whatever the request was: withheld, since
+		// the filter reads the exact member only (review 7, F1). The
+		// strict reading above covers this too.
+		return nil, false, ErrAmbiguous
 	}
 	out, err := spliceResults(body, msgs, func(m *Message, depth int) ([]byte, bool, error) {
 		switch method := requestIDs[IDKey(m.ID)]; {
@@ -290,6 +302,60 @@ func strictAnswer(body []byte, msgs []Message) error {
 	return fmt.Errorf("%w (%w)", ErrAmbiguous, err)
 }
 
+// nameMember is the member naming a tool.
+var nameMember = []string{"name"}
+
+// ambiguousAnswer is ErrAmbiguous for a body ParseMessages refused (err)
+// that clients could still read as a response, and err for any other: a
+// member given twice (exactly, or in another letter case), a message with
+// two of method, result and error, or one spelling a JSON-RPC member in
+// another case ("Result" alone is the result to encoding/json). Decoders
+// that keep the last repeat, prefer one of two, or fold case read a result
+// there that the filter never saw (review 7, F1). Only refused bodies pay
+// for these scans.
+func ambiguousAnswer(body []byte, err error) error {
+	var me *MessageError
+	if errors.As(err, &me) && confusedMessages(body) {
+		return fmt.Errorf("%w (%w)", ErrAmbiguous, err)
+	}
+	if rerr := jsonscan.CheckMembers(body); errors.Is(rerr, jsonkey.ErrRepeated) {
+		return fmt.Errorf("%w (%w)", ErrAmbiguous, rerr)
+	}
+	return err
+}
+
+// confusedMessages reports whether a message of body (valid JSON: a
+// message or a batch) has two of "method", "result" and "error", or a
+// member named like a JSON-RPC member in another case.
+func confusedMessages(body []byte) bool {
+	confused := func(start, depth int) bool {
+		f, _, end, err := findMembers(body, start, depth, "method", "result", "error")
+		n := 0
+		for k := 0; k < 3; k++ {
+			if f[k][0] >= 0 {
+				n++
+			}
+		}
+		return err == nil && (n >= 2 || variant(body[start:end], rpcMembers))
+	}
+	i := skipSpace(body, 0)
+	switch {
+	case i == len(body):
+		return false
+	case body[i] == '{':
+		return confused(i, 1)
+	case body[i] != '[':
+		return false
+	}
+	_, err := eachElement(body, i, 1, func(_, start, _ int) error {
+		if body[start] == '{' && confused(start, 2) {
+			return errFound
+		}
+		return nil
+	})
+	return errors.Is(err, errFound)
+}
+
 // errFound stops a scan early.
 var errFound = errors.New("found")
 
@@ -313,7 +379,7 @@ func looksLikeToolsList(result []byte, depth int) bool {
 		if result[start] != '{' {
 			return nil
 		}
-		f, dup, _, err := findMembers(result, start, depth+3, "name")
+		f, dup, _, err := findStrict(result, start, depth+3, "name")
 		if err != nil {
 			return err
 		}

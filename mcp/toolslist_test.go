@@ -64,7 +64,7 @@ func TestFilterToolsList(t *testing.T) {
 		}
 	})
 	t.Run("unnamed and malformed tools are removed", func(t *testing.T) {
-		const in = `{"tools":[{"name":"ok"},{"title":"no name"},{"name":7},{"Name":"ok"},"str",null,[{"name":"ok"}],{"n\u0061me":"ok"}]}`
+		const in = `{"tools":[{"name":"ok"},{"title":"no name"},{"name":7},"str",null,[{"name":"ok"}],{"n\u0061me":"ok"}]}`
 		out, err := FilterToolsList(json.RawMessage(in), allowOnly("ok", "dup"))
 		if err != nil || string(out) != `{"tools":[{"name":"ok"},{"n\u0061me":"ok"}]}` {
 			t.Errorf("out = %s, err = %v", out, err)
@@ -88,6 +88,8 @@ func TestFilterToolsList(t *testing.T) {
 		{"tools string", `{"tools":"a"}`, ErrInvalidToolsList},
 		{"tools twice", `{"tools":[],"tools":[{"name":"secret"}]}`, ErrAmbiguous},
 		{"tools in another case", `{"TOOLS":[{"name":"secret"}]}`, ErrAmbiguous},
+		{"name in another case only", `{"tools":[{"name":"ok"},{"Name":"secret"}]}`, ErrAmbiguous},
+		{"name in a folded case only", `{"tools":[{"nameſ":"x","NAMe":"secret"}]}`, ErrAmbiguous},
 		{"name twice", `{"tools":[{"name":"ok","name":"secret"}]}`, ErrAmbiguous},
 	}
 	for _, tt := range errTests {
