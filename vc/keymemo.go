@@ -106,14 +106,3 @@ func equalConstantTime(a, b []byte) bool {
 	}
 	return diff == 0
 }
-
-// keySums returns the key of the input in (its SHA-256) and the SHA-256 of
-// its first n bytes, the credential, in one pass.
-func keySums(in []byte, n int) (key resultKey, cred [sha256.Size]byte) {
-	h := sha256.New() // devirtualised and kept on the stack
-	h.Write(in[:n])
-	h.Sum(cred[:0]) // Sum leaves the state as it was
-	h.Write(in[n:])
-	h.Sum(key[:0])
-	return key, cred
-}

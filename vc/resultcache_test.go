@@ -585,7 +585,7 @@ func TestResultCacheKeyCoversChecks(t *testing.T) {
 		"ancestor x, y":  {ancestors: [][]byte{[]byte("x"), []byte("y")}},
 		"ancestor empty": {ancestors: [][]byte{{}}},
 	} {
-		k, ok := v.keyOf(raw, &c)
+		k, ok := keyOf(v, raw, &c)
 		if !ok {
 			t.Fatalf("%s: bypassed", name)
 		}
@@ -606,7 +606,7 @@ func TestResultCacheKeyCoversChecks(t *testing.T) {
 		"no rules, credential y":  {"y", checks{}},
 		"no rules, credential xx": {"xx", checks{}},
 	} {
-		k, ok := v.keyOf([]byte(kc.raw), &kc.c)
+		k, ok := keyOf(v, []byte(kc.raw), &kc.c)
 		if !ok {
 			t.Fatalf("%s: bypassed", name)
 		}
@@ -621,7 +621,7 @@ func TestResultCacheKeyCoversChecks(t *testing.T) {
 		"too many ancestors":   {ancestors: make([][]byte, maxPooled+1)},
 		"large ancestor":       {ancestors: [][]byte{make([]byte, defaultMaxSize+1)}},
 	} {
-		if _, ok := v.keyOf(raw, &c); ok {
+		if _, ok := keyOf(v, raw, &c); ok {
 			t.Errorf("%s: not bypassed", name)
 		}
 	}
@@ -850,7 +850,7 @@ func BenchmarkResultCacheKey(b *testing.B) {
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, ok := v.keyOf(raw, &c); !ok {
+		if _, ok := keyOf(v, raw, &c); !ok {
 			b.Fatal("bypassed")
 		}
 	}
@@ -901,3 +901,15 @@ func BenchmarkCloneDelegation(b *testing.B) {
 }
 
 var cloneSink *Delegation
+
+// keyOf is the cache key of the trimmed credential raw under c, as the
+// cache computes it (keyInput, then keySums), and false when the call
+// bypasses the cache.
+func keyOf(v *Verifier, raw []byte, c *checks) (resultKey, bool) {
+	in, ok := v.keyInput(raw, c, nil)
+	if !ok {
+		return resultKey{}, false
+	}
+	key, _ := keySums(in, len(raw))
+	return key, true
+}
