@@ -314,7 +314,7 @@ func NewVerifier(r didresolver.Resolver, opts ...Option) *Verifier {
 type CheckOption func(*checks)
 
 // checks are the per-call rules. Every field must be part of the result
-// cache key (Verifier.keyOf) or make the call bypass the cache.
+// cache key (keyInput) or make the call bypass the cache.
 type checks struct {
 	audiences           []string
 	requireAudience     bool
