@@ -330,5 +330,5 @@ func foldsTo(key []byte, name string) bool {
 	if len(key) > 3*len(name) || 3*len(key) < len(name) {
 		return false
 	}
-	return jsonkey.Fold(string(key)) == jsonkey.Fold(name)
+	return jsonkey.FoldsTo(key, name)
 }

@@ -2,7 +2,6 @@ package proof
 
 import (
 	"bytes"
-	"unicode/utf8"
 
 	"github.com/mcpi-edge/caddy-mcpi/internal/jsonkey"
 	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
@@ -78,25 +77,8 @@ func ambiguousKeys(params []byte) bool {
 
 // foldsToProofKey reports whether name folds (as internal/jsonkey folds:
 // letter case, K and ſ) to one of the proof keys. Both hold a '/', which
-// folds to nothing else, so a name without one is skipped unfolded; an
-// ASCII name folds as bytes.EqualFold compares ASCII, without the
-// allocation of jsonkey.Fold (kept for the rare other names).
+// folds to nothing else, so a name without one is not folded at all.
 func foldsToProofKey(name []byte) bool {
-	if bytes.IndexByte(name, '/') < 0 {
-		return false
-	}
-	if !isASCII(name) {
-		f := jsonkey.Fold(string(name))
-		return f == jsonkey.Fold(kyaos.ProofKey) || f == jsonkey.Fold(kyaos.LegacyProofKey)
-	}
-	return bytes.EqualFold(name, []byte(kyaos.ProofKey)) || bytes.EqualFold(name, []byte(kyaos.LegacyProofKey))
-}
-
-func isASCII(b []byte) bool {
-	for _, c := range b {
-		if c >= utf8.RuneSelf {
-			return false
-		}
-	}
-	return true
+	return bytes.IndexByte(name, '/') >= 0 &&
+		(jsonkey.FoldsTo(name, kyaos.ProofKey) || jsonkey.FoldsTo(name, kyaos.LegacyProofKey))
 }

@@ -31,14 +31,7 @@ var (
 // foldings above could match to one field have the same key. Invalid UTF-8
 // counts as U+FFFD, as decoders read it.
 func Fold(name string) string {
-	ascii := true
-	for i := 0; i < len(name); i++ {
-		if name[i] >= utf8.RuneSelf {
-			ascii = false
-			break
-		}
-	}
-	if ascii {
+	if isASCII(name) {
 		return strings.ToLower(name)
 	}
 	var b strings.Builder
@@ -47,6 +40,40 @@ func Fold(name string) string {
 		b.WriteRune(foldRune(r))
 	}
 	return b.String()
+}
+
+// FoldsTo reports whether name and key have the same fold key
+// (Fold(name) == Fold(key)), without allocating when both are ASCII, the
+// common case of a member name compared with a known one.
+func FoldsTo(name []byte, key string) bool {
+	if !isASCII(name) || !isASCII(key) {
+		return Fold(string(name)) == Fold(key)
+	}
+	if len(name) != len(key) {
+		return false
+	}
+	for i := range len(name) {
+		if asciiLower(name[i]) != asciiLower(key[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isASCII[T string | []byte](s T) bool {
+	for i := range len(s) {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+func asciiLower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 // foldRune maps r to the smallest rune of the simple fold orbit of

@@ -251,3 +251,27 @@ func BenchmarkMembersCredential(b *testing.B) {
 		}
 	}
 }
+
+// FoldsTo is Fold(name) == Fold(key), with or without its ASCII path.
+func TestFoldsTo(t *testing.T) {
+	names := []string{"params", "PARAMS", "Params", "paramſ", "param", "paramss", "", "id", "ID", "iD",
+		"\u212aey", "key", "KEY", "kex", "org.kya-os/request-proof", "ORG.KYA-OS/REQUEST-PROOF",
+		"org.\u212aya-os/request-proof", "İd", "id\xff", "a/b", "A/B"}
+	for _, name := range names {
+		for _, key := range names {
+			if got, want := FoldsTo([]byte(name), key), Fold(name) == Fold(key); got != want {
+				t.Errorf("FoldsTo(%q, %q) = %v, Fold says %v", name, key, got, want)
+			}
+		}
+	}
+}
+
+func FuzzFoldsTo(f *testing.F) {
+	f.Add([]byte("Params"), "params")
+	f.Add([]byte("paramſ"), "params")
+	f.Fuzz(func(t *testing.T, name []byte, key string) {
+		if got, want := FoldsTo(name, key), Fold(string(name)) == Fold(key); got != want {
+			t.Fatalf("FoldsTo(%q, %q) = %v, Fold says %v", name, key, got, want)
+		}
+	})
+}
