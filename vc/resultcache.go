@@ -65,8 +65,13 @@ import (
 // reference bit, and an insertion into a full shard sweeps the hand past
 // referenced entries, clearing their bits, and drops the first
 // unreferenced or expired one, as many times as it takes for the new entry
-// to fit. A flood of one-off tokens thus displaces entries that are not
-// being used before the ones that are; a hit takes only a read lock.
+// to fit. A hit takes only a read lock.
+//
+// Admission. Once a shard is full, a credential is stored only the second
+// time it is verified (admission.go): a flood of one-off tokens then
+// displaces nothing, and costs no entry, no eviction and no GC work, where
+// without it each token would push out an entry not used since the hand
+// last passed it.
 //
 // Bytes. The count alone does not bound memory: an entry keeps its
 // delegation's strings, and a credential's ids are as long as its sender
@@ -166,6 +171,8 @@ type resultCache struct {
 	// recent spares a credential served again its key's SHA-256
 	// (keymemo.go).
 	recent keyMemo
+	// door decides which credentials a full shard stores (admission.go).
+	door doorkeeper
 }
 
 // resultShard is one CLOCK-evicted part of the cache.
@@ -245,6 +252,7 @@ func newResultCache(cfg resultCacheConfig) *resultCache {
 		shards:  make([]resultShard, n),
 		mask:    uint8(n - 1),
 		recent:  keyMemo{seed: maphash.MakeSeed()},
+		door:    newDoorkeeper(cfg.maxEntries),
 	}
 	for i := range rc.shards {
 		s := &rc.shards[i]
@@ -359,6 +367,19 @@ func (rc *resultCache) put(k *resultKey, d *Delegation, now time.Time, statusChe
 	s.ring[e.slot] = e
 	s.entries[*k] = e
 	s.bytes += size
+}
+
+// admits reports whether a credential verified under k is to be stored:
+// always while its shard has room for another entry or holds an expired
+// entry for k (replacing it evicts nothing), and once the shard is full
+// only when k was verified before (admission.go).
+func (rc *resultCache) admits(k *resultKey) bool {
+	s := rc.shard(k)
+	s.mu.RLock()
+	_, stored := s.entries[*k]
+	full := len(s.free) == 0 && len(s.ring) >= s.capacity || s.bytes > s.maxBytes-s.maxEntryBytes
+	s.mu.RUnlock()
+	return stored || !full || rc.door.seenBefore(k)
 }
 
 // evict drops the first entry, from the hand on, that has expired or has
@@ -513,7 +534,7 @@ func (rc *resultCache) verify(ctx context.Context, v *Verifier, raw []byte, c *c
 		s.land(&key, f, flightResult{err: err})
 		return nil, err
 	}
-	if !d.Presented {
+	if !d.Presented && rc.admits(&key) {
 		rc.put(&key, d, v.now(), statusChecked, v.statusCfg.ttl, v.skew)
 	}
 	landed = true

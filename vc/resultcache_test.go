@@ -669,7 +669,7 @@ func (m *vcMinter) mint(i int) []byte {
 
 // TestResultCacheBound: many distinct credentials, the cache stays within
 // maxEntries; a credential in use stays cached while one-offs pass
-// through.
+// through, and a one-off is stored once it is used again.
 func TestResultCacheBound(t *testing.T) {
 	n, maxEntries := 50000, 1000
 	if raceEnabled || testing.Short() {
@@ -710,12 +710,18 @@ func TestResultCacheBound(t *testing.T) {
 	if h := hc.hits.Load(); h != int64(n/10) {
 		t.Errorf("hot credential: %d hits of %d", h, n/10)
 	}
-	// The last ones are still there.
+	// The cache filled up with the first ones; the later ones came to a
+	// full cache once each and were not stored (admission.go). The last
+	// one is stored the second time it is verified, and hits the third.
 	before := res.calls.Load()
 	if _, err := v.Verify(ctx, creds[n-1], aud); err != nil {
 		t.Fatal(err)
 	}
-	expectCalls(t, res, before, "most recent credential")
+	expectCalls(t, res, before+1, "most recent credential, a second time: verified")
+	if _, err := v.Verify(ctx, creds[n-1], aud); err != nil {
+		t.Fatal(err)
+	}
+	expectCalls(t, res, before+1, "most recent credential, a third time: stored the second")
 }
 
 // cacheMemory is what measureCacheMemory reports.
