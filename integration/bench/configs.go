@@ -27,8 +27,9 @@ const (
 	loadProof
 )
 
-// config is one configuration of the bench: a route of the one Caddy
-// process (/<name>/*) and how it is driven.
+// config is one configuration of the bench: a server of the one Caddy
+// process, on a port of its own, whose one route is /<name>/*, and how it
+// is driven.
 type config struct {
 	name  string
 	label string
@@ -170,9 +171,15 @@ func configNames(cs []config) string {
 	return strings.Join(names, ",")
 }
 
-// caddyfile renders the bench's Caddyfile: one site with a route per
-// configuration, all in front of the same upstream.
-func caddyfile(cs []config, port, adminPort int, storage, upstream, issuerDID, redisURL string) string {
+// caddyfile renders the bench's Caddyfile: one site per configuration,
+// each on its own port (ports[c.name]) and so its own server, with the
+// configuration's route alone, all in front of the same upstream. Caddy
+// tests a server's handle routes longest path first, each test costing
+// allocations and CPU, so in one shared site a configuration paid for the
+// routes tested before its own; here every request passes exactly one
+// path test, whichever configuration it is for. The route keeps the
+// /<name>/ prefix: the upstream counts per first path segment.
+func caddyfile(cs []config, ports map[string]int, adminPort int, storage, upstream, issuerDID, redisURL string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `{
 	admin 127.0.0.1:%d
@@ -184,11 +191,9 @@ func caddyfile(cs []config, port, adminPort int, storage, upstream, issuerDID, r
 		root %s
 	}
 }
-
-:%d {
-	bind 127.0.0.1
-`, adminPort, storage, port)
+`, adminPort, storage)
 	for _, c := range cs {
+		fmt.Fprintf(&b, "\n:%d {\n\tbind 127.0.0.1\n", ports[c.name])
 		fmt.Fprintf(&b, "\thandle /%s/* {\n", c.name)
 		if c.mcpi != "" {
 			b.WriteString("\t\tmcpi {\n")
@@ -201,8 +206,7 @@ func caddyfile(cs []config, port, adminPort int, storage, upstream, issuerDID, r
 			}
 			b.WriteString("\t\t}\n")
 		}
-		fmt.Fprintf(&b, "\t\treverse_proxy %s\n\t}\n", upstream)
+		fmt.Fprintf(&b, "\t\treverse_proxy %s\n\t}\n}\n", upstream)
 	}
-	b.WriteString("}\n")
 	return b.String()
 }

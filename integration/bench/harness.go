@@ -179,14 +179,17 @@ type bench struct {
 	rep     *Report
 
 	caddyBin, peerBin, vcTest string
-	base, admin, upstream     string
+	admin, upstream           string
 	caddy, up, redis          *process
 
+	// servers are the configurations' Caddy servers, by name: each has
+	// its own port, audience and reused credential (servers.go).
+	servers map[string]*server
+
 	luaFile, poolFile string
-	token             string // the reused credential (b, d, e)
 	poolUsed          int64
 
-	agentDID, agentSeedFile, agentCredFile string
+	agentDID, agentSeedFile string
 
 	// signer signs the request proofs of p; proofs is the current pool.
 	signer proofSigner

@@ -56,16 +56,16 @@ func (b *bench) runWrk(ctx context.Context, c config, d time.Duration) (loadResu
 	env := append(os.Environ(), "MCPI_BENCH_THREADS="+strconv.Itoa(b.opts.Threads))
 	switch c.load {
 	case loadHeader:
-		env = append(env, "MCPI_BENCH_MODE=header", "MCPI_BENCH_TOKEN="+b.token)
+		env = append(env, "MCPI_BENCH_MODE=header", "MCPI_BENCH_TOKEN="+b.token(c))
 	case loadBody:
-		env = append(env, "MCPI_BENCH_MODE=body", "MCPI_BENCH_TOKEN="+b.token)
+		env = append(env, "MCPI_BENCH_MODE=body", "MCPI_BENCH_TOKEN="+b.token(c))
 	case loadPool:
-		env = append(env, "MCPI_BENCH_MODE=pool", "MCPI_BENCH_TOKEN="+b.token,
+		env = append(env, "MCPI_BENCH_MODE=pool", "MCPI_BENCH_TOKEN="+b.token(c),
 			"MCPI_BENCH_TOKENS="+b.poolFile, "MCPI_BENCH_OFFSET="+strconv.FormatInt(b.poolUsed, 10))
 	case load2026:
-		env = append(env, "MCPI_BENCH_MODE=2026", "MCPI_BENCH_TOKEN="+b.token)
+		env = append(env, "MCPI_BENCH_MODE=2026", "MCPI_BENCH_TOKEN="+b.token(c))
 	case loadProof:
-		env = append(env, "MCPI_BENCH_MODE=proof", "MCPI_BENCH_TOKEN="+b.token, "MCPI_BENCH_BODIES="+b.proofs.file)
+		env = append(env, "MCPI_BENCH_MODE=proof", "MCPI_BENCH_TOKEN="+b.token(c), "MCPI_BENCH_BODIES="+b.proofs.file)
 	default:
 		return loadResult{}, fmt.Errorf("config %s is not driven by wrk", c.name)
 	}
@@ -75,7 +75,7 @@ func (b *bench) runWrk(ctx context.Context, c config, d time.Duration) (loadResu
 	cmd := b.pin.command(cctx, b.pin.other, "wrk",
 		"-t", strconv.Itoa(b.opts.Threads), "-c", strconv.Itoa(b.opts.Connections),
 		"-d", strconv.Itoa(secs)+"s", "--timeout", "10s",
-		"-s", b.luaFile, b.base+"/"+c.name+"/mcp")
+		"-s", b.luaFile, b.endpoint(c))
 	cmd.Env = env
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -117,8 +117,8 @@ func (b *bench) runHandshakes(ctx context.Context, c config, d time.Duration) (l
 	cctx, cancel := context.WithTimeout(ctx, d+60*time.Second)
 	defer cancel()
 	cmd := b.pin.command(cctx, b.pin.other, b.peerBin, "handshakes",
-		"-url", b.base, "-hs", "/"+c.name+"/handshake", "-vf", "/"+c.name+"/verify",
-		"-agent-did", b.agentDID, "-agent-seed", b.agentSeedFile, "-cred", b.agentCredFile,
+		"-url", b.origin(c), "-hs", "/"+c.name+"/handshake", "-vf", "/"+c.name+"/verify",
+		"-agent-did", b.agentDID, "-agent-seed", b.agentSeedFile, "-cred", b.servers[c.name].credFile,
 		"-c", strconv.Itoa(b.opts.Connections), "-d", d.String())
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

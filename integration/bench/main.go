@@ -1,6 +1,7 @@
 // Command bench is the whole-proxy benchmark of caddy-mcpi. It builds Caddy
 // with the plugin (./cmd/caddy), starts a fast upstream and one Caddy with
-// a route per configuration, and drives each from a separate process over
+// a server per configuration (its own port, its one route, so that every
+// request pays the same routing), and drives each from a separate process over
 // keep-alive connections (wrk; a Go handshake driver for Level 3),
 // alternating the configurations in rounds so that the noise of a shared
 // machine falls on all of them alike:

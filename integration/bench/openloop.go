@@ -78,7 +78,7 @@ func (b *bench) runOpenLoop(ctx context.Context, c config, d time.Duration, rate
 	cctx, cancel := context.WithTimeout(ctx, d+60*time.Second)
 	defer cancel()
 	cmd := b.pin.command(cctx, b.pin.other, b.peerBin, "openloop",
-		"-url", b.base+"/"+c.name+"/mcp", "-cred", b.agentCredFile,
+		"-url", b.endpoint(c), "-cred", b.servers[c.name].credFile,
 		"-rate", strconv.Itoa(rate), "-d", d.String(),
 		"-workers", strconv.Itoa(b.opts.Connections), "-conns", strconv.Itoa(b.opts.Connections), "-timeout", "10s")
 	var out, errOut bytes.Buffer

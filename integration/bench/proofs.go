@@ -59,6 +59,7 @@ type proofPool struct {
 
 // proofSigner is the agent that signs p's requests: the subject of the
 // bench credential, as the edge requires (delegation_holder_mismatch).
+// audience is the server's the proofs go to (bench.signerFor).
 type proofSigner struct {
 	key      crypto.PrivateKey
 	kid      string
@@ -101,7 +102,7 @@ func (b *bench) mintProofs(c config, d time.Duration) error {
 	}
 	n := proofPoolSize(b.peak, d, b.opts.Connections)
 	start := time.Now()
-	bodies, err := signBodies(n, b.signer, start)
+	bodies, err := signBodies(n, b.signerFor(c), start)
 	if err != nil {
 		return fmt.Errorf("signing request proofs for %s: %w", c.name, err)
 	}
@@ -145,7 +146,7 @@ func (b *bench) proofsUsed(where string, used int64) {
 func (b *bench) sanity2026(c config) error {
 	good := body2026
 	if c.load == loadProof {
-		signed, err := signBodies(1, b.signer, time.Now())
+		signed, err := signBodies(1, b.signerFor(c), time.Now())
 		if err != nil {
 			return err
 		}
@@ -176,13 +177,11 @@ func (b *bench) sanity2026(c config) error {
 // post2026 sends body to c's route as a 2026-era client, with the bench
 // credential, Mcp-Name name.
 func (b *bench) post2026(c config, body, name string) (int, string, error) {
-	req, err := http.NewRequest(http.MethodPost, b.base+"/"+c.name+"/mcp", strings.NewReader(body))
+	req, err := b.newPost(c, body)
 	if err != nil {
 		return 0, "", err
 	}
-	req.Header.Set("Authorization", "Bearer "+b.token)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+b.token(c))
 	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
 	req.Header.Set("Mcp-Method", "tools/call")
 	req.Header.Set("Mcp-Name", name)

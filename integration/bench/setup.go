@@ -26,14 +26,11 @@ import (
 // setup builds the binaries, mints the credentials, runs the verification
 // floors and starts redis-server, the upstream and Caddy.
 func (b *bench) setup(ctx context.Context) error {
-	port, err1 := freePort()
-	adminPort, err2 := freePort()
-	if err := errors.Join(err1, err2); err != nil {
+	adminPort, err := b.pickPorts()
+	if err != nil {
 		return err
 	}
-	b.base = "http://127.0.0.1:" + strconv.Itoa(port)
 	b.admin = "http://127.0.0.1:" + strconv.Itoa(adminPort)
-	audience := "did:web:127.0.0.1%3A" + strconv.Itoa(port) // what the edge derives from Host
 
 	issuer, err1 := newParty()
 	agent, err2 := newParty()
@@ -42,29 +39,26 @@ func (b *bench) setup(ctx context.Context) error {
 		return err
 	}
 	now := time.Now()
+	// The audience is each server's own (servers.go).
 	tmpl := vc.Template{
 		AgentDID:  agent.did,
 		UserDID:   user.did,
-		Audience:  []string{audience},
 		Scopes:    []string{"greet:execute"},
 		NotBefore: now.Add(-time.Minute),
 		ExpiresAt: now.Add(6 * time.Hour),
 	}
-	var err error
-	if b.token, err = vc.IssueJWT(issuer.key, issuer.kid, tmpl); err != nil {
+	if err := b.mintTokens(issuer, tmpl); err != nil {
 		return err
 	}
 	b.agentDID = agent.did
-	b.signer = proofSigner{key: agent.key, kid: agent.kid, audience: audience}
+	b.signer = proofSigner{key: agent.key, kid: agent.kid}
 	b.proofs.file = filepath.Join(b.dir, "proofs.txt")
 	b.agentSeedFile = filepath.Join(b.dir, "agent.seed")
-	b.agentCredFile = filepath.Join(b.dir, "agent.jwt")
 	b.luaFile = filepath.Join(b.dir, "bench.lua")
 	b.poolFile = filepath.Join(b.dir, "pool.txt")
 	err1 = os.WriteFile(b.agentSeedFile, []byte(hex.EncodeToString(agent.key.(ed25519.PrivateKey).Seed())), 0o600)
-	err2 = os.WriteFile(b.agentCredFile, []byte(b.token), 0o600)
-	err3 = os.WriteFile(b.luaFile, luaScript, 0o600)
-	if err := errors.Join(err1, err2, err3); err != nil {
+	err2 = os.WriteFile(b.luaFile, luaScript, 0o600)
+	if err := errors.Join(err1, err2); err != nil {
 		return err
 	}
 
@@ -75,6 +69,12 @@ func (b *bench) setup(ctx context.Context) error {
 	wg.Go(func() { buildErr = b.build(ctx) })
 	if b.has(loadPool, false) {
 		start := time.Now()
+		aud, err := b.poolAudience()
+		if err != nil {
+			wg.Wait()
+			return err
+		}
+		tmpl.Audience = []string{aud}
 		size, err := mintPool(b.poolFile, b.opts.Pool, issuer, tmpl)
 		if err != nil {
 			wg.Wait()
@@ -107,7 +107,7 @@ func (b *bench) setup(ctx context.Context) error {
 	if err := b.startUpstream(); err != nil {
 		return err
 	}
-	cf := caddyfile(b.configs, port, adminPort, filepath.Join(b.dir, "storage"), b.upstream, issuer.did, redisURL)
+	cf := caddyfile(b.configs, b.ports(), adminPort, filepath.Join(b.dir, "storage"), b.upstream, issuer.did, redisURL)
 	if err := b.startCaddy(cf); err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func (b *bench) build(ctx context.Context) error {
 	return nil
 }
 
-// probeConfigs adapts each configuration's route alone with the built
+// probeConfigs adapts each configuration's site alone with the built
 // Caddy. A configuration whose Caddyfile is refused fails the run, or, if
 // it is optional (its feature is still landing), is skipped with a note.
 func (b *bench) probeConfigs(issuerDID string) error {
@@ -157,7 +157,7 @@ func (b *bench) probeConfigs(issuerDID string) error {
 			continue
 		}
 		path := filepath.Join(b.dir, "probe-"+c.name+".Caddyfile")
-		cf := caddyfile([]config{c}, 1, 2, filepath.Join(b.dir, "probe-storage"), "127.0.0.1:1", issuerDID, "redis://127.0.0.1:1")
+		cf := caddyfile([]config{c}, map[string]int{c.name: 1}, 2, filepath.Join(b.dir, "probe-storage"), "127.0.0.1:1", issuerDID, "redis://127.0.0.1:1")
 		if err := os.WriteFile(path, []byte(cf), 0o600); err != nil {
 			return err
 		}
@@ -239,8 +239,10 @@ func (b *bench) startCaddy(cf string) error {
 	if b.caddy, err = startProcess("caddy", filepath.Join(b.dir, "caddy.log"), cmd); err != nil {
 		return err
 	}
-	if err := waitHTTP(b.base+"/", b.caddy, 30*time.Second); err != nil {
-		return fmt.Errorf("%v\nCaddyfile:\n%s", err, cf)
+	for _, c := range b.configs {
+		if err := waitHTTP(b.origin(c)+"/", b.caddy, 30*time.Second); err != nil {
+			return fmt.Errorf("%v\nCaddyfile:\n%s", err, cf)
+		}
 	}
 	return nil
 }
@@ -255,19 +257,16 @@ func (b *bench) sanity(c config) error {
 		return b.sanity2026(c)
 	}
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet","arguments":{"name":"Ada"}}}`
-	req, err := http.NewRequest(http.MethodPost, b.base+"/"+c.name+"/mcp", nil)
+	if c.load == loadBody {
+		body = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet","arguments":{"name":"Ada"},"delegationToken":"` + b.token(c) + `"}}`
+	}
+	req, err := b.newPost(c, body)
 	if err != nil {
 		return err
 	}
-	if c.load == loadBody {
-		body = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet","arguments":{"name":"Ada"},"delegationToken":"` + b.token + `"}}`
-	} else {
-		req.Header.Set("Authorization", "Bearer "+b.token)
+	if c.load != loadBody {
+		req.Header.Set("Authorization", "Bearer "+b.token(c))
 	}
-	req.Body = io.NopCloser(strings.NewReader(body))
-	req.ContentLength = int64(len(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := metricsClient.Do(req)
 	if err != nil {
 		return err
@@ -278,4 +277,16 @@ func (b *bench) sanity(c config) error {
 		return fmt.Errorf("HTTP %d %.300s", resp.StatusCode, got)
 	}
 	return nil
+}
+
+// newPost is a JSON POST of body to c's endpoint, as the bench's clients
+// send it.
+func (b *bench) newPost(c config, body string) (*http.Request, error) {
+	req, err := http.NewRequest(http.MethodPost, b.endpoint(c), strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	return req, nil
 }
