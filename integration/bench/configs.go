@@ -55,6 +55,8 @@ var allConfigs = []config{
 		mcpi: "level 1", check: noLeak},
 	{name: "b-hdr", label: "level 1, one credential reused, `carriers authorization` (no body read)", load: loadHeader,
 		mcpi: "level 1\ncarriers authorization", check: noLeak},
+	{name: "b-deny", label: "level 1, one credential reused, `audit_log denials` (no audit line for an admitted request)", load: loadHeader,
+		mcpi: "level 1\naudit_log denials", check: noLeak},
 	{name: "c", label: "level 1, a fresh credential on every request", load: loadPool,
 		mcpi: "level 1", check: noLeak},
 	{name: "d", label: "level 2, signed X-Verified-Delegation (assertion reused while fresh, the default)", load: loadHeader,
