@@ -439,6 +439,10 @@ type flightResult struct {
 	presented bool
 	// unfinished: the leader never set the result (it panicked).
 	unfinished bool
+	// cancelled: the leader's context had ended when its verification
+	// failed. The error need not say so (a DID fetch cut short is
+	// ErrFetch), and it says nothing about the credential.
+	cancelled bool
 }
 
 // join registers the caller for the verification of k: it leads a new
@@ -501,7 +505,7 @@ func (rc *resultCache) verify(ctx context.Context, v *Verifier, raw []byte, c *c
 		f.done.Wait()
 		res := &f.res
 		switch {
-		case res.presented, res.unfinished, res.err != nil && ctx.Err() == nil && isContextError(res.err):
+		case res.presented, res.unfinished, res.err != nil && ctx.Err() == nil && (res.cancelled || isContextError(res.err)):
 			// A presentation is checked per use; and the leader's context
 			// ending, or its panic, says nothing about this credential.
 			d, _, err := v.verifySum(ctx, raw, c)
@@ -531,7 +535,7 @@ func (rc *resultCache) verify(ctx context.Context, v *Verifier, raw []byte, c *c
 	if err != nil {
 		rc.remove(&key)
 		landed = true
-		s.land(&key, f, flightResult{err: err})
+		s.land(&key, f, flightResult{err: err, cancelled: ctx.Err() != nil})
 		return nil, err
 	}
 	if !d.Presented && rc.admits(&key) {

@@ -27,6 +27,9 @@ type countingResolver struct {
 	res   didresolver.Resolver
 	calls atomic.Int64
 	gate  chan struct{}
+	// fetchCancel: a wait cut short fails as didresolver.Cache's fetch
+	// does, ErrFetch first.
+	fetchCancel bool
 }
 
 func (r *countingResolver) Resolve(ctx context.Context, did string) (*didresolver.Document, error) {
@@ -35,6 +38,9 @@ func (r *countingResolver) Resolve(ctx context.Context, did string) (*didresolve
 		select {
 		case <-r.gate:
 		case <-ctx.Done():
+			if r.fetchCancel {
+				return nil, fmt.Errorf("%w: %w", didresolver.ErrFetch, ctx.Err())
+			}
 			return nil, ctx.Err()
 		}
 	}
@@ -399,37 +405,50 @@ func TestResultCacheSingleflight(t *testing.T) {
 		}
 	})
 
-	t.Run("leader cancelled", func(t *testing.T) {
-		v, res, hc := f.cachedVerifier(&testClock{t: fixedNow}, 100)
-		raw := mint(t, f.ed.priv, header("EdDSA", f.ed.kid), f.vc11Claims(f.ed))
-		res.gate = make(chan struct{})
-		lctx, cancel := context.WithCancel(ctx)
-		var leaderErr error
-		var wg sync.WaitGroup
-		wg.Go(func() { _, leaderErr = v.Verify(lctx, raw, aud) })
-		for res.calls.Load() < 1 {
-			time.Sleep(time.Millisecond)
-		}
-		var follower *Delegation
-		var followerErr error
-		wg.Go(func() { follower, followerErr = v.Verify(ctx, raw, aud) })
-		for hc.misses.Load() < 2 {
-			time.Sleep(time.Millisecond)
-		}
-		time.Sleep(20 * time.Millisecond)
-		cancel()
-		for res.calls.Load() < 2 { // the follower, on its own
-			time.Sleep(time.Millisecond)
-		}
-		close(res.gate)
-		wg.Wait()
-		if !errors.Is(leaderErr, context.Canceled) {
-			t.Errorf("leader: err = %v", leaderErr)
-		}
-		if followerErr != nil || follower == nil {
-			t.Errorf("follower: %v", followerErr)
-		}
-	})
+	// A leader whose client left: the follower verifies on its own,
+	// whatever error the resolver made of the cancellation.
+	for _, fetchCancel := range []bool{false, true} {
+		t.Run(fmt.Sprintf("leader cancelled/fetch error %v", fetchCancel), func(t *testing.T) {
+			leaderCancelled(t, f, fetchCancel)
+		})
+	}
+}
+
+func leaderCancelled(t *testing.T, f *fixture, fetchCancel bool) {
+	ctx := context.Background()
+	aud := ForAudience(serverDID)
+	v, res, hc := f.cachedVerifier(&testClock{t: fixedNow}, 100)
+	res.fetchCancel = fetchCancel
+	raw := mint(t, f.ed.priv, header("EdDSA", f.ed.kid), f.vc11Claims(f.ed))
+	res.gate = make(chan struct{})
+	lctx, cancel := context.WithCancel(ctx)
+	var leaderErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { _, leaderErr = v.Verify(lctx, raw, aud) })
+	for res.calls.Load() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	var follower *Delegation
+	var followerErr error
+	wg.Go(func() { follower, followerErr = v.Verify(ctx, raw, aud) })
+	for hc.misses.Load() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	// The follower resolves on its own; without, it failed with the
+	// leader's error (bounded, so that the test fails rather than hangs).
+	for deadline := time.Now().Add(5 * time.Second); res.calls.Load() < 2 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	close(res.gate)
+	wg.Wait()
+	if !errors.Is(leaderErr, context.Canceled) && !errors.Is(leaderErr, didresolver.ErrFetch) {
+		t.Errorf("leader: err = %v", leaderErr)
+	}
+	if followerErr != nil || follower == nil {
+		t.Errorf("follower: %v", followerErr)
+	}
 }
 
 // TestResultCachePresentations: presentations are never served from the
