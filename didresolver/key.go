@@ -35,7 +35,11 @@ func resolveKeyDID(d DID) (*Document, error) {
 	if d.Method != "key" {
 		return nil, fmt.Errorf("%w: not a did:key", ErrUnsupportedMethod)
 	}
-	mb := d.ID
+	// The id usually lies in a longer string (a credential's decoded
+	// header and claims); the document is kept (keycache.go), so it takes
+	// its strings from a copy, not from that string.
+	did := d.String()
+	mb := did[len(did)-len(d.ID):]
 	if len(mb) < 2 || mb[0] != 'z' || len(mb) > maxKeyIDLength {
 		return nil, fmt.Errorf("%w: did:key id must be a base58btc multibase key", ErrInvalidDID)
 	}
@@ -47,7 +51,7 @@ func resolveKeyDID(d DID) (*Document, error) {
 	if err != nil {
 		return nil, err
 	}
-	return keyDocument(d.String(), mb, pub)
+	return keyDocument(did, mb, pub)
 }
 
 // keyDocument expands a did:key into its document. Ed25519 uses the 2020

@@ -3,7 +3,10 @@ package didresolver
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"strings"
 	"testing"
+	"unsafe"
 )
 
 // TestDerivedKeysMatchDocuments: New's resolver answers did:key lookups
@@ -101,4 +104,86 @@ func TestDerivedKeysKept(t *testing.T) {
 	if size > maxDerivedKeys {
 		t.Fatalf("%d derived keys kept, bound %d", size, maxDerivedKeys)
 	}
+}
+
+// TestDerivedKeyOwnsStrings: a kept did:key entry holds no string that
+// points into the DID it was asked for, which usually lies in a longer
+// string (a credential's decoded header and claims) that the entry would
+// otherwise keep alive.
+func TestDerivedKeyOwnsStrings(t *testing.T) {
+	did, _, err := KeyDID(mustGenerate(t, Ed25519))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := strings.Repeat("x", 4096) + did + "#" + did[len("did:key:"):] + strings.Repeat("y", 4096)
+	start := unsafe.StringData(buf)
+	inBuf := func(s string) bool {
+		if s == "" {
+			return false
+		}
+		off := uintptr(unsafe.Pointer(unsafe.StringData(s))) - uintptr(unsafe.Pointer(start))
+		return off < uintptr(len(buf))
+	}
+	d, err := ParseDID(buf[4096 : 4096+len(did)])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys derivedKeys
+	e, err := keys.get(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	walkStrings(reflect.ValueOf(e), func(path, s string) {
+		n++
+		if inBuf(s) {
+			t.Errorf("%s = %q points into the DID's string", path, s)
+		}
+	})
+	if n < 4 {
+		t.Fatalf("only %d strings walked", n)
+	}
+	for id := range keys.m {
+		if inBuf(id) {
+			t.Errorf("map key %q points into the DID's string", id)
+		}
+	}
+}
+
+// walkStrings calls fn with every string reachable from v (through
+// pointers, structs, slices, arrays, maps and interfaces), and its path.
+func walkStrings(v reflect.Value, fn func(path, s string)) {
+	seen := map[uintptr]bool{}
+	var walk func(v reflect.Value, path string)
+	walk = func(v reflect.Value, path string) {
+		switch v.Kind() {
+		case reflect.String:
+			fn(path, v.String())
+		case reflect.Pointer, reflect.Interface:
+			if v.IsNil() {
+				return
+			}
+			if v.Kind() == reflect.Pointer {
+				if seen[v.Pointer()] {
+					return
+				}
+				seen[v.Pointer()] = true
+			}
+			walk(v.Elem(), path)
+		case reflect.Struct:
+			for i := range v.NumField() {
+				walk(v.Field(i), path+"."+v.Type().Field(i).Name)
+			}
+		case reflect.Slice, reflect.Array:
+			for i := range v.Len() {
+				walk(v.Index(i), fmt.Sprintf("%s[%d]", path, i))
+			}
+		case reflect.Map:
+			for it := v.MapRange(); it.Next(); {
+				walk(it.Key(), path+"{key}")
+				walk(it.Value(), fmt.Sprintf("%s[%v]", path, it.Key()))
+			}
+		}
+	}
+	walk(v, "")
 }
