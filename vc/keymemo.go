@@ -26,7 +26,7 @@ import (
 // hash and a store of eight bytes, never a copy, and a credential in use
 // keeps its slot. The copies are bounded by the slots: keyMemoSlots inputs
 // of at most maxKeyOnStack bytes (about 2 KB each for KYA-OS credentials,
-// 256 KB in all; 512 KB at most).
+// 256 KB in all; 512 KB at most): a longer input is never remembered.
 type keyMemo struct {
 	seed  maphash.Seed
 	slots [keyMemoSlots]keySlot
@@ -70,6 +70,12 @@ func (m *keyMemo) key(in []byte, n int) (key resultKey, cred [sha256.Size]byte, 
 // sum), which key did not find in a slot: the second time, in takes the
 // slot.
 func (m *keyMemo) served(sum uint64, in []byte, key *resultKey) {
+	if len(in) > maxKeyOnStack {
+		// A credential this long (the edge takes up to
+		// max_credential_size) pays its SHA-256 on every use rather than
+		// have 128 slots keep megabytes.
+		return
+	}
 	s := &m.slots[sum%keyMemoSlots]
 	if s.seen.Swap(sum) != sum {
 		return

@@ -119,6 +119,22 @@ func TestKeyMemoSecondChance(t *testing.T) {
 	}
 }
 
+// TestKeyMemoBound: an input longer than maxKeyOnStack is never
+// remembered, so the slots keep at most keyMemoSlots·maxKeyOnStack bytes.
+func TestKeyMemoBound(t *testing.T) {
+	m := keyMemo{seed: newResultCache(resultCacheConfig{maxEntries: 1}).recent.seed}
+	for _, n := range []int{maxKeyOnStack, maxKeyOnStack + 1, 64 << 10} {
+		in := bytes.Repeat([]byte{'a'}, n)
+		k, _, sum, _ := m.key(in, len(in))
+		m.served(sum, in, &k)
+		m.served(sum, in, &k)
+		_, _, _, known := m.key(in, len(in))
+		if want := n <= maxKeyOnStack; known != want {
+			t.Errorf("input of %d bytes: remembered %v, want %v", n, known, want)
+		}
+	}
+}
+
 // keySums is one pass for two sums: SHA-256 of the whole input and of its
 // start, at every split, around SHA-256's block boundaries too.
 func TestKeySums(t *testing.T) {
