@@ -33,6 +33,9 @@ import (
 // hold per use. Calls with WithPresentationNonce or RequirePresentation
 // skip the cache altogether; a presentation sent without them is looked up
 // (and misses), and neither its result nor its verification is shared.
+// A result is not stored when some of the ancestors given (WithAncestors)
+// are not on its chain: they are in the key but change nothing, so junk
+// ancestors would give one credential any number of keys.
 //
 // Lifetime. An entry is served while the clock is before the earliest of:
 // the chain's ExpiresAt (exactly, without the clock skew Verify allows), the
@@ -531,15 +534,15 @@ func (rc *resultCache) verify(ctx context.Context, v *Verifier, raw []byte, c *c
 	if known { // the key came from the memo, without the credential's sum
 		credSum = sha256.Sum256(raw)
 	}
-	d, statusChecked, err := v.verify(ctx, raw, &credSum, c)
+	d, out, err := v.verify(ctx, raw, &credSum, c)
 	if err != nil {
 		rc.remove(&key)
 		landed = true
 		s.land(&key, f, flightResult{err: err, cancelled: ctx.Err() != nil})
 		return nil, err
 	}
-	if !d.Presented && rc.admits(&key) {
-		rc.put(&key, d, v.now(), statusChecked, v.statusCfg.ttl, v.skew)
+	if !d.Presented && !out.unusedAncestors && rc.admits(&key) {
+		rc.put(&key, d, v.now(), out.statusChecked, v.statusCfg.ttl, v.skew)
 	}
 	landed = true
 	if s.land(&key, f, flightResult{d: d, presented: d.Presented}) > 0 && !d.Presented {

@@ -214,6 +214,39 @@ func TestResultCacheAncestors(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectCalls(t, res, before, "ancestors with whitespace")
+
+	// Ancestors that are not on the chain are ignored by the verification
+	// but are part of the key: such a result is not stored, or one
+	// credential would give keys without end.
+	m := f.minter(t)
+	junk := func(i int) []byte { return m.mint(1000 + i) }                   // off the chain: parsed, never verified
+	one := mint(t, f.ed.priv, header("EdDSA", f.ed.kid), f.vc11Claims(f.ed)) // names no parent
+	for _, tc := range []struct {
+		name string
+		raw  []byte
+		anc  func(i int) [][]byte
+	}{
+		{"a credential that names no parent", one, func(i int) [][]byte { return [][]byte{junk(i)} }},
+		{"a chain and one more", ch.leaf, func(i int) [][]byte { return [][]byte{ch.root, ch.middle, junk(i)} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lenBefore := v.results.Len()
+			for i := range 3 {
+				for range 2 { // the same junk twice: a second sighting would be stored
+					before := res.calls.Load()
+					if _, err := v.Verify(ctx, tc.raw, aud, WithAncestors(tc.anc(i)...)); err != nil {
+						t.Fatal(err)
+					}
+					if res.calls.Load() == before {
+						t.Fatalf("junk %d: served from the cache", i)
+					}
+				}
+			}
+			if n := v.results.Len(); n != lenBefore {
+				t.Errorf("Len %d -> %d: results with unused ancestors stored", lenBefore, n)
+			}
+		})
+	}
 }
 
 // TestResultCacheLifetime: an entry is never served past the credential's

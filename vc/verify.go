@@ -133,18 +133,29 @@ var checksPool = sync.Pool{New: func() any { return new(checks) }}
 
 // verifySum is verify of raw with its SHA-256, which the parsed credential
 // and Delegation.Hash start from.
-func (v *Verifier) verifySum(ctx context.Context, raw []byte, c *checks) (*Delegation, bool, error) {
+func (v *Verifier) verifySum(ctx context.Context, raw []byte, c *checks) (*Delegation, outcome, error) {
 	sum := sha256.Sum256(raw)
 	return v.verify(ctx, raw, &sum, c)
 }
 
+// outcome is what a verification found besides its Delegation, for the
+// result cache.
+type outcome struct {
+	// statusChecked: a credentialStatus of the chain was checked.
+	statusChecked bool
+	// unusedAncestors: some of the ancestors given (WithAncestors) are not
+	// on the chain. They are part of the cache key all the same, so the
+	// holder of one credential could make keys without end from junk
+	// ancestors; such a result is not stored.
+	unusedAncestors bool
+}
+
 // verify verifies the trimmed, non-empty raw, whose SHA-256 is sum, under
-// c. statusChecked reports whether a credentialStatus of the chain was
-// checked.
-func (v *Verifier) verify(ctx context.Context, raw []byte, sum *[sha256.Size]byte, c *checks) (d *Delegation, statusChecked bool, err error) {
+// c.
+func (v *Verifier) verify(ctx context.Context, raw []byte, sum *[sha256.Size]byte, c *checks) (d *Delegation, out outcome, err error) {
 	leaf, vp, err := parseAny(raw, sum, v.ld)
 	if err != nil {
-		return nil, false, err
+		return nil, out, err
 	}
 	var pool []*parsed
 	if vp == nil {
@@ -152,32 +163,33 @@ func (v *Verifier) verify(ctx context.Context, raw []byte, sum *[sha256.Size]byt
 		// is kept as its Delegation), so its room is scratch.
 		defer releaseRoom(leaf)
 		if c.requirePresentation {
-			return nil, false, fail(ErrPresentationRequired, "")
+			return nil, out, fail(ErrPresentationRequired, "")
 		}
 	} else {
 		if leaf, pool, err = v.openPresentation(ctx, vp, c); err != nil {
-			return nil, false, err
+			return nil, out, err
 		}
 	}
 
 	if err := v.verifyCredential(ctx, leaf); err != nil {
-		return nil, false, err
+		return nil, out, err
 	}
 	if err := checkAudience(leaf.audiences, c); err != nil {
-		return nil, false, err
+		return nil, out, err
 	}
+	var given []*parsed // the ancestors, parsed
 	if leaf.parentID != "" && len(c.ancestors) > 0 {
-		more, err := v.parseAncestors(c.ancestors)
-		if err != nil {
-			return nil, false, err
+		if given, err = v.parseAncestors(c.ancestors); err != nil {
+			return nil, out, err
 		}
-		pool = append(pool, more...)
+		pool = append(pool, given...)
 	}
 	var links [4]*parsed // a chain this short stays on the stack
 	chain, err := v.chainOf(ctx, leaf, pool, c, links[:0])
 	if err != nil {
-		return nil, false, err
+		return nil, out, err
 	}
+	out.unusedAncestors = onChain(chain, given) < len(c.ancestors)
 	if v.status != nil {
 		// Leaf first: it is the likeliest to be revoked. Revoking any link
 		// revokes everything below it.
@@ -186,27 +198,41 @@ func (v *Verifier) verify(ctx context.Context, raw []byte, sum *[sha256.Size]byt
 			if !present(l.status) {
 				continue
 			}
-			statusChecked = true
+			out.statusChecked = true
 			if err := v.status.check(ctx, l.d.Issuer, l.status); err != nil {
 				if i != len(chain)-1 {
 					err = within(err, "ancestor credential")
 				}
-				return nil, false, err
+				return nil, out, err
 			}
 		}
 	}
 	d = delegationOf(chain)
 	if !d.HasScopes(c.requiredScopes...) {
-		return nil, false, fail(ErrMissingScope, "")
+		return nil, out, fail(ErrMissingScope, "")
 	}
 	if vp != nil {
 		if err := v.bindPresentation(ctx, vp, c); err != nil {
-			return nil, false, err
+			return nil, out, err
 		}
 		d.Presented = true
 	}
 	d.Hash = *sum
-	return d, statusChecked, nil
+	return d, out, nil
+}
+
+// onChain counts the credentials of given that are links of chain.
+func onChain(chain, given []*parsed) int {
+	n := 0
+	for _, g := range given {
+		for _, l := range chain {
+			if l == g {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 // parseAny parses a trimmed, non-empty credential or presentation whose
