@@ -66,12 +66,17 @@ go build -o "$work/caddy" ./cmd/caddy
 go build -o "$work/everything-server" github.com/modelcontextprotocol/go-sdk/conformance/everything-server
 
 # free_port prints a TCP port nothing listens on right now (a connection
-# to it is refused), one not handed out before by this script.
+# to it is refused), one not handed out before by this script. It is below
+# the kernel's ephemeral range (32768 and up by default), where another
+# process's outgoing connection or kernel-chosen listener can take a port
+# between this check and the server's bind.
 taken=" "
 free_port() {
 	local port
+	read -r ephemeral _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || ephemeral=32768
+	((ephemeral > 21000)) || ephemeral=32768
 	while :; do
-		port=$((20000 + RANDOM % 40000))
+		port=$((20000 + RANDOM % (ephemeral - 20000)))
 		[[ $taken == *" $port "* ]] && continue
 		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue
 		echo "$port"
