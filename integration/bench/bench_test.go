@@ -63,6 +63,11 @@ func TestBenchQuick(t *testing.T) {
 			t.Errorf("%s round %d: no Caddy allocations measured", s.Config, s.Round+1)
 		}
 	}
+	checkPlainPairs(t, rep)
+	if p := rep.Pool; p.Repeats != 0 || p.PlainRepeats != 0 || p.Used == 0 || p.PlainUsed == 0 {
+		t.Errorf("pool of %d: c sent %d (%d repeats), (a) beside it %d (%d repeats); want both to send, no repeats",
+			p.Size, p.Used, p.Repeats, p.PlainUsed, p.PlainRepeats)
+	}
 	skipped := strings.Join(rep.Notes, "\n")
 	for _, c := range allConfigs {
 		switch {
@@ -103,6 +108,37 @@ func TestBenchQuick(t *testing.T) {
 	for _, name := range []string{"a", "b"} {
 		if !openRan[name] {
 			t.Errorf("configuration %s did not run in the open-loop phase", name)
+		}
+	}
+}
+
+// checkPlainPairs: every run of (a) paired with a configuration sent that
+// configuration's requests (the plain request beside Level 3), as what
+// reached the upstream on (a)'s route shows: (a) strips nothing, so every
+// request still carries its credential, the 2026 ones their framing
+// headers, p's its request proof.
+func checkPlainPairs(t *testing.T, rep *Report) {
+	t.Helper()
+	byName := make(map[string]config)
+	for _, c := range allConfigs {
+		byName[c.name] = c
+	}
+	for _, s := range rep.Samples {
+		if s.Config != "a" || s.Pair == "" {
+			continue
+		}
+		want := plainBeside(byName["a"], byName[s.Pair]).load
+		u := s.Upstream
+		framed, proved := int64(0), int64(0)
+		if want == load2026 || want == loadProof {
+			framed = u.Requests
+		}
+		if want == loadProof {
+			proved = u.Requests
+		}
+		if s.Kind != want || u.Requests == 0 || u.Leaked != u.Requests || u.Framed != framed || u.Proved != proved {
+			t.Errorf("%s round %d: sent %v, want %v; the upstream saw %+v (want every request with its credential, %d framed, %d proved)",
+				s.label(), s.Round+1, s.Kind, want, u, framed, proved)
 		}
 	}
 }

@@ -27,6 +27,39 @@ const (
 	loadProof
 )
 
+// String names the request a load sends, for the table of every run.
+func (k loadKind) String() string {
+	switch k {
+	case loadHeader:
+		return "2025, credential in Authorization"
+	case loadPool:
+		return "2025, a pool credential each"
+	case loadBody:
+		return "2025, credential in the body"
+	case loadHandshake:
+		return "Level 3 handshakes"
+	case load2026:
+		return "2026, credential in Authorization"
+	case loadProof:
+		return "2026, a request proof each"
+	}
+	return fmt.Sprintf("load %d", int(k))
+}
+
+// plainBeside is the run of (a) paired with c: driven with c's requests,
+// so that c's ratios to it count what the mcpi handler costs, not what
+// Caddy spends on a bigger or different request. (a) verifies nothing, so
+// any credential or proof will do (pool credentials and proof bodies are
+// still never sent twice: load.go, proofs.go). Level 3 handshakes are the
+// exception: their "×(a) CPU" is plain requests per handshake, so their
+// pair is the plain request.
+func plainBeside(plain, c config) config {
+	if c.load != loadHandshake {
+		plain.load = c.load
+	}
+	return plain
+}
+
 // config is one configuration of the bench: a server of the one Caddy
 // process, on a port of its own, whose one route is /<name>/*, and how it
 // is driven.

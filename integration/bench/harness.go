@@ -106,7 +106,7 @@ func QuickOptions() Options {
 	o := DefaultOptions()
 	o.Duration = time.Second
 	o.Rounds = 1
-	o.Pool = 5_000
+	o.Pool = 20_000 // c and (a) beside it each take theirs: about 10k here
 	o.Warmup = 0
 	o.Pprof = 0
 	o.VCBenchTime = "200x"
@@ -127,6 +127,9 @@ type sample struct {
 	// Pair is, for a run of (a), the configuration it was paired with in
 	// its round: that configuration's ratios are taken against it.
 	Pair string
+	// Kind is the request the run sent: the configuration's own, or for a
+	// run of (a) its pair's (plainBeside).
+	Kind loadKind
 	Load loadResult
 	// CPU is the user+system time Caddy used during the run.
 	CPU time.Duration
@@ -151,7 +154,10 @@ type Report struct {
 	Floors   []floor
 	Pool     poolInfo
 	Proofs   proofPool
-	Profile  *profileSummary
+	// PlainProofs are the bodies of (a)'s runs paired with p or p-redis:
+	// pools of their own, so that p's are each sent once.
+	PlainProofs proofPool
+	Profile     *profileSummary
 	// Profiles are every configuration's profile, in -pprof-configs order.
 	Profiles []*profileSummary
 	Problems []string
@@ -164,11 +170,21 @@ type poolInfo struct {
 	Size       int
 	Mint       time.Duration
 	TokenBytes int
-	Used       int64
+	// Used and Repeats are what the configuration driven from the pool
+	// (c) sent, and how many of those had been sent before (by it or by
+	// (a)): the pool ran out.
+	Used, Repeats int64
+	// PlainUsed and PlainRepeats are the same for (a)'s runs paired with
+	// it, which take the pool's next tokens too.
+	PlainUsed, PlainRepeats int64
 }
 
-// Repeats is how many pool tokens were sent a second time (or more).
-func (p poolInfo) Repeats() int64 { return max(0, p.Used-int64(p.Size)) }
+// poolRepeats is how many of the used tokens sent from offset on were
+// sent before: those past the end of a pool of size (the script wraps).
+func poolRepeats(offset, used int64, size int) int64 {
+	n := int64(size)
+	return max(0, offset+used-n) - max(0, offset-n)
+}
 
 // bench is the state of one run.
 type bench struct {
@@ -191,9 +207,11 @@ type bench struct {
 
 	agentDID, agentSeedFile string
 
-	// signer signs the request proofs of p; proofs is the current pool.
-	signer proofSigner
-	proofs proofPool
+	// signer signs the request proofs of p; proofs is p's current pool,
+	// plainProofs that of (a) paired with p.
+	signer      proofSigner
+	proofs      proofPool
+	plainProofs proofPool
 	// peak is the fastest req/s measured so far (warmup included): what
 	// a proof pool is sized for.
 	peak float64

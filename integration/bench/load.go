@@ -65,7 +65,7 @@ func (b *bench) runWrk(ctx context.Context, c config, d time.Duration) (loadResu
 	case load2026:
 		env = append(env, "MCPI_BENCH_MODE=2026", "MCPI_BENCH_TOKEN="+b.token(c))
 	case loadProof:
-		env = append(env, "MCPI_BENCH_MODE=proof", "MCPI_BENCH_TOKEN="+b.token(c), "MCPI_BENCH_BODIES="+b.proofs.file)
+		env = append(env, "MCPI_BENCH_MODE=proof", "MCPI_BENCH_TOKEN="+b.token(c), "MCPI_BENCH_BODIES="+b.proofPoolOf(c).file)
 	default:
 		return loadResult{}, fmt.Errorf("config %s is not driven by wrk", c.name)
 	}
@@ -105,9 +105,26 @@ func (b *bench) runWrk(ctx context.Context, c config, d time.Duration) (loadResu
 			w.Status, w.Connect, w.Read, w.Write, w.Timeout)
 	}
 	if c.load == loadPool {
-		b.poolUsed += w.TokensUsed
+		b.poolSent(c, w.TokensUsed)
 	}
 	return r, nil
+}
+
+// poolSent records that a run of c sent used tokens from the pool, from
+// the next unused offset on: c and (a) beside it share one offset, so
+// that no token goes out twice while the pool lasts, and each is told its
+// own repeats.
+func (b *bench) poolSent(c config, used int64) {
+	repeats := poolRepeats(b.poolUsed, used, b.rep.Pool.Size)
+	b.poolUsed += used
+	p := &b.rep.Pool
+	if c.name == "a" {
+		p.PlainUsed += used
+		p.PlainRepeats += repeats
+		return
+	}
+	p.Used += used
+	p.Repeats += repeats
 }
 
 // runHandshakes drives a Level 3 configuration with the peer's handshake

@@ -53,7 +53,7 @@ import (
 
 func main() {
 	opts := DefaultOptions()
-	quick := flag.Bool("quick", false, fmt.Sprintf("CI mode: 1 round × 1s, a 5k pool, no warmup, no profile, open-loop 1s at %d req/s (flags given explicitly still win)", quickOpenLoopRate))
+	quick := flag.Bool("quick", false, fmt.Sprintf("CI mode: 1 round × 1s, a 20k pool, no warmup, no profile, open-loop 1s at %d req/s (flags given explicitly still win)", quickOpenLoopRate))
 	duration := flag.Duration("duration", opts.Duration, "length of one measured run (rounded up to whole seconds)")
 	rounds := flag.Int("rounds", opts.Rounds, "rounds; each runs every configuration once, in a rotated order")
 	conns := flag.Int("connections", opts.Connections, "keep-alive connections (wrk -c, and the handshake and open-loop drivers' at most)")

@@ -43,7 +43,9 @@ func (b *bench) measureAll(ctx context.Context) error {
 	// of the two swapped every time: the machine's other load moves
 	// Caddy's CPU per request by a fifth within a minute, so a ratio
 	// against a run of (a) a minute away measured that load more than the
-	// handler.
+	// handler. That run of (a) sends the configuration's own requests
+	// (plainBeside), so that the ratio counts the handler, not a bigger
+	// request.
 	others := slices.DeleteFunc(slices.Clone(b.configs), func(c config) bool { return c.name == "a" })
 	var plain config
 	i := slices.IndexFunc(b.configs, func(c config) bool { return c.name == "a" })
@@ -62,9 +64,10 @@ func (b *bench) measureAll(ctx context.Context) error {
 			c := others[(i+r)%n]
 			pair := []config{c}
 			if hasPlain {
-				pair = []config{plain, c}
+				beside := plainBeside(plain, c)
+				pair = []config{beside, c}
 				if (i+r)%2 == 1 {
-					pair = []config{c, plain}
+					pair = []config{c, beside}
 				}
 			}
 			for _, run := range pair {
@@ -76,7 +79,7 @@ func (b *bench) measureAll(ctx context.Context) error {
 					s.Pair = c.name
 				}
 				b.rep.Samples = append(b.rep.Samples, s)
-				b.logf("  %-7s %s", run.name, s.brief())
+				b.logf("  %-12s %s", s.label(), s.brief())
 			}
 		}
 		if n == 0 && hasPlain {
@@ -85,15 +88,15 @@ func (b *bench) measureAll(ctx context.Context) error {
 				return err
 			}
 			b.rep.Samples = append(b.rep.Samples, s)
-			b.logf("  %-7s %s", "a", s.brief())
+			b.logf("  %-12s %s", s.label(), s.brief())
 		}
 	}
 	if err := b.openLoopPhase(ctx); err != nil {
 		return err
 	}
-	b.rep.Pool.Used = b.poolUsed
-	if b.rep.Pool.Repeats() > 0 {
-		b.note("configuration c sent %d credentials from a pool of %d: %d were repeats", b.poolUsed, b.rep.Pool.Size, b.rep.Pool.Repeats())
+	if p := b.rep.Pool; p.Repeats > 0 || p.PlainRepeats > 0 {
+		b.note("the pool of %d credentials ran out: configuration c sent %d, %d of them repeats; (a) beside it sent %d, %d of them repeats",
+			p.Size, p.Used, p.Repeats, p.PlainUsed, p.PlainRepeats)
 	}
 	if b.opts.Pprof > 0 {
 		for _, name := range b.opts.PprofConfigs {
@@ -130,6 +133,9 @@ func (b *bench) measure(ctx context.Context, c config, round int, d time.Duratio
 	default:
 		where += " warmup"
 	}
+	if c.name == "a" && c.load != loadHeader {
+		where += " (" + c.load.String() + ")"
+	}
 	if c.load == loadHandshake {
 		counter = "the handshake driver"
 	}
@@ -147,8 +153,8 @@ func (b *bench) measure(ctx context.Context, c config, round int, d time.Duratio
 	if err == nil && c.load != loadHandshake && s.Load.Seconds > 0 {
 		b.peak = max(b.peak, float64(s.Load.Ops)/s.Load.Seconds)
 		if c.load == loadProof {
-			b.proofsUsed(where, s.Load.TokensUsed)
-			b.rep.Proofs = b.proofs
+			b.proofsUsed(c, where, s.Load.TokensUsed)
+			b.rep.Proofs, b.rep.PlainProofs = b.proofs, b.plainProofs
 		}
 	}
 	return s, err
@@ -159,7 +165,7 @@ func (b *bench) measure(ctx context.Context, c config, round int, d time.Duratio
 // recorded as a problem of where. counter names what counted the
 // responses.
 func (b *bench) measureLoad(c config, round int, where, counter string, run func() (loadResult, error)) (sample, error) {
-	s := sample{Config: c.name, Round: round, Handshakes: c.load == loadHandshake}
+	s := sample{Config: c.name, Round: round, Kind: c.load, Handshakes: c.load == loadHandshake}
 	up0, err1 := upstreamStats(b.upstream)
 	m0, err2 := scrapeMemStats(b.admin)
 	cpu0, err3 := cpuTime(b.caddy.cmd.Process.Pid)
@@ -197,6 +203,15 @@ func (b *bench) measureLoad(c config, round int, where, counter string, run func
 		}
 	}
 	return s, nil
+}
+
+// label names the run: a run of (a) paired with another configuration
+// says which, as it was driven with that one's requests.
+func (s sample) label() string {
+	if s.Config == "a" && s.Pair != "" {
+		return "a (" + s.Pair + ")"
+	}
+	return s.Config
 }
 
 func (s sample) brief() string {

@@ -171,12 +171,14 @@ func (s sample) openBrief() string {
 		ms(usDuration(o.LagP99us)), o.Connections, float64(s.CPU.Microseconds())/ops, s.Load.Failed)
 }
 
-// peak is the median req/s of config over the closed-loop rounds; NaN if
-// it did not run.
+// peak is the median req/s of config over the closed-loop rounds, from
+// its runs under the plain request (loadHeader), the one the open-loop
+// driver sends: (a)'s runs beside c, e, b-2026 or p sent theirs; NaN if
+// it did not run so.
 func (r *Report) peak(config string) float64 {
 	var rps []float64
 	for _, s := range r.Samples {
-		if s.Config == config && s.Load.Ops > 0 && s.Load.Seconds > 0 {
+		if s.Config == config && s.Kind == loadHeader && s.Load.Ops > 0 && s.Load.Seconds > 0 {
 			rps = append(rps, float64(s.Load.Ops)/s.Load.Seconds)
 		}
 	}
@@ -330,7 +332,7 @@ func (r *Report) openLoopMarkdown(b *strings.Builder) {
 	if !info.ran() || len(sums) == 0 {
 		return
 	}
-	how := fmt.Sprintf("%.0f %% of (a)'s peak, the median req/s of (a) in the closed-loop rounds above (%.0f)", 100*info.Frac, info.Peak)
+	how := fmt.Sprintf("%.0f %% of (a)'s peak, the median req/s of (a) in the closed-loop rounds above under the plain request, which this driver sends (%.0f)", 100*info.Frac, info.Peak)
 	if info.Fixed {
 		how = "fixed by -openloop-rate"
 	}

@@ -75,7 +75,9 @@ func (r *Report) summaries() []summary {
 	for _, c := range r.Configs {
 		var rps, p50, p99, cpu, allocs, kb, rr, cr, ar, share []float64
 		for _, s := range r.Samples {
-			if s.Config != c.name || s.Load.Ops == 0 {
+			// A configuration's row is its runs under its own requests:
+			// (a)'s runs beside c, e, b-2026 or p sent theirs.
+			if s.Config != c.name || s.Kind != c.load || s.Load.Ops == 0 {
 				continue
 			}
 			ops := float64(s.Load.Ops)
@@ -150,7 +152,7 @@ func (r *Report) Markdown(command string) string {
 
 	sums := r.summaries()
 	b.WriteString("### Requests\n\n")
-	b.WriteString("Medians over the rounds; each ratio is the median of the per-round ratios to the run of (a) paired with it (every configuration runs right before or after a run of (a) of its own, the order swapped each time, so that both see the same load from the rest of the machine), and the range is their lowest and highest. (a)'s own figures are the medians of all its runs. " +
+	b.WriteString("Medians over the rounds; each ratio is the median of the per-round ratios to the run of (a) paired with it (every configuration runs right before or after a run of (a) of its own, the order swapped each time, so that both see the same load from the rest of the machine), and the range is their lowest and highest. The run of (a) paired with a configuration sends that configuration's requests (the same wrk mode, headers and body: c's pool credentials, e's body, b-2026's framing, p's signed bodies; Level 3's pair sends the plain request), so a ratio counts what the handler costs and not what Caddy spends on a bigger request; (a)'s own row is the medians of its runs under the plain request only (a 2025 `tools/call`, the credential in `Authorization`). " +
 		"CPU is Caddy's user+system time per request (/proc/<pid>/stat); \"req/s per core\" is its inverse, the throughput one whole core would give, which other work on the machine does not move much. " +
 		"req/s and latency are what wrk saw, and fall whenever other work takes Caddy's CPU: \"core %\" is how much of one CPU Caddy got. " +
 		"Allocations are Caddy's `go_memstats_mallocs_total` and `go_memstats_alloc_bytes_total` per request (admin `/metrics`).\n\n")
@@ -199,7 +201,10 @@ func (r *Report) Markdown(command string) string {
 	r.proofFloorMarkdown(&b)
 	if r.Pool.Size > 0 {
 		fmt.Fprintf(&b, "\nFresh credentials for (c): %d VC-JWTs (EdDSA, %d bytes each, one issuer, each its own jti) minted on every core in %v; %d sent, %d repeats.\n",
-			r.Pool.Size, r.Pool.TokenBytes, r.Pool.Mint.Round(time.Millisecond), r.Pool.Used, r.Pool.Repeats())
+			r.Pool.Size, r.Pool.TokenBytes, r.Pool.Mint.Round(time.Millisecond), r.Pool.Used, r.Pool.Repeats)
+		if r.Pool.PlainUsed > 0 {
+			fmt.Fprintf(&b, "(a)'s runs paired with (c) took the pool's next credentials, none sent twice while it lasted: %d sent, %d repeats.\n", r.Pool.PlainUsed, r.Pool.PlainRepeats)
+		}
 	}
 	if p := r.Profile; p != nil {
 		fmt.Fprintf(&b, "\n### CPU profile of (b), %ds under wrk (%s)\n\n", p.Seconds, p.Total)
@@ -217,11 +222,11 @@ func (r *Report) Markdown(command string) string {
 		}
 	}
 	r.perRequestProfilesMarkdown(&b)
-	b.WriteString("\n<details><summary>Every run</summary>\n\n| round | config | ops | s | ops/s | p50 ms | p99 ms | CPU µs/op | core % | allocs/op | upstream saw |\n|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("\n<details><summary>Every run</summary>\n\nA run of (a) shows the configuration it was paired with, whose requests it sent.\n\n| round | config | requests | ops | s | ops/s | p50 ms | p99 ms | CPU µs/op | core % | allocs/op | upstream saw |\n|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, s := range r.Samples {
 		ops := float64(max(s.Load.Ops, 1))
-		fmt.Fprintf(&b, "| %d | %s | %d | %.2f | %.0f | %s | %s | %.1f | %.0f | %.0f | %d |\n",
-			s.Round+1, s.Config, s.Load.Ops, s.Load.Seconds, float64(s.Load.Ops)/s.Load.Seconds,
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.2f | %.0f | %s | %s | %.1f | %.0f | %.0f | %d |\n",
+			s.Round+1, s.label(), s.Kind, s.Load.Ops, s.Load.Seconds, float64(s.Load.Ops)/s.Load.Seconds,
 			ms(s.Load.P50), ms(s.Load.P99), float64(s.CPU)/ops/1e3, 100*s.CPU.Seconds()/s.Load.Seconds, s.Mallocs/ops, s.Upstream.Requests)
 	}
 	b.WriteString("\n</details>\n")

@@ -53,6 +53,7 @@ func (b *bench) setup(ctx context.Context) error {
 	b.agentDID = agent.did
 	b.signer = proofSigner{key: agent.key, kid: agent.kid}
 	b.proofs.file = filepath.Join(b.dir, "proofs.txt")
+	b.plainProofs.file = filepath.Join(b.dir, "proofs-a.txt")
 	b.agentSeedFile = filepath.Join(b.dir, "agent.seed")
 	b.luaFile = filepath.Join(b.dir, "bench.lua")
 	b.poolFile = filepath.Join(b.dir, "pool.txt")
