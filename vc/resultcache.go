@@ -34,8 +34,10 @@ import (
 // skip the cache altogether; a presentation sent without them is looked up
 // (and misses), and neither its result nor its verification is shared.
 // A result is not stored when some of the ancestors given (WithAncestors)
-// are not on its chain: they are in the key but change nothing, so junk
-// ancestors would give one credential any number of keys.
+// are not on its chain (a copy of the credential itself, from a client
+// that sends its whole chain, counts as on it): they are in the key but
+// change nothing, so junk ancestors would give one credential any number
+// of keys.
 //
 // Lifetime. An entry is served while the clock is before the earliest of:
 // the chain's ExpiresAt (exactly, without the clock skew Verify allows), the

@@ -241,6 +241,28 @@ func TestResultCacheAncestors(t *testing.T) {
 			}
 		})
 	}
+
+	// A client that sends the whole chain, the credential itself
+	// included, as its ancestors is served from the cache as before.
+	for _, tc := range []struct {
+		name string
+		raw  []byte
+		anc  [][]byte
+	}{
+		{"a chain, leaf included", ch.leaf, [][]byte{ch.root, ch.middle, ch.leaf}},
+		{"a credential that names no parent, itself as its chain", one, [][]byte{append([]byte(" "), one...)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := v.Verify(ctx, tc.raw, aud, WithAncestors(tc.anc...)); err != nil {
+				t.Fatal(err)
+			}
+			before := res.calls.Load()
+			if _, err := v.Verify(ctx, tc.raw, aud, WithAncestors(tc.anc...)); err != nil {
+				t.Fatal(err)
+			}
+			expectCalls(t, res, before, "the same again")
+		})
+	}
 }
 
 // TestResultCacheLifetime: an entry is never served past the credential's

@@ -1,6 +1,7 @@
 package vc
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -144,7 +145,7 @@ type outcome struct {
 	// statusChecked: a credentialStatus of the chain was checked.
 	statusChecked bool
 	// unusedAncestors: some of the ancestors given (WithAncestors) are not
-	// on the chain. They are part of the cache key all the same, so the
+	// on the chain, nor copies of the credential itself. They are part of the cache key all the same, so the
 	// holder of one credential could make keys without end from junk
 	// ancestors; such a result is not stored.
 	unusedAncestors bool
@@ -189,7 +190,7 @@ func (v *Verifier) verify(ctx context.Context, raw []byte, sum *[sha256.Size]byt
 	if err != nil {
 		return nil, out, err
 	}
-	out.unusedAncestors = onChain(chain, given) < len(c.ancestors)
+	out.unusedAncestors = onChain(chain, given)+copiesOf(raw, c.ancestors) < len(c.ancestors)
 	if v.status != nil {
 		// Leaf first: it is the likeliest to be revoked. Revoking any link
 		// revokes everything below it.
@@ -230,6 +231,18 @@ func onChain(chain, given []*parsed) int {
 				n++
 				break
 			}
+		}
+	}
+	return n
+}
+
+// copiesOf counts the ancestors that are raw itself: a client that sends
+// the whole chain, leaf included, as its ancestors.
+func copiesOf(raw []byte, ancestors [][]byte) int {
+	n := 0
+	for _, a := range ancestors {
+		if bytes.Equal(trimSpace(a), raw) {
+			n++
 		}
 	}
 	return n
