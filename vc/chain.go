@@ -1,6 +1,7 @@
 package vc
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"time"
@@ -241,4 +242,30 @@ func delegationOf(chain []*parsed) *Delegation {
 	}
 	d.Chain = buf[start:len(buf):len(buf)]
 	return d
+}
+
+// onChain counts the credentials of given that are links of chain.
+func onChain(chain, given []*parsed) int {
+	n := 0
+	for _, g := range given {
+		for _, l := range chain {
+			if l == g {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// copiesOf counts the ancestors that are raw itself: a client that sends
+// the whole chain, leaf included, as its ancestors.
+func copiesOf(raw []byte, ancestors [][]byte) int {
+	n := 0
+	for _, a := range ancestors {
+		if bytes.Equal(trimSpace(a), raw) {
+			n++
+		}
+	}
+	return n
 }

@@ -1,7 +1,6 @@
 package vc
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -220,32 +219,6 @@ func (v *Verifier) verify(ctx context.Context, raw []byte, sum *[sha256.Size]byt
 	}
 	d.Hash = *sum
 	return d, out, nil
-}
-
-// onChain counts the credentials of given that are links of chain.
-func onChain(chain, given []*parsed) int {
-	n := 0
-	for _, g := range given {
-		for _, l := range chain {
-			if l == g {
-				n++
-				break
-			}
-		}
-	}
-	return n
-}
-
-// copiesOf counts the ancestors that are raw itself: a client that sends
-// the whole chain, leaf included, as its ancestors.
-func copiesOf(raw []byte, ancestors [][]byte) int {
-	n := 0
-	for _, a := range ancestors {
-		if bytes.Equal(trimSpace(a), raw) {
-			n++
-		}
-	}
-	return n
 }
 
 // parseAny parses a trimmed, non-empty credential or presentation whose
