@@ -47,10 +47,28 @@ func (s *RedisNonceStore) Lookup(ctx context.Context, key string) ([]byte, error
 	return b.Lookup(ctx, key)
 }
 
+// BindOwned implements challenge.OwnedBinder.
+func (m *MemoryNonceStore) BindOwned(ctx context.Context, kind, owner, key string, value []byte, ttl time.Duration, max int) error {
+	return bindOwned(ctx, m.store, kind, owner, key, value, ttl, max)
+}
+
+// BindOwned implements challenge.OwnedBinder.
+func (s *RedisNonceStore) BindOwned(ctx context.Context, kind, owner, key string, value []byte, ttl time.Duration, max int) error {
+	return bindOwned(ctx, s.store, kind, owner, key, value, ttl, max)
+}
+
+func bindOwned(ctx context.Context, s challenge.NonceStore, kind, owner, key string, value []byte, ttl time.Duration, max int) error {
+	b, ok := s.(challenge.OwnedBinder)
+	if !ok {
+		return fmt.Errorf("%w: not provisioned", challenge.ErrStoreUnavailable)
+	}
+	return b.BindOwned(ctx, kind, owner, key, value, ttl, max)
+}
+
 // Interface guards
 var (
-	_ challenge.SessionBinder = (*MemoryNonceStore)(nil)
-	_ challenge.SessionBinder = (*RedisNonceStore)(nil)
+	_ challenge.OwnedBinder = (*MemoryNonceStore)(nil)
+	_ challenge.OwnedBinder = (*RedisNonceStore)(nil)
 )
 
 // binderOf is the pooled store's binder; an unprovisioned module has none.

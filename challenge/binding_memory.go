@@ -1,7 +1,6 @@
 package challenge
 
 import (
-	"container/heap"
 	"context"
 	"fmt"
 	"slices"
@@ -9,8 +8,9 @@ import (
 )
 
 // Bind implements SessionBinder. A binding replaces the one under key;
-// when MaxEntries live bindings are held, expired ones are evicted first,
-// and otherwise Bind fails with ErrStoreFull rather than drop a live one.
+// when its partition holds MaxEntries live bindings, expired ones are
+// evicted first, and otherwise Bind fails with ErrStoreFull rather than
+// drop a live one.
 func (m *MemoryStore) Bind(ctx context.Context, key string, value []byte, ttl time.Duration) error {
 	if ttl <= 0 {
 		return fmt.Errorf("challenge: memory store: ttl must be positive")
@@ -23,15 +23,11 @@ func (m *MemoryStore) Bind(ctx context.Context, key string, value []byte, ttl ti
 	if e, ok := m.bindings[key]; ok {
 		m.remove(e)
 	}
-	if len(m.bindings) >= m.max {
-		m.evictExpired(now)
-		if len(m.bindings) >= m.max {
-			return ErrStoreFull
-		}
+	part := partitionOfKey(true, key)
+	if !m.room(part, now) {
+		return ErrStoreFull
 	}
-	e := &memEntry{nonce: key, binding: true, value: slices.Clone(value), expiry: now.Add(ttl)}
-	m.bindings[key] = e
-	heap.Push(&m.byExpiry, e)
+	m.add(&memEntry{nonce: key, binding: true, value: slices.Clone(value), expiry: now.Add(ttl), part: part})
 	return nil
 }
 

@@ -25,9 +25,11 @@ const (
 // apart from records, in structures the garbage collector does not scan,
 // under the same bound counted separately.
 //
-// It is also a SessionBinder. Bindings are kept apart from the nonce
-// records, under the same bound counted separately (MaxEntries live
-// bindings, and as many live records), and expire the same way.
+// It is also a SessionBinder and an OwnedBinder. Bindings are kept apart
+// from the nonce records, and both are split into partitions by kind (the
+// key's prefix, one of Kinds): each partition is bounded by MaxEntries on
+// its own, so that a flood of one kind (handshake challenges, say) cannot
+// starve another (resume tokens, proxy sessions, declarations).
 //
 // A janitor goroutine removes expired records; it stops when Close is
 // called or the context given to NewMemoryStore is done.
@@ -36,7 +38,12 @@ type MemoryStore struct {
 	entries  map[string]*memEntry
 	bindings map[string]*memEntry
 	byExpiry expiryHeap
-	closed   bool
+	// held counts the entries of each partition.
+	held map[partition]int
+	// owners holds, per owner of owned bindings, its bindings in the
+	// order they were made (binding_owned_memory.go).
+	owners map[string]*ownerQueue
+	closed bool
 	// used holds the single-use markers (singleuse.go), under a lock of
 	// their own.
 	used *usedSet
@@ -58,6 +65,9 @@ type memEntry struct {
 	// binding marks a SessionBinder entry (in bindings, value set).
 	binding bool
 	value   []byte
+	// part is the entry's partition; owner the owner of an owned binding.
+	part  partition
+	owner string
 }
 
 // MemoryOption configures NewMemoryStore.
@@ -97,6 +107,8 @@ func NewMemoryStore(ctx context.Context, opts ...MemoryOption) *MemoryStore {
 	m := &MemoryStore{
 		entries:  make(map[string]*memEntry),
 		bindings: make(map[string]*memEntry),
+		held:     make(map[partition]int),
+		owners:   make(map[string]*ownerQueue),
 		max:      DefaultMemoryMaxEntries,
 		interval: DefaultMemoryJanitorInterval,
 		now:      time.Now,
@@ -141,6 +153,8 @@ func (m *MemoryStore) Close() error {
 		m.entries = nil
 		m.bindings = nil
 		m.byExpiry = nil
+		m.held = nil
+		m.owners = nil
 		m.mu.Unlock()
 		m.used.close()
 	})
@@ -185,15 +199,11 @@ func (m *MemoryStore) Put(ctx context.Context, nonce string, rec Record, ttl tim
 		}
 		m.remove(e)
 	}
-	if len(m.entries) >= m.max {
-		m.evictExpired(now)
-		if len(m.entries) >= m.max {
-			return ErrStoreFull
-		}
+	part := partitionOfKey(false, nonce)
+	if !m.room(part, now) {
+		return ErrStoreFull
 	}
-	e := &memEntry{nonce: nonce, rec: rec, expiry: now.Add(ttl)}
-	m.entries[nonce] = e
-	heap.Push(&m.byExpiry, e)
+	m.add(&memEntry{nonce: nonce, rec: rec, expiry: now.Add(ttl), part: part})
 	return nil
 }
 
@@ -246,13 +256,42 @@ func (m *MemoryStore) remove(e *memEntry) {
 	heap.Remove(&m.byExpiry, e.index)
 }
 
-// forget deletes e from its map (not from the heap).
+// forget deletes e from its map and its partition's count (not from the
+// heap).
 func (m *MemoryStore) forget(e *memEntry) {
 	if e.binding {
 		delete(m.bindings, e.nonce)
 	} else {
 		delete(m.entries, e.nonce)
 	}
+	if m.held[e.part]--; m.held[e.part] <= 0 {
+		delete(m.held, e.part)
+	}
+	if e.owner != "" {
+		m.disown(e)
+	}
+}
+
+// add stores e in its map and partition, and indexes its expiry. m.mu is
+// held and there is room (m.room).
+func (m *MemoryStore) add(e *memEntry) {
+	if e.binding {
+		m.bindings[e.nonce] = e
+	} else {
+		m.entries[e.nonce] = e
+	}
+	m.held[e.part]++
+	heap.Push(&m.byExpiry, e)
+}
+
+// room reports whether part can take one more entry, evicting expired
+// entries first when it is full. m.mu is held.
+func (m *MemoryStore) room(part partition, now time.Time) bool {
+	if m.held[part] < m.max {
+		return true
+	}
+	m.evictExpired(now)
+	return m.held[part] < m.max
 }
 
 // evictExpired pops records and bindings whose expiry is not after now.

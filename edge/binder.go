@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
@@ -24,6 +25,19 @@ func (m *measuredBinder) Bind(ctx context.Context, key string, value []byte, ttl
 	return err
 }
 
+// BindOwned implements challenge.OwnedBinder when the store does; a store
+// without owned bindings fails closed (the caller then keeps nothing).
+func (m *measuredBinder) BindOwned(ctx context.Context, kind, owner, key string, value []byte, ttl time.Duration, max int) error {
+	ob, ok := m.binder.(challenge.OwnedBinder)
+	if !ok {
+		return fmt.Errorf("%w: nonce store %s keeps no owned bindings", challenge.ErrStoreUnavailable, m.name)
+	}
+	start := time.Now()
+	err := ob.BindOwned(ctx, kind, owner, key, value, ttl, max)
+	m.h.obs.NonceStore(m.name, "bind", time.Since(start), err)
+	return err
+}
+
 func (m *measuredBinder) Lookup(ctx context.Context, key string) ([]byte, error) {
 	start := time.Now()
 	val, err := m.binder.Lookup(ctx, key)
@@ -37,5 +51,5 @@ func (m *measuredBinder) Lookup(ctx context.Context, key string) ([]byte, error)
 
 // Interface guards
 var (
-	_ challenge.SessionBinder = (*measuredBinder)(nil)
+	_ challenge.OwnedBinder = (*measuredBinder)(nil)
 )

@@ -225,11 +225,21 @@ const proofOK = "proof_ok"
 // gate read (nil when it read none).
 func (h *Handler) serveProved(w http.ResponseWriter, r *http.Request, next Next, d *vc.Delegation, rb *rpcBody, adm observe.Decision) error {
 	w, finish := h.wrapProofResponse(w, r, rb.raw, d)
-	w = h.proofs.RememberSession(r.Context(), w, rb.raw)
+	w = h.proofs.RememberSession(r.Context(), w, rb.raw, sessionOwner(d))
 	if err := h.serveAdmitted(w, r, next, d, rb, adm); err != nil {
 		return err
 	}
 	return finish()
+}
+
+// sessionOwner is who a remembered session declaration counts against:
+// the delegation's agent and user ("" for an anonymous request, whose
+// sessions are not remembered).
+func sessionOwner(d *vc.Delegation) string {
+	if d == nil || d.AgentDID == "" {
+		return ""
+	}
+	return d.AgentDID + "\x00" + d.RootIssuer
 }
 
 // wrapProofResponse signs the answer to an admitted request, and declares

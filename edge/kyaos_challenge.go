@@ -25,18 +25,17 @@ import (
 // this agent for this tool.
 
 // signedChallenge is the signed needs_authorization answer to the denied
-// call m of tool; ok is false when the edge does not sign responses, no
-// consent URL is usable, the call is one of a batch (2026 clients send
+// call m of tool; ok is false when the edge does not sign responses, the
+// caller is anonymous, no consent URL is usable, the call is one of a batch (2026 clients send
 // none), or signing failed: the unsigned prompt of today answers then.
 func (h *Handler) signedChallenge(w http.ResponseWriter, r *http.Request, batch bool, m mcp.Message, tool string, dec mcp.Decision, d *vc.Delegation) ([]byte, bool) {
-	if batch || !h.proofs.SignsResponses() || h.ConsentURL == "" || len(dec.Missing) == 0 ||
+	// An anonymous caller gets the unsigned prompt: a resumeToken is a
+	// record in the shared store, which no anonymous request may write.
+	if batch || d == nil || !h.proofs.SignsResponses() || h.ConsentURL == "" || len(dec.Missing) == 0 ||
 		(dec.Reason != mcp.ReasonInsufficientScope && dec.Reason != mcp.ReasonAnonymous) {
 		return nil, false
 	}
-	agent := ""
-	if d != nil {
-		agent = d.AgentDID
-	}
+	agent := d.AgentDID
 	now := time.Now()
 	token, exp, err := h.proofs.IssueResume(r.Context(), agent, tool, now)
 	if err != nil {

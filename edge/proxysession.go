@@ -18,7 +18,7 @@ import (
 
 // proxySessionBinder returns the nonce store as a SessionBinder (measured),
 // or an error when the configured store module cannot hold bindings.
-func (h *Handler) proxySessionBinder() (challenge.SessionBinder, error) {
+func (h *Handler) proxySessionBinder() (challenge.OwnedBinder, error) {
 	var store challenge.NonceStore = h.l3.store
 	name := "nonce_store"
 	if m, ok := store.(*measuredNonceStore); ok {

@@ -69,15 +69,15 @@ type Gate struct {
 	verifier *kyaos.Verifier
 	// sessions remembers 2025-11-25 sessions' initialize-era declarations
 	// (nil: not remembered, such clients must declare per request).
-	sessions challenge.SessionBinder
+	sessions challenge.OwnedBinder
 	// store is the route's nonce store: resume tokens are kept there.
 	store challenge.NonceStore
 }
 
 // WithSessions has the gate remember, in b, the declaration of each
-// 2025-11-25 session's initialize by its Mcp-Session-Id (KYA-OS §2.1), so
-// that the session's later requests count as declared.
-func (g *Gate) WithSessions(b challenge.SessionBinder) *Gate {
+// 2025-11-25 session's initialize by its Mcp-Session-Id, so that the
+// session's later requests count as declared (RememberSession).
+func (g *Gate) WithSessions(b challenge.OwnedBinder) *Gate {
 	g.sessions = b
 	return g
 }
@@ -192,26 +192,35 @@ func (g *Gate) declaration(ctx context.Context, body []byte, method, sessionID s
 	return extension.RequestState(body, fallback)
 }
 
-// sessionTTL is how long a session's declaration is remembered.
-const sessionTTL = 24 * time.Hour
+// A session's declaration is remembered for sessionTTL, by the caller that
+// opened the session, who holds at most maxSessionsPerCaller of them: its
+// oldest go first. Only an authenticated caller's sessions are remembered,
+// so that no anonymous request writes what outlives it; an anonymous
+// 2025-11-25 client declares on each request instead.
+const (
+	sessionTTL           = 24 * time.Hour
+	maxSessionsPerCaller = 256
+)
 
 // sessionKey is the binding key of a session: a hash, never the id itself
 // (whoever lists the store's keys must not learn live session ids).
 func sessionKey(id string) string {
 	sum := sha256.Sum256([]byte(id))
-	return "kyaos-decl:" + hex.EncodeToString(sum[:])
+	return challenge.KindDeclaration + ":" + hex.EncodeToString(sum[:])
 }
 
 // RememberSession returns w wrapped so that, when the answer to an
 // initialize request opens a session (Mcp-Session-Id), the declaration of
-// that initialize is remembered for the session; w itself otherwise.
-func (g *Gate) RememberSession(ctx context.Context, w http.ResponseWriter, body []byte) http.ResponseWriter {
-	if !g.RequiresExtension() || g.sessions == nil || methodOf(body) != "initialize" {
+// that initialize is remembered for the session, counted against caller
+// (the agent and user of the verified delegation); w itself otherwise, and
+// always when caller is empty (an anonymous request).
+func (g *Gate) RememberSession(ctx context.Context, w http.ResponseWriter, body []byte, caller string) http.ResponseWriter {
+	if !g.RequiresExtension() || g.sessions == nil || caller == "" || methodOf(body) != "initialize" {
 		return w
 	}
 	st := g.declaration(ctx, body, "initialize", "")
 	return &sessionCapture{ResponseWriter: w, remember: func(id string) {
-		_ = g.sessions.Bind(ctx, sessionKey(id), []byte{byte(st)}, sessionTTL)
+		_ = g.sessions.BindOwned(ctx, challenge.KindDeclaration, caller, sessionKey(id), []byte{byte(st)}, sessionTTL, maxSessionsPerCaller)
 	}}
 }
 
