@@ -5,22 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/certmagic"
 
 	"github.com/mcpi-edge/caddy-mcpi/assertion"
-)
-
-const (
-	// edgeKeyStorageTimeout bounds one load (or create) of the key set, lock
-	// included, so that a stuck storage fails provisioning instead of
-	// hanging it.
-	edgeKeyStorageTimeout = 30 * time.Second
-	// onDemandReload is the least time between two reloads triggered by
-	// requests for the edge's keys (see refreshForPublish).
-	onDemandReload = time.Second
 )
 
 // edgeKeyStorage adapts Caddy's storage (a certmagic.Storage, from

@@ -342,15 +342,6 @@ func (h *Handler) original(r *http.Request) (string, *url.URL) {
 	return r.Method, r.URL
 }
 
-// clientIP is the client's address as the host established it; empty
-// without a hook.
-func (h *Handler) clientIP(r *http.Request) string {
-	if h.hooks.ClientIP != nil {
-		return h.hooks.ClientIP(r)
-	}
-	return ""
-}
-
 // setIdentity tells the host who the request was admitted as.
 func (h *Handler) setIdentity(r *http.Request, d *vc.Delegation) {
 	if h.hooks.Identity != nil && d != nil {

@@ -259,6 +259,7 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, err error, cred
 		if cred != nil {
 			// The issuer is read from the unverified credential: it tells the
 			// operator whom to trust or ask, and is never the token itself.
+			fields = append(fields, zap.String("carrier", cred.Carrier.String()), zap.String("issuer", observe.ClaimedIssuer(cred.Raw)))
 		}
 		c.Write(fields...)
 	}

@@ -68,21 +68,6 @@ func scanErr(c *jsonscan.Cursor) error {
 	return errScan
 }
 
-// valueEnd returns the offset just past the value starting at d[i] (not
-// whitespace). depth is the nesting level of the container holding the
-// value (0 at top level); containers deeper than MaxDepth give ErrTooDeep.
-func valueEnd(d []byte, i, depth int) (int, error) {
-	if i >= len(d) {
-		return 0, errScan
-	}
-	c := cursorAt(d, i, MaxDepth-depth)
-	_, end := c.Skip()
-	if c.Failed() {
-		return 0, scanErr(&c)
-	}
-	return i + end, nil
-}
-
 // member is one object member: the unescaped key and the value's offsets.
 type member struct {
 	key        []byte

@@ -45,6 +45,9 @@ echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then echo "not gofmt-formatted: $unformatted"; exit 1; fi
 
+echo "== staticcheck (pinned; staticcheck.conf adds empty branches to its defaults)"
+go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
 echo "== go test -race (unit and integration)"
 go test -race -count=1 -timeout 30m ./...
 

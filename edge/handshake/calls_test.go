@@ -87,7 +87,7 @@ type rpcAnswer struct {
 	} `json:"error"`
 }
 
-func serveCall(t *testing.T, c *Calls, body string) (Outcome, error, *httptest.ResponseRecorder, rpcAnswer) {
+func serveCall(t *testing.T, c *Calls, body string) (Outcome, *httptest.ResponseRecorder, rpcAnswer, error) {
 	t.Helper()
 	w := httptest.NewRecorder()
 	r := httptest.NewRequest(http.MethodPost, "/api/mcp/handshake", strings.NewReader(body))
@@ -99,14 +99,14 @@ func serveCall(t *testing.T, c *Calls, body string) (Outcome, error, *httptest.R
 			t.Fatalf("answer %s: %v", w.Body, jerr)
 		}
 	}
-	return out, err, w, a
+	return out, w, a, err
 }
 
 const handshakeCall = `{"jsonrpc":"2.0","id":1,"method":"handshake","params":{"agentDid":"` + agentDID + `"}}`
 
 func TestCallsTerminateHandshake(t *testing.T) {
 	c, rec, _ := newTestCalls(t, Terminate, noForward(t))
-	out, err, w, a := serveCall(t, c, handshakeCall)
+	out, w, a, err := serveCall(t, c, handshakeCall)
 	if out != Answered || err != nil || w.Code != http.StatusOK || a.Result == nil || a.Result.Challenge == "" || a.Result.Nonce == "" {
 		t.Fatalf("%v %v HTTP %d %s", out, err, w.Code, w.Body)
 	}
@@ -124,7 +124,7 @@ func TestCallsNotACall(t *testing.T) {
 		`not json`,
 	} {
 		c, rec, _ := newTestCalls(t, Terminate, noForward(t))
-		out, err, w, _ := serveCall(t, c, body)
+		out, w, _, err := serveCall(t, c, body)
 		if out != NotACall || err != nil || w.Body.Len() != 0 || len(rec.calls) != 0 {
 			t.Errorf("%s: %v %v %q recorded %v", body, out, err, w.Body, rec.calls)
 		}
@@ -141,7 +141,7 @@ func TestCallsVerifyReservedNonce(t *testing.T) {
 			t.Fatal(err)
 		}
 		body := `{"jsonrpc":"2.0","id":2,"method":"verify","params":{"signedChallenge":{"challenge":"c","nonce":"vp:abc","timestamp":1,"agentDid":"` + agentDID + `","proofValue":"z1"},"credential":"x.y.z"}}`
-		out, err, w, a := serveCall(t, c, body)
+		out, w, a, err := serveCall(t, c, body)
 		if out != Answered || err != nil || w.Code != http.StatusOK || a.Error == nil || a.Error.Code != challenge.CodeReplay {
 			t.Fatalf("%s: %v %v HTTP %d %s", mode, out, err, w.Code, w.Body)
 		}
@@ -167,7 +167,7 @@ func TestCallsProxyHandshake(t *testing.T) {
 		sent = r
 		return &Captured{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(answer)}, nil
 	})
-	out, err, w, _ := serveCall(t, c, handshakeCall)
+	out, w, _, err := serveCall(t, c, handshakeCall)
 	if out != Answered || err != nil || w.Code != http.StatusOK || w.Body.String() != answer {
 		t.Fatalf("%v %v HTTP %d %s", out, err, w.Code, w.Body)
 	}
@@ -189,7 +189,7 @@ func TestCallsProxyUpstreamFailures(t *testing.T) {
 	c, rec, _ := newTestCalls(t, Proxy, func(http.ResponseWriter, *http.Request, Next, Endpoint, []byte, bool) (*Captured, error) {
 		return nil, unreachable
 	})
-	out, err, w, _ := serveCall(t, c, handshakeCall)
+	out, w, _, err := serveCall(t, c, handshakeCall)
 	if out != Answered || !errors.Is(err, unreachable) || w.Body.Len() != 0 {
 		t.Errorf("%v %v %s", out, err, w.Body)
 	}
@@ -201,7 +201,7 @@ func TestCallsProxyUpstreamFailures(t *testing.T) {
 	c, rec, _ = newTestCalls(t, Proxy, func(http.ResponseWriter, *http.Request, Next, Endpoint, []byte, bool) (*Captured, error) {
 		return &Captured{Status: http.StatusOK, Header: http.Header{}, Body: []byte(reserved)}, nil
 	})
-	out, err, w, a := serveCall(t, c, handshakeCall)
+	out, w, a, err := serveCall(t, c, handshakeCall)
 	if out != Answered || err != nil || strings.Contains(w.Body.String(), "vp:abc") || a.Error == nil {
 		t.Errorf("%v %v %s", out, err, w.Body)
 	}

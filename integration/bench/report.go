@@ -23,7 +23,7 @@ const (
 type summary struct {
 	c                      config
 	runs                   int
-	ops, opsPerSec         float64
+	opsPerSec              float64
 	p50, p99               time.Duration
 	cpu, allocs, kb        float64 // per op
 	rpsRatio, cpuRatio     float64 // NaN without a
