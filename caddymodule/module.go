@@ -207,6 +207,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			st = edgeKeyStorage{cs}
 		}
 	}
+	if st != nil && validating() {
+		st = readOnlyStorage{st} // storage_validate.go
+	}
 	if st != nil {
 		opts = append(opts, edge.WithKeyStorage(st))
 	}

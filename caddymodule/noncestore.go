@@ -35,19 +35,27 @@ var nonceStores = caddy.NewUsagePool()
 type pooledStore struct {
 	challenge.NonceStore
 	close func() error
+	// alarm logs the store's outages, at most once per alarmInterval
+	// whichever configuration's request met them.
+	alarm *storeAlarm
 }
 
 func (p pooledStore) Destruct() error { return p.close() }
 
 // poolStore loads the store under key from the pool, or builds it.
-func poolStore(key string, build func() (pooledStore, error)) (challenge.NonceStore, error) {
+func poolStore(key string, build func() (pooledStore, error)) (pooledStore, error) {
 	val, _, err := nonceStores.LoadOrNew(key, func() (caddy.Destructor, error) {
-		return build()
+		p, err := build()
+		if err != nil {
+			return nil, err
+		}
+		p.alarm = new(storeAlarm)
+		return p, nil
 	})
 	if err != nil {
-		return nil, err
+		return pooledStore{}, err
 	}
-	return val.(pooledStore).NonceStore, nil
+	return val.(pooledStore), nil
 }
 
 // releaseStore drops one reference to the pooled store under *key; safe to
@@ -76,6 +84,7 @@ type MemoryNonceStore struct {
 	store challenge.NonceStore
 	key   string
 	bound int
+	alarm alarmLog
 }
 
 // CaddyModule returns the Caddy module information.
@@ -87,7 +96,7 @@ func (MemoryNonceStore) CaddyModule() caddy.ModuleInfo {
 }
 
 // Provision loads or creates the shared store for this configuration.
-func (m *MemoryNonceStore) Provision(caddy.Context) error {
+func (m *MemoryNonceStore) Provision(ctx caddy.Context) error {
 	if m.MaxEntries < 0 {
 		return errors.New("mcpi: memory nonce store: max_entries must not be negative")
 	}
@@ -101,17 +110,19 @@ func (m *MemoryNonceStore) Provision(caddy.Context) error {
 	// challenges would be lost). Its bound is the largest of the live
 	// configurations' (memoryBounds).
 	const key = "memory"
-	store, err := poolStore(key, func() (pooledStore, error) {
+	p, err := poolStore(key, func() (pooledStore, error) {
 		// The store outlives the config that created it (that is what the
 		// pool is for), so its janitor is not tied to that config's
 		// context; Destruct stops it when the last user is gone.
 		s := challenge.NewMemoryStore(context.Background(), challenge.WithMaxEntries(n))
-		return pooledStore{s, s.Close}, nil
+		return pooledStore{NonceStore: s, close: s.Close}, nil
 	})
 	if err != nil {
 		return fmt.Errorf("mcpi: memory nonce store: %v", err)
 	}
+	store := p.NonceStore
 	m.store, m.key, m.bound = store, key, n
+	m.alarm = alarmLog{p.alarm, ctx.Logger(), "memory"}
 	memoryBounds.add(store, n)
 	return nil
 }
@@ -168,7 +179,7 @@ func (m *MemoryNonceStore) Put(ctx context.Context, nonce string, rec challenge.
 	if m.store == nil {
 		return fmt.Errorf("%w: not provisioned", challenge.ErrStoreUnavailable)
 	}
-	return m.store.Put(ctx, nonce, rec, ttl)
+	return m.alarm.note(m.store.Put(ctx, nonce, rec, ttl))
 }
 
 // Consume implements challenge.NonceStore.
@@ -176,12 +187,14 @@ func (m *MemoryNonceStore) Consume(ctx context.Context, nonce string) (challenge
 	if m.store == nil {
 		return challenge.Record{}, fmt.Errorf("%w: not provisioned", challenge.ErrStoreUnavailable)
 	}
-	return m.store.Consume(ctx, nonce)
+	rec, err := m.store.Consume(ctx, nonce)
+	return rec, m.alarm.note(err)
 }
 
 // Peek implements challenge.Peeker.
 func (m *MemoryNonceStore) Peek(ctx context.Context, nonce string) (challenge.Record, error) {
-	return peekStore(ctx, m.store, nonce)
+	rec, err := peekStore(ctx, m.store, nonce)
+	return rec, m.alarm.note(err)
 }
 
 // peekStore peeks at s, the pooled store of a module; an unprovisioned
@@ -276,9 +289,16 @@ type RedisNonceStore struct {
 	// a handshake after about this long. Default: 1s to dial, 500ms to
 	// read or write.
 	Timeout caddy.Duration `json:"timeout,omitempty"`
+	// Start even though the server's maxmemory-policy may evict keys (any
+	// policy but noeviction). An evicted key is a challenge, binding or
+	// single-use record forgotten before its time: a used proof or
+	// presentation could then be used again. Off by default: provisioning
+	// fails on such a server, saying so.
+	AcceptEviction bool `json:"accept_eviction,omitempty"`
 
 	store challenge.NonceStore
 	key   string
+	alarm alarmLog
 }
 
 // CaddyModule returns the Caddy module information.
@@ -289,10 +309,11 @@ func (RedisNonceStore) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision loads or creates the shared client for this configuration. It
-// does not contact Redis: Caddy starts while Redis is down, and handshakes
-// fail closed until it is up.
-func (s *RedisNonceStore) Provision(caddy.Context) error {
+// Provision loads or creates the shared client for this configuration and
+// checks that the server does not evict keys (checkEviction). Caddy starts
+// while Redis is down (with a warning that the check could not be made),
+// and what needs the store fails closed until it is up.
+func (s *RedisNonceStore) Provision(ctx caddy.Context) error {
 	repl := caddy.NewReplacer()
 	opts := challenge.RedisOptions{
 		URL:       repl.ReplaceAll(s.URL, ""),
@@ -322,17 +343,24 @@ func (s *RedisNonceStore) Provision(caddy.Context) error {
 	sum := sha256.Sum256(fmt.Appendf(nil, "%q %q %q %q %d %t %q %q %d",
 		opts.URL, opts.Addr, opts.Username, opts.Password, opts.DB, opts.TLS != nil, s.TLSServerName, opts.KeyPrefix, s.Timeout))
 	key := "redis " + hex.EncodeToString(sum[:])
-	store, err := poolStore(key, func() (pooledStore, error) {
+	p, err := poolStore(key, func() (pooledStore, error) {
 		rs, err := challenge.NewRedisStore(opts)
 		if err != nil {
 			return pooledStore{}, err
 		}
-		return pooledStore{rs, rs.Close}, nil
+		return pooledStore{NonceStore: rs, close: rs.Close}, nil
 	})
 	if err != nil {
 		return fmt.Errorf("mcpi: redis nonce store: %v", err)
 	}
-	s.store, s.key = store, key
+	logger := ctx.Logger()
+	s.store, s.key = p.NonceStore, key
+	s.alarm = alarmLog{p.alarm, logger, "redis"}
+	if err := s.checkEviction(ctx, logger, opts); err != nil {
+		_ = releaseStore(&s.key)
+		s.store = nil
+		return err
+	}
 	return nil
 }
 
@@ -344,7 +372,7 @@ func (s *RedisNonceStore) Put(ctx context.Context, nonce string, rec challenge.R
 	if s.store == nil {
 		return fmt.Errorf("%w: not provisioned", challenge.ErrStoreUnavailable)
 	}
-	return s.store.Put(ctx, nonce, rec, ttl)
+	return s.alarm.note(s.store.Put(ctx, nonce, rec, ttl))
 }
 
 // Consume implements challenge.NonceStore.
@@ -352,12 +380,14 @@ func (s *RedisNonceStore) Consume(ctx context.Context, nonce string) (challenge.
 	if s.store == nil {
 		return challenge.Record{}, fmt.Errorf("%w: not provisioned", challenge.ErrStoreUnavailable)
 	}
-	return s.store.Consume(ctx, nonce)
+	rec, err := s.store.Consume(ctx, nonce)
+	return rec, s.alarm.note(err)
 }
 
 // Peek implements challenge.Peeker.
 func (s *RedisNonceStore) Peek(ctx context.Context, nonce string) (challenge.Record, error) {
-	return peekStore(ctx, s.store, nonce)
+	rec, err := peekStore(ctx, s.store, nonce)
+	return rec, s.alarm.note(err)
 }
 
 // UnmarshalCaddyfile sets up the store from Caddyfile tokens:
@@ -373,6 +403,7 @@ func (s *RedisNonceStore) Peek(ctx context.Context, nonce string) (challenge.Rec
 //		tls_server_name <name>
 //		key_prefix <prefix>
 //		timeout <duration>
+//		accept_eviction
 //	}
 func (s *RedisNonceStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // "redis"
@@ -390,15 +421,16 @@ func (s *RedisNonceStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 		seen[name] = true
 		switch name {
-		case "url", "address", "username", "password", "db", "tls", "tls_server_name", "key_prefix", "timeout":
+		case "url", "address", "username", "password", "db", "tls", "tls_server_name", "key_prefix", "timeout", "accept_eviction":
 		default:
 			return d.Errf("unrecognized redis nonce store option %q", name)
 		}
-		if name == "tls" {
+		if name == "tls" || name == "accept_eviction" {
 			if d.NextArg() {
 				return d.ArgErr()
 			}
-			s.TLS = true
+			s.TLS = s.TLS || name == "tls"
+			s.AcceptEviction = s.AcceptEviction || name == "accept_eviction"
 			continue
 		}
 		var v string

@@ -17,7 +17,7 @@ func (m *MemoryNonceStore) Bind(ctx context.Context, key string, value []byte, t
 	if err != nil {
 		return err
 	}
-	return b.Bind(ctx, key, value, ttl)
+	return m.alarm.note(b.Bind(ctx, key, value, ttl))
 }
 
 // Lookup implements challenge.SessionBinder.
@@ -26,7 +26,8 @@ func (m *MemoryNonceStore) Lookup(ctx context.Context, key string) ([]byte, erro
 	if err != nil {
 		return nil, err
 	}
-	return b.Lookup(ctx, key)
+	v, err := b.Lookup(ctx, key)
+	return v, m.alarm.note(err)
 }
 
 // Bind implements challenge.SessionBinder.
@@ -35,7 +36,7 @@ func (s *RedisNonceStore) Bind(ctx context.Context, key string, value []byte, tt
 	if err != nil {
 		return err
 	}
-	return b.Bind(ctx, key, value, ttl)
+	return s.alarm.note(b.Bind(ctx, key, value, ttl))
 }
 
 // Lookup implements challenge.SessionBinder.
@@ -44,7 +45,8 @@ func (s *RedisNonceStore) Lookup(ctx context.Context, key string) ([]byte, error
 	if err != nil {
 		return nil, err
 	}
-	return b.Lookup(ctx, key)
+	v, err := b.Lookup(ctx, key)
+	return v, s.alarm.note(err)
 }
 
 // BindOwned implements challenge.OwnedBinder.

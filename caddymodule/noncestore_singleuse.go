@@ -14,12 +14,12 @@ import (
 
 // UseOnce implements challenge.SingleUse.
 func (m *MemoryNonceStore) UseOnce(ctx context.Context, digest [32]byte, ttl time.Duration) error {
-	return useOnce(ctx, m.store, digest, ttl)
+	return m.alarm.note(useOnce(ctx, m.store, digest, ttl))
 }
 
 // UseOnce implements challenge.SingleUse.
 func (s *RedisNonceStore) UseOnce(ctx context.Context, digest [32]byte, ttl time.Duration) error {
-	return useOnce(ctx, s.store, digest, ttl)
+	return s.alarm.note(useOnce(ctx, s.store, digest, ttl))
 }
 
 // useOnce marks digest in s, the pooled store of a module; an

@@ -19,6 +19,7 @@ type Server struct {
 	bin  string
 	port int
 	dir  string
+	args []string
 	cmd  *exec.Cmd
 }
 
@@ -26,6 +27,14 @@ type Server struct {
 // answers PING. A missing binary fails the test: CI installs it, and so
 // must a developer.
 func Start(t testing.TB) *Server {
+	t.Helper()
+	return StartWith(t)
+}
+
+// StartWith is Start with more redis-server arguments, such as
+// "--maxmemory", "10mb", "--maxmemory-policy", "allkeys-lru"; Restart keeps
+// them.
+func StartWith(t testing.TB, args ...string) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -37,7 +46,7 @@ func Start(t testing.TB) *Server {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	s := &Server{t: t, bin: bin, port: port, dir: t.TempDir()}
+	s := &Server{t: t, bin: bin, port: port, dir: t.TempDir(), args: args}
 	s.start()
 	t.Cleanup(s.Stop)
 	return s
@@ -68,8 +77,9 @@ func (s *Server) Restart() {
 
 func (s *Server) start() {
 	s.t.Helper()
-	s.cmd = exec.Command(s.bin, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--loglevel", "warning")
+	args := append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--loglevel", "warning"}, s.args...)
+	s.cmd = exec.Command(s.bin, args...)
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("starting redis-server: %v", err)
 	}

@@ -1,0 +1,62 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/mcpi-edge/caddy-mcpi/challenge"
+)
+
+// evictionChecker is what checkEviction asks: the pooled Redis store.
+type evictionChecker interface {
+	EvictionPolicy(ctx context.Context) (string, error)
+}
+
+// checkEviction refuses a Redis server whose maxmemory-policy may evict
+// the store's keys: an evicted challenge, binding or single-use marker is
+// forgotten before its TTL, and a proof nonce or presentation forgotten
+// early can be used a second time. Every key the store writes has a TTL,
+// so the volatile-* policies evict them too; only noeviction is safe.
+// accept_eviction turns the refusal into a warning. A server that cannot
+// be reached now is not refused (Caddy starts, and requests that need the
+// store get 503 until it answers), only warned about.
+func (s *RedisNonceStore) checkEviction(ctx context.Context, logger *zap.Logger, opts challenge.RedisOptions) error {
+	ec, ok := s.store.(evictionChecker)
+	if !ok {
+		return nil
+	}
+	// Long enough for one dial and one command, retried once.
+	wait := 2 * (max(opts.DialTimeout, challenge.DefaultRedisDialTimeout) + max(opts.ReadTimeout, challenge.DefaultRedisReadTimeout))
+	cctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	policy, err := ec.EvictionPolicy(cctx)
+	switch {
+	case errors.Is(err, challenge.ErrStoreUnavailable):
+		logger.Warn("could not check the Redis server's maxmemory-policy, it did not answer; "+
+			"requests that need the nonce store get 503 until it does. Make sure it is noeviction: "+
+			"a server that evicts keys lets used proofs and presentations be used again",
+			zap.Error(err))
+		return nil
+	case err != nil && !s.AcceptEviction:
+		return fmt.Errorf("mcpi: redis nonce store: cannot tell whether the server evicts keys (%v); "+
+			"set its maxmemory-policy to noeviction, or add accept_eviction to nonce_store redis if you have made sure it does not evict", err)
+	case err != nil:
+		logger.Warn("accept_eviction: starting without knowing the Redis server's maxmemory-policy", zap.Error(err))
+		return nil
+	case policy == challenge.NoEviction:
+		return nil
+	case !s.AcceptEviction:
+		return fmt.Errorf("mcpi: redis nonce store: the server's maxmemory-policy is %s, which may evict the edge's keys "+
+			"(all of them have a TTL, so volatile-* policies evict them too): a challenge, proof nonce or presentation "+
+			"record evicted early could be used again. Set maxmemory-policy noeviction on that server, or give the edge "+
+			"a Redis instance of its own that uses noeviction (the policy is per instance, not per database); to accept the risk, add accept_eviction to nonce_store redis",
+			policy)
+	default:
+		logger.Warn("accept_eviction: the Redis server may evict the edge's keys; a challenge, proof nonce or presentation record "+
+			"evicted before its TTL could be used again", zap.String("maxmemory_policy", policy))
+		return nil
+	}
+}
