@@ -420,7 +420,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 	if errors.Is(err, mcp.ErrAmbiguous) {
 		// Whatever the edge decided, the upstream might read another
 		// request: refused with or without a tool policy.
-		h.writeAmbiguous(w, r)
+		h.writeAmbiguous(w, r, err)
 		return w, true, true, nil
 	}
 	if err != nil {
