@@ -423,6 +423,11 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 		h.writeAmbiguous(w, r, err)
 		return w, true, true, nil
 	}
+	if errors.Is(err, mcp.ErrParse) {
+		// Not JSON at all: the answer the carriers give such a body
+		// (a JSON-RPC parse error), with or without a tool policy.
+		return w, true, true, h.reject(w, r, carrier.ErrBodyNotJSON, nil)
+	}
 	if err != nil {
 		if p.pol == nil {
 			return w, false, false, nil // nothing to authorize; not JSON-RPC
