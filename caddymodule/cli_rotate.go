@@ -114,6 +114,9 @@ func rotateTarget(configFile, adapter string) (certmagic.Storage, []handlerKeySe
 		err     error
 	)
 	if configFile != "" || adapter != "" {
+		if err := checkConfigPlaceholders(configFile, adapter); err != nil {
+			return nil, nil, err
+		}
 		if cfgJSON, _, _, err = caddycmd.LoadConfig(configFile, adapter); err != nil {
 			return nil, nil, err
 		}
@@ -134,6 +137,9 @@ func rotateTarget(configFile, adapter string) (certmagic.Storage, []handlerKeySe
 	}
 	if len(top.StorageRaw) == 0 {
 		return caddy.DefaultStorage, handlers, nil
+	}
+	if err := checkStoragePlaceholders(top.StorageRaw); err != nil {
+		return nil, nil, err
 	}
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	defer cancel()

@@ -46,7 +46,7 @@ func (h *Handler) checkFraming(w http.ResponseWriter, r *http.Request, found *ca
 	}
 	msgs, batch, perr := read()
 	if errors.Is(perr, mcp.ErrAmbiguous) {
-		h.writeAmbiguous(w, r)
+		h.writeAmbiguous(w, r, perr)
 		return true, nil
 	}
 	if perr != nil {

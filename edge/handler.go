@@ -42,7 +42,10 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 		return err
 	}
 
-	// 3. Every enabled carrier.
+	// 3. An MCP POST is JSON (mediatype.go); then every enabled carrier.
+	if notJSONPost(r) {
+		return h.reject(w, r, errNotJSONMediaType, nil)
+	}
 	found, err := h.carriers.Find(w, r)
 	if err != nil && (h.policy.pol == nil || err != carrier.ErrBodyNotJSON) {
 		// A tool policy reads every body and refuses what is not JSON
@@ -248,7 +251,7 @@ func (l *lastDerived) get(host string, derive func(string) string) string {
 // reject answers the request with the rejection for err and logs why, at
 // Debug: a bad credential is the client's problem, not the operator's.
 func (h *Handler) reject(w http.ResponseWriter, r *http.Request, err error, cred *carrier.Credential) error {
-	rej := h.rejectionFor(err)
+	rej := h.withAudiences(r, h.rejectionFor(err))
 	dec := observe.Decision{Outcome: "rejected", Reason: rej.tag, Status: rej.status}
 	if cred != nil {
 		dec.Carrier = cred.Carrier.String()

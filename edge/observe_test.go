@@ -139,6 +139,7 @@ func TestDecisionMetrics(t *testing.T) {
 func TestDecisionReasonsCovered(t *testing.T) {
 	h := &Handler{}
 	errs := []error{carrier.ErrNoCredential, carrier.ErrConflict, carrier.ErrBodyTooLarge, carrier.ErrBodyRead, carrier.ErrForeignBearer, identity.ErrUnavailable,
+		carrier.ErrBodyNotJSON, errNotJSONMediaType,
 		fmt.Errorf("wrapped: %w", errors.New("not a sentinel"))}
 	for _, s := range []error{
 		vc.ErrTooLarge, vc.ErrMalformed, vc.ErrUnsupportedFormat, vc.ErrAlgorithm, vc.ErrIssuerUnresolved,

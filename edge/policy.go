@@ -420,8 +420,13 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 	if errors.Is(err, mcp.ErrAmbiguous) {
 		// Whatever the edge decided, the upstream might read another
 		// request: refused with or without a tool policy.
-		h.writeAmbiguous(w, r)
+		h.writeAmbiguous(w, r, err)
 		return w, true, true, nil
+	}
+	if errors.Is(err, mcp.ErrParse) {
+		// Not JSON at all: the answer the carriers give such a body
+		// (a JSON-RPC parse error), with or without a tool policy.
+		return w, true, true, h.reject(w, r, carrier.ErrBodyNotJSON, nil)
 	}
 	if err != nil {
 		if p.pol == nil {

@@ -483,10 +483,11 @@ func TestPolicyAnonymous(t *testing.T) {
 		})
 	}
 
-	// A body the carriers leave unread (not announced as JSON) is read and
-	// parsed once for the anonymous admission; the policy then decides on
-	// those same messages, and the upstream gets the bytes unchanged.
+	// A body the carriers leave unread (no body carrier enabled) is read
+	// and parsed once for the anonymous admission; the policy then decides
+	// on those same messages, and the upstream gets the bytes unchanged.
 	t.Run("body the carriers did not read", func(t *testing.T) {
+		h := polHandler(t, f, func(h *Handler) { h.Carriers = []string{"authorization"} })
 		for _, tc := range []struct {
 			name, body string
 			admitted   bool
@@ -496,9 +497,7 @@ func TestPolicyAnonymous(t *testing.T) {
 			{"repeated id", "[" + polCall(1, "public") + "," + `{"jsonrpc":"2.0","id":1,"method":"tools/list"}` + "]", false},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				r := polPost(tc.body, "")
-				r.Header.Set("Content-Type", "text/plain")
-				res := polServe(t, h, r, nil)
+				res := polServe(t, h, polPost(tc.body, ""), nil)
 				if res.called != tc.admitted {
 					t.Fatalf("called=%t HTTP %d %s, want called=%t", res.called, res.rec.Code, res.rec.Body, tc.admitted)
 				}
@@ -1314,7 +1313,8 @@ func TestPolicyMethods(t *testing.T) {
 }
 
 // TestPolicyBodyEncoding: a tool policy reads every body as UTF-8 JSON,
-// whatever its media type. A body an upstream would decode into other
+// and a POST not declared JSON (text/plain, none) is refused 415 on any
+// route. A body an upstream would decode into other
 // bytes first is refused with 415: another charset (a Node.js body parser
 // honours charset=utf-7, in which "+ACI-" is a quote the edge never saw),
 // or a Content-Encoding (gzip, or deflate, whose raw form can start with
@@ -1335,6 +1335,8 @@ func TestPolicyBodyEncoding(t *testing.T) {
 		{"utf-7", []string{"application/json; charset=utf-7"}, "", allowed, http.StatusUnsupportedMediaType},
 		{"utf-16 declared, ASCII sent", []string{"application/json; charset=UTF-16LE"}, "", allowed, http.StatusUnsupportedMediaType},
 		{"latin-1 text", []string{"text/plain; charset=iso-8859-1"}, "", allowed, http.StatusUnsupportedMediaType},
+		{"text/plain", []string{"text/plain"}, "", allowed, http.StatusUnsupportedMediaType},
+		{"no content type", nil, "", allowed, http.StatusUnsupportedMediaType},
 		{"two content types", []string{"application/json", "application/json; charset=utf-7"}, "", allowed, http.StatusUnsupportedMediaType},
 		{"charset twice", []string{"application/json; charset=utf-8; charset=utf-7"}, "", allowed, http.StatusUnsupportedMediaType},
 		{"malformed content type", []string{`application/json; charset="utf-8`}, "", allowed, http.StatusUnsupportedMediaType},
@@ -1369,8 +1371,7 @@ func TestPolicyBodyEncoding(t *testing.T) {
 		encoding    string
 	}{
 		{"UTF-8", []string{"application/json; charset=UTF-8"}, ""},
-		{"no content type", nil, ""},
-		{"text/plain", []string{"text/plain"}, ""},
+		{"JSON-RPC media type", []string{"application/json-rpc"}, ""},
 		{"identity", []string{"application/json"}, "identity"},
 	}
 	for _, tt := range forwarded {

@@ -12,8 +12,9 @@ import (
 // invalid, whatever it is named or sent as. A proof key spelt in another
 // case (or with K/ſ), the canonical and legacy keys together, and a
 // "_Meta" are refused as ambiguous bodies (400, -32600), with or without
-// a tool policy; a body sent under another Content-Type than JSON is read
-// all the same. Nothing refused reaches the upstream.
+// a tool policy; a POST sent under another Content-Type than JSON is
+// refused 415 before its proof is read. Nothing refused reaches the
+// upstream.
 func TestProofNamedAmbiguously(t *testing.T) {
 	f := newFixture(t)
 	bad := signed(t, f.agent, "did:web:other.example", toolsCallBody) // audience_mismatch
@@ -49,13 +50,15 @@ func TestProofNamedAmbiguously(t *testing.T) {
 		{"_Meta, no policy", "", "", strings.Replace(bad, `"_meta"`, `"_Meta"`, 1), false, 400, -32600, ""},
 		{"_Meta, policy", "", "", strings.Replace(bad, `"_meta"`, `"_Meta"`, 1), true, 400, -32600, ""},
 		{"_META, no policy", "", "", strings.Replace(bad, `"_meta"`, `"_META"`, 1), false, 400, -32600, ""},
-		{"text/plain, bad proof", "", "text/plain", bad, false, 401, -31000, "audience_mismatch"},
-		{"form type, bad proof", "", "application/x-www-form-urlencoded", bad, false, 401, -31000, "audience_mismatch"},
-		{"application/jsonx, bad proof", "", "application/jsonx", bad, false, 401, -31000, "audience_mismatch"},
-		{"no Content-Type, bad proof", "", "-", bad, false, 401, -31000, "audience_mismatch"},
-		{"text/plain, valid proof", "", "text/plain", signed(t, f.agent, testAudience, toolsCallBody), false, 200, 0, ""},
-		{"text/plain, no proof", "", "text/plain", toolsCallBody, false, 200, 0, ""},
-		{"text/plain, variant key", "", "text/plain", rename(bad, `"ORG.kya-os/request-proof"`), false, 400, -32600, ""},
+		// A POST that is not declared JSON is refused before any proof
+		// is read (415), a valid one too.
+		{"text/plain, bad proof", "", "text/plain", bad, false, 415, -32600, ""},
+		{"form type, bad proof", "", "application/x-www-form-urlencoded", bad, false, 415, -32600, ""},
+		{"application/jsonx, bad proof", "", "application/jsonx", bad, false, 415, -32600, ""},
+		{"no Content-Type, bad proof", "", "-", bad, false, 415, -32600, ""},
+		{"text/plain, valid proof", "", "text/plain", signed(t, f.agent, testAudience, toolsCallBody), false, 415, -32600, ""},
+		{"text/plain, variant key", "", "text/plain", rename(bad, `"ORG.kya-os/request-proof"`), false, 415, -32600, ""},
+		{"+json type, bad proof", "", "application/vnd.example+json", bad, false, 401, -31000, "audience_mismatch"},
 		{"off reads no proof", "off", "", rename(bad, `"ORG.kya-os/request-proof"`), false, 200, 0, ""},
 	}
 	for _, c := range cases {

@@ -3,6 +3,7 @@ package edge
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
+	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -38,6 +40,13 @@ type rejection struct {
 	// tag is a short stable name for logs: reason when set, else one of
 	// the handler's own (no_credential, conflicting_credentials, …).
 	tag string
+	// rpc, when not 0, is the JSON-RPC error code the refusal is written
+	// with instead of the RFC 6750 body: for a body that is no MCP
+	// request at all, which an MCP client reads as a JSON-RPC error.
+	rpc int
+	// audiences are the audiences the route accepts, for wrong_audience:
+	// the configured ones or those derived from the Host, never secret.
+	audiences []string
 }
 
 // vcSentinels are vc's errors; the first one an error wraps gives the
@@ -60,11 +69,16 @@ func (h *Handler) rejectionFor(err error) rejection {
 	case errors.Is(err, carrier.ErrConflict):
 		return rejection{status: http.StatusBadRequest, code: "invalid_request", description: carrier.ErrConflict.Error(), tag: "conflicting_credentials"}
 	case errors.Is(err, carrier.ErrBodyTooLarge):
-		return rejection{status: http.StatusRequestEntityTooLarge, code: "invalid_request", description: carrier.ErrBodyTooLarge.Error(), tag: "body_too_large"}
+		return rejection{status: http.StatusRequestEntityTooLarge, code: "invalid_request", tag: "body_too_large",
+			description: fmt.Sprintf("%s: the limit is %d bytes (max_body_size); send a smaller body, or raise max_body_size", carrier.ErrBodyTooLarge, h.MaxBodySize)}
 	case errors.Is(err, carrier.ErrBodyRead):
 		return rejection{status: http.StatusBadRequest, code: "invalid_request", description: carrier.ErrBodyRead.Error(), tag: "body_unreadable"}
 	case errors.Is(err, carrier.ErrBodyNotJSON):
-		return rejection{status: http.StatusBadRequest, code: "invalid_request", description: carrier.ErrBodyNotJSON.Error(), tag: "body_unreadable"}
+		return rejection{status: http.StatusBadRequest, code: "invalid_request", description: carrier.ErrBodyNotJSON.Error() + ": send one JSON-RPC message or batch as UTF-8 JSON",
+			tag: "body_unreadable", rpc: mcp.CodeParseError}
+	case errors.Is(err, errNotJSONMediaType):
+		return rejection{status: http.StatusUnsupportedMediaType, code: "invalid_request", description: errNotJSONMediaType.Error(),
+			tag: "unsupported_media_type", rpc: mcp.CodeInvalidRequest}
 	case errors.Is(err, carrier.ErrForeignBearer):
 		return rejection{status: http.StatusUnauthorized, code: "invalid_token", description: carrier.ErrForeignBearer.Error(), reason: "not_a_delegation", challenge: true, tag: "not_a_delegation"}
 	case errors.Is(err, assertion.ErrDelegationExpired):
@@ -126,21 +140,40 @@ func hostError(err error) error {
 
 // errorBody is the JSON body of a rejection (RFC 6750 §3 names).
 type errorBody struct {
-	Error            string `json:"error"`
-	ErrorDescription string `json:"error_description"`
-	Reason           string `json:"reason,omitempty"`
-	Scope            string `json:"scope,omitempty"`
+	Error            string   `json:"error"`
+	ErrorDescription string   `json:"error_description"`
+	Reason           string   `json:"reason,omitempty"`
+	Scope            string   `json:"scope,omitempty"`
+	Audiences        []string `json:"audiences,omitempty"`
 }
 
 // writeRejection answers the request with rej. The response is complete, so
 // the handler returns nil after it.
 func (h *Handler) writeRejection(w http.ResponseWriter, r *http.Request, rej rejection) {
+	if rej.rpc != 0 {
+		writeJSON(w, rej.status, mcp.ErrorResponse(nil, rej.rpc, "mcpi: "+rej.description), "no-store")
+		return
+	}
 	hdr := w.Header()
 	if rej.challenge {
 		hdr.Set("WWW-Authenticate", h.challengeHeader(r, rej))
 	}
-	body, _ := json.Marshal(errorBody{rej.code, rej.description, rej.reason, rej.scope})
+	body, _ := json.Marshal(errorBody{rej.code, rej.description, rej.reason, rej.scope, rej.audiences})
 	writeJSON(w, rej.status, body, "no-store")
+}
+
+// withAudiences adds to a wrong_audience refusal the audiences the route
+// accepts for r, so that the client can ask for a credential naming one.
+func (h *Handler) withAudiences(r *http.Request, rej rejection) rejection {
+	if rej.reason != vc.Reason(vc.ErrAudience) {
+		return rej
+	}
+	rej.audiences = h.Audiences
+	if len(rej.audiences) == 0 {
+		rej.audiences = requestAudiences(h.serviceHost(r))
+	}
+	rej.description += "; this route accepts the audiences " + strings.Join(rej.audiences, ", ")
+	return rej
 }
 
 // challengeHeader builds the Bearer challenge. Without a presented

@@ -3,6 +3,7 @@ package edge
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"go.uber.org/zap"
@@ -174,9 +175,13 @@ func (c *responseCheck) rewrite(data []byte) ([]byte, error) {
 }
 
 // failBody answers every request of the request body with a JSON-RPC error,
-// for a response that was withheld.
-func (c *responseCheck) failBody() []byte {
-	const msg = "mcpi: the upstream response could not be checked and was withheld"
+// for a response that was withheld because of err. One withheld for its
+// size names the limit and the setting that raises it.
+func (c *responseCheck) failBody(err error) []byte {
+	msg := "mcpi: the upstream response could not be checked and was withheld"
+	if errors.Is(err, errResponseOversize) || errors.Is(err, mcp.ErrEventTooLarge) {
+		msg = fmt.Sprintf("mcpi: the upstream response is larger than max_response_size (%d bytes), so it could not be checked and was withheld; raise max_response_size on this route", c.h.MaxResponseSize)
+	}
 	var ids []json.RawMessage
 	for _, m := range c.msgs {
 		if mcp.IsRequest(m) {

@@ -277,7 +277,7 @@ func (f *responseFilter) fail(err error) {
 	hdr.Del("Content-Encoding")
 	hdr.Set("Content-Type", "application/json")
 	hdr.Set("Cache-Control", "no-store")
-	f.send(f.status, f.check.failBody())
+	f.send(f.status, f.check.failBody(err))
 }
 
 // failSSE ends a stream the rewriter refused: a blank line ends any event
@@ -287,7 +287,7 @@ func (f *responseFilter) fail(err error) {
 func (f *responseFilter) failSSE(err error) {
 	f.state, f.err = fsFailed, err
 	f.check.logWithheld(err)
-	b := append([]byte("\ndata: "), f.check.failBody()...)
+	b := append([]byte("\ndata: "), f.check.failBody(err)...)
 	b = append(b, "\n\n"...)
 	if _, werr := f.ResponseWriter.Write(b); werr == nil {
 		_ = f.flushUnder()

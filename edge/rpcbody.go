@@ -85,18 +85,23 @@ func (h *Handler) refuseAmbiguous(w http.ResponseWriter, r *http.Request, b *rpc
 		return false
 	}
 	_, _, err := b.messages()
-	if !errors.Is(err, mcp.ErrAmbiguous) && !h.proofs.AmbiguousProof(b.forGate()) {
-		return false
+	if !errors.Is(err, mcp.ErrAmbiguous) {
+		if !h.proofs.AmbiguousProof(b.forGate()) {
+			return false
+		}
+		err = mcp.ErrAmbiguous
 	}
-	h.writeAmbiguous(w, r)
+	h.writeAmbiguous(w, r, err)
 	return true
 }
 
-// writeAmbiguous writes the refusal of an ambiguous body.
-func (h *Handler) writeAmbiguous(w http.ResponseWriter, r *http.Request) {
+// writeAmbiguous writes the refusal of an ambiguous body; err (an
+// mcp.ErrAmbiguous, such as mcp.ErrRequestAndResponse) says why, and
+// names no content of the body.
+func (h *Handler) writeAmbiguous(w http.ResponseWriter, r *http.Request, err error) {
 	h.obs.Decision(r, observe.Decision{Outcome: "rejected", Reason: "ambiguous_body", Status: http.StatusBadRequest})
 	if c := h.logger.Check(zapcore.DebugLevel, "request refused: ambiguous JSON-RPC body"); c != nil {
-		c.Write(zap.Error(mcp.ErrAmbiguous))
+		c.Write(zap.Error(err))
 	}
-	writeJSON(w, http.StatusBadRequest, mcp.ErrorResponse(nil, mcp.CodeInvalidRequest, mcp.ErrAmbiguous.Error()), "no-store")
+	writeJSON(w, http.StatusBadRequest, mcp.ErrorResponse(nil, mcp.CodeInvalidRequest, err.Error()), "no-store")
 }

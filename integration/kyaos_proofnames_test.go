@@ -11,10 +11,11 @@ import (
 // TestKYAOSOptionalProofNames (review 6, F3) through the real Caddy, on a
 // route with request_proof optional (the default) and no tool policy: an
 // invalid proof is refused however it is named or typed. Under an exact
-// key, and sent as text/plain, it gets 401 -31000; under a key in another
-// case, beside the legacy key, or in a "_Meta", the body is ambiguous
-// (400 -32600). Nothing refused reaches the upstream; a valid proof sent
-// as text/plain passes byte for byte.
+// key it gets 401 -31000; under a key in another case, beside the legacy
+// key, or in a "_Meta", the body is ambiguous (400 -32600); sent as
+// text/plain or a form, it is refused 415 before its proof is read.
+// Nothing refused reaches the upstream; a valid proof passes byte for
+// byte.
 func TestKYAOSOptionalProofNames(t *testing.T) {
 	h := startL3Edge(t, "", jsonRPCUpstream(), sharedStorage(t))
 	w := newWorld(t, h)
@@ -53,8 +54,8 @@ func TestKYAOSOptionalProofNames(t *testing.T) {
 		{"key with a Kelvin sign", "application/json", strings.Replace(bad, canonical, "\"org.\u212aya-os/request-proof\":", 1), 400, -32600, ""},
 		{"both keys, two proofs", "application/json", bothKeys(valid, bad), 400, -32600, ""},
 		{"_Meta", "application/json", strings.Replace(bad, `"_meta"`, `"_Meta"`, 1), 400, -32600, ""},
-		{"text/plain", "text/plain", bad, 401, -31000, "audience_mismatch"},
-		{"form content type", "application/x-www-form-urlencoded", bad, 401, -31000, "audience_mismatch"},
+		{"text/plain", "text/plain", bad, 415, -32600, ""},
+		{"form content type", "application/x-www-form-urlencoded", bad, 415, -32600, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -75,10 +76,10 @@ func TestKYAOSOptionalProofNames(t *testing.T) {
 			}
 		})
 	}
-	t.Run("valid proof as text/plain", func(t *testing.T) {
+	t.Run("valid proof", func(t *testing.T) {
 		h.upstream.Reset()
 		fresh := proveAs(t, w.agent, aud, time.Now(), kyaosCall)
-		resp := send("text/plain", fresh)
+		resp := send("application/json", fresh)
 		reqs := h.upstream.Requests()
 		if resp.Status != 200 || len(reqs) != 1 || string(reqs[0].Body) != fresh {
 			t.Fatalf("HTTP %d %s, %d upstream requests", resp.Status, resp.Body, len(reqs))

@@ -801,15 +801,12 @@ func TestPolicyMoreBodyLimit(t *testing.T) {
 			{"content-length", "application/json", func() io.Reader { return bytes.NewReader(over) }},
 			// Not a *bytes.Reader: net/http sends it chunked.
 			{"chunked", "application/json", func() io.Reader { return io.MultiReader(bytes.NewReader(over)) }},
-			// The tool policy reads every POST body, JSON or not.
-			{"text-plain", "text/plain", func() io.Reader { return bytes.NewReader(over) }},
-			{"text-plain-chunked", "text/plain", func() io.Reader { return io.MultiReader(bytes.NewReader(over)) }},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				m.upstream.Reset()
 				resp := m.raw(ctx, path, auth, session, legacyProtocol, c.contentType, c.body())
 				body := m.assertEdgeError(t, resp, http.StatusRequestEntityTooLarge, "invalid_request")
-				if body.Description != "request body too large" {
+				if !strings.HasPrefix(body.Description, "request body too large") || !strings.Contains(body.Description, "max_body_size") {
 					t.Errorf("error_description %q", body.Description)
 				}
 				if cc := resp.Header.Get("Cache-Control"); !strings.Contains(cc, "no-store") {

@@ -27,6 +27,16 @@ var (
 	// without "id" or with both or neither of "result" and "error", or one of
 	// these members given twice (-32600).
 	ErrInvalidMessage = errors.New("mcp: invalid JSON-RPC message")
+	// ErrRequestAndResponse: a message with "method" and also "result" or
+	// "error" (-32600). It is ErrInvalidMessage and ErrAmbiguous at once:
+	// the edge reads neither a request nor a response in it, while SDKs
+	// read one or the other (the Go SDK runs it as a request), so every
+	// step that checks a body or its answer refuses it rather than pass on
+	// what it could not read.
+	ErrRequestAndResponse error = &kindError{
+		msg:   `mcp: a message has "method" and also "result" or "error": send a request (method, params) or a response (result or error), not both in one message`,
+		kinds: []error{ErrInvalidMessage, ErrAmbiguous},
+	}
 	// ErrInvalidParams: a tools/call whose params is not an object with a
 	// single string "name" (-32602).
 	ErrInvalidParams = errors.New("mcp: invalid tools/call params")
@@ -41,6 +51,15 @@ var (
 	// ErrClosed: Write after Close on an SSE rewriter.
 	ErrClosed = errors.New("mcp: SSE rewriter closed")
 )
+
+// kindError is a sentinel error that is also each of kinds (errors.Is).
+type kindError struct {
+	msg   string
+	kinds []error
+}
+
+func (e *kindError) Error() string   { return e.msg }
+func (e *kindError) Unwrap() []error { return e.kinds }
 
 // MessageError says which message of a body was rejected, and why.
 type MessageError struct {

@@ -20,6 +20,7 @@ func FuzzParseMessages(f *testing.F) {
 		`{"jsonrpc":"2.0","id":4,"method":"tools\/call","params":{"n\u0061me":"a\"b"}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"a","method":"b"}`,
 		`{"jsonrpc":"2.0","id":1,"Method":"tools/call"}`,
+		`{"jsonrpc":"2.0","id":6,"method":"tools/call","result":{},"params":{"name":"x"}}`,
 		`[]`, `[1]`, ``, `{`, `null`, `[[[[[[]]]]]]`,
 	} {
 		f.Add([]byte(s))

@@ -66,7 +66,9 @@ func IsResponse(m Message) bool { return m.Method == "" && (m.Result != nil || m
 // upstream will execute. Members it does not know are left alone.
 //
 // Errors wrap ErrEmpty, ErrParse, ErrTooDeep, ErrEmptyBatch, ErrNotObject,
-// ErrInvalidMessage or ErrInvalidParams; element errors are *MessageError.
+// ErrInvalidMessage (ErrRequestAndResponse, which is ErrAmbiguous too, for
+// a message with a method and a result or error) or ErrInvalidParams;
+// element errors are *MessageError.
 // "params": null is accepted as absent, because some clients send it for
 // methods without parameters.
 func ParseMessages(body []byte) (msgs []Message, batch bool, err error) {
@@ -192,7 +194,7 @@ func checkMessage(body []byte, i, end int, f spans, dup string, idx int) (Messag
 			return bad("method", ErrInvalidMessage)
 		}
 		if has(4) || has(5) {
-			return bad("", ErrInvalidMessage)
+			return bad("", ErrRequestAndResponse)
 		}
 		m.Method = method
 		if method == MethodToolsCall {

@@ -13,7 +13,9 @@ import (
 // spelt in another case. Parsers disagree on such bodies: encoding/json
 // matches names case-insensitively and keeps the last repeat, so
 // {"method":"ping","Method":"tools/call"} is a ping to an exact reader and a
-// tools/call to a Go upstream (-32600).
+// tools/call to a Go upstream (-32600). ErrRequestAndResponse (a message
+// with a method and a result or error, a request to some readers and a
+// response to others) is ErrAmbiguous too.
 var ErrAmbiguous = errors.New("mcp: member name repeated, or differing from a JSON-RPC member only by case")
 
 // rpcMembers are the JSON-RPC member names a message must spell exactly.

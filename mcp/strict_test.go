@@ -81,3 +81,29 @@ func FuzzParseStrict(f *testing.F) {
 		}
 	})
 }
+
+// TestRequestAndResponseIsAmbiguous: a message with a method and a result
+// or error is refused by both readings as ErrRequestAndResponse, which is
+// an invalid message (-32600) and ambiguous (some SDKs run it as a
+// request), alone or in a batch; a response with both result and error is
+// only invalid.
+func TestRequestAndResponseIsAmbiguous(t *testing.T) {
+	mixed := []string{
+		`{"jsonrpc":"2.0","id":6,"method":"tools/call","result":{},"params":{"name":"x"}}`,
+		`{"jsonrpc":"2.0","id":6,"error":{"code":1,"message":"m"},"method":"ping"}`,
+		`{"jsonrpc":"2.0","method":"notifications/x","result":{}}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"ping","result":{}}]`,
+	}
+	for _, body := range mixed {
+		for name, parse := range map[string]func([]byte) ([]Message, bool, error){"ParseMessages": ParseMessages, "ParseStrict": ParseStrict} {
+			_, _, err := parse([]byte(body))
+			if !errors.Is(err, ErrRequestAndResponse) || !errors.Is(err, ErrAmbiguous) || !errors.Is(err, ErrInvalidMessage) || ErrorCode(err) != CodeInvalidRequest {
+				t.Errorf("%s(%s) = %v, want ErrRequestAndResponse (ambiguous, invalid, -32600)", name, body, err)
+			}
+		}
+	}
+	_, _, err := ParseStrict([]byte(`{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":"m"}}`))
+	if !errors.Is(err, ErrInvalidMessage) || errors.Is(err, ErrAmbiguous) {
+		t.Errorf("result and error: %v, want ErrInvalidMessage only", err)
+	}
+}
