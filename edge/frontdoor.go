@@ -12,6 +12,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/authserver"
+	"github.com/mcpi-edge/caddy-mcpi/edge/dpop"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -79,8 +80,14 @@ func (h *Handler) provisionFrontDoor() error {
 	if h.keyStorage != nil {
 		deps.Keys = h.keyStorage
 	}
-	if h.dpopCheck != nil {
-		deps.DPoP = h.dpopCheck
+	// DPoP at the token endpoint: proofs are single-use in the shared
+	// store, so a proof replayed to another replica is refused too.
+	if su, ok := h.l3.store.(dpop.ReplayStore); ok {
+		checker := dpop.NewChecker(su)
+		deps.DPoP = func(ctx context.Context, proof, method, url string) (authserver.DPoPProof, error) {
+			p, err := checker.Check(ctx, proof, dpop.Expect{Method: method, URL: url})
+			return authserver.DPoPProof{JKT: p.JKT, Key: p.Public}, err
+		}
 	}
 	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
 	defer cancel()
