@@ -196,8 +196,22 @@ func TestFrontDoorUntickedScope(t *testing.T) {
 	if f.upstreams != before || strings.Contains(string(body), `"text":"ok"`) {
 		t.Fatalf("unticked echo reached the upstream: %d %s", res.StatusCode, body)
 	}
+	// RFC 6750 step-up: 403 insufficient_scope naming what to ask for.
+	wa := res.Header.Get("WWW-Authenticate")
+	if res.StatusCode != http.StatusForbidden || !strings.Contains(wa, `error="insufficient_scope"`) || !strings.Contains(wa, `scope="files:read echo:execute"`) {
+		t.Fatalf("unticked echo: %d %q", res.StatusCode, wa)
+	}
 	if res, _ := f.call(tok.AccessToken, "Bearer", fileCall, nil); res.StatusCode != 200 || f.upstreams != before+1 {
 		t.Fatalf("ticked files: %d", res.StatusCode)
+	}
+	// Stepping up through the same consent with the challenge's scopes.
+	id2 := f.register(redirect)
+	verifier2, challenge2 := pkce()
+	loc2 := f.approve(f.consentForm(f.authzQuery(id2, redirect, challenge2, "files:read echo:execute")), "files:read", "echo:execute")
+	_, tok = f.token(url.Values{"grant_type": {"authorization_code"}, "code": {loc2.Query().Get("code")}, "client_id": {id2},
+		"redirect_uri": {redirect}, "code_verifier": {verifier2}}, nil)
+	if res, _ := f.call(tok.AccessToken, "Bearer", echoCall, nil); res.StatusCode != 200 || f.upstreams != before+2 {
+		t.Fatalf("echo after step-up: %d", res.StatusCode)
 	}
 }
 
