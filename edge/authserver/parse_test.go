@@ -229,3 +229,22 @@ func FuzzCredentialFamily(f *testing.F) {
 		}
 	})
 }
+
+// TestCORS: browser clients may read metadata and call the token endpoint
+// from any origin; the consent page is not opened to scripts.
+func TestCORS(t *testing.T) {
+	s := newTestServer(t)
+	for path, open := range map[string]bool{"/oauth/token": true, "/.well-known/oauth-authorization-server": true, "/oauth/register": true, "/oauth/authorize": false} {
+		req := httptest.NewRequest(http.MethodOptions, "https://edge.example"+path, nil)
+		req.Header.Set("Origin", "https://inspector.example")
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		rec := httptest.NewRecorder()
+		s.Serve(rec, req)
+		if got := rec.Header().Get("Access-Control-Allow-Origin") == "*"; got != open {
+			t.Errorf("%s: CORS open %t, want %t", path, got, open)
+		}
+		if open && rec.Code != http.StatusNoContent {
+			t.Errorf("%s preflight: %d", path, rec.Code)
+		}
+	}
+}
