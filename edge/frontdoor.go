@@ -234,19 +234,20 @@ func (h *Handler) routeScopes() []authserver.Scope {
 	return out
 }
 
-// stepUp answers a single tools/call refused for missing scopes, made with
-// a credential the front door issued, the OAuth way (RFC 6750 §3.1): 403
-// insufficient_scope naming the scopes to ask for, the ones granted and
-// the missing ones, so that an OAuth client asks the user again through
-// the same consent and keeps what it had. Other clients get the tool
+// stepUpScope reports whether a request is a single tools/call refused
+// for missing scopes, made with a credential the front door issued, and
+// the scopes to ask for then: the granted ones and the missing ones, so
+// that an OAuth client asks the user again through the same consent and
+// keeps what it had. stepUp answers it the OAuth way (RFC 6750 §3.1):
+// 403 insufficient_scope with that scope. Other clients get the tool
 // result they always got.
-func (h *Handler) stepUp(w http.ResponseWriter, r *http.Request, msgs []mcp.Message, batch bool, decisions []mcp.Decision, d *vc.Delegation) bool {
+func (h *Handler) stepUpScope(msgs []mcp.Message, batch bool, decisions []mcp.Decision, d *vc.Delegation) (string, bool) {
 	if h.front == nil || d == nil || batch || len(msgs) != 1 || !authserver.IsUserDID(d.Issuer) {
-		return false
+		return "", false
 	}
 	dec := decisions[0]
 	if dec.Allowed || dec.Reason != mcp.ReasonInsufficientScope || len(dec.Missing) == 0 {
-		return false
+		return "", false
 	}
 	scopes := slices.Clone(d.Scopes)
 	for _, s := range dec.Missing {
@@ -254,8 +255,11 @@ func (h *Handler) stepUp(w http.ResponseWriter, r *http.Request, msgs []mcp.Mess
 			scopes = append(scopes, s)
 		}
 	}
+	return strings.Join(scopes, " "), true
+}
+
+func (h *Handler) stepUp(w http.ResponseWriter, r *http.Request, scope string) {
 	h.writeRejection(w, r, rejection{status: http.StatusForbidden, code: "insufficient_scope",
 		description: "the delegation lacks a scope this tool needs: authorize again with the scopes named in WWW-Authenticate",
-		scope:       strings.Join(scopes, " "), challenge: true, tag: "insufficient_scope"})
-	return true
+		scope:       scope, challenge: true, tag: "insufficient_scope"})
 }

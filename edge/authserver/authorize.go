@@ -172,7 +172,10 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case page && code != "":
 		if status == http.StatusUnauthorized {
-			w.Header().Set("WWW-Authenticate", `Basic realm="mcpi"`)
+			// Not Basic: the edge checks no password itself, and a
+			// browser prompt would only loop. The route's authentication
+			// is what signs the user in.
+			w.Header().Set("WWW-Authenticate", `Caddy-Route-Auth realm="sign in through this site's authentication"`)
 		}
 		s.errorPage(w, r, status, desc)
 		return
