@@ -63,6 +63,10 @@ type Expect struct {
 	// AccessToken is the token presented with the proof, or "" at the
 	// token endpoint. When set, ath must be the base64url SHA-256 of it.
 	AccessToken string
+	// JKT, when set, is the thumbprint the proof's key must have (the
+	// presented token's cnf.jkt): a proof by another key is ErrMismatch,
+	// refused before its jti is recorded.
+	JKT string
 }
 
 // ReplayStore remembers the proofs used, so that each is accepted once;
@@ -149,6 +153,9 @@ func (c *Checker) Check(ctx context.Context, proofJWT string, want Expect) (Proo
 		if subtle.ConstantTimeCompare([]byte(claims.ath), []byte(ath)) != 1 {
 			return Proof{}, fmt.Errorf("%w (ath is not the hash of the access token presented)", ErrMismatch)
 		}
+	}
+	if want.JKT != "" && subtle.ConstantTimeCompare([]byte(p.JKT), []byte(want.JKT)) != 1 {
+		return Proof{}, fmt.Errorf("%w (the proof is signed by another key than the one the token is bound to)", ErrMismatch)
 	}
 	// The marker lives as long as iat keeps the proof acceptable: a proof
 	// dated maxFuture ahead stays fresh maxAge after that.

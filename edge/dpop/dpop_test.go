@@ -312,3 +312,23 @@ func flip(s string) string {
 	}
 	return string(b)
 }
+
+func TestCheckBoundKey(t *testing.T) {
+	k, other := newEdKey(t), newEdKey(t)
+	store := newStore(t)
+	c := dpop.NewChecker(store, dpop.WithClock(func() time.Time { return testNow }))
+	first, err := c.Check(context.Background(), k.proof("a"), dpop.Expect{Method: "GET", URL: testURL, AccessToken: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Check(context.Background(), other.proof("b"), dpop.Expect{Method: "GET", URL: testURL, AccessToken: testToken, JKT: first.JKT})
+	if !errors.Is(err, dpop.ErrMismatch) {
+		t.Fatalf("proof by another key: %v", err)
+	}
+	if store.SingleUses() != 1 {
+		t.Fatalf("a proof by the wrong key left a marker (%d)", store.SingleUses())
+	}
+	if _, err := c.Check(context.Background(), k.proof("c"), dpop.Expect{Method: "GET", URL: testURL, AccessToken: testToken, JKT: first.JKT}); err != nil {
+		t.Fatalf("proof by the bound key: %v", err)
+	}
+}
