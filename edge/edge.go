@@ -22,6 +22,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
+	"github.com/mcpi-edge/caddy-mcpi/edge/dpop"
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/proof"
@@ -104,6 +105,8 @@ type Handler struct {
 	obs    *observe.Recorder
 	// proofs is the KYA-OS gate: declarations, request and response proofs.
 	proofs *proof.Gate
+	// dpop checks the proofs of DPoP-bound credentials (boundcredential.go).
+	dpop *dpop.Checker
 	// proofHostDID is the proofs' audience by Host (kyaos.go).
 	proofHostDID hostDID
 
@@ -186,6 +189,7 @@ func (h *Handler) build() error {
 
 	// The Level 3 nonce store is also the verifier's replay guard.
 	h.provisionNonceStore()
+	h.provisionDPoP()
 	more, err := h.delegationOptions()
 	if err != nil {
 		return err
