@@ -107,6 +107,10 @@ func TestCheckRefuses(t *testing.T) {
 		{"jwk EC P-384", alter(ec, func(p *proofParts) {
 			p.header["jwk"] = map[string]any{"kty": "EC", "crv": "P-384", "x": b64(make([]byte, 48)), "y": b64(make([]byte, 48))}
 		}), want, dpop.ErrAlg},
+		{"jwk EC without y", alter(ec, func(p *proofParts) { delete(p.header["jwk"].(map[string]any), "y") }), want, dpop.ErrMalformed},
+		{"jwk OKP with y", alter(ed, func(p *proofParts) { p.header["jwk"].(map[string]any)["y"] = ed.jwk["x"] }), want, dpop.ErrMalformed},
+		{"jwk x padded", alter(ed, func(p *proofParts) { p.header["jwk"].(map[string]any)["x"] = ed.jwk["x"].(string) + "=" }), want, dpop.ErrMalformed},
+		{"jwk kty missing", alter(ed, func(p *proofParts) { delete(p.header["jwk"].(map[string]any), "kty") }), want, dpop.ErrMalformed},
 		{"jwk off curve", alter(ec, func(p *proofParts) {
 			p.header["jwk"] = map[string]any{"kty": "EC", "crv": "P-256", "x": offX, "y": offY}
 		}), want, dpop.ErrMalformed},
