@@ -23,6 +23,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/authserver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
+	"github.com/mcpi-edge/caddy-mcpi/edge/dpop"
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/proof"
@@ -110,6 +111,8 @@ type Handler struct {
 	obs    *observe.Recorder
 	// proofs is the KYA-OS gate: declarations, request and response proofs.
 	proofs *proof.Gate
+	// dpop checks the proofs of DPoP-bound credentials (boundcredential.go).
+	dpop *dpop.Checker
 	// proofHostDID is the proofs' audience by Host (kyaos.go).
 	proofHostDID hostDID
 	// front is the authorization server (frontdoor.go); nil when off.
@@ -194,6 +197,7 @@ func (h *Handler) build() error {
 
 	// The Level 3 nonce store is also the verifier's replay guard.
 	h.provisionNonceStore()
+	h.provisionDPoP()
 	if err := h.provisionFrontDoor(); err != nil {
 		return err
 	}

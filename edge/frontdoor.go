@@ -81,10 +81,11 @@ func (h *Handler) provisionFrontDoor() error {
 	if h.keyStorage != nil {
 		deps.Keys = h.keyStorage
 	}
-	// DPoP at the token endpoint: proofs are single-use in the shared
-	// store, so a proof replayed to another replica is refused too.
-	if su, ok := h.l3.store.(dpop.ReplayStore); ok {
-		checker := dpop.NewChecker(su)
+	// DPoP at the token endpoint, with the resource side's checker:
+	// proofs are single-use in the shared store, so a proof replayed to
+	// another replica is refused too.
+	if h.dpop != nil {
+		checker := h.dpop
 		deps.DPoP = func(ctx context.Context, proof, method, url string) (authserver.DPoPProof, error) {
 			p, err := checker.Check(ctx, proof, dpop.Expect{Method: method, URL: url})
 			return authserver.DPoPProof{JKT: p.JKT, Key: p.Public}, err

@@ -269,7 +269,6 @@ func (f *frontDoor) call(token, scheme, body string, hdr http.Header) (*http.Res
 }
 
 const (
-	listBody = `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
 	echoCall = `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{}}}`
 	fileCall = `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"files","arguments":{}}}`
 )

@@ -102,6 +102,10 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 		if d, err = h.verify(r, cred.Raw, chain); err != nil {
 			return h.reject(w, r, err, cred)
 		}
+		// A DPoP-bound credential, only with its proof (boundcredential.go).
+		if err = h.checkBinding(r, cred, d); err != nil {
+			return h.reject(w, r, err, cred)
+		}
 	}
 	// The request proof, bound to the credential's (or the handshake
 	// session's) subject.

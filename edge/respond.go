@@ -38,6 +38,9 @@ type rejection struct {
 	// tag is a short stable name for logs: reason when set, else one of
 	// the handler's own (no_credential, conflicting_credentials, …).
 	tag string
+	// dpopError, for a refused DPoP-bound credential, is the error of the
+	// DPoP challenge sent beside the Bearer one (RFC 9449 §7.1).
+	dpopError string
 }
 
 // vcSentinels are vc's errors; the first one an error wraps gives the
@@ -54,6 +57,9 @@ var vcSentinels = []error{
 // rejectionFor maps every error the handler can refuse a request with to its
 // answer. This is the only place that decides statuses.
 func (h *Handler) rejectionFor(err error) rejection {
+	if rej, ok := dpopRejection(err); ok {
+		return rej
+	}
 	switch {
 	case errors.Is(err, carrier.ErrNoCredential):
 		return rejection{status: http.StatusUnauthorized, code: "invalid_token", description: carrier.ErrNoCredential.Error(), challenge: true, tag: "no_credential"}
@@ -138,6 +144,9 @@ func (h *Handler) writeRejection(w http.ResponseWriter, r *http.Request, rej rej
 	hdr := w.Header()
 	if rej.challenge {
 		hdr.Set("WWW-Authenticate", h.challengeHeader(r, rej))
+		if rej.dpopError != "" {
+			hdr.Add("WWW-Authenticate", dpopChallenge(rej))
+		}
 	}
 	body, _ := json.Marshal(errorBody{rej.code, rej.description, rej.reason, rej.scope})
 	writeJSON(w, rej.status, body, "no-store")

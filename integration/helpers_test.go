@@ -359,7 +359,7 @@ func (h *harness) initialize(ctx context.Context, path string, hdr http.Header, 
 }
 
 // carrierHeaders are the header carriers of MCPI-WIRE §1 (lower case).
-var carrierHeaders = []string{"authorization", "kya-delegation", "kya-os-delegation-credential", "mcp-i-credential", "mcp-i-delegation"}
+var carrierHeaders = []string{"authorization", "dpop", "kya-delegation", "kya-os-delegation-credential", "mcp-i-credential", "mcp-i-delegation"}
 
 // identityHeaderNames are the headers only the edge may set (lower case, "-").
 var identityHeaderNames = []string{"x-agent-did", "x-user-did", "x-verified-delegation", "x-agent-reputation-score"}

@@ -37,10 +37,15 @@ type Template struct {
 	// without its "urn:uuid:" prefix. Credentials renewed from one grant
 	// share it.
 	DelegationID string
-	// ConfirmationJKT, when set, binds the credential to a proof-of-
-	// possession key (RFC 7800 cnf, RFC 9449 jkt: the base64url RFC 7638
-	// thumbprint). VC-JWT only.
-	ConfirmationJKT string
+	// CnfJKT binds the credential to a DPoP key (RFC 9449): the key's RFC
+	// 7638 SHA-256 thumbprint, base64url, put in the top-level cnf.jkt
+	// claim. VC-JWT only.
+	CnfJKT string
+}
+
+// cnfOut is the RFC 7800 confirmation claim of a DPoP-bound credential.
+type cnfOut struct {
+	JKT string `json:"jkt"`
 }
 
 // The KYA-OS delegation credential shape (see the reference wire notes §2.3).
@@ -96,10 +101,6 @@ type jwtOut struct {
 	Jti string  `json:"jti"`
 	Cnf *cnfOut `json:"cnf,omitempty"`
 	VC  *vcOut  `json:"vc"`
-}
-
-type cnfOut struct {
-	JKT string `json:"jkt"`
 }
 
 type headerOut struct {
@@ -195,8 +196,11 @@ func IssueJWT(key crypto.PrivateKey, kid string, t Template) (string, error) {
 	if !t.NotBefore.IsZero() {
 		claims.Nbf = t.NotBefore.Unix()
 	}
-	if t.ConfirmationJKT != "" {
-		claims.Cnf = &cnfOut{JKT: t.ConfirmationJKT}
+	if t.CnfJKT != "" {
+		if _, err := readCnfJKT([]byte(`{"jkt":"` + t.CnfJKT + `"}`)); err != nil {
+			return "", errors.New("vc: template CnfJKT is not a base64url SHA-256 thumbprint")
+		}
+		claims.Cnf = &cnfOut{JKT: t.CnfJKT}
 	}
 	hb, err := json.Marshal(headerOut{Alg: alg, Typ: "JWT", Kid: kid})
 	if err != nil {
@@ -220,6 +224,9 @@ func IssueJWT(key crypto.PrivateKey, kid string, t Template) (string, error) {
 func IssueJSON(key ed25519.PrivateKey, kid string, t Template) ([]byte, error) {
 	if len(key) != ed25519.PrivateKeySize {
 		return nil, errors.New("vc: invalid Ed25519 private key")
+	}
+	if t.CnfJKT != "" {
+		return nil, errors.New("vc: a DPoP binding (CnfJKT) is a VC-JWT claim: use IssueJWT")
 	}
 	if ed25519v.SmallOrder(key.Public().(ed25519.PublicKey)) {
 		return nil, errSmallOrderSigner

@@ -365,6 +365,13 @@ func (p *parsed) fill(cred *credential, jp *jwtPayload) error {
 	}
 
 	d := &p.d
+	if present(jwt.Cnf) {
+		jkt, err := readCnfJKT(jwt.Cnf)
+		if err != nil {
+			return err
+		}
+		d.CnfJKT = jkt
+	}
 	d.Issuer = issuer
 	d.AgentDID = agent
 	d.UserDID = deleg.UserDID

@@ -193,7 +193,7 @@ func (s *Server) issue(w http.ResponseWriter, r *http.Request, g grant, scopes [
 	user := userDID(g.Origin, g.UserID)
 	tok, err := vc.IssueJWT(key, user+userKeyFragment, vc.Template{
 		AgentDID: agent, UserDID: user, Audience: aud, Scopes: scopes, ExpiresAt: exp,
-		ID: CredentialIDPrefix + g.Family + ":" + randomToken()[:16], DelegationID: g.Family, ConfirmationJKT: g.JKT,
+		ID: CredentialIDPrefix + g.Family + ":" + randomToken()[:16], DelegationID: g.Family, CnfJKT: g.JKT,
 	})
 	if err != nil {
 		s.deps.Logger.Error("issuing credential", zapErr(err))

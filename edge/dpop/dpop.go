@@ -13,7 +13,6 @@ import (
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
-	"crypto/elliptic"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
@@ -63,6 +62,10 @@ type Expect struct {
 	// AccessToken is the token presented with the proof, or "" at the
 	// token endpoint. When set, ath must be the base64url SHA-256 of it.
 	AccessToken string
+	// JKT, when set, is the thumbprint the proof's key must have (the
+	// presented token's cnf.jkt): a proof by another key is ErrMismatch,
+	// refused before its jti is recorded.
+	JKT string
 }
 
 // ReplayStore remembers the proofs used, so that each is accepted once;
@@ -150,6 +153,9 @@ func (c *Checker) Check(ctx context.Context, proofJWT string, want Expect) (Proo
 			return Proof{}, fmt.Errorf("%w (ath is not the hash of the access token presented)", ErrMismatch)
 		}
 	}
+	if want.JKT != "" && subtle.ConstantTimeCompare([]byte(p.JKT), []byte(want.JKT)) != 1 {
+		return Proof{}, fmt.Errorf("%w (the proof is signed by another key than the one the token is bound to)", ErrMismatch)
+	}
 	// The marker lives as long as iat keeps the proof acceptable: a proof
 	// dated maxFuture ahead stays fresh maxAge after that.
 	if err := c.store.UseOnce(ctx, jtiDigest(p.JKT, p.JTI), c.maxAge+c.maxFuture); err != nil {
@@ -187,7 +193,6 @@ type claims struct {
 var (
 	headerMembers  = []string{"typ", "alg", "jwk", "kid", "crit", "b64", "jku", "x5u", "x5c", "x5t", "x5t#S256", "cty", "zip", "enc"}
 	payloadMembers = []string{"jti", "htm", "htu", "iat", "ath", "nonce", "exp", "nbf"}
-	jwkMembers     = []string{"kty", "crv", "x", "y", "d", "alg", "use", "key_ops", "kid", "p", "q", "dp", "dq", "qi", "k", "oth", "n", "e"}
 )
 
 // parse decodes and verifies the proof's structure and signature.
@@ -217,16 +222,17 @@ func (c *Checker) parse(proofJWT string) (Proof, claims, error) {
 	if bit == 0 || c.algs&bit == 0 {
 		return Proof{}, claims{}, ErrAlg
 	}
-	key, pub, err := publicJWK(hdr["jwk"])
+	pk, err := readJWK(hdr["jwk"])
 	if err != nil {
 		return Proof{}, claims{}, err
 	}
-	if keyAlg(pub) != bit {
+	if pk.alg != bit {
 		return Proof{}, claims{}, fmt.Errorf("%w (alg does not fit the jwk's key type)", ErrAlg)
 	}
-	if ka := key.Algorithm().String(); ka != "" && ka != alg {
+	if pk.jwkAlg != "" && pk.jwkAlg != alg {
 		return Proof{}, claims{}, fmt.Errorf("%w (the jwk's alg differs from the header's)", ErrAlg)
 	}
+	pub := pk.pub
 	sig, err := base64.RawURLEncoding.Strict().DecodeString(s64)
 	if err != nil || len(sig) == 0 {
 		return Proof{}, claims{}, fmt.Errorf("%w (signature is not base64url)", ErrMalformed)
@@ -258,11 +264,11 @@ func (c *Checker) parse(proofJWT string) (Proof, claims, error) {
 	if err != nil {
 		return Proof{}, claims{}, fmt.Errorf("%w (iat: %v)", ErrMalformed, err)
 	}
-	jkt, err := Thumbprint(key)
+	key, err := jwk.FromRaw(pub)
 	if err != nil {
 		return Proof{}, claims{}, fmt.Errorf("%w (jwk: %v)", ErrMalformed, err)
 	}
-	return Proof{JKT: jkt, Key: key, Public: pub, JTI: jti, IssuedAt: iat, Alg: alg}, cl, nil
+	return Proof{JKT: pk.thumbprint(), Key: key, Public: pub, JTI: jti, IssuedAt: iat, Alg: alg}, cl, nil
 }
 
 // decodeObject decodes one base64url part into its members, refusing
@@ -277,58 +283,6 @@ func decodeObject(part string, known []string) (map[string][]byte, error) {
 		return nil, err
 	}
 	return m, nil
-}
-
-// publicJWK reads the jwk header: a public OKP Ed25519 or EC P-256 key.
-// A private member (d, or those of other key types) is refused: the
-// client has sent its secret, and the key must not be trusted.
-func publicJWK(raw []byte) (jwk.Key, crypto.PublicKey, error) {
-	if raw == nil {
-		return nil, nil, fmt.Errorf("%w (no jwk header)", ErrMalformed)
-	}
-	m, err := jsonscan.Object(raw, jwkMembers...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w (jwk: %v)", ErrMalformed, err)
-	}
-	for _, p := range []string{"d", "p", "q", "dp", "dq", "qi", "k", "oth"} {
-		if m[p] != nil {
-			return nil, nil, fmt.Errorf("%w (the jwk header holds a private key: send only the public key, and make a new key pair)", ErrMalformed)
-		}
-	}
-	key, err := jwk.ParseKey(raw)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w (jwk: %v)", ErrMalformed, err)
-	}
-	var pub crypto.PublicKey
-	if err := key.Raw(&pub); err != nil {
-		return nil, nil, fmt.Errorf("%w (jwk: %v)", ErrMalformed, err)
-	}
-	switch k := pub.(type) {
-	case ed25519.PublicKey:
-		if len(k) != ed25519.PublicKeySize || ed25519v.SmallOrder(k) {
-			return nil, nil, fmt.Errorf("%w (jwk is not a usable Ed25519 public key)", ErrMalformed)
-		}
-	case *ecdsa.PublicKey:
-		if k.Curve != elliptic.P256() {
-			return nil, nil, fmt.Errorf("%w (jwk: EC keys must be on P-256)", ErrAlg)
-		}
-		if _, err := k.ECDH(); err != nil {
-			return nil, nil, fmt.Errorf("%w (jwk is not a point on P-256)", ErrMalformed)
-		}
-	default:
-		return nil, nil, fmt.Errorf("%w (jwk must be an OKP Ed25519 or EC P-256 key)", ErrAlg)
-	}
-	return key, pub, nil
-}
-
-func keyAlg(pub crypto.PublicKey) algSet {
-	switch pub.(type) {
-	case ed25519.PublicKey:
-		return algEdDSA
-	case *ecdsa.PublicKey:
-		return algES256
-	}
-	return 0
 }
 
 // verify checks the signature over the signing input. ES256 signatures

@@ -107,6 +107,10 @@ func TestCheckRefuses(t *testing.T) {
 		{"jwk EC P-384", alter(ec, func(p *proofParts) {
 			p.header["jwk"] = map[string]any{"kty": "EC", "crv": "P-384", "x": b64(make([]byte, 48)), "y": b64(make([]byte, 48))}
 		}), want, dpop.ErrAlg},
+		{"jwk EC without y", alter(ec, func(p *proofParts) { delete(p.header["jwk"].(map[string]any), "y") }), want, dpop.ErrMalformed},
+		{"jwk OKP with y", alter(ed, func(p *proofParts) { p.header["jwk"].(map[string]any)["y"] = ed.jwk["x"] }), want, dpop.ErrMalformed},
+		{"jwk x padded", alter(ed, func(p *proofParts) { p.header["jwk"].(map[string]any)["x"] = ed.jwk["x"].(string) + "=" }), want, dpop.ErrMalformed},
+		{"jwk kty missing", alter(ed, func(p *proofParts) { delete(p.header["jwk"].(map[string]any), "kty") }), want, dpop.ErrMalformed},
 		{"jwk off curve", alter(ec, func(p *proofParts) {
 			p.header["jwk"] = map[string]any{"kty": "EC", "crv": "P-256", "x": offX, "y": offY}
 		}), want, dpop.ErrMalformed},
@@ -311,4 +315,24 @@ func flip(s string) string {
 		b[0] = 'A'
 	}
 	return string(b)
+}
+
+func TestCheckBoundKey(t *testing.T) {
+	k, other := newEdKey(t), newEdKey(t)
+	store := newStore(t)
+	c := dpop.NewChecker(store, dpop.WithClock(func() time.Time { return testNow }))
+	first, err := c.Check(context.Background(), k.proof("a"), dpop.Expect{Method: "GET", URL: testURL, AccessToken: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Check(context.Background(), other.proof("b"), dpop.Expect{Method: "GET", URL: testURL, AccessToken: testToken, JKT: first.JKT})
+	if !errors.Is(err, dpop.ErrMismatch) {
+		t.Fatalf("proof by another key: %v", err)
+	}
+	if store.SingleUses() != 1 {
+		t.Fatalf("a proof by the wrong key left a marker (%d)", store.SingleUses())
+	}
+	if _, err := c.Check(context.Background(), k.proof("c"), dpop.Expect{Method: "GET", URL: testURL, AccessToken: testToken, JKT: first.JKT}); err != nil {
+		t.Fatalf("proof by the bound key: %v", err)
+	}
 }

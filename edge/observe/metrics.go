@@ -71,6 +71,8 @@ var (
 		"no_credential", "conflicting_credentials", "body_too_large",
 		"body_unreadable", "not_a_delegation", "edge_identity",
 		"chain_too_large", "bad_chain_header", "nonce_store_unavailable",
+		// DPoP-bound credentials (edge/boundcredential.go).
+		"dpop_missing", "dpop_invalid", "dpop_replayed", "dpop_not_bound",
 		// MCP framing (edge/framing.go).
 		"header_mismatch", "bad_request_state",
 		// Per-tool policy denials (policy.go).
