@@ -336,6 +336,42 @@ func TestFrontDoorDPoP(t *testing.T) {
 	if s, r := exchange(old); s != 400 || r.Error != "invalid_dpop_proof" {
 		t.Fatalf("old proof: %d %+v", s, r)
 	}
+	// The bound credential is admitted with a proof by its key, and
+	// refused as a bare bearer, without a proof, with a replayed one or
+	// one for another URL (the resource side, edge/dpop).
+	mcpURL := f.srv.URL + "/mcp"
+	good, _ := dpop.NewProof(priv, http.MethodPost, mcpURL, tok.AccessToken, time.Now())
+	before := f.upstreams
+	if res, body := f.call(tok.AccessToken, "DPoP", echoCall, http.Header{"Dpop": {good}}); res.StatusCode != 200 || f.upstreams != before+1 {
+		t.Fatalf("bound credential with its proof: %d %s", res.StatusCode, body)
+	}
+	if d := f.lastAdmitted(); d.AgentDID != wantDID {
+		t.Fatalf("admitted agent %s, want %s", d.AgentDID, wantDID)
+	}
+	elsewhere, _ := dpop.NewProof(priv, http.MethodPost, f.srv.URL+"/other", tok.AccessToken, time.Now())
+	stale, _ := dpop.NewProof(priv, http.MethodPost, mcpURL, tok.AccessToken, time.Now().Add(-10*time.Minute))
+	for name, c := range map[string]struct {
+		scheme string
+		hdr    http.Header
+	}{
+		"bare bearer": {"Bearer", nil},
+		"no proof":    {"DPoP", nil},
+		"replayed":    {"DPoP", http.Header{"Dpop": {good}}},
+		"other htu":   {"DPoP", http.Header{"Dpop": {elsewhere}}},
+		"too old":     {"DPoP", http.Header{"Dpop": {stale}}},
+		"another key's": {"DPoP", http.Header{"Dpop": {func() string {
+			p, _ := dpop.NewProof(priv2(), http.MethodPost, mcpURL, tok.AccessToken, time.Now())
+			return p
+		}()}}},
+	} {
+		if res, _ := f.call(tok.AccessToken, c.scheme, echoCall, c.hdr); res.StatusCode != 401 {
+			t.Errorf("%s: %d", name, res.StatusCode)
+		}
+	}
+	if f.upstreams != before+1 {
+		t.Fatalf("a refused bound request reached the upstream")
+	}
+
 	// Refresh of the bound family: without a proof, or with another key's.
 	rt := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok.RefreshToken}, "client_id": {id}}
 	_, priv2, _ := ed25519.GenerateKey(nil)
@@ -343,4 +379,9 @@ func TestFrontDoorDPoP(t *testing.T) {
 	if s, r := f.token(rt, http.Header{"Dpop": {p2}}); s != 400 || r.Error != "invalid_dpop_proof" {
 		t.Fatalf("refresh with another key: %d %+v", s, r)
 	}
+}
+
+func priv2() ed25519.PrivateKey {
+	_, k, _ := ed25519.GenerateKey(nil)
+	return k
 }
