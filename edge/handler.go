@@ -38,6 +38,11 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	if handled, err := h.serveIdentityDocuments(w, r); handled {
 		return err
 	}
+	// 2b. The front door (frontdoor.go): OAuth metadata, registration,
+	// consent, tokens, revocation and the users' DID documents.
+	if h.serveFrontDoor(w, r) {
+		return nil
+	}
 	if handled, err := h.serveLevel3(w, r, next, chain); handled {
 		return err
 	}
@@ -98,6 +103,10 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 		// 5. One verification path for every carrier and format.
 		cred = &found.Credentials[0]
 		if d, err = h.verify(r, cred.Raw, chain); err != nil {
+			return h.reject(w, r, err, cred)
+		}
+		// A DPoP-bound credential, only with its proof (boundcredential.go).
+		if err = h.checkBinding(r, cred, d); err != nil {
 			return h.reject(w, r, err, cred)
 		}
 	}

@@ -123,11 +123,11 @@ func (h *Handler) admitProof(w http.ResponseWriter, r *http.Request, rb *rpcBody
 	if !h.proofHostNamed(r) {
 		aud = "" // matches no proof: audience_mismatch
 	}
-	agent := ""
+	agent, jkt := "", ""
 	if d != nil {
-		agent = d.AgentDID
+		agent, jkt = d.AgentDID, d.CnfJKT
 	}
-	ok, rf := h.proofs.Admit(r.Context(), rb.forGate(), aud, agent)
+	ok, rf := h.proofs.Admit(r.Context(), rb.forGate(), aud, agent, jkt)
 	if rf != nil {
 		h.refuseProof(w, r, rb, rf)
 		return false, true

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
+	"github.com/mcpi-edge/caddy-mcpi/edge/dpop"
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe/observetest"
@@ -140,7 +141,8 @@ func TestDecisionReasonsCovered(t *testing.T) {
 	h := &Handler{}
 	errs := []error{carrier.ErrNoCredential, carrier.ErrConflict, carrier.ErrBodyTooLarge, carrier.ErrBodyRead, carrier.ErrForeignBearer, identity.ErrUnavailable,
 		carrier.ErrBodyNotJSON, errNotJSONMediaType,
-		fmt.Errorf("wrapped: %w", errors.New("not a sentinel"))}
+		fmt.Errorf("wrapped: %w", errors.New("not a sentinel")),
+		errDPoPBearer, errDPoPNotBound, dpop.ErrMissing, dpop.ErrMalformed, dpop.ErrAlg, dpop.ErrStale, dpop.ErrMismatch, dpop.ErrReplayed}
 	for _, s := range []error{
 		vc.ErrTooLarge, vc.ErrMalformed, vc.ErrUnsupportedFormat, vc.ErrAlgorithm, vc.ErrIssuerUnresolved,
 		vc.ErrUnknownKey, vc.ErrKeyNotAuthorized, vc.ErrSignature, vc.ErrType, vc.ErrExpired, vc.ErrNotYetValid,

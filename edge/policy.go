@@ -482,8 +482,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 			h.logDecision(name, d, dec)
 		}
 		if denied {
-			h.recordDenial(r, msgs, decisions, adm)
-			h.answerDenied(w, r, msgs, batch, decisions, d)
+			h.answerDenied(w, r, msgs, batch, decisions, d, adm)
 			return w, true, true, nil
 		}
 	}

@@ -16,11 +16,11 @@ import (
 // recordDenial records the request's one decision, the denial of its first
 // denied call, in place of its admission adm (whose delegation and carrier
 // it keeps).
-func (h *Handler) recordDenial(r *http.Request, msgs []mcp.Message, decisions []mcp.Decision, adm observe.Decision) {
+func (h *Handler) recordDenial(r *http.Request, msgs []mcp.Message, decisions []mcp.Decision, adm observe.Decision, status int) {
 	for i, m := range msgs {
 		if m.Method == mcp.MethodToolsCall && !decisions[i].Allowed {
 			name, _ := mcp.ToolCallName(m)
-			h.obs.Decision(r, observe.Decision{Outcome: "denied", Reason: decisions[i].Reason, Status: http.StatusOK,
+			h.obs.Decision(r, observe.Decision{Outcome: "denied", Reason: decisions[i].Reason, Status: status,
 				Delegation: adm.Delegation, Carrier: adm.Carrier, Tool: name})
 			return
 		}
@@ -31,7 +31,13 @@ func (h *Handler) recordDenial(r *http.Request, msgs []mcp.Message, decisions []
 // with HTTP 200: a tool error result for every denied call, a JSON-RPC
 // error for every other request of a batch (none of it was forwarded).
 // Notifications get no answer; with nothing to answer it is 202 Accepted.
-func (h *Handler) answerDenied(w http.ResponseWriter, r *http.Request, msgs []mcp.Message, batch bool, decisions []mcp.Decision, d *vc.Delegation) {
+func (h *Handler) answerDenied(w http.ResponseWriter, r *http.Request, msgs []mcp.Message, batch bool, decisions []mcp.Decision, d *vc.Delegation, adm observe.Decision) {
+	if scope, ok := h.stepUpScope(msgs, batch, decisions, d); ok {
+		h.recordDenial(r, msgs, decisions, adm, http.StatusForbidden)
+		h.stepUp(w, r, scope)
+		return
+	}
+	h.recordDenial(r, msgs, decisions, adm, http.StatusOK)
 	era := mcp.HeaderEra(r.Header)
 	var out [][]byte
 	for i, m := range msgs {

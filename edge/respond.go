@@ -47,6 +47,9 @@ type rejection struct {
 	// audiences are the audiences the route accepts, for wrong_audience:
 	// the configured ones or those derived from the Host, never secret.
 	audiences []string
+	// dpopError, for a refused DPoP-bound credential, is the error of the
+	// DPoP challenge sent beside the Bearer one (RFC 9449 §7.1).
+	dpopError string
 }
 
 // vcSentinels are vc's errors; the first one an error wraps gives the
@@ -63,6 +66,9 @@ var vcSentinels = []error{
 // rejectionFor maps every error the handler can refuse a request with to its
 // answer. This is the only place that decides statuses.
 func (h *Handler) rejectionFor(err error) rejection {
+	if rej, ok := dpopRejection(err); ok {
+		return rej
+	}
 	switch {
 	case errors.Is(err, carrier.ErrNoCredential):
 		return rejection{status: http.StatusUnauthorized, code: "invalid_token", description: carrier.ErrNoCredential.Error(), challenge: true, tag: "no_credential"}
@@ -157,6 +163,9 @@ func (h *Handler) writeRejection(w http.ResponseWriter, r *http.Request, rej rej
 	hdr := w.Header()
 	if rej.challenge {
 		hdr.Set("WWW-Authenticate", h.challengeHeader(r, rej))
+		if rej.dpopError != "" {
+			hdr.Add("WWW-Authenticate", dpopChallenge(rej))
+		}
 	}
 	body, _ := json.Marshal(errorBody{rej.code, rej.description, rej.reason, rej.scope, rej.audiences})
 	writeJSON(w, rej.status, body, "no-store")
@@ -261,13 +270,22 @@ func (h *Handler) requestScheme(r *http.Request) string {
 	return "http"
 }
 
+// resourceMetadataURL is the RFC 9728 document for the URL requested: the
+// per-path form (RFC 9728 §3.1), whose resource is that URL, as §3.3
+// requires; the site-wide one for a request to the root.
 func (h *Handler) resourceMetadataURL(r *http.Request) string {
-	return h.requestScheme(r) + "://" + h.serviceHost(r) + wellKnownResource
+	_, u := h.original(r)
+	p := u.Path
+	if p == "/" {
+		p = ""
+	}
+	return h.requestScheme(r) + "://" + h.serviceHost(r) + wellKnownResource + p
 }
 
 type resourceMetadata struct {
 	Resource               string   `json:"resource"`
 	AuthorizationServers   []string `json:"authorization_servers,omitempty"`
+	ScopesSupported        []string `json:"scopes_supported,omitempty"`
 	BearerMethodsSupported []string `json:"bearer_methods_supported"`
 	MCPILevelsSupported    []int    `json:"mcpi_levels_supported"`
 }
@@ -277,14 +295,24 @@ type resourceMetadata struct {
 // RFC 9728 §3.3 requires the resource to match the URL the document was
 // fetched for.
 func (h *Handler) serveResourceMetadata(w http.ResponseWriter, r *http.Request) {
-	resource := h.requestScheme(r) + "://" + h.serviceHost(r) + strings.TrimPrefix(r.URL.Path, wellKnownResource)
+	_, u := h.original(r)
+	origin := h.requestScheme(r) + "://" + h.serviceHost(r)
+	resource := origin + strings.TrimPrefix(u.Path, wellKnownResource)
+	servers := h.AuthorizationServers
+	var scopes []string
+	if h.front != nil {
+		// The edge is the authorization server of its own routes.
+		servers = append([]string{origin}, servers...)
+		scopes = h.front.ScopesSupported()
+	}
 	levels := make([]int, 0, h.Level)
 	for l := 1; l <= h.Level; l++ {
 		levels = append(levels, l)
 	}
 	body, _ := json.Marshal(resourceMetadata{
 		Resource:               resource,
-		AuthorizationServers:   h.AuthorizationServers,
+		AuthorizationServers:   servers,
+		ScopesSupported:        scopes,
 		BearerMethodsSupported: []string{"header"},
 		MCPILevelsSupported:    levels,
 	})

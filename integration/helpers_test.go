@@ -359,7 +359,7 @@ func (h *harness) initialize(ctx context.Context, path string, hdr http.Header, 
 }
 
 // carrierHeaders are the header carriers of MCPI-WIRE §1 (lower case).
-var carrierHeaders = []string{"authorization", "kya-delegation", "kya-os-delegation-credential", "mcp-i-credential", "mcp-i-delegation"}
+var carrierHeaders = []string{"authorization", "dpop", "kya-delegation", "kya-os-delegation-credential", "mcp-i-credential", "mcp-i-delegation"}
 
 // identityHeaderNames are the headers only the edge may set (lower case, "-").
 var identityHeaderNames = []string{"x-agent-did", "x-user-did", "x-verified-delegation", "x-agent-reputation-score"}
@@ -503,7 +503,8 @@ func (h *harness) assertEdgeError(t *testing.T, resp rpcResponse, status int, wa
 		if !strings.HasPrefix(wa, "Bearer ") {
 			t.Errorf("WWW-Authenticate %q, want a Bearer challenge", wa)
 		}
-		want := fmt.Sprintf(`resource_metadata="%s/.well-known/oauth-protected-resource"`, h.base)
+		// The per-path document of the URL requested (RFC 9728 §3.3).
+		want := fmt.Sprintf(`resource_metadata="%s/.well-known/oauth-protected-resource`, h.base)
 		if !strings.Contains(wa, want) {
 			t.Errorf("WWW-Authenticate %q, want it to contain %s", wa, want)
 		}

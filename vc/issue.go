@@ -1,6 +1,7 @@
 package vc
 
 import (
+	"cmp"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -32,6 +33,19 @@ type Template struct {
 	NotBefore time.Time
 	ExpiresAt time.Time // required
 	ID        string    // default: "urn:uuid:<random>"
+	// DelegationID is credentialSubject.delegation.id; default: ID
+	// without its "urn:uuid:" prefix. Credentials renewed from one grant
+	// share it.
+	DelegationID string
+	// CnfJKT binds the credential to a DPoP key (RFC 9449): the key's RFC
+	// 7638 SHA-256 thumbprint, base64url, put in the top-level cnf.jkt
+	// claim. VC-JWT only.
+	CnfJKT string
+}
+
+// cnfOut is the RFC 7800 confirmation claim of a DPoP-bound credential.
+type cnfOut struct {
+	JKT string `json:"jkt"`
 }
 
 // The KYA-OS delegation credential shape (see the reference wire notes §2.3).
@@ -78,14 +92,15 @@ type proofOut struct {
 }
 
 type jwtOut struct {
-	Iss string `json:"iss"`
-	Sub string `json:"sub"`
-	Aud any    `json:"aud,omitempty"`
-	Nbf int64  `json:"nbf,omitempty"`
-	Iat int64  `json:"iat"`
-	Exp int64  `json:"exp"`
-	Jti string `json:"jti"`
-	VC  *vcOut `json:"vc"`
+	Iss string  `json:"iss"`
+	Sub string  `json:"sub"`
+	Aud any     `json:"aud,omitempty"`
+	Nbf int64   `json:"nbf,omitempty"`
+	Iat int64   `json:"iat"`
+	Exp int64   `json:"exp"`
+	Jti string  `json:"jti"`
+	Cnf *cnfOut `json:"cnf,omitempty"`
+	VC  *vcOut  `json:"vc"`
 }
 
 type headerOut struct {
@@ -133,7 +148,7 @@ func credentialFor(kid string, t Template, now time.Time) (*vcOut, error) {
 		CredentialSubject: subjectOut{
 			ID: t.AgentDID,
 			Delegation: delegationOut{
-				ID:         strings.TrimPrefix(id, "urn:uuid:"),
+				ID:         cmp.Or(t.DelegationID, strings.TrimPrefix(id, "urn:uuid:")),
 				IssuerDID:  issuer,
 				SubjectDID: t.AgentDID,
 				UserDID:    t.UserDID,
@@ -181,6 +196,12 @@ func IssueJWT(key crypto.PrivateKey, kid string, t Template) (string, error) {
 	if !t.NotBefore.IsZero() {
 		claims.Nbf = t.NotBefore.Unix()
 	}
+	if t.CnfJKT != "" {
+		if _, err := readCnfJKT([]byte(`{"jkt":"` + t.CnfJKT + `"}`)); err != nil {
+			return "", errors.New("vc: template CnfJKT is not a base64url SHA-256 thumbprint")
+		}
+		claims.Cnf = &cnfOut{JKT: t.CnfJKT}
+	}
 	hb, err := json.Marshal(headerOut{Alg: alg, Typ: "JWT", Kid: kid})
 	if err != nil {
 		return "", err
@@ -203,6 +224,9 @@ func IssueJWT(key crypto.PrivateKey, kid string, t Template) (string, error) {
 func IssueJSON(key ed25519.PrivateKey, kid string, t Template) ([]byte, error) {
 	if len(key) != ed25519.PrivateKeySize {
 		return nil, errors.New("vc: invalid Ed25519 private key")
+	}
+	if t.CnfJKT != "" {
+		return nil, errors.New("vc: a DPoP binding (CnfJKT) is a VC-JWT claim: use IssueJWT")
 	}
 	if ed25519v.SmallOrder(key.Public().(ed25519.PublicKey)) {
 		return nil, errSmallOrderSigner

@@ -40,6 +40,9 @@ type jwtPayload struct {
 	Scope scopeList       `json:"scope"`
 	VC    *credential     `json:"vc"`
 	VP    json.RawMessage `json:"vp"`
+	// Cnf is the RFC 7800 confirmation claim: a credential bound to a
+	// DPoP key names its thumbprint here (Delegation.CnfJKT).
+	Cnf json.RawMessage `json:"cnf"`
 }
 
 // jwtShape is read only when a payload does not decode as a VC-JWT, to

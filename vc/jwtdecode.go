@@ -28,7 +28,7 @@ var (
 	payloadNames = []string{
 		"@context", "id", "type", "issuer", "issuanceDate", "expirationDate", "validFrom",
 		"validUntil", "credentialSubject", "credentialStatus",
-		"iss", "sub", "aud", "exp", "nbf", "iat", "jti", "scope", "vc", "vp",
+		"iss", "sub", "aud", "exp", "nbf", "iat", "jti", "scope", "vc", "vp", "cnf",
 	}
 	credentialNames = payloadNames[:10]
 	subjectNames    = []string{"id", "scope", "scopes", "constraints", "delegation", "type", "statusPurpose", "encodedList"}
@@ -107,6 +107,8 @@ func (s *jsonScan) jwtPayload(jp *jwtPayload) error {
 			return s.credential(&jp.VC)
 		case "vp":
 			return s.raw(&jp.VP)
+		case "cnf":
+			return s.raw(&jp.Cnf)
 		}
 		return s.credentialMember(&jp.credential, name)
 	})

@@ -64,6 +64,7 @@ func detachStrings(d *Delegation) int {
 		f(&d.RootIssuer)
 		f(&d.ID)
 		f(&d.DelegationID)
+		f(&d.CnfJKT)
 		for _, l := range [...][]string{d.Scopes, d.Audience, d.Chain} {
 			for i := range l {
 				f(&l[i])

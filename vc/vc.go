@@ -73,6 +73,12 @@ type Delegation struct {
 	// Presentation signed by its subject (AgentDID), which proves the
 	// presenter holds the agent's key.
 	Presented bool `json:"presented,omitempty"`
+	// CnfJKT is the leaf VC-JWT's confirmation key (RFC 7800 cnf.jkt):
+	// the RFC 7638 SHA-256 thumbprint, base64url, of the DPoP key the
+	// credential is bound to (RFC 9449). Empty for an unbound credential.
+	// A bound credential is good only with a DPoP proof by that key: vc
+	// reads the claim, the edge demands the proof.
+	CnfJKT string `json:"cnf_jkt,omitempty"`
 }
 
 // HashRef returns "sha256:<hex>" of the presented credential.

@@ -319,8 +319,10 @@ func (v *Verifier) trusts(did string) bool {
 	if v.trusted == nil {
 		return true
 	}
-	_, ok := v.trusted[did]
-	return ok
+	if _, ok := v.trusted[did]; ok {
+		return true
+	}
+	return v.trustFn != nil && v.trustFn(did)
 }
 
 // noClaims stands for the absent JWT claims of a JSON credential; read only.
@@ -363,6 +365,13 @@ func (p *parsed) fill(cred *credential, jp *jwtPayload) error {
 	}
 
 	d := &p.d
+	if present(jwt.Cnf) {
+		jkt, err := readCnfJKT(jwt.Cnf)
+		if err != nil {
+			return err
+		}
+		d.CnfJKT = jkt
+	}
 	d.Issuer = issuer
 	d.AgentDID = agent
 	d.UserDID = deleg.UserDID

@@ -14,8 +14,22 @@ import (
 
 // bearerToken returns the token of an "Authorization: Bearer <token>"
 // value (scheme case-insensitive, RFC 7235).
-func bearerToken(v string) (string, bool) {
-	const scheme = "bearer"
+func bearerToken(v string) (string, bool) { return schemeToken(v, "bearer") }
+
+// authToken returns the token of an Authorization value with the Bearer
+// scheme or the DPoP scheme (RFC 9449 §7.1: a DPoP-bound token), and
+// whether it was DPoP.
+func authToken(v string) (tok string, isDPoP, ok bool) {
+	if tok, ok = schemeToken(v, "bearer"); ok {
+		return tok, false, true
+	}
+	tok, ok = schemeToken(v, "dpop")
+	return tok, ok, ok
+}
+
+// schemeToken returns the token of an Authorization value with scheme
+// (lower case; compared case-insensitively).
+func schemeToken(v, scheme string) (string, bool) {
 	v = strings.TrimSpace(v)
 	if len(v) < len(scheme) || !strings.EqualFold(v[:len(scheme)], scheme) {
 		return "", false

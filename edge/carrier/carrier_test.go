@@ -253,7 +253,7 @@ func TestExtractBodyDisabledCarrier(t *testing.T) {
 }
 
 func TestConflicting(t *testing.T) {
-	p := func(s string) Credential { return Credential{Authorization, []byte(s)} }
+	p := func(s string) Credential { return Credential{Carrier: Authorization, Raw: []byte(s)} }
 	tests := []struct {
 		name  string
 		found []Credential

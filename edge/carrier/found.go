@@ -12,6 +12,9 @@ type Credential struct {
 	// decoded JSON string, or the raw bytes of a JSON object. It is
 	// read-only: a header token shares the memory of the header's string.
 	Raw []byte
+	// DPoP: the credential came in Authorization with the DPoP scheme
+	// (RFC 9449 §7.1), which says the client holds a proof key for it.
+	DPoP bool
 }
 
 // Found is what the carriers of one request hold.

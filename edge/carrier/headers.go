@@ -12,6 +12,8 @@ import (
 // incoming header keys, HTTP/2 included).
 const (
 	hdrAuthorization = "Authorization"
+	// hdrDPoP holds the DPoP proof of a token sent with the DPoP scheme.
+	hdrDPoP          = "Dpop"
 	hdrKYADelegation = "Kya-Delegation"
 	hdrKYAOSCred     = "Kya-Os-Delegation-Credential"
 	hdrMCPICred      = "Mcp-I-Credential"

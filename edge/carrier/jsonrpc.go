@@ -231,7 +231,7 @@ func credentialValue(v []byte, k Kind) (Credential, bool) {
 	case 'n':
 		return Credential{}, false
 	case '"':
-		return Credential{k, jsonscan.Unquote(v)}, true
+		return Credential{Carrier: k, Raw: jsonscan.Unquote(v)}, true
 	}
-	return Credential{k, v}, true
+	return Credential{Carrier: k, Raw: v}, true
 }

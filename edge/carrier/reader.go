@@ -76,15 +76,18 @@ func (rd *Reader) findHeaders(r *http.Request, enabled Set) Found {
 		// The names are canonical already: the map is read directly,
 		// without Values canonicalizing them again on every request.
 		for _, v := range r.Header[hdrAuthorization] {
-			tok, ok := bearerToken(v)
+			tok, isDPoP, ok := authToken(v)
 			if !ok {
-				continue // Basic, DPoP, …: not ours, not a bearer
+				continue // Basic, …: not ours, not a bearer
 			}
-			if rd.bearers.isDelegation(tok) {
-				f.Credentials = append(f.Credentials, Credential{Authorization, headerBytes(tok)})
-			} else {
+			switch {
+			case rd.bearers.isDelegation(tok):
+				f.Credentials = append(f.Credentials, Credential{Carrier: Authorization, Raw: headerBytes(tok), DPoP: isDPoP})
+			case !isDPoP:
 				f.ForeignBearer = true
 			}
+			// Someone else's DPoP token is the upstream's, with its
+			// DPoP header: neither read nor refused here.
 		}
 	}
 	for _, hc := range headerCarriers {
@@ -93,7 +96,7 @@ func (rd *Reader) findHeaders(r *http.Request, enabled Set) Found {
 		}
 		for _, v := range r.Header[hc.name] {
 			if v = strings.TrimSpace(v); v != "" {
-				f.Credentials = append(f.Credentials, Credential{hc.k, headerBytes(v)})
+				f.Credentials = append(f.Credentials, Credential{Carrier: hc.k, Raw: headerBytes(v)})
 			}
 		}
 	}
@@ -132,17 +135,26 @@ func (rd *Reader) RemoveHeaders(r *http.Request) {
 	removeCarriers(r, &f, hdrOnly)
 }
 
-// removeCarriers deletes the header carriers of enabled, and the bearers
-// of Authorization that f holds as credentials.
+// removeCarriers deletes the header carriers of enabled, and the tokens
+// of Authorization that f holds as credentials. The DPoP proof goes with
+// the credential it was made for: it is the edge's, and the upstream has
+// no use for it (unless a DPoP token that is not ours stays, whose proof
+// it is).
 func removeCarriers(r *http.Request, f *Found, enabled Set) {
 	if enabled.Has(Authorization) {
 		if vals := r.Header[hdrAuthorization]; len(vals) > 0 {
 			kept := vals[:0:0]
+			foreignDPoP := false
 			for _, v := range vals {
-				if tok, ok := bearerToken(v); ok && f.foundIn(Authorization, tok) {
+				tok, isDPoP, ok := authToken(v)
+				if ok && f.foundIn(Authorization, tok) {
 					continue
 				}
+				foreignDPoP = foreignDPoP || isDPoP
 				kept = append(kept, v)
+			}
+			if len(kept) != len(vals) && !foreignDPoP {
+				delete(r.Header, hdrDPoP)
 			}
 			if len(kept) == 0 {
 				delete(r.Header, hdrAuthorization)

@@ -27,6 +27,7 @@ import (
 //	caddy_mcpi_handshakes_total{mode,result}
 //	caddy_mcpi_tool_decisions_total{tool,outcome}
 //	caddy_mcpi_audit_entries_dropped_total
+//	caddy_mcpi_authserver_events_total{event}
 
 const (
 	metricsNamespace = "caddy"
@@ -71,6 +72,8 @@ var (
 		"body_unreadable", "not_a_delegation", "edge_identity",
 		"chain_too_large", "bad_chain_header", "nonce_store_unavailable",
 		"unsupported_media_type",
+		// DPoP-bound credentials (edge/boundcredential.go).
+		"dpop_missing", "dpop_invalid", "dpop_replayed", "dpop_not_bound",
 		// MCP framing (edge/framing.go).
 		"header_mismatch", "bad_request_state",
 		// Per-tool policy denials (policy.go).
@@ -122,6 +125,7 @@ type metrics struct {
 	handshakes   *prometheus.CounterVec
 	tools        *prometheus.CounterVec
 	auditDropped prometheus.Counter
+	authEvents   *prometheus.CounterVec
 
 	// Caps on the free-form labels, per label.
 	mode, result, cacheName, store, op, method *cappedLabel
@@ -244,6 +248,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.auditDropped, err = register(reg, m.auditDropped); err != nil {
+		return nil, err
+	}
+	m.authEvents = counter("authserver_events_total",
+		"Events of the front door's authorization server: registration, consent_approved, consent_denied, issued, revoked, refresh_reused.", "event")
+	if m.authEvents, err = register(reg, m.authEvents); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -126,7 +126,7 @@ func TestAdmitReadsEverySpelling(t *testing.T) {
 	} {
 		g := New(Config{RequestProof: c.mode}, nil, nil)
 		msgs, batch, err := mcp.ParseStrict([]byte(c.body))
-		ok, rf := g.Admit(context.Background(), Body{Raw: []byte(c.body), Msgs: msgs, Batch: batch, Err: err}, "did:web:example.com", "did:key:z6Mk")
+		ok, rf := g.Admit(context.Background(), Body{Raw: []byte(c.body), Msgs: msgs, Batch: batch, Err: err}, "did:web:example.com", "did:key:z6Mk", "")
 		status := 0
 		if rf != nil {
 			status = rf.Status

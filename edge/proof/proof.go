@@ -255,14 +255,16 @@ func (s *sessionCapture) Flush() {
 func (s *sessionCapture) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // Admit checks the request proof of a JSON-RPC request body whose
-// credential verified as agentDID's, for audience (the route's DID). It
+// credential verified as agentDID's, for audience (the route's DID), fused
+// with tokenJKT, the credential's DPoP key thumbprint ("" when unbound):
+// a proof under a bound credential must name that key in its cnf. It
 // reports whether a proof was verified (the body then must not be edited
 // outside _meta: the proof covers it), and a refusal when the request
 // must not go on. A proof covers one request: under required a batch is
 // refused (proof_missing); under optional a batch is admitted on its
 // credential alone, unless a message of it carries a proof, which cannot
 // be verified there (malformed_proof).
-func (g *Gate) Admit(ctx context.Context, b Body, audience, agentDID string) (bool, *Refusal) {
+func (g *Gate) Admit(ctx context.Context, b Body, audience, agentDID, tokenJKT string) (bool, *Refusal) {
 	if g == nil || g.cfg.RequestProof == Off {
 		return false, nil
 	}
@@ -296,7 +298,7 @@ func (g *Gate) Admit(ctx context.Context, b Body, audience, agentDID string) (bo
 	// A body that cannot hold a proof is what Check would refuse at
 	// StepRead: it is not read again (mayhold.go).
 	if mayHoldProof(b.Raw) {
-		err := g.verifier.Check(ctx, kyaos.Request{Body: b.Raw, Audience: audience, Subject: agentDID, NamesChecked: b.Err == nil})
+		err := g.verifier.Check(ctx, kyaos.Request{Body: b.Raw, Audience: audience, Subject: agentDID, TokenJKT: tokenJKT, NamesChecked: b.Err == nil})
 		switch {
 		case err == nil:
 			return true, nil

@@ -1,0 +1,125 @@
+package edge
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
+	"github.com/mcpi-edge/caddy-mcpi/edge/dpop"
+	"github.com/mcpi-edge/caddy-mcpi/vc"
+)
+
+// DPoP-bound credentials (RFC 9449). A credential whose VC-JWT names a
+// key in cnf.jkt is good only in the hands of whoever holds that key: it
+// must come as "Authorization: DPoP <credential>" with a DPoP header
+// holding a fresh proof, signed by that key, for this very request (method,
+// URL as the client addressed it, the credential's hash), never seen
+// before by any replica sharing the nonce store. A stolen bound credential
+// is useless without the key; a captured proof is useless for any other
+// request, and once used, for this one too.
+
+var (
+	// errDPoPBearer: a bound credential came without the DPoP scheme (as a
+	// bearer, or in another carrier). RFC 9449 §7.2: a resource that also
+	// takes bearer tokens must refuse a bound one used as a bearer.
+	errDPoPBearer = errors.New("credential is bound to a DPoP key: send it as \"Authorization: DPoP <credential>\" with a DPoP proof header (RFC 9449)")
+	// errDPoPNotBound: the DPoP scheme with a credential that names no key.
+	// Accepting it would hide from the client that its credential is a
+	// plain bearer (a binding lost on the way), so it is refused.
+	errDPoPNotBound = errors.New("credential is not DPoP-bound (no cnf.jkt): send it with the Bearer scheme, or get a bound one by proving a key at the token endpoint")
+)
+
+// dpopAlgs is the algs parameter of the DPoP challenge.
+var dpopAlgs = strings.Join(dpop.NewChecker(nil).Algs(), " ")
+
+// provisionDPoP makes the proof checker, with the nonce store (shared by
+// replicas when it is Redis) remembering the proofs used.
+func (h *Handler) provisionDPoP() {
+	h.dpop = dpop.NewChecker(dpopReplayStore{h.l3.store})
+}
+
+// checkBinding enforces a credential's DPoP binding on r: nothing for an
+// unbound credential sent as a bearer; for a bound one, the DPoP scheme
+// and a valid proof by the bound key.
+func (h *Handler) checkBinding(r *http.Request, cred *carrier.Credential, d *vc.Delegation) error {
+	if d.CnfJKT == "" {
+		if cred.DPoP {
+			return errDPoPNotBound
+		}
+		return nil
+	}
+	if cred.Carrier != carrier.Authorization || !cred.DPoP {
+		return errDPoPBearer
+	}
+	proof, err := dpop.ProofHeader(r.Header)
+	if err != nil {
+		return err
+	}
+	method, u := h.original(r)
+	_, err = h.dpop.Check(r.Context(), proof, dpop.Expect{
+		Method:      method,
+		URL:         h.requestScheme(r) + "://" + h.serviceHost(r) + u.EscapedPath(),
+		AccessToken: string(cred.Raw),
+		JKT:         d.CnfJKT,
+	})
+	return err
+}
+
+// dpopRejection is the answer to a DPoP refusal, or false when err is
+// none. The DPoP challenge (RFC 9449 §7.1) goes beside the Bearer one.
+func dpopRejection(err error) (rejection, bool) {
+	rej := rejection{status: http.StatusUnauthorized, code: "invalid_token", challenge: true, dpopError: "invalid_dpop_proof"}
+	switch {
+	case errors.Is(err, errDPoPBearer):
+		rej.description, rej.tag = errDPoPBearer.Error(), "dpop_missing"
+	case errors.Is(err, dpop.ErrMissing):
+		rej.description, rej.tag = dpop.ErrMissing.Error(), "dpop_missing"
+	case errors.Is(err, errDPoPNotBound):
+		rej.description, rej.tag, rej.dpopError = errDPoPNotBound.Error(), "dpop_not_bound", "invalid_token"
+	case errors.Is(err, dpop.ErrReplayed):
+		rej.description, rej.tag = dpop.ErrReplayed.Error(), "dpop_replayed"
+	case errors.Is(err, dpop.ErrStale):
+		rej.description, rej.tag = dpop.ErrStale.Error(), "dpop_invalid"
+	case errors.Is(err, dpop.ErrMismatch):
+		rej.description, rej.tag = dpop.ErrMismatch.Error(), "dpop_invalid"
+	case errors.Is(err, dpop.ErrAlg):
+		rej.description, rej.tag = dpop.ErrAlg.Error(), "dpop_invalid"
+	case errors.Is(err, dpop.ErrMalformed):
+		rej.description, rej.tag = dpop.ErrMalformed.Error(), "dpop_invalid"
+	default:
+		return rejection{}, false
+	}
+	rej.reason = rej.tag
+	return rej, true
+}
+
+// dpopChallenge is the DPoP WWW-Authenticate challenge of rej.
+func dpopChallenge(rej rejection) string {
+	return `DPoP error="` + rej.dpopError + `", error_description="` + quoteEscape(rej.tag) + `", algs="` + dpopAlgs + `"`
+}
+
+// dpopReplayStore keeps the proofs' jti markers in the nonce store: as
+// single-use markers where it has them (memory, Redis), else as records
+// under "dpop:" that no challenge lookup accepts (issued and expired at
+// once, as the presentation replay guard's).
+type dpopReplayStore struct{ store challenge.NonceStore }
+
+func (s dpopReplayStore) UseOnce(ctx context.Context, digest [32]byte, ttl time.Duration) error {
+	if s.store == nil {
+		return challenge.ErrStoreUnavailable
+	}
+	err := errors.ErrUnsupported
+	if su, ok := s.store.(challenge.SingleUse); ok {
+		err = su.UseOnce(ctx, digest, ttl)
+	}
+	if errors.Is(err, errors.ErrUnsupported) {
+		now := time.Now()
+		err = s.store.Put(ctx, "dpop:"+hex.EncodeToString(digest[:]), challenge.Record{IssuedAt: now, ExpiresAt: now}, ttl)
+	}
+	return err
+}

@@ -1,0 +1,4 @@
+package edge
+
+// ProcessCPU is processCPU for the benchmarks of package edge_test.
+var ProcessCPU = processCPU
