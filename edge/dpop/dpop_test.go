@@ -236,6 +236,9 @@ func (f failingStore) UseOnce(context.Context, [32]byte, time.Duration) error { 
 
 func TestCheckStoreOutageFailsClosed(t *testing.T) {
 	k := newEdKey(t)
+	if _, err := dpop.NewChecker(nil, dpop.WithClock(func() time.Time { return testNow })).Check(context.Background(), k.proof("j"), dpop.Expect{Method: "GET", URL: testURL, AccessToken: testToken}); !errors.Is(err, challenge.ErrStoreUnavailable) {
+		t.Fatalf("no store: %v", err)
+	}
 	for _, err := range []error{challenge.ErrStoreUnavailable, challenge.ErrStoreFull, errors.New("boom")} {
 		c := dpop.NewChecker(failingStore{err}, dpop.WithClock(func() time.Time { return testNow }))
 		_, got := c.Check(context.Background(), k.proof("j"), dpop.Expect{Method: "GET", URL: testURL, AccessToken: testToken})
