@@ -24,7 +24,7 @@ Operator tools for caddy-mcpi:
 
 Keys are JWK files; keep them private.`,
 		CobraFunc: func(cmd *cobra.Command) {
-			cmd.AddCommand(mcpicli.Keygen(), mcpicli.Issue(), verifyCommand(), rotateKeyCommand(), mcpicli.SignRequest())
+			cmd.AddCommand(mcpicli.Keygen(), mcpicli.Issue(), verifyCommand(), rotateKeyCommand(), mcpicli.SignRequest(), mcpicli.DPoPProof())
 		},
 	})
 }

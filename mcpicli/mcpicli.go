@@ -92,8 +92,8 @@ func writeNewFile(name string, data []byte) error {
 // Issue is `issue`: a delegation credential signed by a key file.
 func Issue() *cobra.Command {
 	var (
-		keyFile, agent, user, format, ttl string
-		audience, scopes                  []string
+		keyFile, agent, user, format, ttl, cnfJKT string
+		audience, scopes                          []string
 	)
 	cmd := &cobra.Command{
 		Use:   "issue --issuer-key <jwk file> --agent <did> [--user <did>] --audience <id>[,<id>] --scopes a,b --ttl 1h [--format jwt|json]",
@@ -134,6 +134,7 @@ Ed25519Signature2020 proof (--format json, Ed25519 keys only).`,
 				Scopes:    splitList(scopes),
 				NotBefore: now,
 				ExpiresAt: now.Add(lifetime),
+				CnfJKT:    cnfJKT,
 			}
 			var cred string
 			switch format {
@@ -165,6 +166,7 @@ Ed25519Signature2020 proof (--format json, Ed25519 keys only).`,
 	f.StringSliceVar(&scopes, "scopes", nil, "scopes granted, comma-separated")
 	f.StringVar(&ttl, "ttl", "1h", "lifetime of the credential")
 	f.StringVar(&format, "format", "jwt", "jwt or json")
+	f.StringVar(&cnfJKT, "cnf-jkt", "", "bind the credential to the agent's DPoP key: its thumbprint (dpop-proof --thumbprint); jwt only")
 	for _, name := range []string{"issuer-key", "agent", "audience"} {
 		_ = cmd.MarkFlagRequired(name) // fails only for unknown flags
 	}

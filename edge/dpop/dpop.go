@@ -157,8 +157,12 @@ func (c *Checker) Check(ctx context.Context, proofJWT string, want Expect) (Proo
 		return Proof{}, fmt.Errorf("%w (the proof is signed by another key than the one the token is bound to)", ErrMismatch)
 	}
 	// The marker lives as long as iat keeps the proof acceptable: a proof
-	// dated maxFuture ahead stays fresh maxAge after that.
-	if err := c.store.UseOnce(ctx, jtiDigest(p.JKT, p.JTI), c.maxAge+c.maxFuture); err != nil {
+	// dated maxFuture ahead stays fresh maxAge after that, on a replica
+	// whose clock lags by up to replicaSkew more.
+	if c.store == nil {
+		return Proof{}, fmt.Errorf("dpop: no replay store, refusing the proof: %w", challenge.ErrStoreUnavailable)
+	}
+	if err := c.store.UseOnce(ctx, jtiDigest(p.JKT, p.JTI), c.maxAge+c.maxFuture+replicaSkew); err != nil {
 		switch {
 		case errors.Is(err, challenge.ErrNonceExists):
 			return Proof{}, ErrReplayed

@@ -236,6 +236,9 @@ func (f failingStore) UseOnce(context.Context, [32]byte, time.Duration) error { 
 
 func TestCheckStoreOutageFailsClosed(t *testing.T) {
 	k := newEdKey(t)
+	if _, err := dpop.NewChecker(nil, dpop.WithClock(func() time.Time { return testNow })).Check(context.Background(), k.proof("j"), dpop.Expect{Method: "GET", URL: testURL, AccessToken: testToken}); !errors.Is(err, challenge.ErrStoreUnavailable) {
+		t.Fatalf("no store: %v", err)
+	}
 	for _, err := range []error{challenge.ErrStoreUnavailable, challenge.ErrStoreFull, errors.New("boom")} {
 		c := dpop.NewChecker(failingStore{err}, dpop.WithClock(func() time.Time { return testNow }))
 		_, got := c.Check(context.Background(), k.proof("j"), dpop.Expect{Method: "GET", URL: testURL, AccessToken: testToken})
@@ -334,5 +337,31 @@ func TestCheckBoundKey(t *testing.T) {
 	}
 	if _, err := c.Check(context.Background(), k.proof("c"), dpop.Expect{Method: "GET", URL: testURL, AccessToken: testToken, JKT: first.JKT}); err != nil {
 		t.Fatalf("proof by the bound key: %v", err)
+	}
+}
+
+// TestReplayRememberedWhileFresh: a proof dated at the edge of the future
+// window stays refused for as long as it is fresh, on a checker whose
+// clock lags the one that took it (a replica) by a few seconds.
+func TestReplayRememberedWhileFresh(t *testing.T) {
+	var now time.Time
+	clock := func() time.Time { return now }
+	store := challenge.NewMemoryStore(context.Background(), challenge.WithMemoryClock(clock))
+	defer store.Close()
+	k := newEdKey(t)
+	iat := testNow.Add(dpop.DefaultMaxFuture)
+	proof := k.signParts(k.parts("GET", testURL, testToken, iat, "edge-of-window"))
+	want := dpop.Expect{Method: "GET", URL: testURL, AccessToken: testToken}
+	now = testNow
+	if _, err := dpop.NewChecker(store, dpop.WithClock(clock)).Check(context.Background(), proof, want); err != nil {
+		t.Fatal(err)
+	}
+	const lag = 4 * time.Second
+	lagging := dpop.NewChecker(store, dpop.WithClock(func() time.Time { return now.Add(-lag) }))
+	// The store's clock runs on: the last moment the lagging replica finds
+	// the proof fresh is iat + DefaultMaxAge on its own clock.
+	now = iat.Add(dpop.DefaultMaxAge).Add(lag)
+	if _, err := lagging.Check(context.Background(), proof, want); !errors.Is(err, dpop.ErrReplayed) {
+		t.Fatalf("replay at the end of the window: %v", err)
 	}
 }

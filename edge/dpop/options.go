@@ -24,6 +24,10 @@ const (
 	MaxProofSize = 8 << 10
 	// maxJTI bounds the jti claim: a UUID or 32 random bytes fit.
 	maxJTI = 256
+	// replicaSkew is how far the clocks of replicas sharing a replay store
+	// may differ: a used proof is remembered that much longer than it is
+	// fresh, so that a replica whose clock lags cannot take it again.
+	replicaSkew = 5 * time.Second
 )
 
 // Option configures a Checker.
