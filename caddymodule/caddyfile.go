@@ -98,6 +98,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			continue
 		}
+		if handled, err := h.unmarshalFrontDoor(d, name); handled || err != nil {
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		if seen[name] {
 			return d.Errf("%s already specified", name)
 		}
@@ -119,6 +125,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			args := d.RemainingArgs()
 			if len(args) == 0 {
 				return d.ArgErr()
+			}
+			if slices.Contains(args, trustAuthorizationServer) {
+				return d.Errf("trust %s goes on its own line", trustAuthorizationServer)
 			}
 			if len(args) == 1 && (args[0] == "any" || args[0] == edge.AnyIssuer) {
 				h.TrustedIssuers = []string{edge.AnyIssuer}

@@ -136,6 +136,14 @@ type Handler struct {
 	// KYA-OS request proofs, response proofs and declarations.
 	ProofConfig
 
+	// The front door: the edge as the OAuth 2.1 authorization server of
+	// this route, issuing delegation credentials in the users' names.
+	// Off unless set.
+	AuthorizationServer *AuthorizationServerConfig `json:"authorization_server,omitempty"`
+	// Trust the users whose DIDs this edge's authorization server hosts,
+	// beside trusted_issuers (Caddyfile: `trust authorization_server`).
+	TrustAuthorizationServer bool `json:"trust_authorization_server,omitempty"`
+
 	edge *edge.Handler
 	// nonceStore is the loaded nonce_store module (Caddy cleans it up);
 	// ownStore the default one, released by Cleanup.
@@ -180,6 +188,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	hooks := caddyHooks
 	hooks.Identity = new(placeholders).set
+	if h.AuthorizationServer != nil {
+		hooks.SignedInUser = signedInUser(h.AuthorizationServer.UserIDPlaceholder)
+	}
 	opts := []edge.Option{edge.WithLogger(h.logger), edge.WithHooks(hooks)}
 	if reg := ctx.GetMetricsRegistry(); reg != nil {
 		opts = append(opts, edge.WithMetrics(reg))

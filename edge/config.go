@@ -138,6 +138,8 @@ type Config struct {
 	ObservabilityConfig
 	// KYA-OS extension settings (kyaos.go).
 	ProofConfig
+	// The front door: OAuth 2.1 authorization server (frontdoor.go).
+	FrontDoorConfig
 }
 
 // Validate checks the configuration; zero values are valid (they mean the
@@ -149,7 +151,7 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("mcpi: level must be 1, 2 or 3, got %d", h.Level)
 	}
-	if len(h.TrustedIssuers) == 0 {
+	if len(h.TrustedIssuers) == 0 && !h.TrustAuthorizationServer {
 		return ErrTrustRequired
 	}
 	for _, iss := range h.TrustedIssuers {
@@ -198,6 +200,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := h.validateObservability(); err != nil {
+		return err
+	}
+	if err := h.validateFrontDoor(); err != nil {
 		return err
 	}
 	if err := h.validateProofs(); err != nil {

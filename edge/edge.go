@@ -21,6 +21,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/assertion"
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/edge/authserver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
@@ -57,6 +58,11 @@ type Hooks struct {
 	// learns from the upstream's /.well-known/mcp-i.json alone, not from
 	// an MCP-I-Version response header.
 	UpstreamHeader func(r *http.Request, name string) (string, bool)
+	// SignedInUser is the subject the host's own authentication
+	// established for r (Caddy: {http.auth.user.id} of basic_auth,
+	// forward_auth, …), "" when nobody is signed in. The front door's
+	// consent page acts for this user; it never reads a client's header.
+	SignedInUser func(r *http.Request) string
 }
 
 // Option configures New with what the host provides.
@@ -106,6 +112,11 @@ type Handler struct {
 	proofs *proof.Gate
 	// proofHostDID is the proofs' audience by Host (kyaos.go).
 	proofHostDID hostDID
+	// front is the authorization server (frontdoor.go); nil when off.
+	front *authserver.Server
+	// dpopCheck checks DPoP proofs at the front door's token endpoint;
+	// nil: DPoP is not offered there.
+	dpopCheck authserver.DPoPChecker
 
 	logger   *zap.Logger
 	verifier *vc.Verifier
@@ -186,13 +197,17 @@ func (h *Handler) build() error {
 
 	// The Level 3 nonce store is also the verifier's replay guard.
 	h.provisionNonceStore()
+	if err := h.provisionFrontDoor(); err != nil {
+		return err
+	}
 	more, err := h.delegationOptions()
 	if err != nil {
 		return err
 	}
+	more = append(more, h.frontDoorOptions()...)
 	// Trust is always given, so that a config that somehow skipped
 	// Validate trusts no issuer rather than every issuer.
-	h.verifier = vc.NewVerifier(h.didCache, append([]vc.Option{
+	h.verifier = vc.NewVerifier(h.verifierResolver(), append([]vc.Option{
 		vc.WithClockSkew(h.ClockSkew),
 		vc.WithMaxSize(int(h.MaxCredentialSize)),
 		vc.WithTrustedIssuers(h.TrustedIssuers...),

@@ -38,6 +38,11 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	if handled, err := h.serveIdentityDocuments(w, r); handled {
 		return err
 	}
+	// 2b. The front door (frontdoor.go): OAuth metadata, registration,
+	// consent, tokens, revocation and the users' DID documents.
+	if h.serveFrontDoor(w, r) {
+		return nil
+	}
 	if handled, err := h.serveLevel3(w, r, next, chain); handled {
 		return err
 	}

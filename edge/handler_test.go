@@ -207,7 +207,8 @@ func decodeErr(t testing.TB, rec *httptest.ResponseRecorder) errBody {
 	return b
 }
 
-const wantResourceMetadata = `resource_metadata="http://` + testHost + `/.well-known/oauth-protected-resource"`
+// The 401 names the per-path document of the URL requested (RFC 9728 §3.3).
+const wantResourceMetadata = `resource_metadata="http://` + testHost + `/.well-known/oauth-protected-resource/mcp"`
 
 func TestServeHTTPCarriers(t *testing.T) {
 	f := newFixture(t)

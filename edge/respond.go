@@ -228,13 +228,22 @@ func (h *Handler) requestScheme(r *http.Request) string {
 	return "http"
 }
 
+// resourceMetadataURL is the RFC 9728 document for the URL requested: the
+// per-path form (RFC 9728 §3.1), whose resource is that URL, as §3.3
+// requires; the site-wide one for a request to the root.
 func (h *Handler) resourceMetadataURL(r *http.Request) string {
-	return h.requestScheme(r) + "://" + h.serviceHost(r) + wellKnownResource
+	_, u := h.original(r)
+	p := u.Path
+	if p == "/" {
+		p = ""
+	}
+	return h.requestScheme(r) + "://" + h.serviceHost(r) + wellKnownResource + p
 }
 
 type resourceMetadata struct {
 	Resource               string   `json:"resource"`
 	AuthorizationServers   []string `json:"authorization_servers,omitempty"`
+	ScopesSupported        []string `json:"scopes_supported,omitempty"`
 	BearerMethodsSupported []string `json:"bearer_methods_supported"`
 	MCPILevelsSupported    []int    `json:"mcpi_levels_supported"`
 }
@@ -244,14 +253,24 @@ type resourceMetadata struct {
 // RFC 9728 §3.3 requires the resource to match the URL the document was
 // fetched for.
 func (h *Handler) serveResourceMetadata(w http.ResponseWriter, r *http.Request) {
-	resource := h.requestScheme(r) + "://" + h.serviceHost(r) + strings.TrimPrefix(r.URL.Path, wellKnownResource)
+	_, u := h.original(r)
+	origin := h.requestScheme(r) + "://" + h.serviceHost(r)
+	resource := origin + strings.TrimPrefix(u.Path, wellKnownResource)
+	servers := h.AuthorizationServers
+	var scopes []string
+	if h.front != nil {
+		// The edge is the authorization server of its own routes.
+		servers = append([]string{origin}, servers...)
+		scopes = h.front.ScopesSupported()
+	}
 	levels := make([]int, 0, h.Level)
 	for l := 1; l <= h.Level; l++ {
 		levels = append(levels, l)
 	}
 	body, _ := json.Marshal(resourceMetadata{
 		Resource:               resource,
-		AuthorizationServers:   h.AuthorizationServers,
+		AuthorizationServers:   servers,
+		ScopesSupported:        scopes,
 		BearerMethodsSupported: []string{"header"},
 		MCPILevelsSupported:    levels,
 	})

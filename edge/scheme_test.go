@@ -25,7 +25,7 @@ func TestRequestScheme(t *testing.T) {
 		{name: "untrusted peer says https", proto: "https", want: "http"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := httptest.NewRequest("GET", "http://"+testHost+"/.well-known/oauth-protected-resource", nil)
+			r := httptest.NewRequest("GET", "http://"+testHost+"/mcp", nil)
 			if tc.tls {
 				r.TLS = &tls.ConnectionState{}
 			}
@@ -37,7 +37,7 @@ func TestRequestScheme(t *testing.T) {
 			if got := h.requestScheme(r); got != tc.want {
 				t.Errorf("requestScheme = %s, want %s", got, tc.want)
 			}
-			if got, want := h.resourceMetadataURL(r), tc.want+"://"+testHost+"/.well-known/oauth-protected-resource"; got != want {
+			if got, want := h.resourceMetadataURL(r), tc.want+"://"+testHost+"/.well-known/oauth-protected-resource/mcp"; got != want {
 				t.Errorf("resourceMetadataURL = %s, want %s", got, want)
 			}
 		})

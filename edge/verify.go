@@ -36,6 +36,9 @@ func (h *Handler) verify(r *http.Request, raw []byte, chain []string) (*vc.Deleg
 	if err == nil {
 		err = bind.check(d)
 	}
+	if err == nil {
+		err = h.checkGrantRevoked(r, d)
+	}
 	h.obs.Verification(time.Since(start), err, raw)
 	if err != nil {
 		return nil, err

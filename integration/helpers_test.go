@@ -503,7 +503,8 @@ func (h *harness) assertEdgeError(t *testing.T, resp rpcResponse, status int, wa
 		if !strings.HasPrefix(wa, "Bearer ") {
 			t.Errorf("WWW-Authenticate %q, want a Bearer challenge", wa)
 		}
-		want := fmt.Sprintf(`resource_metadata="%s/.well-known/oauth-protected-resource"`, h.base)
+		// The per-path document of the URL requested (RFC 9728 §3.3).
+		want := fmt.Sprintf(`resource_metadata="%s/.well-known/oauth-protected-resource`, h.base)
 		if !strings.Contains(wa, want) {
 			t.Errorf("WWW-Authenticate %q, want it to contain %s", wa, want)
 		}

@@ -1,6 +1,7 @@
 package vc
 
 import (
+	"cmp"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -32,6 +33,14 @@ type Template struct {
 	NotBefore time.Time
 	ExpiresAt time.Time // required
 	ID        string    // default: "urn:uuid:<random>"
+	// DelegationID is credentialSubject.delegation.id; default: ID
+	// without its "urn:uuid:" prefix. Credentials renewed from one grant
+	// share it.
+	DelegationID string
+	// ConfirmationJKT, when set, binds the credential to a proof-of-
+	// possession key (RFC 7800 cnf, RFC 9449 jkt: the base64url RFC 7638
+	// thumbprint). VC-JWT only.
+	ConfirmationJKT string
 }
 
 // The KYA-OS delegation credential shape (see the reference wire notes §2.3).
@@ -78,14 +87,19 @@ type proofOut struct {
 }
 
 type jwtOut struct {
-	Iss string `json:"iss"`
-	Sub string `json:"sub"`
-	Aud any    `json:"aud,omitempty"`
-	Nbf int64  `json:"nbf,omitempty"`
-	Iat int64  `json:"iat"`
-	Exp int64  `json:"exp"`
-	Jti string `json:"jti"`
-	VC  *vcOut `json:"vc"`
+	Iss string  `json:"iss"`
+	Sub string  `json:"sub"`
+	Aud any     `json:"aud,omitempty"`
+	Nbf int64   `json:"nbf,omitempty"`
+	Iat int64   `json:"iat"`
+	Exp int64   `json:"exp"`
+	Jti string  `json:"jti"`
+	Cnf *cnfOut `json:"cnf,omitempty"`
+	VC  *vcOut  `json:"vc"`
+}
+
+type cnfOut struct {
+	JKT string `json:"jkt"`
 }
 
 type headerOut struct {
@@ -133,7 +147,7 @@ func credentialFor(kid string, t Template, now time.Time) (*vcOut, error) {
 		CredentialSubject: subjectOut{
 			ID: t.AgentDID,
 			Delegation: delegationOut{
-				ID:         strings.TrimPrefix(id, "urn:uuid:"),
+				ID:         cmp.Or(t.DelegationID, strings.TrimPrefix(id, "urn:uuid:")),
 				IssuerDID:  issuer,
 				SubjectDID: t.AgentDID,
 				UserDID:    t.UserDID,
@@ -180,6 +194,9 @@ func IssueJWT(key crypto.PrivateKey, kid string, t Template) (string, error) {
 	}
 	if !t.NotBefore.IsZero() {
 		claims.Nbf = t.NotBefore.Unix()
+	}
+	if t.ConfirmationJKT != "" {
+		claims.Cnf = &cnfOut{JKT: t.ConfirmationJKT}
 	}
 	hb, err := json.Marshal(headerOut{Alg: alg, Typ: "JWT", Kid: kid})
 	if err != nil {

@@ -74,6 +74,7 @@ type Verifier struct {
 	algs     algSet
 	maxSize  int
 	trusted  map[string]struct{} // nil: any issuer
+	trustFn  func(string) bool   // nil: only trusted
 	ld       ldProofVerifier     // nil: Linked Data proofs are unsupported
 	status   statusChecker       // nil: credentialStatus is not checked (see status.go)
 	maxDepth int                 // 1..MaxChainDepth
@@ -159,6 +160,14 @@ func WithTrustedIssuers(dids ...string) Option {
 			v.trusted[d] = struct{}{}
 		}
 	}
+}
+
+// WithTrustedIssuerFunc also accepts a (root) issuer for which trusts
+// reports true, beside the DIDs of WithTrustedIssuers: a family of DIDs
+// the caller vouches for (the users whose DIDs an edge hosts). It adds
+// nothing when every issuer is trusted already.
+func WithTrustedIssuerFunc(trusts func(did string) bool) Option {
+	return func(v *Verifier) { v.trustFn = trusts }
 }
 
 // WithMaxChainDepth lowers the most credentials a delegation chain may

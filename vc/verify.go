@@ -319,8 +319,10 @@ func (v *Verifier) trusts(did string) bool {
 	if v.trusted == nil {
 		return true
 	}
-	_, ok := v.trusted[did]
-	return ok
+	if _, ok := v.trusted[did]; ok {
+		return true
+	}
+	return v.trustFn != nil && v.trustFn(did)
 }
 
 // noClaims stands for the absent JWT claims of a JSON credential; read only.

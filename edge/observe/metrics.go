@@ -27,6 +27,7 @@ import (
 //	caddy_mcpi_handshakes_total{mode,result}
 //	caddy_mcpi_tool_decisions_total{tool,outcome}
 //	caddy_mcpi_audit_entries_dropped_total
+//	caddy_mcpi_authserver_events_total{event}
 
 const (
 	metricsNamespace = "caddy"
@@ -121,6 +122,7 @@ type metrics struct {
 	handshakes   *prometheus.CounterVec
 	tools        *prometheus.CounterVec
 	auditDropped prometheus.Counter
+	authEvents   *prometheus.CounterVec
 
 	// Caps on the free-form labels, per label.
 	mode, result, cacheName, store, op, method *cappedLabel
@@ -243,6 +245,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.auditDropped, err = register(reg, m.auditDropped); err != nil {
+		return nil, err
+	}
+	m.authEvents = counter("authserver_events_total",
+		"Events of the front door's authorization server: registration, consent_approved, consent_denied, issued, revoked, refresh_reused.", "event")
+	if m.authEvents, err = register(reg, m.authEvents); err != nil {
 		return nil, err
 	}
 	return m, nil
