@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"bytes"
+	"image/png"
 	"os"
 	"strconv"
 
@@ -62,12 +64,34 @@ func (p *consentPage) untick(scope string) {
 	p.b.do("unticking "+scope, chromedp.Click(chromedp.CSS(`input[type="checkbox"][name="scope"][value=`+strconv.Quote(scope)+`]`)))
 }
 
-// screenshot saves the whole page as a PNG at path.
+// screenshot saves the whole page as a PNG at path, and fails the test if
+// the picture could not show a person anything: too small, or (nearly) one
+// colour, as a page whose style or content was blocked would be.
 func (p *consentPage) screenshot(path string) {
 	p.b.t.Helper()
-	png := browserRun(p.b, "taking a screenshot", chromedp.FullScreenshot(100))
-	if err := os.WriteFile(path, png, 0o600); err != nil {
+	shot := browserRun(p.b, "taking a screenshot", chromedp.FullScreenshot(100))
+	if err := os.WriteFile(path, shot, 0o600); err != nil {
 		p.b.t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(shot))
+	if err != nil {
+		p.b.t.Fatalf("screenshot %s: %v", path, err)
+	}
+	bounds := img.Bounds()
+	if bounds.Dx() < 600 || bounds.Dy() < 400 {
+		p.b.t.Errorf("screenshot %s is %dx%d: the page did not render at the window size", path, bounds.Dx(), bounds.Dy())
+	}
+	dark := 0
+	for y := bounds.Min.Y; y < bounds.Max.Y; y++ {
+		for x := bounds.Min.X; x < bounds.Max.X; x++ {
+			if r, g, b, _ := img.At(x, y).RGBA(); r+g+b < 3*0x8000 {
+				dark++
+			}
+		}
+	}
+	// Text at a readable size darkens a few percent of a page.
+	if share := float64(dark) / float64(bounds.Dx()*bounds.Dy()); share < 0.005 {
+		p.b.t.Errorf("screenshot %s is almost blank (%.2f%% dark pixels)", path, 100*share)
 	}
 }
 
