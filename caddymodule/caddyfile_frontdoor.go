@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -109,4 +110,21 @@ func signedInUser(placeholder string) func(r *http.Request) string {
 		}
 		return strings.TrimSpace(repl.ReplaceKnown(placeholder, ""))
 	}
+}
+
+// validate refuses a user_id_placeholder that reads the client's request
+// (a header, cookie, query or body the client chose): the signed-in user
+// must come from the authentication that ran, never from the client.
+func (c *AuthorizationServerConfig) validate() error {
+	if c == nil || c.UserIDPlaceholder == "" {
+		return nil
+	}
+	p := c.UserIDPlaceholder
+	if len(p) < 3 || p[0] != '{' || p[len(p)-1] != '}' || strings.ContainsAny(p[1:len(p)-1], "{} ") {
+		return fmt.Errorf("mcpi: authorization_server user_id_placeholder must be one placeholder, such as %s", defaultUserIDPlaceholder)
+	}
+	if strings.HasPrefix(p, "{http.request.") {
+		return fmt.Errorf("mcpi: authorization_server user_id_placeholder %s reads the client's request, which the client controls: use %s (basic_auth, caddyauth providers) or {http.reverse_proxy.header.<Name>} (the forward_auth response's header)", p, defaultUserIDPlaceholder)
+	}
+	return nil
 }

@@ -263,6 +263,9 @@ func (h *Handler) loadNonceStore(ctx caddy.Context) (challenge.NonceStore, strin
 // Validate checks the configuration. It works on an unprovisioned Handler
 // too (zero values mean defaults), so Caddyfile tests can call it directly.
 func (h *Handler) Validate() error {
+	if err := h.AuthorizationServer.validate(); err != nil {
+		return err
+	}
 	cfg := h.edgeConfig()
 	return cfg.Validate()
 }

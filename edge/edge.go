@@ -114,9 +114,6 @@ type Handler struct {
 	proofHostDID hostDID
 	// front is the authorization server (frontdoor.go); nil when off.
 	front *authserver.Server
-	// dpopCheck checks DPoP proofs at the front door's token endpoint;
-	// nil: DPoP is not offered there.
-	dpopCheck authserver.DPoPChecker
 
 	logger   *zap.Logger
 	verifier *vc.Verifier

@@ -12,6 +12,8 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/authserver"
+	"github.com/mcpi-edge/caddy-mcpi/edge/dpop"
+	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -79,8 +81,14 @@ func (h *Handler) provisionFrontDoor() error {
 	if h.keyStorage != nil {
 		deps.Keys = h.keyStorage
 	}
-	if h.dpopCheck != nil {
-		deps.DPoP = h.dpopCheck
+	// DPoP at the token endpoint: proofs are single-use in the shared
+	// store, so a proof replayed to another replica is refused too.
+	if su, ok := h.l3.store.(dpop.ReplayStore); ok {
+		checker := dpop.NewChecker(su)
+		deps.DPoP = func(ctx context.Context, proof, method, url string) (authserver.DPoPProof, error) {
+			p, err := checker.Check(ctx, proof, dpop.Expect{Method: method, URL: url})
+			return authserver.DPoPProof{JKT: p.JKT, Key: p.Public}, err
+		}
 	}
 	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
 	defer cancel()
@@ -224,4 +232,30 @@ func (h *Handler) routeScopes() []authserver.Scope {
 		}
 	}
 	return out
+}
+
+// stepUp answers a single tools/call refused for missing scopes, made with
+// a credential the front door issued, the OAuth way (RFC 6750 §3.1): 403
+// insufficient_scope naming the scopes to ask for, the ones granted and
+// the missing ones, so that an OAuth client asks the user again through
+// the same consent and keeps what it had. Other clients get the tool
+// result they always got.
+func (h *Handler) stepUp(w http.ResponseWriter, r *http.Request, msgs []mcp.Message, batch bool, decisions []mcp.Decision, d *vc.Delegation) bool {
+	if h.front == nil || d == nil || batch || len(msgs) != 1 || !authserver.IsUserDID(d.Issuer) {
+		return false
+	}
+	dec := decisions[0]
+	if dec.Allowed || dec.Reason != mcp.ReasonInsufficientScope || len(dec.Missing) == 0 {
+		return false
+	}
+	scopes := slices.Clone(d.Scopes)
+	for _, s := range dec.Missing {
+		if !slices.Contains(scopes, s) {
+			scopes = append(scopes, s)
+		}
+	}
+	h.writeRejection(w, r, rejection{status: http.StatusForbidden, code: "insufficient_scope",
+		description: "the delegation lacks a scope this tool needs: authorize again with the scopes named in WWW-Authenticate",
+		scope:       strings.Join(scopes, " "), challenge: true, tag: "insufficient_scope"})
+	return true
 }

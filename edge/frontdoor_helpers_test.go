@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"html"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -29,6 +30,10 @@ type frontDoor struct {
 	srv *httptest.Server
 	h   *edge.Handler
 
+	// host, when set, is the Host of every request: replicas behind one
+	// name.
+	host string
+
 	mu        sync.Mutex
 	admitted  []*vc.Delegation
 	upstreams int
@@ -37,7 +42,7 @@ type frontDoor struct {
 type userKey struct{}
 
 // newFrontDoor starts one; store is the shared store (nil: the edge's own).
-func newFrontDoor(t *testing.T, store challenge.NonceStore, mod func(*edge.Config)) *frontDoor {
+func newFrontDoor(t *testing.T, store challenge.NonceStore, mod func(*edge.Config), extra ...edge.Option) *frontDoor {
 	t.Helper()
 	f := &frontDoor{t: t}
 	cfg := edge.Config{
@@ -52,6 +57,8 @@ func newFrontDoor(t *testing.T, store challenge.NonceStore, mod func(*edge.Confi
 	}
 	opts := []edge.Option{edge.WithHooks(edge.Hooks{
 		SignedInUser: func(r *http.Request) string { s, _ := r.Context().Value(userKey{}).(string); return s },
+		// As replicas behind a load balancer: the Host is the public name.
+		TrustedProxy: func(*http.Request) bool { return true },
 		Identity: func(r *http.Request, d *vc.Delegation) {
 			f.mu.Lock()
 			f.admitted = append(f.admitted, d)
@@ -61,7 +68,7 @@ func newFrontDoor(t *testing.T, store challenge.NonceStore, mod func(*edge.Confi
 	if store != nil {
 		opts = append(opts, edge.WithNonceStore(store, "shared"))
 	}
-	h, err := edge.New(cfg, opts...)
+	h, err := edge.New(cfg, append(opts, extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,6 +108,9 @@ var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request
 
 func (f *frontDoor) do(req *http.Request) (*http.Response, []byte) {
 	f.t.Helper()
+	if f.host != "" {
+		req.Host = f.host
+	}
 	res, err := noRedirect.Do(req)
 	if err != nil {
 		f.t.Fatal(err)
@@ -272,3 +282,35 @@ func (f *frontDoor) lastAdmitted() *vc.Delegation {
 	}
 	return f.admitted[len(f.admitted)-1]
 }
+
+// sharedKeys is key storage two edges share, as replicas share Caddy's.
+type sharedKeys struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+func (s *sharedKeys) Load(_ context.Context, k string) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b, ok := s.m[k]; ok {
+		return b, nil
+	}
+	return nil, fs.ErrNotExist
+}
+
+func (s *sharedKeys) Store(_ context.Context, k string, v []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string][]byte{}
+	}
+	s.m[k] = v
+	return nil
+}
+
+func (s *sharedKeys) Exists(_ context.Context, k string) bool {
+	_, err := s.Load(context.Background(), k)
+	return err == nil
+}
+func (s *sharedKeys) Lock(context.Context, string) error   { return nil }
+func (s *sharedKeys) Unlock(context.Context, string) error { return nil }

@@ -32,6 +32,9 @@ func (h *Handler) recordDenial(r *http.Request, msgs []mcp.Message, decisions []
 // error for every other request of a batch (none of it was forwarded).
 // Notifications get no answer; with nothing to answer it is 202 Accepted.
 func (h *Handler) answerDenied(w http.ResponseWriter, r *http.Request, msgs []mcp.Message, batch bool, decisions []mcp.Decision, d *vc.Delegation) {
+	if h.stepUp(w, r, msgs, batch, decisions, d) {
+		return
+	}
 	era := mcp.HeaderEra(r.Header)
 	var out [][]byte
 	for i, m := range msgs {

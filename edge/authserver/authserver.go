@@ -191,6 +191,9 @@ const (
 // whether it did. Every endpoint needs no credential.
 func (s *Server) Serve(w http.ResponseWriter, r *http.Request) bool {
 	p := s.deps.Path(r)
+	if cors(w, r, p) {
+		return true
+	}
 	switch {
 	case isMetadataPath(p):
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -211,6 +214,30 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request) bool {
 	default:
 		return false
 	}
+	return true
+}
+
+// cors lets MCP clients that run in a browser (the Inspector's web UI)
+// read the metadata and call registration, token and revocation: they
+// are public clients, no cookie or ambient credential is involved, so any
+// origin may. The authorize endpoint is a page the browser navigates to
+// and is not opened to scripts. It reports whether it answered a
+// preflight.
+func cors(w http.ResponseWriter, r *http.Request, p string) bool {
+	switch {
+	case isMetadataPath(p), p == pathRegister, p == pathToken, p == pathRevoke, strings.HasPrefix(p, pathUsers):
+	default:
+		return false
+	}
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", "*")
+	if r.Method != http.MethodOptions || r.Header.Get("Access-Control-Request-Method") == "" {
+		return false
+	}
+	h.Set("Access-Control-Allow-Methods", "GET, POST")
+	h.Set("Access-Control-Allow-Headers", "Content-Type, DPoP, Authorization, MCP-Protocol-Version")
+	h.Set("Access-Control-Max-Age", "600")
+	w.WriteHeader(http.StatusNoContent)
 	return true
 }
 
