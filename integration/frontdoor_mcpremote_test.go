@@ -118,11 +118,32 @@ func TestFrontDoorMCPRemote(t *testing.T) {
 		t.Error("no refresh token: the 1h credential could not be renewed without the user")
 	}
 
-	// The unticked scope's tool is refused at the edge.
+	// The unticked scope's tool is refused at the edge with
+	// insufficient_scope, and mcp-remote asks the user to step up through
+	// the same consent; the user declines.
 	fd.upstream.Reset()
-	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "count", Arguments: map[string]any{"n": 1}})
-	if err == nil && !res.IsError {
-		t.Errorf("tools/call count succeeded without its scope: %+v", res)
+	type called struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	call := make(chan called, 1)
+	go func() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "count", Arguments: map[string]any{"n": 1}})
+		call <- called{res, err}
+	}()
+	stepUp, err := remote.nextAuthURL(ctx)
+	if err != nil {
+		t.Fatalf("no step-up authorization after the refused call: %v", err)
+	}
+	if q := mustQuery(t, stepUp); !strings.Contains(q.Get("scope"), scopeCount) {
+		t.Errorf("step-up asks for scope %q; want it to include the missing %s", q.Get("scope"), scopeCount)
+	}
+	b.openConsent(stepUp).deny()
+	if q := mustQuery(t, b.waitLocation(remote.callback)); q.Get("error") != "access_denied" {
+		t.Errorf("redirect after Deny: %v; want error=access_denied", q)
+	}
+	if c := <-call; c.err == nil && !c.res.IsError {
+		t.Errorf("tools/call count succeeded without its scope: %+v", c.res)
 	}
 	if called := calledTools(fd.upstream.Requests()); slices.Contains(called, "count") {
 		t.Errorf("the upstream received a call of count: %v", called)

@@ -35,19 +35,37 @@ type mcpRemote struct {
 var authURLRE = regexp.MustCompile(`Please authorize this client by visiting:\s*\n(\S+)`)
 
 // authURLWatcher is mcp-remote's stderr: it keeps everything (logged when
-// the test fails) and hands out the first authorization URL printed.
+// the test fails) and hands out each authorization URL printed, the first
+// sign-in's and any step-up's.
 type authURLWatcher struct {
 	syncBuffer
-	once sync.Once
+	mu   sync.Mutex
+	sent int
 	url  chan string
 }
 
 func (w *authURLWatcher) Write(p []byte) (int, error) {
 	n, err := w.syncBuffer.Write(p)
-	if m := authURLRE.FindStringSubmatch(w.String()); m != nil {
-		w.once.Do(func() { w.url <- m[1] })
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ms := authURLRE.FindAllStringSubmatch(w.String(), -1)
+	for ; w.sent < len(ms); w.sent++ {
+		select {
+		case w.url <- ms[w.sent][1]:
+		default: // nobody will look at so many
+		}
 	}
 	return n, err
+}
+
+// nextAuthURL waits for the next authorization URL mcp-remote prints.
+func (r *mcpRemote) nextAuthURL(ctx context.Context) (string, error) {
+	select {
+	case u := <-r.stderr.url:
+		return u, nil
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
 }
 
 // connectMCPRemote starts mcp-remote 0.15.1 for serverURL with no
@@ -67,7 +85,7 @@ func connectMCPRemote(ctx context.Context, t *testing.T, serverURL string, signI
 	r := &mcpRemote{
 		configDir: filepath.Join(home, "mcp-auth"),
 		callback:  "http://localhost:" + strconv.Itoa(port) + "/oauth/callback",
-		stderr:    &authURLWatcher{url: make(chan string, 1)},
+		stderr:    &authURLWatcher{url: make(chan string, 4)},
 	}
 	cmd := exec.Command("node", proxy, serverURL, strconv.Itoa(port),
 		"--transport", "http-only", "--auth-timeout", "120")
