@@ -59,6 +59,9 @@ func (h *Handler) provisionIdentity() error {
 	id, err := identity.New(h.ctx, h.Level2Config,
 		identity.WithLogger(h.logger),
 		identity.WithStorage(h.keyStorage),
+		// The assertion for a credential ends when the verifier stops
+		// accepting it, not before: both apply the same skew.
+		identity.WithClockSkew(h.ClockSkew),
 		identity.WithHost(h.serviceHost),
 		identity.WithScheme(h.requestScheme),
 		identity.WithUpstreamHeader(h.hooks.UpstreamHeader),

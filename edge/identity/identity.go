@@ -74,6 +74,7 @@ type Identity struct {
 	storage        assertion.Storage // where a generated key set is kept
 
 	lifetime, retention, reloadEvery time.Duration
+	skew                             time.Duration // the verifier's clock skew
 	alg                              string
 	hashForm, reuse                  bool
 	mcpiHeaders, kyaHeaders          bool
@@ -211,6 +212,7 @@ func (id *Identity) signerFor(did string) (*assertion.Signer, error) {
 	}
 	s, err := assertion.New(id.ks.Load(), did,
 		assertion.WithLifetime(id.lifetime),
+		assertion.WithClockSkew(id.skew),
 		assertion.WithReuse(id.reuse),
 		assertion.WithReuseCacheSize(cacheSize))
 	if err != nil {
