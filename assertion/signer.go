@@ -127,14 +127,14 @@ func (s *Signer) KeySet() *KeySet { return s.ks.Load() }
 // assertions are only ever served for the key that signed them anyway). The
 // set's retention must cover the lifetime.
 func (s *Signer) SetKeySet(ks *KeySet) error {
-	if ks == nil || ks.Current().Signer == nil {
+	if ks == nil || ks.CurrentAt(s.now()).Signer == nil {
 		return fmt.Errorf("%w: empty key set", ErrUnsupportedKey)
 	}
 	if r := ks.Retention(); r < s.lifetime {
 		return fmt.Errorf("%w: lifetime %v exceeds the key set's retention %v", ErrLifetime, s.lifetime, r)
 	}
 	old := s.ks.Swap(ks)
-	if old == nil || old.Current().Thumbprint != ks.Current().Thumbprint {
+	if now := s.now(); old == nil || old.CurrentAt(now).Thumbprint != ks.CurrentAt(now).Thumbprint {
 		s.cache.clear()
 	}
 	return nil
@@ -159,9 +159,10 @@ func encodeHeader(alg, kid, typ string) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// current returns the prepared current key, rebuilding it after a rotation.
+// current returns the prepared current key, rebuilding it after a rotation
+// (a scheduled key starts signing by the Signer's clock).
 func (s *Signer) current() *signingKey {
-	k := s.ks.Load().Current()
+	k := s.ks.Load().CurrentAt(s.now())
 	if st := s.state.Load(); st != nil && st.key.Thumbprint == k.Thumbprint {
 		return st
 	}

@@ -22,6 +22,8 @@ type (
 // Values of Level2Config's settings.
 const (
 	DefaultKeyStorageKey = identity.DefaultKeyStorageKey
+	// DefaultKeyPublishDelay is key_publish_delay's default.
+	DefaultKeyPublishDelay = identity.DefaultKeyPublishDelay
 
 	AlgEdDSA = identity.AlgEdDSA
 	AlgES256 = identity.AlgES256
