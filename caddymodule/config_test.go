@@ -210,6 +210,7 @@ func TestLevel2Caddyfile(t *testing.T) {
 				key_storage_key mcpi/other.json
 				key_reload_interval 10s
 				key_retention 10m
+				key_publish_delay 45s
 				reputation {
 					score ` + testDID + ` 87
 					score did:web:agent.example.com 0.5
@@ -231,6 +232,7 @@ func TestLevel2Caddyfile(t *testing.T) {
 				KeyStorageKey:     "mcpi/other.json",
 				KeyReloadInterval: caddy.Duration(10 * time.Second),
 				KeyRetention:      caddy.Duration(10 * time.Minute),
+				KeyPublishDelay:   caddy.Duration(45 * time.Second),
 				Reputation: &ReputationConfig{
 					Scores:   map[string]float64{testDID: 87, "did:web:agent.example.com": 50},
 					Endpoint: "https://rep.example.com/score/{did}",
@@ -764,7 +766,7 @@ func TestRotateKeyCommand(t *testing.T) {
 	cfg := `{
 		"storage": {"module": "file_system", "root": ` + jsonString(dir) + `},
 		"apps": {"http": {"servers": {"s": {"listen": ["127.0.0.1:0"], "routes": [{"handle": [
-			{"handler": "mcpi", "level": 2, "trusted_issuers": ["*"], "key_storage_key": "edge/keys.json", "signing_alg": "ES256"}
+			{"handler": "mcpi", "level": 2, "trusted_issuers": ["*"], "key_storage_key": "edge/keys.json", "signing_alg": "ES256", "key_publish_delay": 45000000000}
 		]}]}}}}
 	}`
 	cfgFile := filepath.Join(dir, "caddy.json")
@@ -795,12 +797,12 @@ func TestRotateKeyCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("output %s: %v", out, err)
 	}
-	// The new key is published beside the old one, which signs until
-	// key_publish_delay (default 20s) has passed.
+	// The new key is published beside the old one, which signs until the
+	// config's key_publish_delay has passed.
+	const delay = 45 * time.Second
 	if res.StorageKey != "edge/keys.json" || len(res.Published) != 2 ||
 		res.Published[0].Thumbprint != first.Current().Thumbprint || res.Published[1].Alg != edge.AlgES256 ||
-		res.Published[1].SignsFrom.Before(before.Add(edge.DefaultKeyPublishDelay)) ||
-		res.Published[1].SignsFrom.After(time.Now().Add(edge.DefaultKeyPublishDelay)) {
+		res.Published[1].SignsFrom.Before(before.Add(delay)) || res.Published[1].SignsFrom.After(time.Now().Add(delay)) {
 		t.Errorf("rotate-key output %s", out)
 	}
 	data, err := st.Load(ctx, "edge/keys.json")
