@@ -88,6 +88,9 @@ type Identity struct {
 	storageKey string
 	reloadMu   sync.Mutex
 	lastLoad   time.Time // guarded by reloadMu
+	// The thumbprints of the signing and the scheduled key at the last
+	// reload, for logging their changes; guarded by reloadMu.
+	loggedCurrent, loggedNext string
 
 	signersMu sync.RWMutex
 	signers   map[string]*assertion.Signer // by edge DID
