@@ -326,6 +326,42 @@ func TestExpCappedByDelegation(t *testing.T) {
 	}
 }
 
+// TestExpWithinClockSkew: a delegation the verifier accepted inside its
+// clock skew past its expiry gets an assertion (and a KYA-OS proof) that
+// ends when the verifier stops accepting it; past the skew, none.
+func TestExpWithinClockSkew(t *testing.T) {
+	c := newClock(t0)
+	s := newTestSigner(t, mustKey(t, genEd25519), c, WithClockSkew(time.Minute))
+	d := testDelegation()
+	d.ExpiresAt = t0.Add(-6 * time.Second)
+	tok, err := s.Sign(d, upstream)
+	if err != nil {
+		t.Fatalf("Sign inside the skew: %v", err)
+	}
+	want := t0.Unix() + 54
+	if got := int64(decodePart(t, tok, 1)["exp"].(float64)); got != want {
+		t.Fatalf("exp = %d, want %d (the expiry plus the skew)", got, want)
+	}
+	// Reused while it states what the delegation allows.
+	if again, err := s.Sign(d, upstream); err != nil || again != tok {
+		t.Fatalf("second Sign = %v, reused %v", err, again == tok)
+	}
+	proof, err := s.SignKYAOSProof(d, "upstream.example", nil)
+	if err != nil {
+		t.Fatalf("SignKYAOSProof inside the skew: %v", err)
+	}
+	if got := int64(decodePart(t, proof, 1)["exp"].(float64)); got != want {
+		t.Fatalf("proof exp = %d, want %d", got, want)
+	}
+	d.ExpiresAt = t0.Add(-time.Minute)
+	if _, err := s.Sign(d, "https://other.example"); !errors.Is(err, ErrDelegationExpired) {
+		t.Fatalf("Sign past the skew: %v, want ErrDelegationExpired", err)
+	}
+	if _, err := s.SignKYAOSProof(d, "upstream.example", nil); !errors.Is(err, ErrDelegationExpired) {
+		t.Fatalf("SignKYAOSProof past the skew: %v, want ErrDelegationExpired", err)
+	}
+}
+
 func TestRotationOverlap(t *testing.T) {
 	c := newClock(t0)
 	s := newTestSigner(t, mustKey(t, genEd25519), c)

@@ -78,6 +78,9 @@ type Key struct {
 	RetiredAt time.Time
 	// Retention is how long after RetiredAt the key stays published.
 	Retention time.Duration
+	// ActivatesAt is when a scheduled key (Schedule) starts signing; it
+	// is published from its scheduling on. Zero for every other key.
+	ActivatesAt time.Time
 }
 
 // KeyID returns "<edgeDID>#<thumbprint>".
@@ -153,6 +156,7 @@ func publicKey(pub crypto.PublicKey, created time.Time) (Key, error) {
 type KeySet struct {
 	mu        sync.RWMutex
 	current   Key
+	next      *Key  // scheduled to replace current at next.ActivatesAt
 	retired   []Key // oldest first
 	retention time.Duration
 }
@@ -185,11 +189,17 @@ func NewKeySet(priv crypto.PrivateKey, now time.Time, opts ...KeySetOption) (*Ke
 	return ks, nil
 }
 
-// Current returns the key new assertions are signed with.
-func (ks *KeySet) Current() Key {
+// Current returns the key new assertions are signed with now
+// (CurrentAt(time.Now())).
+func (ks *KeySet) Current() Key { return ks.CurrentAt(time.Now()) }
+
+// CurrentAt returns the key new assertions are signed with at now: the
+// scheduled key once its activation time has come, else the current one.
+func (ks *KeySet) CurrentAt(now time.Time) Key {
 	ks.mu.RLock()
 	defer ks.mu.RUnlock()
-	return ks.current
+	cur, _, _ := ks.settled(now)
+	return cur
 }
 
 // Retention returns how long a key stays published after it is retired.
@@ -200,16 +210,20 @@ func (ks *KeySet) Retention() time.Duration {
 }
 
 // Published returns every key a verifier may still need at now: the current
-// key first, then the retired keys still inside their retention window,
-// newest first.
+// key first, then a scheduled key that does not sign yet, then the retired
+// keys still inside their retention window, newest first.
 func (ks *KeySet) Published(now time.Time) []Key {
 	ks.mu.RLock()
 	defer ks.mu.RUnlock()
-	out := make([]Key, 0, 1+len(ks.retired))
-	out = append(out, ks.current)
-	for i := len(ks.retired) - 1; i >= 0; i-- {
-		if ks.retired[i].publishedAt(now) {
-			out = append(out, ks.retired[i])
+	cur, next, retired := ks.settled(now)
+	out := make([]Key, 0, 2+len(retired))
+	out = append(out, cur)
+	if next != nil {
+		out = append(out, *next)
+	}
+	for i := len(retired) - 1; i >= 0; i-- {
+		if retired[i].publishedAt(now) {
+			out = append(out, retired[i])
 		}
 	}
 	return out
@@ -225,6 +239,8 @@ func (ks *KeySet) Rotate(now time.Time, priv crypto.PrivateKey) error {
 	}
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
+	ks.settle(now)
+	ks.next = nil // a scheduled key that never signed is not needed
 	if k.Thumbprint == ks.current.Thumbprint {
 		return nil
 	}
@@ -248,6 +264,7 @@ type keySetJSON struct {
 	Version          int       `json:"version"`
 	RetentionSeconds int64     `json:"retention_seconds"`
 	Current          keyJSON   `json:"current"`
+	Next             *keyJSON  `json:"next,omitempty"`
 	Retired          []keyJSON `json:"retired,omitempty"`
 }
 
@@ -256,6 +273,7 @@ type keyJSON struct {
 	CreatedAt        time.Time       `json:"created_at"`
 	RetiredAt        time.Time       `json:"retired_at,omitzero"`
 	RetentionSeconds int64           `json:"retention_seconds,omitempty"`
+	ActivatesAt      time.Time       `json:"activates_at,omitzero"`
 }
 
 // marshalKey writes the private JWK of a current key, the public JWK of a
@@ -284,6 +302,7 @@ func marshalKey(k Key) (keyJSON, error) {
 		CreatedAt:        k.CreatedAt,
 		RetiredAt:        k.RetiredAt,
 		RetentionSeconds: int64(k.Retention / time.Second),
+		ActivatesAt:      k.ActivatesAt,
 	}, nil
 }
 
@@ -307,12 +326,13 @@ func unmarshalKey(kj keyJSON, retired bool) (Key, error) {
 	}
 	k.RetiredAt = kj.RetiredAt.UTC()
 	k.Retention = time.Duration(kj.RetentionSeconds) * time.Second
+	k.ActivatesAt = kj.ActivatesAt.UTC()
 	return k, nil
 }
 
-// MarshalJSON encodes the whole set: the current key as a private JWK,
-// retired keys as public JWKs with their retirement time and retention. The
-// result is a secret: store it like a TLS private key.
+// MarshalJSON encodes the whole set: the current key and a scheduled one as
+// private JWKs, retired keys as public JWKs with their retirement time and
+// retention. The result is a secret: store it like a TLS private key.
 func (ks *KeySet) MarshalJSON() ([]byte, error) {
 	ks.mu.RLock()
 	defer ks.mu.RUnlock()
@@ -320,6 +340,13 @@ func (ks *KeySet) MarshalJSON() ([]byte, error) {
 	var err error
 	if out.Current, err = marshalKey(ks.current); err != nil {
 		return nil, err
+	}
+	if ks.next != nil {
+		nj, err := marshalKey(*ks.next)
+		if err != nil {
+			return nil, err
+		}
+		out.Next = &nj
 	}
 	for _, r := range ks.retired {
 		rj, err := marshalKey(r)
@@ -344,8 +371,19 @@ func (ks *KeySet) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return fmt.Errorf("%w: current key: %w", ErrInvalidKeySet, err)
 	}
-	if !cur.RetiredAt.IsZero() {
-		return fmt.Errorf("%w: current key is retired", ErrInvalidKeySet)
+	if !cur.RetiredAt.IsZero() || !cur.ActivatesAt.IsZero() {
+		return fmt.Errorf("%w: current key is retired or scheduled", ErrInvalidKeySet)
+	}
+	var next *Key
+	if in.Next != nil {
+		k, err := unmarshalKey(*in.Next, false)
+		if err != nil {
+			return fmt.Errorf("%w: next key: %w", ErrInvalidKeySet, err)
+		}
+		if k.ActivatesAt.IsZero() || !k.RetiredAt.IsZero() {
+			return fmt.Errorf("%w: next key lacks activates_at", ErrInvalidKeySet)
+		}
+		next = &k
 	}
 	retired := make([]Key, 0, len(in.Retired))
 	for i, rj := range in.Retired {
@@ -353,7 +391,7 @@ func (ks *KeySet) UnmarshalJSON(data []byte) error {
 		if err != nil {
 			return fmt.Errorf("%w: retired key %d: %w", ErrInvalidKeySet, i, err)
 		}
-		if r.RetiredAt.IsZero() || r.Retention <= 0 {
+		if r.RetiredAt.IsZero() || r.Retention <= 0 || !r.ActivatesAt.IsZero() {
 			return fmt.Errorf("%w: retired key %d lacks retired_at or retention", ErrInvalidKeySet, i)
 		}
 		retired = append(retired, r)
@@ -364,7 +402,7 @@ func (ks *KeySet) UnmarshalJSON(data []byte) error {
 	}
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
-	ks.current, ks.retired, ks.retention = cur, retired, retention
+	ks.current, ks.next, ks.retired, ks.retention = cur, next, retired, retention
 	return nil
 }
 
@@ -551,8 +589,16 @@ func LoadOrCreate(ctx context.Context, st Storage, key string, gen func() (crypt
 // stored). Other replicas pick the new key up when they next load the set;
 // they must do so well within the retention window (DefaultRetention minus
 // the assertion lifetime) so that nothing they sign with the retired key
-// outlives its publication.
+// outlives its publication. ScheduleStored publishes the new key before it
+// signs.
 func RotateStored(ctx context.Context, st Storage, key string, now time.Time, gen func() (crypto.PrivateKey, error)) (*KeySet, error) {
+	return ScheduleStored(ctx, st, key, now, 0, gen)
+}
+
+// ScheduleStored is RotateStored with the new key published at once but
+// signing only from now+delay (Schedule), so that verifiers can learn it
+// first. A delay of zero or less rotates at once.
+func ScheduleStored(ctx context.Context, st Storage, key string, now time.Time, delay time.Duration, gen func() (crypto.PrivateKey, error)) (*KeySet, error) {
 	var ks *KeySet
 	err := withLock(ctx, st, key, func() error {
 		var (
@@ -570,7 +616,7 @@ func RotateStored(ctx context.Context, st Storage, key string, now time.Time, ge
 			if ks, err = NewKeySet(priv, now); err != nil {
 				return err
 			}
-		} else if err := ks.Rotate(now, priv); err != nil {
+		} else if err := ks.Schedule(now, delay, priv); err != nil {
 			return err
 		}
 		return store(ctx, st, key, ks)

@@ -39,6 +39,7 @@ const (
 type Signer struct {
 	edgeDID   string
 	lifetime  time.Duration
+	skew      time.Duration
 	now       func() time.Time
 	reuse     bool
 	cacheSize int
@@ -63,6 +64,13 @@ func WithClock(now func() time.Time) Option {
 		}
 	}
 }
+
+// WithClockSkew is the clock skew the verifier of the delegations allowed
+// (vc.WithClockSkew). A delegation counts as expired, and an assertion for
+// it ends, at vc.AcceptedUntil(d.ExpiresAt, skew), so that the signer
+// refuses no delegation the verifier just accepted. Default 0: the
+// delegation's own expiry.
+func WithClockSkew(d time.Duration) Option { return func(s *Signer) { s.skew = max(d, 0) } }
 
 // WithReuse turns the reuse cache on or off. Default on.
 func WithReuse(on bool) Option { return func(s *Signer) { s.reuse = on } }
@@ -119,14 +127,14 @@ func (s *Signer) KeySet() *KeySet { return s.ks.Load() }
 // assertions are only ever served for the key that signed them anyway). The
 // set's retention must cover the lifetime.
 func (s *Signer) SetKeySet(ks *KeySet) error {
-	if ks == nil || ks.Current().Signer == nil {
+	if ks == nil || ks.CurrentAt(s.now()).Signer == nil {
 		return fmt.Errorf("%w: empty key set", ErrUnsupportedKey)
 	}
 	if r := ks.Retention(); r < s.lifetime {
 		return fmt.Errorf("%w: lifetime %v exceeds the key set's retention %v", ErrLifetime, s.lifetime, r)
 	}
 	old := s.ks.Swap(ks)
-	if old == nil || old.Current().Thumbprint != ks.Current().Thumbprint {
+	if now := s.now(); old == nil || old.CurrentAt(now).Thumbprint != ks.CurrentAt(now).Thumbprint {
 		s.cache.clear()
 	}
 	return nil
@@ -151,9 +159,10 @@ func encodeHeader(alg, kid, typ string) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// current returns the prepared current key, rebuilding it after a rotation.
+// current returns the prepared current key, rebuilding it after a rotation
+// (a scheduled key starts signing by the Signer's clock).
 func (s *Signer) current() *signingKey {
-	k := s.ks.Load().Current()
+	k := s.ks.Load().CurrentAt(s.now())
 	if st := s.state.Load(); st != nil && st.key.Thumbprint == k.Thumbprint {
 		return st
 	}
@@ -235,19 +244,27 @@ type KYAOSClaims struct {
 }
 
 // window returns iat and exp for an assertion of lifetime life issued at
-// now for d: exp never passes the delegation's own expiry.
-func window(d *vc.Delegation, now time.Time, life time.Duration) (iat, exp int64, err error) {
+// now for d: exp never passes the instant the verifier stops accepting
+// the delegation (its expiry plus the clock skew).
+func (s *Signer) window(d *vc.Delegation, now time.Time, life time.Duration) (iat, exp int64, err error) {
 	iat = now.Unix()
 	exp = iat + int64(life/time.Second)
-	if !d.ExpiresAt.IsZero() {
-		if de := d.ExpiresAt.Unix(); de < exp {
-			exp = de
-		}
+	if until := s.acceptedUntil(d); until != 0 && until < exp {
+		exp = until
 	}
 	if exp <= iat {
 		return 0, 0, ErrDelegationExpired
 	}
 	return iat, exp, nil
+}
+
+// acceptedUntil is vc.AcceptedUntil of d in Unix seconds, 0 when d does
+// not expire.
+func (s *Signer) acceptedUntil(d *vc.Delegation) int64 {
+	if d.ExpiresAt.IsZero() {
+		return 0
+	}
+	return vc.AcceptedUntil(d.ExpiresAt, s.skew).Unix()
 }
 
 func checkDelegation(d *vc.Delegation, sep string) error {
@@ -271,9 +288,9 @@ func checkDelegation(d *vc.Delegation, sep string) error {
 
 // Sign returns the X-Verified-Delegation assertion for d, addressed to
 // audience (the upstream's identifier, for example its did:web or origin).
-// Its exp is iat plus the lifetime, but never after d.ExpiresAt; a
-// delegation already expired by the Signer's clock gives
-// ErrDelegationExpired.
+// Its exp is iat plus the lifetime, but never after d.ExpiresAt plus the
+// clock skew (WithClockSkew); a delegation expired beyond the skew by the
+// Signer's clock gives ErrDelegationExpired.
 func (s *Signer) Sign(d *vc.Delegation, audience string) (string, error) {
 	if err := checkDelegation(d, ""); err != nil {
 		return "", err
@@ -285,11 +302,11 @@ func (s *Signer) Sign(d *vc.Delegation, audience string) (string, error) {
 	sk := s.current()
 	ck := cacheKey{hash: d.Hash, aud: audience}
 	if s.reuse {
-		if tok, ok := s.cache.get(ck, sk.key.Thumbprint, now, d); ok {
+		if tok, ok := s.cache.get(ck, sk.key.Thumbprint, now, d, s.acceptedUntil(d)); ok {
 			return tok, nil
 		}
 	}
-	iat, exp, err := window(d, now, s.lifetime)
+	iat, exp, err := s.window(d, now, s.lifetime)
 	if err != nil {
 		return "", err
 	}
@@ -333,7 +350,7 @@ func (s *Signer) SignKYAOSProof(d *vc.Delegation, audienceHost string, chain []s
 	if audienceHost == "" {
 		return "", fmt.Errorf("%w: empty audience", ErrInvalidDelegation)
 	}
-	iat, exp, err := window(d, s.now(), KYAOSProofLifetime)
+	iat, exp, err := s.window(d, s.now(), KYAOSProofLifetime)
 	if err != nil {
 		return "", err
 	}
@@ -402,11 +419,12 @@ func statedBy(d *vc.Delegation) stated {
 }
 
 // statesAsFor reports whether e says what an assertion for d would: the same
-// user, agent, delegation and scopes, and an expiry d still covers.
-func (e *cacheEntry) statesAsFor(d *vc.Delegation) bool {
+// user, agent, delegation and scopes, and an expiry d still covers (until
+// is when d stops being accepted, 0 for never).
+func (e *cacheEntry) statesAsFor(d *vc.Delegation, until int64) bool {
 	return e.says.user == d.UserDID && e.says.agent == d.AgentDID &&
 		e.says.delegationID == d.DelegationID && slices.Equal(e.says.scopes, d.Scopes) &&
-		(d.ExpiresAt.IsZero() || e.exp <= d.ExpiresAt.Unix())
+		(until == 0 || e.exp <= until)
 }
 
 func newReuseCache(n int) *reuseCache {
@@ -414,13 +432,13 @@ func newReuseCache(n int) *reuseCache {
 }
 
 // get returns the cached token for k if it was signed with the key thumb,
-// states what an assertion for d would, and has more than half of its
-// lifetime left at now.
-func (c *reuseCache) get(k cacheKey, thumb string, now time.Time, d *vc.Delegation) (string, bool) {
+// states what an assertion for d (accepted until until) would, and has
+// more than half of its lifetime left at now.
+func (c *reuseCache) get(k cacheKey, thumb string, now time.Time, d *vc.Delegation, until int64) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[k]
-	if !ok || e.thumb != thumb || !e.statesAsFor(d) {
+	if !ok || e.thumb != thumb || !e.statesAsFor(d, until) {
 		return "", false
 	}
 	// Fresh while exp-now > (exp-iat)/2, i.e. 2*now < iat+exp (in ns, so

@@ -20,21 +20,26 @@ import (
 )
 
 func rotateKeyCommand() *cobra.Command {
-	var configFile, adapter, storageKey, alg string
+	var configFile, adapter, storageKey, alg, delayFlag string
 	cmd := &cobra.Command{
-		Use:   "rotate-key [--config <file> [--adapter <name>]] [--key <storage key>] [--alg EdDSA|ES256]",
+		Use:   "rotate-key [--config <file> [--adapter <name>]] [--key <storage key>] [--alg EdDSA|ES256] [--publish-delay <duration>]",
 		Short: "Rotate the edge's Level 2 signing key in Caddy's storage",
 		Long: `Replaces the key the mcpi handlers sign X-Verified-Delegation with by a new
 one, in the storage of the given config (its top-level "storage", else
-Caddy's default file storage), under the storage lock. The old key stays in
+Caddy's default file storage), under the storage lock. The new key is
+published in /.well-known/jwks.json at once but signs only after
+key_publish_delay (default 20s), so that verifiers which refetch the JWKS
+on an unknown kid, at most once per interval, know it before they meet it;
+--publish-delay 0 switches at once (for a leaked key). The old key stays in
 /.well-known/jwks.json for the retention recorded with the key set (at least
 assertion_ttl + key_reload_interval + 60s by default), so assertions it signed
 verify until they expire. Running instances sharing the storage switch to
-the new key within key_reload_interval.
+the new key at its activation time, or at their next reload (within
+key_reload_interval) when they load it later.
 
-The storage key and algorithm default to those of the Level 2 mcpi handlers
-of the config (key_storage_key, signing_alg), else mcpi/edge-keys.json and
-EdDSA. Prints the new state as JSON.`,
+The storage key, algorithm and delay default to those of the Level 2 mcpi
+handlers of the config (key_storage_key, signing_alg, key_publish_delay),
+else mcpi/edge-keys.json, EdDSA and 20s. Prints the new state as JSON.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, handlers, err := rotateTarget(configFile, adapter)
@@ -54,9 +59,24 @@ EdDSA. Prints the new state as JSON.`,
 			if alg != edge.AlgEdDSA && alg != edge.AlgES256 {
 				return fmt.Errorf("--alg must be EdDSA or ES256, got %q", alg)
 			}
+			if delayFlag == "" {
+				if delayFlag, err = pickSetting(handlers, func(h handlerKeySettings) string {
+					if h.KeyPublishDelay == 0 {
+						return ""
+					}
+					return time.Duration(h.KeyPublishDelay).String()
+				}, edge.DefaultKeyPublishDelay.String()); err != nil {
+					return fmt.Errorf("%v: choose one with --publish-delay", err)
+				}
+			}
+			delay, err := caddy.ParseDuration(delayFlag)
+			if err != nil || delay < 0 {
+				return fmt.Errorf("--publish-delay must be a duration of 0s or more, got %q", delayFlag)
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 			defer cancel()
-			ks, err := assertion.RotateStored(ctx, edgeKeyStorage{st}, storageKey, time.Now(),
+			now := time.Now()
+			ks, err := assertion.ScheduleStored(ctx, edgeKeyStorage{st}, storageKey, now, delay,
 				func() (crypto.PrivateKey, error) { return edge.GenerateEdgeKey(alg) })
 			if err != nil {
 				return err
@@ -64,6 +84,7 @@ EdDSA. Prints the new state as JSON.`,
 			type keyInfo struct {
 				Thumbprint string    `json:"thumbprint"`
 				Alg        string    `json:"alg"`
+				SignsFrom  time.Time `json:"signs_from,omitzero"`
 				RetiredAt  time.Time `json:"retired_at,omitzero"`
 				Until      time.Time `json:"published_until,omitzero"`
 			}
@@ -73,8 +94,8 @@ EdDSA. Prints the new state as JSON.`,
 				RetentionSeconds int64     `json:"retention_seconds"`
 				Published        []keyInfo `json:"published"`
 			}{Storage: fmt.Sprint(st), StorageKey: storageKey, RetentionSeconds: int64(ks.Retention() / time.Second)}
-			for _, k := range ks.Published(time.Now()) {
-				ki := keyInfo{Thumbprint: k.Thumbprint, Alg: k.Alg, RetiredAt: k.RetiredAt}
+			for _, k := range ks.Published(now) {
+				ki := keyInfo{Thumbprint: k.Thumbprint, Alg: k.Alg, SignsFrom: k.ActivatesAt, RetiredAt: k.RetiredAt}
 				if !k.RetiredAt.IsZero() {
 					ki.Until = k.RetiredAt.Add(k.Retention)
 				}
@@ -93,6 +114,8 @@ EdDSA. Prints the new state as JSON.`,
 	f.StringVarP(&adapter, "adapter", "a", "", "name of the config adapter to apply")
 	f.StringVar(&storageKey, "key", "", "storage key of the key set (default: key_storage_key of the config, else "+edge.DefaultKeyStorageKey+")")
 	f.StringVar(&alg, "alg", "", "algorithm of the new key: EdDSA or ES256 (default: signing_alg of the config, else EdDSA)")
+	f.StringVar(&delayFlag, "publish-delay", "", "how long the new key is published before it signs; 0s switches at once "+
+		"(default: key_publish_delay of the config, else "+edge.DefaultKeyPublishDelay.String()+")")
 	return cmd
 }
 
@@ -102,6 +125,9 @@ type handlerKeySettings struct {
 	SigningKey    string `json:"signing_key"`
 	SigningAlg    string `json:"signing_alg"`
 	KeyStorageKey string `json:"key_storage_key"`
+	// caddy.Duration reads both forms a JSON config may hold: nanoseconds
+	// (as an adapted Caddyfile writes it) or a string such as "20s".
+	KeyPublishDelay caddy.Duration `json:"key_publish_delay"`
 }
 
 // rotateTarget loads the config like `caddy storage export` does and

@@ -49,6 +49,7 @@ type Level2Config struct {
 	KeyStorageKey     string            `json:"key_storage_key,omitempty"`
 	KeyReloadInterval caddy.Duration    `json:"key_reload_interval,omitempty"`
 	KeyRetention      caddy.Duration    `json:"key_retention,omitempty"`
+	KeyPublishDelay   caddy.Duration    `json:"key_publish_delay,omitempty"`
 }
 
 // Level3Config is the JSON form of edge.Level3Config, which documents each

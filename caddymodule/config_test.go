@@ -210,6 +210,7 @@ func TestLevel2Caddyfile(t *testing.T) {
 				key_storage_key mcpi/other.json
 				key_reload_interval 10s
 				key_retention 10m
+				key_publish_delay 45s
 				reputation {
 					score ` + testDID + ` 87
 					score did:web:agent.example.com 0.5
@@ -231,6 +232,7 @@ func TestLevel2Caddyfile(t *testing.T) {
 				KeyStorageKey:     "mcpi/other.json",
 				KeyReloadInterval: caddy.Duration(10 * time.Second),
 				KeyRetention:      caddy.Duration(10 * time.Minute),
+				KeyPublishDelay:   caddy.Duration(45 * time.Second),
 				Reputation: &ReputationConfig{
 					Scores:   map[string]float64{testDID: 87, "did:web:agent.example.com": 50},
 					Endpoint: "https://rep.example.com/score/{did}",
@@ -764,7 +766,7 @@ func TestRotateKeyCommand(t *testing.T) {
 	cfg := `{
 		"storage": {"module": "file_system", "root": ` + jsonString(dir) + `},
 		"apps": {"http": {"servers": {"s": {"listen": ["127.0.0.1:0"], "routes": [{"handle": [
-			{"handler": "mcpi", "level": 2, "trusted_issuers": ["*"], "key_storage_key": "edge/keys.json", "signing_alg": "ES256"}
+			{"handler": "mcpi", "level": 2, "trusted_issuers": ["*"], "key_storage_key": "edge/keys.json", "signing_alg": "ES256", "key_publish_delay": 45000000000}
 		]}]}}}}
 	}`
 	cfgFile := filepath.Join(dir, "caddy.json")
@@ -779,6 +781,7 @@ func TestRotateKeyCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	before := time.Now()
 	out, _, err := runCmd(t, rotateKeyCommand(), "", "--config", cfgFile)
 	if err != nil {
 		t.Fatalf("rotate-key: %v", err)
@@ -786,14 +789,20 @@ func TestRotateKeyCommand(t *testing.T) {
 	var res struct {
 		StorageKey string `json:"storage_key"`
 		Published  []struct {
-			Thumbprint string `json:"thumbprint"`
-			Alg        string `json:"alg"`
+			Thumbprint string    `json:"thumbprint"`
+			Alg        string    `json:"alg"`
+			SignsFrom  time.Time `json:"signs_from"`
 		} `json:"published"`
 	}
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("output %s: %v", out, err)
 	}
-	if res.StorageKey != "edge/keys.json" || len(res.Published) != 2 || res.Published[0].Alg != edge.AlgES256 || res.Published[1].Thumbprint != first.Current().Thumbprint {
+	// The new key is published beside the old one, which signs until the
+	// config's key_publish_delay has passed.
+	const delay = 45 * time.Second
+	if res.StorageKey != "edge/keys.json" || len(res.Published) != 2 ||
+		res.Published[0].Thumbprint != first.Current().Thumbprint || res.Published[1].Alg != edge.AlgES256 ||
+		res.Published[1].SignsFrom.Before(before.Add(delay)) || res.Published[1].SignsFrom.After(time.Now().Add(delay)) {
 		t.Errorf("rotate-key output %s", out)
 	}
 	data, err := st.Load(ctx, "edge/keys.json")
@@ -804,8 +813,28 @@ func TestRotateKeyCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ks.Current().Thumbprint != res.Published[0].Thumbprint || ks.Retention() != 90*time.Second {
-		t.Errorf("stored current %s retention %v", ks.Current().Thumbprint, ks.Retention())
+	next := res.Published[1]
+	if ks.Current().Thumbprint != first.Current().Thumbprint || ks.Retention() != 90*time.Second ||
+		ks.CurrentAt(next.SignsFrom).Thumbprint != next.Thumbprint {
+		t.Errorf("stored current %s retention %v, at %v %s", ks.Current().Thumbprint, ks.Retention(),
+			next.SignsFrom, ks.CurrentAt(next.SignsFrom).Thumbprint)
+	}
+
+	// --publish-delay 0s switches at once.
+	if out, _, err = runCmd(t, rotateKeyCommand(), "", "--config", cfgFile, "--publish-delay", "0s"); err != nil {
+		t.Fatal(err)
+	}
+	if data, err = st.Load(ctx, "edge/keys.json"); err != nil {
+		t.Fatal(err)
+	}
+	if ks, err = assertion.ParseKeySet(data); err != nil {
+		t.Fatal(err)
+	}
+	if cur := ks.Current(); cur.Thumbprint == first.Current().Thumbprint || cur.Thumbprint == next.Thumbprint {
+		t.Errorf("after --publish-delay 0s the stored set signs with %s: %s", cur.Thumbprint, out)
+	}
+	if _, _, err := runCmd(t, rotateKeyCommand(), "", "--config", cfgFile, "--publish-delay", "-1s"); err == nil {
+		t.Error("--publish-delay -1s accepted")
 	}
 
 	// --key and --alg override; a bad --alg is refused.

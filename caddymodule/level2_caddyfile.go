@@ -21,6 +21,7 @@ import (
 //	key_storage_key <name>              # default mcpi/edge-keys.json
 //	key_reload_interval <duration>      # default 30s
 //	key_retention <duration>            # default assertion_ttl + key_reload_interval + 60s
+//	key_publish_delay <duration>        # new key published before it signs (rotate-key); default 20s
 //	reputation {
 //		score <did> <0..100 | 0.0..1.0>  # repeatable, once per DID
 //		endpoint <url with {did}>        # GET, answers {"score": <number>}
@@ -87,6 +88,10 @@ func (h *Handler) unmarshalLevel2(d *caddyfile.Dispenser, name string) (handled 
 	case "key_retention":
 		if err = once(c.KeyRetention != 0); err == nil {
 			err = parseDuration(d, &c.KeyRetention)
+		}
+	case "key_publish_delay":
+		if err = once(c.KeyPublishDelay != 0); err == nil {
+			err = parseDuration(d, &c.KeyPublishDelay)
 		}
 	case "reputation":
 		if err = once(c.Reputation != nil); err == nil {

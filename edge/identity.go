@@ -22,6 +22,8 @@ type (
 // Values of Level2Config's settings.
 const (
 	DefaultKeyStorageKey = identity.DefaultKeyStorageKey
+	// DefaultKeyPublishDelay is key_publish_delay's default.
+	DefaultKeyPublishDelay = identity.DefaultKeyPublishDelay
 
 	AlgEdDSA = identity.AlgEdDSA
 	AlgES256 = identity.AlgES256
@@ -59,6 +61,9 @@ func (h *Handler) provisionIdentity() error {
 	id, err := identity.New(h.ctx, h.Level2Config,
 		identity.WithLogger(h.logger),
 		identity.WithStorage(h.keyStorage),
+		// The assertion for a credential ends when the verifier stops
+		// accepting it, not before: both apply the same skew.
+		identity.WithClockSkew(h.ClockSkew),
 		identity.WithHost(h.serviceHost),
 		identity.WithScheme(h.requestScheme),
 		identity.WithUpstreamHeader(h.hooks.UpstreamHeader),

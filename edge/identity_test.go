@@ -202,13 +202,14 @@ func TestInjectIdentityLevel1AndOff(t *testing.T) {
 	}
 }
 
-// TestInjectIdentityExpired: a delegation that expires before the assertion
-// could be issued is the client's fault: 401 expired, not a 500.
+// TestInjectIdentityExpired: a delegation that expired beyond the clock
+// skew before the assertion could be issued is the client's fault: 401
+// expired, not a 500.
 func TestInjectIdentityExpired(t *testing.T) {
 	f := newFixture(t)
 	h := f.l2Handler(t, nil, nil)
 	d := delegationOf(t, h, f.jwt(t, nil))
-	d.ExpiresAt = time.Now().Add(-time.Second)
+	d.ExpiresAt = time.Now().Add(-DefaultClockSkew - time.Second)
 	err := h.injectIdentity(httptest.NewRequest(http.MethodGet, "http://"+testHost+"/", nil), d)
 	if !errors.Is(err, assertion.ErrDelegationExpired) {
 		t.Fatalf("err = %v", err)

@@ -285,7 +285,7 @@ func TestLevel2SharedStorage(t *testing.T) {
 func TestLevel2RotateKey(t *testing.T) {
 	storage := t.TempDir()
 	rec, up := newRecordedUpstream(t, nil)
-	cfg := "level 2\nedge_did did:web:edge.test\nassertion_ttl 10s\nkey_reload_interval 1s\nkey_retention 12s"
+	cfg := "level 2\nedge_did did:web:edge.test\nassertion_ttl 10s\nkey_reload_interval 1s\nkey_retention 12s\nkey_publish_delay 1s"
 	a := startEdge(t, rec, up, storage, cfg)
 	b := startEdge(t, rec, up, storage, cfg)
 	w := newWorld(t, a.harness)

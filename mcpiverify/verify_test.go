@@ -128,7 +128,7 @@ func (e *edge) sign(t testing.TB, aud string) string {
 	return tok
 }
 
-func (e *edge) kid() string { return e.signer.KeySet().Current().KeyID(edgeDID) }
+func (e *edge) kid() string { return e.signer.KeySet().CurrentAt(e.clock.Now()).KeyID(edgeDID) }
 
 func (e *edge) verifier(t testing.TB, opts ...Option) *Verifier {
 	t.Helper()
@@ -521,5 +521,48 @@ func TestConcurrentColdCacheFetchesOnce(t *testing.T) {
 	wg.Wait()
 	if n := e.fetches.Load(); n != 1 {
 		t.Fatalf("fetches = %d, want 1", n)
+	}
+}
+
+// TestScheduledRotationNoFailure: an edge that publishes its next key
+// before it signs (rotate-key's key_publish_delay, longer than the
+// refetch interval) fails no verification, even when a flood of unknown
+// kids has just used up the verifier's refetch allowance.
+func TestScheduledRotationNoFailure(t *testing.T) {
+	c := newClock(t0)
+	e := newEdge(t, c, ed25519Key(t))
+	v := e.verifier(t)
+	ctx := t.Context()
+	if _, err := v.Verify(ctx, e.sign(t, audience)); err != nil {
+		t.Fatal(err)
+	}
+	stranger := mint(t, jwa.EdDSA, ed25519Key(t), map[string]any{"kid": edgeDID + "#stranger", "typ": Type}, baseClaims())
+	flood := func() {
+		for range 50 {
+			if _, err := v.Verify(ctx, stranger); !errors.Is(err, ErrUnknownKey) {
+				t.Fatalf("unknown kid: %v", err)
+			}
+		}
+	}
+	// The flood uses the allowance right before the rotation, and goes
+	// on every second; the edge's own requests never fail.
+	c.Advance(DefaultRefetchInterval)
+	flood()
+	before := e.kid()
+	delay := 2 * DefaultRefetchInterval
+	must(t, e.signer.KeySet().Schedule(c.Now(), delay, p256Key(t)))
+	for range 2 * delay / time.Second {
+		c.Advance(time.Second)
+		flood()
+		if _, err := v.Verify(ctx, e.sign(t, audience)); err != nil {
+			t.Fatalf("%v after the rotation: %v", c.Now().Sub(t0), err)
+		}
+	}
+	if e.kid() == before {
+		t.Fatal("the edge never switched to the scheduled key")
+	}
+	// At most one fetch per refetch interval, flood or not.
+	if n, most := e.fetches.Load(), int32(2+2*delay/DefaultRefetchInterval); n > most {
+		t.Errorf("fetches = %d, want at most %d", n, most)
 	}
 }

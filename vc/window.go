@@ -13,10 +13,10 @@ func (v *Verifier) checkWindow(p *parsed) error {
 	}
 	now := v.now()
 	d := &p.d
-	if !d.ExpiresAt.IsZero() && !now.Before(d.ExpiresAt.Add(v.skew)) {
+	if !d.ExpiresAt.IsZero() && !now.Before(AcceptedUntil(d.ExpiresAt, v.skew)) {
 		return fail(ErrExpired, "")
 	}
-	if !p.lifetimeEnd.IsZero() && !now.Before(p.lifetimeEnd.Add(v.skew)) {
+	if !p.lifetimeEnd.IsZero() && !now.Before(AcceptedUntil(p.lifetimeEnd, v.skew)) {
 		return fail(ErrLifetime, "maximum lifetime passed")
 	}
 	if !d.NotBefore.IsZero() && now.Add(v.skew).Before(d.NotBefore) {
@@ -26,6 +26,19 @@ func (v *Verifier) checkWindow(p *parsed) error {
 		return fail(ErrNotYetValid, "issued in the future")
 	}
 	return nil
+}
+
+// AcceptedUntil is the instant from which a credential that ends at end
+// counts as expired for a verifier that tolerates skew: end plus the skew,
+// since the verifier's clock may run ahead of the issuer's. It is the one
+// rule for expiry: the verifier refuses a credential from then on, and
+// whatever vouches for a verified credential (the edge's Level 2
+// assertions) must not outlast it. A zero end stays zero (no expiry).
+func AcceptedUntil(end time.Time, skew time.Duration) time.Time {
+	if end.IsZero() {
+		return end
+	}
+	return end.Add(max(skew, 0))
 }
 
 // checkLifetime applies WithAllowNoExpiry and WithMaxLifetime to a

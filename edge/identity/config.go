@@ -17,6 +17,10 @@ const (
 	// DefaultKeyStorageKey is where a generated key set is kept.
 	DefaultKeyStorageKey     = "mcpi/edge-keys.json"
 	defaultKeyReloadInterval = 30 * time.Second
+	// DefaultKeyPublishDelay is twice mcpiverify's refetch interval: a
+	// verifier that fetched the JWKS just before a rotation, from a replica
+	// that had not yet loaded the new key, may fetch again before it signs.
+	DefaultKeyPublishDelay = 20 * time.Second
 	// retentionSkew is what a derived key retention adds for the clock skew
 	// of the verifiers (mcpiverify tolerates 30s by default).
 	retentionSkew       = 60 * time.Second
@@ -115,6 +119,13 @@ type Config struct {
 	// key_reload_interval + 60s of clock skew. A stored key set keeps the
 	// longest retention any instance asked for.
 	KeyRetention time.Duration
+
+	// How long `caddy mcpi rotate-key` publishes the new key in the JWKS
+	// before it signs. Verifiers that refetch the JWKS when they meet an
+	// unknown kid, at most once per interval, must be able to refetch
+	// within it: set it above their refetch interval plus a second.
+	// Default: 20s.
+	KeyPublishDelay time.Duration
 }
 
 // Effective settings; they work on an unprovisioned config too.
@@ -131,6 +142,14 @@ func (c *Config) keyReloadInterval() time.Duration {
 		return defaultKeyReloadInterval
 	}
 	return time.Duration(c.KeyReloadInterval)
+}
+
+// PublishDelay is the effective key_publish_delay.
+func (c *Config) PublishDelay() time.Duration {
+	if c.KeyPublishDelay == 0 {
+		return DefaultKeyPublishDelay
+	}
+	return c.KeyPublishDelay
 }
 
 func (c *Config) keyRetention() time.Duration {
@@ -239,7 +258,7 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("mcpi: upstream_mcpi must be on, off or auto, got %q", c.UpstreamMCPI)
 	}
-	if c.MCPIProbeTTL < 0 || c.KeyReloadInterval < 0 || c.KeyRetention < 0 {
+	if c.MCPIProbeTTL < 0 || c.KeyReloadInterval < 0 || c.KeyRetention < 0 || c.KeyPublishDelay < 0 {
 		return errors.New("mcpi: durations must not be negative")
 	}
 	if c.KeyReloadInterval != 0 && c.KeyReloadInterval < time.Duration(time.Second) {

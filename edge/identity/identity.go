@@ -74,6 +74,7 @@ type Identity struct {
 	storage        assertion.Storage // where a generated key set is kept
 
 	lifetime, retention, reloadEvery time.Duration
+	skew                             time.Duration // the verifier's clock skew
 	alg                              string
 	hashForm, reuse                  bool
 	mcpiHeaders, kyaHeaders          bool
@@ -87,6 +88,9 @@ type Identity struct {
 	storageKey string
 	reloadMu   sync.Mutex
 	lastLoad   time.Time // guarded by reloadMu
+	// The thumbprints of the signing and the scheduled key at the last
+	// reload, for logging their changes; guarded by reloadMu.
+	loggedCurrent, loggedNext string
 
 	signersMu sync.RWMutex
 	signers   map[string]*assertion.Signer // by edge DID
@@ -211,6 +215,7 @@ func (id *Identity) signerFor(did string) (*assertion.Signer, error) {
 	}
 	s, err := assertion.New(id.ks.Load(), did,
 		assertion.WithLifetime(id.lifetime),
+		assertion.WithClockSkew(id.skew),
 		assertion.WithReuse(id.reuse),
 		assertion.WithReuseCacheSize(cacheSize))
 	if err != nil {

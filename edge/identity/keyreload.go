@@ -35,7 +35,7 @@ func (id *Identity) reloadLocked(ctx context.Context) error {
 		return err
 	}
 	id.lastLoad = time.Now()
-	old := id.ks.Swap(ks)
+	id.ks.Store(ks)
 	id.signersMu.Lock()
 	defer id.signersMu.Unlock()
 	for did, s := range id.signers {
@@ -45,13 +45,33 @@ func (id *Identity) reloadLocked(ctx context.Context) error {
 			delete(id.signers, did)
 		}
 	}
-	if old != nil && old.Current().Thumbprint != ks.Current().Thumbprint {
+	id.logKeyChanges(ks)
+	return nil
+}
+
+// logKeyChanges says when the key that signs, or the key scheduled to,
+// differs from the last reload's: a scheduled key switches by the clock,
+// so the switch is seen at the first reload after it. Callers hold
+// reloadMu.
+func (id *Identity) logKeyChanges(ks *assertion.KeySet) {
+	now := time.Now()
+	cur := ks.CurrentAt(now)
+	if id.loggedCurrent != "" && id.loggedCurrent != cur.Thumbprint {
 		id.logger.Info("edge signing key changed",
 			zap.String("storage_key", id.storageKey),
-			zap.String("thumbprint", ks.Current().Thumbprint),
-			zap.String("alg", ks.Current().Alg))
+			zap.String("thumbprint", cur.Thumbprint),
+			zap.String("alg", cur.Alg))
 	}
-	return nil
+	id.loggedCurrent = cur.Thumbprint
+	next, ok := ks.Pending(now)
+	if ok && id.loggedNext != next.Thumbprint {
+		id.logger.Info("next edge signing key published; it signs from signs_from",
+			zap.String("storage_key", id.storageKey),
+			zap.String("thumbprint", next.Thumbprint),
+			zap.String("alg", next.Alg),
+			zap.Time("signs_from", next.ActivatesAt))
+	}
+	id.loggedNext = next.Thumbprint
 }
 
 // reloadLoop reloads the key set every reloadEvery until cleanup, so a key

@@ -2,6 +2,7 @@ package identity
 
 import (
 	"net/http"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -13,6 +14,11 @@ type Option func(*Identity)
 
 // WithLogger sets the logger. Default: a no-op logger.
 func WithLogger(l *zap.Logger) Option { return func(id *Identity) { id.logger = l } }
+
+// WithClockSkew is the clock skew the edge's credential verifier allows:
+// a delegation it accepted within the skew past its expiry still gets its
+// identity headers, valid until that expiry plus the skew. Default 0.
+func WithClockSkew(d time.Duration) Option { return func(id *Identity) { id.skew = d } }
 
 // WithStorage keeps a generated key set in st, shared by every replica
 // using it. Default (and with a signing_key file): no storage; a generated

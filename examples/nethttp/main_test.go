@@ -65,15 +65,45 @@ func connect(t *testing.T, url string, hdr http.Header) (*mcp.ClientSession, err
 	}, nil)
 }
 
-func TestGuardedServer(t *testing.T) {
-	user, agent := newParty(t), newParty(t)
-	srv, err := newServer([]string{user.did})
+// startServer serves the guarded server on a loopback port, accepting
+// the audiences main gives it for that address and trusting what trust
+// returns for its base URL.
+func startServer(t *testing.T, trust func(base string) []string) *httptest.Server {
+	t.Helper()
+	ts := httptest.NewUnstartedServer(nil)
+	addr := ts.Listener.Addr().String()
+	srv, err := newServer(trust("http://"+addr), localAudiences(addr))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Close() })
-	ts := httptest.NewServer(srv)
+	ts.Config.Handler = srv
+	ts.Start()
 	t.Cleanup(ts.Close)
+	return ts
+}
+
+// whoami calls the whoami tool with tok through an MCP client.
+func whoami(t *testing.T, url, tok string) (whoamiOutput, error) {
+	t.Helper()
+	cs, err := connect(t, url, http.Header{"Authorization": {"Bearer " + tok}})
+	if err != nil {
+		return whoamiOutput{}, err
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "whoami"})
+	if err != nil {
+		return whoamiOutput{}, err
+	}
+	var out whoamiOutput
+	b, _ := json.Marshal(res.StructuredContent)
+	err = json.Unmarshal(b, &out)
+	return out, err
+}
+
+func TestGuardedServer(t *testing.T) {
+	user, agent := newParty(t), newParty(t)
+	ts := startServer(t, func(string) []string { return []string{user.did} })
 	url := ts.URL + "/mcp"
 
 	t.Run("no credential: 401, nothing reaches the server", func(t *testing.T) {
@@ -132,6 +162,54 @@ func TestGuardedServer(t *testing.T) {
 		}
 	})
 
+	t.Run("the 401's resource_metadata URL answers the metadata", func(t *testing.T) {
+		resp, err := http.Post(url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		_, meta, ok := strings.Cut(resp.Header.Get("WWW-Authenticate"), `resource_metadata="`)
+		meta, _, _ = strings.Cut(meta, `"`)
+		if !ok || !strings.HasPrefix(meta, ts.URL+"/") {
+			t.Fatalf("WWW-Authenticate %q names no metadata URL of this server", resp.Header.Get("WWW-Authenticate"))
+		}
+		mresp, err := http.Get(meta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mresp.Body.Close()
+		var doc struct {
+			Resource string `json:"resource"`
+		}
+		if err := json.NewDecoder(mresp.Body).Decode(&doc); mresp.StatusCode != http.StatusOK || err != nil || doc.Resource != ts.URL {
+			t.Fatalf("GET %s: %d %+v (%v), want 200 with resource %q", meta, mresp.StatusCode, doc, err, ts.URL)
+		}
+	})
+
+	t.Run("a delegation for the http:// URL the client calls is accepted", func(t *testing.T) {
+		_, port, _ := strings.Cut(strings.TrimPrefix(ts.URL, "http://"), ":")
+		for _, aud := range []string{ts.URL, "http://localhost:" + port} {
+			tok, err := vc.IssueJWT(user.priv, user.kid, vc.Template{
+				AgentDID: agent.did, UserDID: user.did, Audience: []string{aud}, ExpiresAt: time.Now().Add(time.Hour),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out, err := whoami(t, url, tok); err != nil || out.AgentDID != agent.did {
+				t.Errorf("audience %s: %+v, %v; want the agent to reach whoami", aud, out, err)
+			}
+		}
+		tok, err := vc.IssueJWT(user.priv, user.kid, vc.Template{
+			AgentDID: agent.did, UserDID: user.did, Audience: []string{"http://other.example"}, ExpiresAt: time.Now().Add(time.Hour),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := whoami(t, url, tok); err == nil {
+			t.Error("a delegation for another audience reached whoami")
+		}
+	})
+
 	t.Run("untrusted issuer: refused", func(t *testing.T) {
 		mallory := newParty(t)
 		tok, err := vc.IssueJWT(mallory.priv, mallory.kid, vc.Template{AgentDID: agent.did, ExpiresAt: time.Now().Add(time.Hour)})
@@ -142,4 +220,21 @@ func TestGuardedServer(t *testing.T) {
 			t.Fatal("a delegation from an untrusted issuer connected")
 		}
 	})
+}
+
+// TestDemoDelegation: run without -trust, the server trusts the demo user
+// it made and the delegation it prints gets the demo agent through.
+func TestDemoDelegation(t *testing.T) {
+	var did, tok string
+	ts := startServer(t, func(base string) []string {
+		var err error
+		if did, tok, err = demoDelegation(base); err != nil {
+			t.Fatal(err)
+		}
+		return []string{did}
+	})
+	out, err := whoami(t, ts.URL+"/mcp", tok)
+	if err != nil || out.UserDID != did || out.AgentDID == "" {
+		t.Fatalf("whoami with the demo delegation: %+v, %v; want user %s", out, err, did)
+	}
 }
