@@ -198,7 +198,7 @@ func (h *Handler) provisionLevel3() error {
 		if err != nil {
 			return fmt.Errorf("mcpi: handshake session key: %v", err)
 		}
-		l.sessions = handshake.NewSessions(key, time.Duration(h.SessionTTL))
+		l.sessions = handshake.NewSessions(key, time.Duration(h.SessionTTL)).WithSkew(h.ClockSkew)
 		opts = append(opts, challenge.WithSessionIssuer(routeSessions{l}))
 
 	case HandshakeProxy:
@@ -246,7 +246,7 @@ func (h *Handler) provisionLevel3() error {
 		if err != nil {
 			return err
 		}
-		l.proxySessions = handshake.NewBindings(binder, l.policy, time.Duration(h.SessionTTL))
+		l.proxySessions = handshake.NewBindings(binder, l.policy, time.Duration(h.SessionTTL)).WithSkew(h.ClockSkew)
 	}
 
 	svc, err := challenge.New(opts...)

@@ -177,6 +177,9 @@ func TestTerminateHandshakeAndSession(t *testing.T) {
 	})
 }
 
+// TestSessionNeverOutlivesCredential: a session ends when its credential
+// stops being accepted: its expiry plus the route's clock skew, the one
+// rule the verifier and the Level 2 signer apply too.
 func TestSessionNeverOutlivesCredential(t *testing.T) {
 	f := newFixture(t)
 	h := f.l3Handler(t, func(h *Handler) { h.SessionTTL = time.Duration(time.Hour) })
@@ -188,11 +191,12 @@ func TestSessionNeverOutlivesCredential(t *testing.T) {
 	if err := json.Unmarshal(rep.Result, &vr); err != nil || vr.SessionID == "" {
 		t.Fatalf("verify: %s", rep.Raw)
 	}
-	if vr.ExpiresAt.After(exp) {
-		t.Errorf("session expires %v, after the credential (%v)", vr.ExpiresAt, exp)
+	accepted := exp.Add(h.ClockSkew)
+	if !vr.ExpiresAt.Equal(accepted) {
+		t.Errorf("session expires %v, want the credential's acceptance end %v", vr.ExpiresAt, accepted)
 	}
 	claims, err := h.l3.sessions.Parse(vr.SessionID)
-	if err != nil || time.Unix(claims.ExpiresAt, 0).After(exp) {
+	if err != nil || !time.Unix(claims.ExpiresAt, 0).Equal(accepted) {
 		t.Errorf("token exp %v, %v", claims, err)
 	}
 }
@@ -570,5 +574,27 @@ func TestCustomPathsAndMethods(t *testing.T) {
 	}
 	if rep := rpcCall(t, h, defaultHandshakePath, msg, nil); rep.Status != http.StatusUnauthorized || rep.Next {
 		t.Errorf("the default path: HTTP %d", rep.Status)
+	}
+}
+
+// TestSessionForCredentialWithinSkew: a credential past its expiry but
+// within the clock skew verifies, so its handshake opens a session (it
+// used to fail with "credential expires now" while Level 1 admitted it).
+func TestSessionForCredentialWithinSkew(t *testing.T) {
+	f := newFixture(t)
+	h := f.l3Handler(t, nil)
+	exp := time.Now().Add(-5 * time.Second).Truncate(time.Second)
+	cred := f.jwt(t, func(tm *vc.Template) {
+		tm.NotBefore = exp.Add(-time.Hour)
+		tm.ExpiresAt = exp
+	})
+	sc := answer(t, f.agent, doHandshake(t, h, defaultHandshakePath, f.agent, nil))
+	rep := rpcCall(t, h, defaultVerifyPath, verifyMsg(1, sc, cred), nil)
+	var vr challenge.VerifyResult
+	if err := json.Unmarshal(rep.Result, &vr); err != nil || vr.SessionID == "" {
+		t.Fatalf("verify of a credential within the skew: %s", rep.Raw)
+	}
+	if want := exp.Add(h.ClockSkew); !vr.ExpiresAt.Equal(want) {
+		t.Errorf("session expires %v, want %v", vr.ExpiresAt, want)
 	}
 }

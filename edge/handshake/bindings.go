@@ -56,7 +56,10 @@ type Bindings struct {
 	// policy is the route's acceptance policy.
 	policy string
 	ttl    time.Duration
-	now    func() time.Time
+	// skew: a binding lasts as long as its credential is accepted
+	// (vc.AcceptedUntil).
+	skew time.Duration
+	now  func() time.Time
 }
 
 // NewBindings keeps bindings in binder (the nonce store), scoped to the
@@ -69,6 +72,14 @@ func NewBindings(binder challenge.SessionBinder, policy string, ttl time.Duratio
 func (b *Bindings) WithClock(now func() time.Time) *Bindings {
 	c := *b
 	c.now = now
+	return &c
+}
+
+// WithSkew returns bindings like b that end when a credential stops being
+// accepted under skew (its expiry plus skew), as the verifier decides.
+func (b *Bindings) WithSkew(skew time.Duration) *Bindings {
+	c := *b
+	c.skew = skew
 	return &c
 }
 
@@ -177,8 +188,8 @@ func (ps *Bindings) Bind(ctx context.Context, s UpstreamSession, v *challenge.Ve
 	if !s.expiresAt.IsZero() && s.expiresAt.Before(exp) {
 		exp = s.expiresAt
 	}
-	if d := v.Delegation; !d.ExpiresAt.IsZero() && d.ExpiresAt.Before(exp) {
-		exp = d.ExpiresAt
+	if end := vc.AcceptedUntil(v.Delegation.ExpiresAt, ps.skew); !end.IsZero() && end.Before(exp) {
+		exp = end
 	}
 	// Whole seconds, rounded down, as the claims keep it.
 	exp = time.Unix(exp.Unix(), 0)

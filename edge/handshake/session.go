@@ -119,7 +119,10 @@ type Sessions struct {
 	// key is the handler's session key (DeriveKey).
 	key []byte
 	ttl time.Duration
-	now func() time.Time
+	// skew is the clock skew the route's verifier tolerates: a session
+	// may last as long as its credential is accepted (vc.AcceptedUntil).
+	skew time.Duration
+	now  func() time.Time
 }
 
 // NewSessions issues and checks sessions signed with key (DeriveKey),
@@ -131,19 +134,26 @@ func NewSessions(key []byte, ttl time.Duration) *Sessions {
 // WithClock returns sessions like s (same key and lifetime) that read the
 // time from now: for tests, and hosts with a clock of their own.
 func (s *Sessions) WithClock(now func() time.Time) *Sessions {
-	return &Sessions{key: s.key, ttl: s.ttl, now: now}
+	return &Sessions{key: s.key, ttl: s.ttl, skew: s.skew, now: now}
+}
+
+// WithSkew returns sessions like s that end when a credential stops being
+// accepted under skew (its expiry plus skew), as the verifier decides.
+func (s *Sessions) WithSkew(skew time.Duration) *Sessions {
+	return &Sessions{key: s.key, ttl: s.ttl, skew: skew, now: s.now}
 }
 
 // Expired reports whether the session c stands for has ended.
 func (s *Sessions) Expired(c *Claims) bool { return !s.now().Before(time.Unix(c.ExpiresAt, 0)) }
 
 // IssueSession implements challenge.SessionIssuer: a token for d, valid for
-// the session TTL but never beyond the credential's expiry.
+// the session TTL but never beyond the credential's acceptance
+// (vc.AcceptedUntil).
 func (s *Sessions) IssueSession(_ context.Context, d *vc.Delegation, agentDID string) (string, time.Time, error) {
 	now := s.now()
 	exp := now.Add(s.ttl)
-	if !d.ExpiresAt.IsZero() && d.ExpiresAt.Before(exp) {
-		exp = d.ExpiresAt
+	if end := vc.AcceptedUntil(d.ExpiresAt, s.skew); !end.IsZero() && end.Before(exp) {
+		exp = end
 	}
 	// Whole seconds, rounded down, so the token never outlives the
 	// credential.
