@@ -133,12 +133,6 @@ func (b *browser) signIn(user, password string) {
 	}))
 }
 
-// location is the address of the page the browser shows.
-func (b *browser) location() string {
-	b.t.Helper()
-	return browserRun(b, "reading the location", chromedp.Location())
-}
-
 // waitLocation waits until the browser's address starts with prefix (a
 // redirect after a form was submitted), and returns it.
 func (b *browser) waitLocation(prefix string) string {

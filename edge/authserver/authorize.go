@@ -129,7 +129,7 @@ func (s *Server) checkResource(r *http.Request, res string) (string, string) {
 		return origin, ""
 	}
 	u, err := url.Parse(res)
-	if err != nil || u.Fragment != "" || u.User != nil || strings.ToLower(u.Scheme+"://"+u.Host) != strings.ToLower(origin) {
+	if err != nil || u.Fragment != "" || u.User != nil || !strings.EqualFold(u.Scheme+"://"+u.Host, origin) {
 		return "", "resource must be an absolute URL of this edge (" + origin + "/…), without a fragment"
 	}
 	return res, ""
