@@ -169,21 +169,22 @@ func failoverEdges(t *testing.T, store string) ([]*harness, *world, string) {
 	return []*harness{a, b}, w, cred
 }
 
-// stallAndKill runs the load, stalls replica for stall, kills master
-// while it is stalled, resumes it and keeps the load on until
-// recovered(): the moment of the kill is returned with the results.
-func stallAndKill(t *testing.T, edges []*harness, w *world, cred string, master, replica *redistest.Server, recovered func() bool) ([]sent, time.Time) {
+// stallAndKill runs the load, stalls the replica's link (stall), kills
+// master while it is stalled, ends the stall (unstall) and keeps the load
+// on until recovered(): the moment of the kill is returned with the
+// results.
+func stallAndKill(t *testing.T, edges []*harness, w *world, cred string, master *redistest.Server, stall, unstall, recovered func() bool) ([]sent, time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
 	stop := make(chan struct{})
 	done := make(chan []sent, 1)
 	go func() { done <- failoverLoad(t, edges, cred, w, stop) }()
 	time.Sleep(time.Second)
-	replica.Pause()
+	stall()
 	time.Sleep(1500 * time.Millisecond)
 	killed := time.Now()
 	master.Stop() // SIGKILL, by its pid
-	replica.Resume()
+	unstall()
 	for !recovered() && ctx.Err() == nil {
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -196,9 +197,15 @@ func TestRedisSentinelFailoverNoReplays(t *testing.T) {
 	d := redistest.StartSentinel(t, 1)
 	edges, w, cred := failoverEdges(t, "nonce_store redis {\n sentinel "+d.Name+" "+strings.Join(d.SentinelAddrs(), " ")+"\n}")
 	replica := d.Replicas[0]
-	results, killed := stallAndKill(t, edges, w, cred, d.Master, replica, func() bool {
-		return d.MasterAddr() == replica.Addr()
-	})
+	// The link is held, then cut with what it held: writes the master
+	// acknowledged in those 1.5 s never reach the replica it is replaced
+	// by. Only waiting for the replica keeps them from being admitted:
+	// with wait_replicas off, every proof admitted during the stall is
+	// admitted again after the failover.
+	results, killed := stallAndKill(t, edges, w, cred, d.Master,
+		func() bool { d.StallLink(0); return true }, func() bool { d.CutLink(0); return true }, func() bool {
+			return d.MasterAddr() == replica.Addr()
+		})
 	if d.MasterAddr() != replica.Addr() {
 		t.Fatal("the sentinels did not promote the replica")
 	}
@@ -226,9 +233,13 @@ func TestRedisClusterFailoverNoReplays(t *testing.T) {
 		t.Fatal("no replica found in the cluster")
 	}
 	edges, w, cred := failoverEdges(t, "nonce_store redis {\n cluster "+strings.Join(c.Addrs(), " ")+"\n}")
-	results, killed := stallAndKill(t, edges, w, cred, master, replica, func() bool {
-		out, _ := replica.CLI("INFO", "replication")
-		return strings.Contains(out, "role:master")
-	})
+	// A cluster replica's link is not ours to carry: the replica is
+	// paused instead, which delays its copy of the master's writes
+	// (they wait in its socket) without losing them.
+	results, killed := stallAndKill(t, edges, w, cred, master,
+		func() bool { replica.Pause(); return true }, func() bool { replica.Resume(); return true }, func() bool {
+			out, _ := replica.CLI("INFO", "replication")
+			return strings.Contains(out, "role:master")
+		})
 	checkFailover(t, edges, cred, results, killed, 15*time.Second)
 }

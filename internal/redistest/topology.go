@@ -108,8 +108,10 @@ func (s *Server) CLI(args ...string) (string, error) {
 
 // Sentinel is a master, its replicas and the sentinels watching them.
 type Sentinel struct {
-	Master    *Server
-	Replicas  []*Server
+	Master   *Server
+	Replicas []*Server
+	// links carry each replica's link to the master (StallLink).
+	links     []*linkProxy
 	Sentinels []*Server
 	// Name is the name the sentinels know the master by.
 	Name string
@@ -129,8 +131,10 @@ func StartSentinel(t testing.TB, replicas int) *Sentinel {
 	d := &Sentinel{Name: "mcpi"}
 	d.Master = startOn(t, bin, lowPort(t, false))
 	for range replicas {
-		r := startOn(t, bin, lowPort(t, false), "--replicaof", "127.0.0.1", strconv.Itoa(d.Master.port))
+		link := newLinkProxy(t, d.Master.Addr())
+		r := startOn(t, bin, lowPort(t, false), "--replicaof", "127.0.0.1", strconv.Itoa(link.port()))
 		d.Replicas = append(d.Replicas, r)
+		d.links = append(d.links, link)
 	}
 	for _, r := range d.Replicas {
 		waitFor(t, 10*time.Second, func() bool {
@@ -163,6 +167,15 @@ func StartSentinel(t testing.TB, replicas int) *Sentinel {
 	}
 	return d
 }
+
+// StallLink holds replica i's link to the master: the master's writes
+// stop reaching it, and its acknowledgements stop reaching the master,
+// while both stay connected.
+func (d *Sentinel) StallLink(i int) { d.links[i].Stall() }
+
+// CutLink closes replica i's link, dropping what the stall held: the
+// writes the master made meanwhile never reach the replica.
+func (d *Sentinel) CutLink(i int) { d.links[i].Cut() }
 
 // SentinelAddrs are the sentinels' host:port.
 func (d *Sentinel) SentinelAddrs() []string {
