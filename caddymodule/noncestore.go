@@ -2,9 +2,6 @@ package caddymodule
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -258,19 +255,31 @@ func parseMaxEntries(d *caddyfile.Dispenser, dst *int) error {
 	return nil
 }
 
-// RedisNonceStore keeps issued challenges in Redis (6.2 or later), shared
-// by every replica: a challenge issued by one Caddy can be answered at any
-// other, and only once across all of them (SET NX to store, GETDEL to
-// consume). If Redis cannot be reached, handshakes fail closed (HTTP 503,
-// JSON-RPC -32000) and work again by themselves when it is back.
+// RedisNonceStore keeps issued challenges in Redis (6.2 or later) or
+// Valkey, shared by every replica: a challenge issued by one Caddy can be
+// answered at any other, and only once across all of them (SET NX to
+// store, GETDEL to consume). One server (url or address), a master watched
+// by Redis Sentinel (sentinel_master and the sentinels' addresses) or a
+// Redis Cluster (cluster and some nodes' addresses). If Redis cannot be
+// reached, handshakes fail closed (HTTP 503, JSON-RPC -32000) and work
+// again by themselves when it is back, on the new master after a failover.
 type RedisNonceStore struct {
-	// Redis URL: redis://[[user]:password@]host:port[/db], or rediss://
-	// for TLS. Either this or address is required; the other fields win
-	// over what the URL says. Placeholders such as {env.REDIS_URL} are
-	// replaced at provision time.
+	// Redis URL of one server: redis://[[user]:password@]host:port[/db],
+	// or rediss:// for TLS. The other fields win over what the URL says.
+	// Placeholders such as {env.REDIS_URL} are replaced at provision time.
 	URL string `json:"url,omitempty"`
-	// host:port of the Redis server.
+	// host:port of one Redis server.
 	Address string `json:"address,omitempty"`
+	// host:port of the sentinels (with sentinel_master) or of cluster
+	// nodes to start from (with cluster).
+	Addresses []string `json:"addresses,omitempty"`
+	// Name the sentinels monitor the master under: Sentinel mode.
+	SentinelMaster string `json:"sentinel_master,omitempty"`
+	// ACL user and password of the sentinels, when they have their own.
+	SentinelUsername string `json:"sentinel_username,omitempty"`
+	SentinelPassword string `json:"sentinel_password,omitempty"`
+	// Cluster mode: addresses are nodes of a Redis Cluster.
+	Cluster bool `json:"cluster,omitempty"`
 	// ACL user name (Redis 6).
 	Username string `json:"username,omitempty"`
 	// Password; use a placeholder ({env.REDIS_PASSWORD},
@@ -283,6 +292,23 @@ type RedisNonceStore struct {
 	// Server name checked in the server's certificate. Default: the
 	// address's host.
 	TLSServerName string `json:"tls_server_name,omitempty"`
+	// PEM file of the CA certificates that sign the server's certificate
+	// (a private CA, as managed services use). Default: the system's.
+	TLSCA string `json:"tls_ca,omitempty"`
+	// PEM files of a client certificate and its key, for a server that
+	// asks for one.
+	TLSClientCert string `json:"tls_client_cert,omitempty"`
+	TLSClientKey  string `json:"tls_client_key,omitempty"`
+	// Most connections (per node of a cluster). Default: 10 per CPU.
+	PoolSize int `json:"pool_size,omitempty"`
+	// Replicas that must acknowledge a single-use write (a proof nonce,
+	// a presentation's replay record, a challenge issued or consumed)
+	// before it is relied on: "auto" (default: one, wherever the master
+	// reports a connected replica), "off", or a number (required however
+	// many replicas the master has). Too few in wait_timeout: 503.
+	WaitReplicas string `json:"wait_replicas,omitempty"`
+	// How long a single-use write waits for its replicas. Default: 250ms.
+	WaitTimeout caddy.Duration `json:"wait_timeout,omitempty"`
 	// Prefix of every key. Default: "mcpi:challenge:".
 	KeyPrefix string `json:"key_prefix,omitempty"`
 	// Timeout of one Redis dial, read or write; an unreachable Redis fails
@@ -314,35 +340,10 @@ func (RedisNonceStore) CaddyModule() caddy.ModuleInfo {
 // while Redis is down (with a warning that the check could not be made),
 // and what needs the store fails closed until it is up.
 func (s *RedisNonceStore) Provision(ctx caddy.Context) error {
-	repl := caddy.NewReplacer()
-	opts := challenge.RedisOptions{
-		URL:       repl.ReplaceAll(s.URL, ""),
-		Addr:      repl.ReplaceAll(s.Address, ""),
-		Username:  repl.ReplaceAll(s.Username, ""),
-		Password:  repl.ReplaceAll(s.Password, ""),
-		DB:        s.DB,
-		KeyPrefix: s.KeyPrefix,
+	opts, key, err := s.options()
+	if err != nil {
+		return err
 	}
-	if opts.URL == "" && opts.Addr == "" {
-		return errors.New("mcpi: redis nonce store: url or address is required")
-	}
-	if s.DB < 0 {
-		return errors.New("mcpi: redis nonce store: db must not be negative")
-	}
-	if s.Timeout < 0 {
-		return errors.New("mcpi: redis nonce store: timeout must not be negative")
-	}
-	if t := time.Duration(s.Timeout); t > 0 {
-		opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout, opts.PoolTimeout = t, t, t, t
-	}
-	if s.TLS || s.TLSServerName != "" {
-		opts.TLS = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: s.TLSServerName}
-	}
-	// The key holds the secrets only as a hash: pool keys can end up in
-	// debug output.
-	sum := sha256.Sum256(fmt.Appendf(nil, "%q %q %q %q %d %t %q %q %d",
-		opts.URL, opts.Addr, opts.Username, opts.Password, opts.DB, opts.TLS != nil, s.TLSServerName, opts.KeyPrefix, s.Timeout))
-	key := "redis " + hex.EncodeToString(sum[:])
 	p, err := poolStore(key, func() (pooledStore, error) {
 		rs, err := challenge.NewRedisStore(opts)
 		if err != nil {
@@ -357,6 +358,11 @@ func (s *RedisNonceStore) Provision(ctx caddy.Context) error {
 	s.store, s.key = p.NonceStore, key
 	s.alarm = alarmLog{p.alarm, logger, "redis"}
 	if err := s.checkEviction(ctx, logger, opts); err != nil {
+		_ = releaseStore(&s.key)
+		s.store = nil
+		return err
+	}
+	if err := s.registerHealth(ctx, key); err != nil {
 		_ = releaseStore(&s.key)
 		s.store = nil
 		return err
@@ -396,13 +402,22 @@ func (s *RedisNonceStore) Peek(ctx context.Context, nonce string) (challenge.Rec
 //	nonce_store redis [<url>] {
 //		url <url>
 //		address <host:port>
+//		sentinel <master_name> <host:port>...
+//		sentinel_username <user>
+//		sentinel_password <password>
+//		cluster <host:port>...
 //		username <user>
 //		password <password>
 //		db <n>
 //		tls
 //		tls_server_name <name>
+//		tls_ca <file>
+//		tls_client_cert <file>
+//		tls_client_key <file>
 //		key_prefix <prefix>
 //		timeout <duration>
+//		pool_size <n>
+//		wait_replicas auto|off|<n> [<timeout>]
 //		accept_eviction
 //	}
 func (s *RedisNonceStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
@@ -420,23 +435,59 @@ func (s *RedisNonceStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return d.Errf("%s already specified", name)
 		}
 		seen[name] = true
+		args := d.RemainingArgs()
 		switch name {
-		case "url", "address", "username", "password", "db", "tls", "tls_server_name", "key_prefix", "timeout", "accept_eviction":
-		default:
-			return d.Errf("unrecognized redis nonce store option %q", name)
-		}
-		if name == "tls" || name == "accept_eviction" {
-			if d.NextArg() {
+		case "tls", "accept_eviction":
+			if len(args) != 0 {
 				return d.ArgErr()
 			}
 			s.TLS = s.TLS || name == "tls"
 			s.AcceptEviction = s.AcceptEviction || name == "accept_eviction"
 			continue
+		case "sentinel", "cluster":
+			if seen["sentinel"] && seen["cluster"] {
+				return d.Err("sentinel and cluster exclude each other: a deployment is one or the other")
+			}
+			if len(args) < 1 || (name == "sentinel" && len(args) < 2) {
+				return d.Errf("%s needs %s", name, map[string]string{
+					"sentinel": "the master's name and at least one sentinel's host:port",
+					"cluster":  "at least one node's host:port"}[name])
+			}
+			if name == "sentinel" {
+				s.SentinelMaster, args = args[0], args[1:]
+			} else {
+				s.Cluster = true
+			}
+			s.Addresses = args
+			continue
+		case "wait_replicas":
+			if len(args) < 1 || len(args) > 2 {
+				return d.ArgErr()
+			}
+			if n, err := strconv.Atoi(args[0]); args[0] != "auto" && args[0] != "off" && (err != nil || n < 1) {
+				return d.Errf("wait_replicas must be auto, off or a positive number of replicas, got %q", args[0])
+			}
+			s.WaitReplicas = args[0]
+			if len(args) == 2 {
+				if args[0] == "off" {
+					return d.Err("wait_replicas off takes no timeout")
+				}
+				dur, err := caddy.ParseDuration(args[1])
+				if err != nil || dur <= 0 {
+					return d.Errf("wait_replicas: invalid timeout %q", args[1])
+				}
+				s.WaitTimeout = caddy.Duration(dur)
+			}
+			continue
+		case "url", "address", "username", "password", "db", "tls_server_name", "key_prefix", "timeout",
+			"sentinel_username", "sentinel_password", "tls_ca", "tls_client_cert", "tls_client_key", "pool_size":
+		default:
+			return d.Errf("unrecognized redis nonce store option %q", name)
 		}
-		var v string
-		if !d.AllArgs(&v) {
+		if len(args) != 1 {
 			return d.ArgErr()
 		}
+		v := args[0]
 		switch name {
 		case "url":
 			s.URL = v
@@ -446,14 +497,28 @@ func (s *RedisNonceStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			s.Username = v
 		case "password":
 			s.Password = v
-		case "db":
+		case "sentinel_username":
+			s.SentinelUsername = v
+		case "sentinel_password":
+			s.SentinelPassword = v
+		case "db", "pool_size":
 			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 {
-				return d.Errf("db must be a non-negative integer, got %q", v)
+			if err != nil || n < 0 || (name == "pool_size" && n == 0) {
+				return d.Errf("%s must be a %s integer, got %q", name, map[string]string{"db": "non-negative", "pool_size": "positive"}[name], v)
 			}
-			s.DB = n
+			if name == "db" {
+				s.DB = n
+			} else {
+				s.PoolSize = n
+			}
 		case "tls_server_name":
 			s.TLSServerName = v
+		case "tls_ca":
+			s.TLSCA = v
+		case "tls_client_cert":
+			s.TLSClientCert = v
+		case "tls_client_key":
+			s.TLSClientKey = v
 		case "key_prefix":
 			s.KeyPrefix = v
 		case "timeout":
@@ -464,8 +529,12 @@ func (s *RedisNonceStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			s.Timeout = caddy.Duration(dur)
 		}
 	}
-	if s.URL == "" && s.Address == "" {
-		return d.Err("redis nonce store: url or address is required")
+	single := s.URL != "" || s.Address != ""
+	switch {
+	case !single && s.SentinelMaster == "" && !s.Cluster:
+		return d.Err("redis nonce store: url or address (one server), sentinel or cluster is required")
+	case single && (s.SentinelMaster != "" || s.Cluster):
+		return d.Err("redis nonce store: url and address name one server; with sentinel or cluster, list the addresses there")
 	}
 	return nil
 }

@@ -5,33 +5,38 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// bindOwnedScript binds KEYS[2] and indexes it in its owner's sorted set
-// KEYS[1] (member: the binding's key, score: its expiry in ms), in one
-// step: expired members leave the index, and past ARGV[4] live members
-// the owner's oldest bindings are deleted with their members. The index
-// lives as long as its newest binding.
+// indexOwnedScript indexes a binding in its owner's sorted set KEYS[1]
+// (member: the binding's key, score: its expiry in ms), in one step:
+// expired members leave the index, and past ARGV[4] live members the
+// owner's oldest leave it too; their names are returned for the caller to
+// delete. The index lives as long as its newest binding.
 //
-// ARGV: value, ttl (ms), now (ms), max.
-var bindOwnedScript = redis.NewScript(`
+// It touches only KEYS[1]: the bindings are other keys, which in a cluster
+// live on other nodes, so the caller sets and deletes them with commands
+// of their own.
+//
+// ARGV: the binding's key, ttl (ms), now (ms), max.
+var indexOwnedScript = redis.NewScript(`
 local ttl = tonumber(ARGV[2])
 local now = tonumber(ARGV[3])
 local max = tonumber(ARGV[4])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-redis.call('ZREM', KEYS[1], KEYS[2])
+redis.call('ZREM', KEYS[1], ARGV[1])
 local n = redis.call('ZCARD', KEYS[1])
+local evicted = {}
 if n >= max then
   local old = redis.call('ZPOPMIN', KEYS[1], n - max + 1)
-  for i = 1, #old, 2 do redis.call('DEL', old[i]) end
+  for i = 1, #old, 2 do evicted[#evicted + 1] = old[i] end
 end
-redis.call('SET', KEYS[2], ARGV[1], 'PX', ttl)
-redis.call('ZADD', KEYS[1], now + ttl, KEYS[2])
+redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
 if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
-return 1
+return evicted
 `)
 
 // BindOwned implements OwnedBinder: the binding is an ordinary one (Lookup
@@ -40,8 +45,14 @@ return 1
 // max; Redis bounds nothing else (size it, with maxmemory-policy
 // noeviction: docs/deployment.md).
 //
-// The script touches keys it finds in the index (the owner's older
-// bindings): it runs on one Redis, not across the slots of a cluster.
+// Three steps, each on one key, so that they run on a cluster whatever
+// node holds each: the index is updated first (a new binding is counted
+// before it exists, so an owner never holds more than max that the index
+// does not know of), then the binding is set, then the bindings the index
+// let go are deleted, one DEL each. A failure between the steps leaves
+// at worst an index member without its binding, or an evicted binding that
+// lives out its TTL: neither lets an owner hold more than it was allowed
+// for longer than a TTL.
 func (s *RedisStore) BindOwned(ctx context.Context, kind, owner, key string, value []byte, ttl time.Duration, max int) error {
 	if err := checkOwnedArgs(kind, owner, ttl, max); err != nil {
 		return err
@@ -52,10 +63,25 @@ func (s *RedisStore) BindOwned(ctx context.Context, kind, owner, key string, val
 	}
 	sum := sha256.Sum256([]byte(owner))
 	index := s.prefix + "own:" + kind + ":" + hex.EncodeToString(sum[:])
+	bkey := s.bindingKey(key)
 	now := time.Now().UnixMilli()
-	err := bindOwnedScript.Run(ctx, s.client, []string{index, s.bindingKey(key)}, value, ms, now, max).Err()
+	evicted, err := indexOwnedScript.Run(ctx, s.client, []string{index}, bkey, ms, now, max).StringSlice()
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+		return s.health.note(fmt.Errorf("%w: %w", ErrStoreUnavailable, err))
+	}
+	if err := s.Bind(ctx, key, value, ttl); err != nil {
+		return err
+	}
+	bindings := s.prefix + redisBindingPrefix
+	for _, old := range evicted {
+		// The index holds only names this store wrote; anything else is
+		// not ours to delete.
+		if !strings.HasPrefix(old, bindings) || old == bkey {
+			continue
+		}
+		if err := s.client.Del(ctx, old).Err(); err != nil {
+			return s.health.note(fmt.Errorf("%w: %w", ErrStoreUnavailable, err))
+		}
 	}
 	return nil
 }

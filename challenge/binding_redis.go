@@ -17,24 +17,24 @@ func (s *RedisStore) Bind(ctx context.Context, key string, value []byte, ttl tim
 	}
 	res, err := s.client.Do(ctx, "SET", s.bindingKey(key), value, "PX", ms).Result()
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+		return s.health.note(fmt.Errorf("%w: %w", ErrStoreUnavailable, err))
 	}
 	if str, ok := res.(string); !ok || str != "OK" {
-		return fmt.Errorf("%w: unexpected SET reply", ErrStoreUnavailable)
+		return s.health.note(fmt.Errorf("%w: unexpected SET reply", ErrStoreUnavailable))
 	}
-	return nil
+	return s.health.note(nil)
 }
 
 // Lookup implements SessionBinder with "GET <prefix>sess:<key>".
 func (s *RedisStore) Lookup(ctx context.Context, key string) ([]byte, error) {
 	val, err := s.client.Get(ctx, s.bindingKey(key)).Bytes()
 	if errors.Is(err, redis.Nil) {
-		return nil, ErrBindingNotFound
+		return nil, s.health.note(ErrBindingNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+		return nil, s.health.note(fmt.Errorf("%w: %w", ErrStoreUnavailable, err))
 	}
-	return val, nil
+	return val, s.health.note(nil)
 }
 
 // bindingKey is where the binding under key is kept. Nonces live under

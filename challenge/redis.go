@@ -27,17 +27,30 @@ const (
 	DefaultRedisPoolTimeout  = time.Second
 )
 
-// RedisOptions configure NewRedisStore. Either URL or Addr is required;
-// fields set explicitly win over the URL's.
+// RedisOptions configure NewRedisStore. A standalone server is named by
+// URL or Addr (fields set explicitly win over the URL's); a Sentinel-managed
+// master by MasterName and the sentinels' Addrs; a Redis Cluster by Cluster
+// and some of its nodes' Addrs.
 type RedisOptions struct {
 	// URL is "redis://[[user]:password@]host:port[/db]", or "rediss://…"
-	// for TLS.
+	// for TLS: a standalone server.
 	URL string
-	// Addr is "host:port".
-	Addr     string
+	// Addr is "host:port" of a standalone server.
+	Addr string
+	// Addrs are the sentinels (with MasterName) or cluster nodes to start
+	// from (with Cluster), as "host:port".
+	Addrs []string
+	// MasterName is the name the sentinels monitor the master under.
+	MasterName string
+	// SentinelUsername and SentinelPassword authenticate to the sentinels,
+	// when they ask for it (their own ACL, apart from the master's).
+	SentinelUsername, SentinelPassword string
+	// Cluster: Addrs are nodes of a Redis Cluster.
+	Cluster  bool
 	Username string
 	Password string
-	DB       int
+	// DB is the database number; a cluster has only database 0.
+	DB int
 	// TLS enables TLS with this configuration (set by a rediss:// URL when
 	// nil).
 	TLS *tls.Config
@@ -48,20 +61,41 @@ type RedisOptions struct {
 	ReadTimeout  time.Duration
 	WriteTimeout time.Duration
 	PoolTimeout  time.Duration
-	// PoolSize is the maximum number of connections. Default: go-redis's
-	// (10 per GOMAXPROCS).
+	// PoolSize is the maximum number of connections (per node of a
+	// cluster). Default: go-redis's (10 per GOMAXPROCS).
 	PoolSize int
+	// WaitReplicas is how many replicas must acknowledge a single-use
+	// record before it counts as written (RedisWaitAuto, RedisWaitOff, or
+	// a number: redis_wait.go).
+	WaitReplicas int
+	// WaitTimeout bounds that wait. Default DefaultRedisWaitTimeout.
+	WaitTimeout time.Duration
 }
 
+// Deployment kinds, as Kind reports them.
+const (
+	RedisStandalone = "standalone"
+	RedisSentinel   = "sentinel"
+	RedisCluster    = "cluster"
+)
+
 // RedisStore is a NonceStore shared by every replica through one Redis
-// (≥ 6.2): Put is "SET key value NX PX ttl", Consume is "GETDEL key", so a
-// challenge is consumed at most once across replicas; Peek is "GET key";
-// UseOnce is "SET key 1 NX PX ttl". Every Redis failure
-// is returned wrapped in ErrStoreUnavailable. The client reconnects by
-// itself: when Redis comes back, the same store works again.
+// (≥ 6.2), Sentinel-managed master or Redis Cluster: Put is "SET key value
+// NX PX ttl", Consume is "GETDEL key", so a challenge is consumed at most
+// once across replicas; Peek is "GET key"; UseOnce is "SET key 1 NX PX
+// ttl". Every command touches one key, so any key may live on any node of
+// a cluster. Every Redis failure is returned wrapped in
+// ErrStoreUnavailable. The client reconnects by itself, and follows a
+// failover (a new master named by the sentinels, slots moved in a
+// cluster): when Redis comes back, the same store works again.
 type RedisStore struct {
-	client *redis.Client
+	client redis.UniversalClient
+	kind   string
 	prefix string
+	// wait is the replica acknowledgement policy of single-use writes.
+	wait *replicaWait
+	// health counts what the operator should see of the store (metrics).
+	health *RedisHealth
 	// lastPX is the PX argument of the last SET, already in an interface:
 	// go-redis takes its arguments as []any, and an int64 put in one is
 	// copied to the heap, one allocation per SET. The TTL is the same on
@@ -90,6 +124,35 @@ func (s *RedisStore) pxArg(ms int64) any {
 // NewRedisStore returns a store using opts. It does not contact Redis (use
 // Ping for a health check), so it succeeds while Redis is down.
 func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
+	kind := RedisStandalone
+	switch {
+	case opts.MasterName != "" && opts.Cluster:
+		return nil, fmt.Errorf("challenge: a Redis master name (Sentinel) and a cluster exclude each other: choose one")
+	case opts.MasterName != "":
+		kind = RedisSentinel
+	case opts.Cluster:
+		kind = RedisCluster
+	}
+	if kind != RedisStandalone {
+		if opts.URL != "" || opts.Addr != "" {
+			return nil, fmt.Errorf("challenge: a Redis URL or single address names a standalone server; list the %ss' addresses instead", map[string]string{RedisSentinel: "sentinel", RedisCluster: "cluster node"}[kind])
+		}
+		if len(opts.Addrs) == 0 {
+			return nil, fmt.Errorf("challenge: Redis %s needs at least one address", kind)
+		}
+		if kind == RedisCluster && opts.DB != 0 {
+			return nil, fmt.Errorf("challenge: a Redis Cluster has only database 0")
+		}
+	} else if len(opts.Addrs) > 0 {
+		return nil, fmt.Errorf("challenge: several Redis addresses need a Sentinel master name or cluster mode")
+	}
+	if opts.DB < 0 {
+		return nil, fmt.Errorf("challenge: Redis database number must not be negative")
+	}
+	wait, err := newReplicaWait(kind, opts.WaitReplicas, opts.WaitTimeout)
+	if err != nil {
+		return nil, err
+	}
 	ro := &redis.Options{}
 	if opts.URL != "" {
 		u, err := url.Parse(opts.URL)
@@ -113,7 +176,7 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 	if opts.Addr != "" {
 		ro.Addr = opts.Addr
 	}
-	if ro.Addr == "" {
+	if kind == RedisStandalone && ro.Addr == "" {
 		return nil, fmt.Errorf("challenge: Redis address required")
 	}
 	if opts.Username != "" {
@@ -130,7 +193,8 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 	}
 	ro.Network = "tcp"
 	ro.DialTimeout = orDefault(opts.DialTimeout, DefaultRedisDialTimeout)
-	ro.ReadTimeout = orDefault(opts.ReadTimeout, DefaultRedisReadTimeout)
+	// A read waits for WAIT's answer too, which may take its whole timeout.
+	ro.ReadTimeout = orDefault(opts.ReadTimeout, DefaultRedisReadTimeout) + wait.timeout
 	ro.WriteTimeout = orDefault(opts.WriteTimeout, DefaultRedisWriteTimeout)
 	ro.PoolTimeout = orDefault(opts.PoolTimeout, DefaultRedisPoolTimeout)
 	if opts.PoolSize > 0 {
@@ -138,8 +202,14 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 	}
 	// One retry, so a pooled connection broken by a Redis restart is
 	// replaced transparently; one dial attempt per try, so a dead Redis
-	// fails fast.
+	// fails fast. Where writes wait for replicas, none: a SET NX retried
+	// after its connection died may find its own first attempt, and
+	// refuse a first use as a replay; failing it (503) is the honest
+	// answer, and the client retries with a fresh proof.
 	ro.MaxRetries = 1
+	if wait.enabled() {
+		ro.MaxRetries = -1
+	}
 	ro.DialerRetries = 1
 	ro.ContextTimeoutEnabled = true
 	ro.DisableIdentity = true
@@ -149,8 +219,40 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 	if prefix == "" {
 		prefix = DefaultRedisKeyPrefix
 	}
-	return &RedisStore{client: redis.NewClient(ro), prefix: prefix}, nil
+	s := &RedisStore{kind: kind, prefix: prefix, wait: wait, health: new(RedisHealth)}
+	switch kind {
+	case RedisSentinel:
+		s.client = redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName: opts.MasterName, SentinelAddrs: opts.Addrs,
+			SentinelUsername: opts.SentinelUsername, SentinelPassword: opts.SentinelPassword,
+			Username: ro.Username, Password: ro.Password, DB: ro.DB, TLSConfig: ro.TLSConfig,
+			DialTimeout: ro.DialTimeout, ReadTimeout: ro.ReadTimeout, WriteTimeout: ro.WriteTimeout,
+			PoolTimeout: ro.PoolTimeout, PoolSize: ro.PoolSize,
+			MaxRetries: ro.MaxRetries, DialerRetries: ro.DialerRetries,
+			ContextTimeoutEnabled: true, DisableIdentity: true,
+		})
+	case RedisCluster:
+		s.client = redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs:    opts.Addrs,
+			Username: ro.Username, Password: ro.Password, TLSConfig: ro.TLSConfig,
+			DialTimeout: ro.DialTimeout, ReadTimeout: ro.ReadTimeout, WriteTimeout: ro.WriteTimeout,
+			PoolTimeout: ro.PoolTimeout, PoolSize: ro.PoolSize,
+			MaxRetries: ro.MaxRetries, DialerRetries: ro.DialerRetries,
+			ContextTimeoutEnabled: true, DisableIdentity: true,
+			MaintNotificationsConfig: ro.MaintNotificationsConfig,
+			// A failover moves slots: look again soon rather than in a
+			// minute (go-redis also looks again on every MOVED reply).
+			ClusterStateReloadInterval: 5 * time.Second,
+		})
+	default:
+		s.client = redis.NewClient(ro)
+	}
+	return s, nil
 }
+
+// Kind is the deployment kind: RedisStandalone, RedisSentinel or
+// RedisCluster.
+func (s *RedisStore) Kind() string { return s.kind }
 
 func orDefault(d, def time.Duration) time.Duration {
 	if d > 0 {
@@ -175,9 +277,24 @@ func (s *RedisStore) Put(ctx context.Context, nonce string, rec Record, ttl time
 	return s.setNX(ctx, s.prefix+nonce, val, ms)
 }
 
-// setNX is "SET key val NX PX ms": ErrNonceExists when key is set.
-func (s *RedisStore) setNX(ctx context.Context, key, val any, ms int64) error {
-	res, err := s.client.Do(ctx, "SET", key, val, "NX", "PX", s.pxArg(ms)).Result()
+// setNX is "SET key val NX PX ms" on the key's master, waiting for its
+// replicas where the store does (redis_wait.go): ErrNonceExists when key is
+// set.
+func (s *RedisStore) setNX(ctx context.Context, key string, val any, ms int64) error {
+	if s.wait.enabled() {
+		return s.durableSetNX(ctx, key, val, ms)
+	}
+	return s.health.note(setNX(ctx, s.client, key, val, s.pxArg(ms)))
+}
+
+// setNX is "SET key val NX PX px" on c.
+func setNX(ctx context.Context, c redis.UniversalClient, key string, val, px any) error {
+	return setReply(c.Do(ctx, "SET", key, val, "NX", "PX", px))
+}
+
+// setReply reads the reply of SET NX: ErrNonceExists when the key was set.
+func setReply(cmd *redis.Cmd) error {
+	res, err := cmd.Result()
 	if errors.Is(err, redis.Nil) {
 		return ErrNonceExists
 	}
@@ -190,17 +307,28 @@ func (s *RedisStore) setNX(ctx context.Context, key, val any, ms int64) error {
 	return nil
 }
 
-// Consume implements NonceStore with GETDEL.
+// Consume implements NonceStore with GETDEL, waiting for the key's
+// replicas where the store does.
 func (s *RedisStore) Consume(ctx context.Context, nonce string) (Record, error) {
 	if isReservedName(nonce) {
 		return Record{}, ErrNonceNotFound
 	}
-	val, err := s.client.GetDel(ctx, s.prefix+nonce).Bytes()
+	var val []byte
+	var err error
+	if s.wait.enabled() {
+		val, err = s.durableGetDel(ctx, s.prefix+nonce)
+	} else {
+		val, err = s.client.GetDel(ctx, s.prefix+nonce).Bytes()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			err = fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+		}
+		s.health.note(err)
+	}
 	if errors.Is(err, redis.Nil) {
 		return Record{}, ErrNonceNotFound
 	}
 	if err != nil {
-		return Record{}, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+		return Record{}, err
 	}
 	return decodeRecord(val)
 }
@@ -212,11 +340,12 @@ func (s *RedisStore) Peek(ctx context.Context, nonce string) (Record, error) {
 	}
 	val, err := s.client.Get(ctx, s.prefix+nonce).Bytes()
 	if errors.Is(err, redis.Nil) {
-		return Record{}, ErrNonceNotFound
+		return Record{}, s.health.note(ErrNonceNotFound)
 	}
 	if err != nil {
-		return Record{}, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+		return Record{}, s.health.note(fmt.Errorf("%w: %w", ErrStoreUnavailable, err))
 	}
+	s.health.note(nil)
 	return decodeRecord(val)
 }
 
@@ -234,7 +363,8 @@ func isReservedName(nonce string) bool {
 const redisSingleUsePrefix = "kyaos-rp:"
 
 // UseOnce implements SingleUse with one "SET <prefix>kyaos-rp:<hex> 1 NX
-// PX ttl": a marker has no record to encode.
+// PX ttl": a marker has no record to encode (where the write waits for
+// replicas, it holds a random token instead of 1: markerToken).
 func (s *RedisStore) UseOnce(ctx context.Context, digest [32]byte, ttl time.Duration) error {
 	ms := ttl.Milliseconds()
 	if ms <= 0 {
@@ -243,7 +373,10 @@ func (s *RedisStore) UseOnce(ctx context.Context, digest [32]byte, ttl time.Dura
 	key := make([]byte, 0, len(s.prefix)+len(redisSingleUsePrefix)+hex.EncodedLen(len(digest)))
 	key = append(append(key, s.prefix...), redisSingleUsePrefix...)
 	key = hex.AppendEncode(key, digest[:])
-	return s.setNX(ctx, key, "1", ms)
+	if s.wait.enabled() {
+		return s.durableSetNX(ctx, string(key), nil, ms)
+	}
+	return s.health.note(setNX(ctx, s.client, string(key), "1", s.pxArg(ms)))
 }
 
 // decodeRecord decodes a stored record; a value that is not one (a
@@ -259,9 +392,9 @@ func decodeRecord(val []byte) (Record, error) {
 // Ping checks that Redis answers. Errors wrap ErrStoreUnavailable.
 func (s *RedisStore) Ping(ctx context.Context) error {
 	if err := s.client.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+		return s.health.note(fmt.Errorf("%w: %w", ErrStoreUnavailable, err))
 	}
-	return nil
+	return s.health.note(nil)
 }
 
 // Close closes the client's connections.

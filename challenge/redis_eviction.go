@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"unicode"
 
 	"github.com/redis/go-redis/v9"
@@ -25,16 +26,49 @@ var ErrPolicyUnknown = errors.New("challenge: Redis maxmemory-policy unknown")
 // memory (which managed services that disable CONFIG still answer), or from
 // CONFIG GET when INFO does not report it. A server that cannot be reached
 // gives an error wrapping ErrStoreUnavailable; one that answers without the
-// policy an error wrapping ErrPolicyUnknown.
+// policy an error wrapping ErrPolicyUnknown. In a cluster every master is
+// asked, and the first policy that is not noeviction is returned.
 func (s *RedisStore) EvictionPolicy(ctx context.Context) (string, error) {
-	info, err := s.client.Info(ctx, "memory").Result()
+	cc, ok := s.client.(*redis.ClusterClient)
+	if !ok {
+		p, err := evictionPolicy(ctx, s.client)
+		s.health.note(err)
+		return p, err
+	}
+	var mu sync.Mutex
+	worst := NoEviction
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+		p, err := evictionPolicy(ctx, node)
+		if err != nil {
+			return fmt.Errorf("node %s: %w", node.Options().Addr, err)
+		}
+		mu.Lock()
+		if p != NoEviction {
+			worst = p
+		}
+		mu.Unlock()
+		return nil
+	})
+	if err != nil && !errors.Is(err, ErrStoreUnavailable) && !errors.Is(err, ErrPolicyUnknown) {
+		// No master known yet: the cluster's nodes did not answer.
+		err = fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+	}
+	s.health.note(err)
+	if err != nil {
+		return "", err
+	}
+	return worst, nil
+}
+
+func evictionPolicy(ctx context.Context, c redis.UniversalClient) (string, error) {
+	info, err := c.Info(ctx, "memory").Result()
 	if err != nil {
 		return "", fmt.Errorf("%w: INFO memory: %w", ErrStoreUnavailable, err)
 	}
 	if p, ok := infoField(info, "maxmemory_policy"); ok && p != "" {
 		return p, nil
 	}
-	cfg, err := s.client.ConfigGet(ctx, "maxmemory-policy").Result()
+	cfg, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
 	if err != nil {
 		var reply redis.Error
 		if !errors.As(err, &reply) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 	"github.com/mcpi-edge/caddy-mcpi/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 func newTestRedisStore(t testing.TB, addr string) *RedisStore {
@@ -283,11 +284,11 @@ func TestRedisOptions(t *testing.T) {
 				t.Fatalf("NewRedisStore: %v", err)
 			}
 			defer s.Close()
-			o := s.client.Options()
+			o := s.client.(*redis.Client).Options()
 			if o.Addr != tt.addr || o.Password != tt.password || o.DB != tt.db || (o.TLSConfig != nil) != tt.tls {
 				t.Fatalf("options addr=%q password=%q db=%d tls=%v", o.Addr, o.Password, o.DB, o.TLSConfig != nil)
 			}
-			if o.ReadTimeout != DefaultRedisReadTimeout || o.DialTimeout != DefaultRedisDialTimeout || s.prefix != DefaultRedisKeyPrefix {
+			if o.ReadTimeout != DefaultRedisReadTimeout+DefaultRedisWaitTimeout || o.DialTimeout != DefaultRedisDialTimeout || s.prefix != DefaultRedisKeyPrefix {
 				t.Fatalf("defaults not applied: %+v prefix %q", o, s.prefix)
 			}
 		})

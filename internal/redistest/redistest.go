@@ -20,6 +20,8 @@ type Server struct {
 	port int
 	dir  string
 	args []string
+	// conf is a configuration file to start with (sentinels).
+	conf string
 	cmd  *exec.Cmd
 }
 
@@ -46,6 +48,12 @@ func StartWith(t testing.TB, args ...string) *Server {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
+	return startOn(t, bin, port, args...)
+}
+
+// startOn starts redis-server on port with args, stopped when t ends.
+func startOn(t testing.TB, bin string, port int, args ...string) *Server {
+	t.Helper()
 	s := &Server{t: t, bin: bin, port: port, dir: t.TempDir(), args: args}
 	s.start()
 	t.Cleanup(s.Stop)
@@ -77,8 +85,14 @@ func (s *Server) Restart() {
 
 func (s *Server) start() {
 	s.t.Helper()
-	args := append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--loglevel", "warning"}, s.args...)
+	var args []string
+	if s.conf != "" {
+		// A sentinel reads (and rewrites) a file of its own.
+		args = append(args, s.conf)
+	}
+	args = append(args, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--loglevel", "warning")
+	args = append(args, s.args...)
 	s.cmd = exec.Command(s.bin, args...)
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("starting redis-server: %v", err)
