@@ -181,8 +181,9 @@ func TestGuardedServer(t *testing.T) {
 		var doc struct {
 			Resource string `json:"resource"`
 		}
-		if err := json.NewDecoder(mresp.Body).Decode(&doc); mresp.StatusCode != http.StatusOK || err != nil || doc.Resource != ts.URL {
-			t.Fatalf("GET %s: %d %+v (%v), want 200 with resource %q", meta, mresp.StatusCode, doc, err, ts.URL)
+		// RFC 9728 §3.3: the document names the very URL requested.
+		if err := json.NewDecoder(mresp.Body).Decode(&doc); mresp.StatusCode != http.StatusOK || err != nil || doc.Resource != ts.URL+"/mcp" {
+			t.Fatalf("GET %s: %d %+v (%v), want 200 with resource %q", meta, mresp.StatusCode, doc, err, ts.URL+"/mcp")
 		}
 	})
 
