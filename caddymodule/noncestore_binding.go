@@ -59,6 +59,24 @@ func (s *RedisNonceStore) BindOwned(ctx context.Context, kind, owner, key string
 	return bindOwned(ctx, s.store, kind, owner, key, value, ttl, max)
 }
 
+// Take implements challenge.OwnedBinder.
+func (m *MemoryNonceStore) Take(ctx context.Context, key string) ([]byte, error) {
+	return take(ctx, m.store, key)
+}
+
+// Take implements challenge.OwnedBinder.
+func (s *RedisNonceStore) Take(ctx context.Context, key string) ([]byte, error) {
+	return take(ctx, s.store, key)
+}
+
+func take(ctx context.Context, s challenge.NonceStore, key string) ([]byte, error) {
+	b, ok := s.(challenge.OwnedBinder)
+	if !ok {
+		return nil, fmt.Errorf("%w: not provisioned", challenge.ErrStoreUnavailable)
+	}
+	return b.Take(ctx, key)
+}
+
 func bindOwned(ctx context.Context, s challenge.NonceStore, kind, owner, key string, value []byte, ttl time.Duration, max int) error {
 	b, ok := s.(challenge.OwnedBinder)
 	if !ok {

@@ -13,12 +13,17 @@ import (
 // never another kind's.
 //
 // kind names the partition ("kyaos-decl", say): a short constant of the
-// caller's code, never input. owner identifies the caller (an agent's DID
-// and its user's, say); the store keeps only a hash of it. key is looked
+// caller's code, never input. owner identifies the caller (the user who
+// delegated, say); the store keeps only a hash of it. key is looked
 // up with SessionBinder.Lookup, as any binding.
 type OwnedBinder interface {
 	SessionBinder
 	BindOwned(ctx context.Context, kind, owner, key string, value []byte, ttl time.Duration, max int) error
+	// Take returns the value bound under key and removes the binding, in
+	// one step: of concurrent Takes of one key, across every process
+	// sharing the store, at most one gets it. It fails with
+	// ErrBindingNotFound when there is none.
+	Take(ctx context.Context, key string) ([]byte, error)
 }
 
 // errOwnedArgs refuses a BindOwned call that could not be bounded.

@@ -53,6 +53,23 @@ func (m *MemoryStore) BindOwned(ctx context.Context, kind, owner, key string, va
 	return nil
 }
 
+// Take implements OwnedBinder.
+func (m *MemoryStore) Take(ctx context.Context, key string) ([]byte, error) {
+	if err := m.open(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	e, ok := m.bindings[key]
+	if !ok {
+		return nil, ErrBindingNotFound
+	}
+	m.remove(e)
+	if !m.now().Before(e.expiry) {
+		return nil, ErrBindingNotFound
+	}
+	return e.value, nil
+}
+
 // oldest returns the queue's oldest live entry; the queue has one.
 func (q *ownerQueue) oldest() *memEntry {
 	for {

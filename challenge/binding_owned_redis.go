@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -84,6 +85,19 @@ func (s *RedisStore) BindOwned(ctx context.Context, kind, owner, key string, val
 		}
 	}
 	return nil
+}
+
+// Take implements OwnedBinder with "GETDEL <prefix>sess:<key>" (the
+// owner's index keeps the name until it is trimmed).
+func (s *RedisStore) Take(ctx context.Context, key string) ([]byte, error) {
+	val, err := s.client.GetDel(ctx, s.bindingKey(key)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, ErrBindingNotFound
+	}
+	if err != nil {
+		return nil, s.health.note(fmt.Errorf("%w: %w", ErrStoreUnavailable, err))
+	}
+	return val, nil
 }
 
 var _ OwnedBinder = (*RedisStore)(nil)

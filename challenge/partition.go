@@ -12,11 +12,23 @@ const (
 	KindResume = "kyaos-resume"
 	// KindDeclaration: 2025-11-25 sessions' extension declarations.
 	KindDeclaration = "kyaos-decl"
+	// KindPresentation: replay records of verifiable presentations.
+	KindPresentation = "vp"
+	// KindProofNonce: request-proof nonces in a store without markers.
+	KindProofNonce = "kyaos-rp"
+	// KindDPoP: DPoP proof ids in a store without markers.
+	KindDPoP = "dpop"
+	// KindOAuthCode, KindOAuthRefresh, KindOAuthRevoked: the front
+	// door's authorization codes, refresh tokens and revoked families.
+	KindOAuthCode    = "oauth-code"
+	KindOAuthRefresh = "oauth-rt"
+	KindOAuthRevoked = "oauth-revoked"
 )
 
 // kinds lists every kind; a fixed list, so that no key a peer chooses (an
 // upstream's nonce, say) can open a partition of its own.
-var kinds = [...]string{KindResume, KindDeclaration}
+var kinds = [...]string{KindResume, KindDeclaration, KindPresentation, KindProofNonce, KindDPoP,
+	KindOAuthCode, KindOAuthRefresh, KindOAuthRevoked}
 
 // partition is a bounded part of the memory store: records or bindings,
 // of one kind ("" for the default one).

@@ -38,6 +38,22 @@ func (m *measuredBinder) BindOwned(ctx context.Context, kind, owner, key string,
 	return err
 }
 
+// Take implements challenge.OwnedBinder when the store does.
+func (m *measuredBinder) Take(ctx context.Context, key string) ([]byte, error) {
+	ob, ok := m.binder.(challenge.OwnedBinder)
+	if !ok {
+		return nil, fmt.Errorf("%w: nonce store %s keeps no owned bindings", challenge.ErrStoreUnavailable, m.name)
+	}
+	start := time.Now()
+	val, err := ob.Take(ctx, key)
+	failure := err
+	if errors.Is(err, challenge.ErrBindingNotFound) {
+		failure = nil
+	}
+	m.h.obs.NonceStore(m.name, "take", time.Since(start), failure)
+	return val, err
+}
+
 func (m *measuredBinder) Lookup(ctx context.Context, key string) ([]byte, error) {
 	start := time.Now()
 	val, err := m.binder.Lookup(ctx, key)

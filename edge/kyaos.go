@@ -225,21 +225,27 @@ const proofOK = "proof_ok"
 // gate read (nil when it read none).
 func (h *Handler) serveProved(w http.ResponseWriter, r *http.Request, next Next, d *vc.Delegation, rb *rpcBody, adm observe.Decision) error {
 	w, finish := h.wrapProofResponse(w, r, rb.raw, d)
-	w = h.proofs.RememberSession(r.Context(), w, rb.raw, sessionOwner(d))
+	w = h.proofs.RememberSession(r.Context(), w, rb.raw, delegationOwner(d))
 	if err := h.serveAdmitted(w, r, next, d, rb, adm); err != nil {
 		return err
 	}
 	return finish()
 }
 
-// sessionOwner is who a remembered session declaration counts against:
-// the delegation's agent and user ("" for an anonymous request, whose
-// sessions are not remembered).
-func sessionOwner(d *vc.Delegation) string {
-	if d == nil || d.AgentDID == "" {
+// delegationOwner is who the records a delegated request leaves in the
+// shared store (session declarations, resumeTokens) count against: the
+// user who delegated, not the agent, since an agent can mint agents of its
+// own by sub-delegation while the user stays the chain's ("" for an
+// anonymous request, which leaves no such record).
+func delegationOwner(d *vc.Delegation) string {
+	switch {
+	case d == nil:
 		return ""
+	case d.UserDID != "":
+		return d.UserDID
+	default:
+		return d.RootIssuer
 	}
-	return d.AgentDID + "\x00" + d.RootIssuer
 }
 
 // wrapProofResponse signs the answer to an admitted request, and declares

@@ -37,7 +37,7 @@ func (h *Handler) signedChallenge(w http.ResponseWriter, r *http.Request, batch 
 	}
 	agent := d.AgentDID
 	now := time.Now()
-	token, exp, err := h.proofs.IssueResume(r.Context(), agent, tool, now)
+	token, exp, err := h.proofs.IssueResume(r.Context(), delegationOwner(d), agent, tool, now)
 	if err != nil {
 		h.logger.Warn("issuing a resumeToken failed; answering the unsigned consent prompt", zap.Error(err))
 		return nil, false
@@ -134,7 +134,7 @@ func (h *Handler) checkResume(w http.ResponseWriter, r *http.Request, m mcp.Mess
 		if d != nil {
 			agent = d.AgentDID
 		}
-		if rf = h.proofs.RedeemResume(r.Context(), token, agent, tool, time.Now()); rf == nil {
+		if rf = h.proofs.RedeemResume(r.Context(), token, delegationOwner(d), agent, tool, time.Now()); rf == nil {
 			return false
 		}
 	}

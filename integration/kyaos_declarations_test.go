@@ -20,8 +20,9 @@ import (
 // Under require_extension a 2025-11-25 client declares the extension once,
 // in initialize, and the edge remembers it for the session the upstream
 // opens. Only an authenticated caller's sessions are remembered, each
-// caller holding at most 256: anonymous initialize calls write nothing,
-// and one caller's many sessions push out only its own.
+// user (whose agents are its callers) holding at most 256: anonymous
+// initialize calls write nothing, and one user's many sessions push out
+// only its own.
 
 // declarationsConfig: an anonymous tool lets anonymous callers initialize;
 // the memory store holds 300 entries a partition.
@@ -95,8 +96,8 @@ func openSession(ctx context.Context, t *testing.T, h *harness, cred string) str
 // TestKYAOSDeclarationsAnonymousFloodMemory: 320 anonymous initialize calls
 // against a memory store of 300 a partition leave a credentialed client's
 // new session declared; an anonymous session must declare per request; a
-// caller with more than 256 sessions loses its oldest, not another
-// caller's.
+// user whose agents open more than 256 sessions loses its oldest, and
+// another user keeps room.
 func TestKYAOSDeclarationsAnonymousFloodMemory(t *testing.T) {
 	h := startL3Edge(t, declarationsConfig+"\nnonce_store memory 300", declaringUpstream(), sharedStorage(t))
 	w := newWorld(t, h)
@@ -130,12 +131,24 @@ func TestKYAOSDeclarationsAnonymousFloodMemory(t *testing.T) {
 	if resp := post2025(ctx, t, h, cred, s, undeclaredCall); resp.rpcError(t, 2) != 0 {
 		t.Fatalf("the caller's newest session: HTTP %d %s", resp.Status, resp.Body)
 	}
-	// Another agent of the same user still has room (300 - 256).
+	// The same user's other agent counts against the same 256: its new
+	// session pushes out the user's oldest, not another user's.
+	second := s
+	otherAgent := newParty(t, didresolver.Ed25519)
+	credAgent := w.jwt(t, func(tm *vc.Template) { tm.AgentDID = otherAgent.did })
+	sa := openSession(ctx, t, h, credAgent)
+	if resp := post2025(ctx, t, h, credAgent, sa, undeclaredCall); resp.rpcError(t, 2) != 0 {
+		t.Fatalf("the user's other agent's session: HTTP %d %s", resp.Status, resp.Body)
+	}
+	if resp := post2025(ctx, t, h, cred, second, undeclaredCall); resp.rpcError(t, 2) != 0 {
+		t.Fatalf("the user's newest session: HTTP %d %s", resp.Status, resp.Body)
+	}
+	// Another user still has room (300 - 256).
 	other := newParty(t, didresolver.Ed25519)
-	cred2 := w.jwt(t, func(tm *vc.Template) { tm.AgentDID = other.did })
+	cred2 := w.jwt(t, func(tm *vc.Template) { tm.UserDID = other.did })
 	s2 := openSession(ctx, t, h, cred2)
 	if resp := post2025(ctx, t, h, cred2, s2, undeclaredCall); resp.rpcError(t, 2) != 0 {
-		t.Fatalf("another caller's session: HTTP %d %s", resp.Status, resp.Body)
+		t.Fatalf("another user's session: HTTP %d %s", resp.Status, resp.Body)
 	}
 }
 

@@ -66,25 +66,30 @@ const resumeRecordPrefix = "kyaos-resume:"
 // ErrNoResumeStore: the gate has no nonce store to keep tokens in.
 var ErrNoResumeStore = errors.New("mcpi: no nonce store for resume tokens")
 
-// IssueResume records a new resumeToken for agentDID ("" for an anonymous
-// caller: then any agent may redeem it) calling tool, and returns it with
-// its end.
-func (g *Gate) IssueResume(ctx context.Context, agentDID, tool string, now time.Time) (string, time.Time, error) {
-	if g == nil || g.store == nil {
+// IssueResume records a new resumeToken for agentDID calling tool, and
+// returns it with its end. The record counts against owner (the user who
+// delegated), who holds at most maxResumePerOwner live tokens: one caller
+// that keeps calling tools it lacks scopes for pushes out only its own.
+func (g *Gate) IssueResume(ctx context.Context, owner, agentDID, tool string, now time.Time) (string, time.Time, error) {
+	if g == nil || g.sessions == nil || owner == "" {
 		return "", time.Time{}, ErrNoResumeStore
 	}
 	token := ResumePrefix + kyaos.NewResumeToken()
 	exp := now.Add(ResumeTTL)
+	rec, err := json.Marshal(challenge.Record{Challenge: resumeRecordPrefix + tool, AgentDID: agentDID, IssuedAt: now, ExpiresAt: exp})
+	if err != nil {
+		return "", time.Time{}, err
+	}
 	// Kept past its end (like Level 3 challenges) so that a late retry is
 	// told "expired", not "unknown".
-	err := g.store.Put(ctx, resumeKey(token), challenge.Record{
-		Challenge: resumeRecordPrefix + tool, AgentDID: agentDID, IssuedAt: now, ExpiresAt: exp,
-	}, ResumeTTL+time.Minute)
-	if err != nil {
+	if err := g.sessions.BindOwned(ctx, challenge.KindResume, owner, resumeKey(token), rec, ResumeTTL+time.Minute, maxResumePerOwner); err != nil {
 		return "", time.Time{}, err
 	}
 	return token, exp, nil
 }
+
+// maxResumePerOwner bounds the live resumeTokens of one owner.
+const maxResumePerOwner = 32
 
 // ResumeToken returns the resumeToken a tools/call's params carry, and
 // whether they carry one; a malformed one (not a string, repeated or
@@ -111,29 +116,25 @@ func ResumeToken(params []byte) (string, bool, error) {
 var errResumeMalformed = errors.New(ResumeMalformed)
 
 // RedeemResume checks the resumeToken of a retry by agentDID of tool and
-// consumes it. The refusal says why: unknown (never issued here, or long
+// consumes it; owner is the retry's user, whom the "used" mark counts
+// against. The refusal says why: unknown (never issued here, or long
 // gone), replayed (already redeemed), foreign (issued to another agent or
 // for another tool; the token is left for its owner), expired.
-func (g *Gate) RedeemResume(ctx context.Context, token, agentDID, tool string, now time.Time) *Refusal {
-	if g == nil || g.store == nil {
+func (g *Gate) RedeemResume(ctx context.Context, token, owner, agentDID, tool string, now time.Time) *Refusal {
+	if g == nil || g.sessions == nil {
 		return resumeRefusal(http.StatusServiceUnavailable, "nonce_store_unavailable")
 	}
 	key := resumeKey(token)
-	// Check before consuming when the store can: a foreign caller must not
-	// burn a token it cannot use.
-	if p, ok := g.store.(challenge.Peeker); ok {
-		rec, err := p.Peek(ctx, key)
-		if !errors.Is(err, errors.ErrUnsupported) {
-			if rf := g.resumeLookup(ctx, key, rec, err); rf != nil {
-				return rf
-			}
-			if rf := checkResume(rec, agentDID, tool, now); rf != nil {
-				return rf
-			}
-		}
+	// Check before consuming: a foreign caller must not burn a token it
+	// cannot use.
+	rec, rf := g.resumeLookup(ctx, key, g.sessions.Lookup)
+	if rf != nil {
+		return rf
 	}
-	rec, err := g.store.Consume(ctx, key)
-	if rf := g.resumeLookup(ctx, key, rec, err); rf != nil {
+	if rf := checkResume(rec, agentDID, tool, now); rf != nil {
+		return rf
+	}
+	if rec, rf = g.resumeLookup(ctx, key, g.sessions.Take); rf != nil {
 		return rf // lost a race with another retry: replayed
 	}
 	if rf := checkResume(rec, agentDID, tool, now); rf != nil {
@@ -141,24 +142,30 @@ func (g *Gate) RedeemResume(ctx context.Context, token, agentDID, tool string, n
 	}
 	// Remember the redemption for as long as the token lived, so that a
 	// second one is told "replayed".
-	_ = g.store.Put(ctx, key+":used", challenge.Record{Challenge: "kyaos-resume-used", IssuedAt: now, ExpiresAt: rec.ExpiresAt}, ResumeTTL+time.Minute)
+	if owner != "" {
+		_ = g.sessions.BindOwned(ctx, challenge.KindResume, owner, key+":used", []byte{1}, ResumeTTL+time.Minute, maxResumePerOwner)
+	}
 	return nil
 }
 
-// resumeLookup maps a failed lookup of key to its refusal (nil: found).
-func (g *Gate) resumeLookup(ctx context.Context, key string, _ challenge.Record, err error) *Refusal {
+// resumeLookup reads the record under key with get (Lookup, or Take to
+// consume it), mapping a failure to its refusal.
+func (g *Gate) resumeLookup(ctx context.Context, key string, get func(context.Context, string) ([]byte, error)) (challenge.Record, *Refusal) {
+	val, err := get(ctx, key)
 	switch {
 	case err == nil:
-		return nil
-	case errors.Is(err, challenge.ErrNonceNotFound):
-		if p, ok := g.store.(challenge.Peeker); ok {
-			if _, uerr := p.Peek(ctx, key+":used"); uerr == nil {
-				return resumeRefusal(http.StatusForbidden, ResumeReplayed)
-			}
+		var rec challenge.Record
+		if json.Unmarshal(val, &rec) != nil {
+			return rec, resumeRefusal(http.StatusForbidden, ResumeUnknown)
 		}
-		return resumeRefusal(http.StatusForbidden, ResumeUnknown)
+		return rec, nil
+	case errors.Is(err, challenge.ErrBindingNotFound):
+		if _, uerr := g.sessions.Lookup(ctx, key+":used"); uerr == nil {
+			return challenge.Record{}, resumeRefusal(http.StatusForbidden, ResumeReplayed)
+		}
+		return challenge.Record{}, resumeRefusal(http.StatusForbidden, ResumeUnknown)
 	default:
-		return resumeRefusal(http.StatusServiceUnavailable, "nonce_store_unavailable")
+		return challenge.Record{}, resumeRefusal(http.StatusServiceUnavailable, "nonce_store_unavailable")
 	}
 }
 

@@ -54,9 +54,10 @@ func FuzzResumeToken(f *testing.F) {
 // reason, and a foreign caller does not burn it.
 func TestRedeemResume(t *testing.T) {
 	ctx := context.Background()
-	g := New(Config{}, nil, challenge.NewMemoryStore(ctx))
+	store := challenge.NewMemoryStore(ctx)
+	g := New(Config{}, nil, store).WithSessions(store)
 	now := time.Now()
-	token, exp, err := g.IssueResume(ctx, "did:key:zA", "files_write", now)
+	token, exp, err := g.IssueResume(ctx, "did:key:zUser", "did:key:zA", "files_write", now)
 	if err != nil || !IsEdgeResume(token) || !exp.Equal(now.Add(ResumeTTL)) {
 		t.Fatal(token, exp, err)
 	}
@@ -72,7 +73,7 @@ func TestRedeemResume(t *testing.T) {
 		{token, "did:key:zA", "files_write", now, ""},
 		{token, "did:key:zA", "files_write", now, ResumeReplayed},
 	} {
-		rf := g.RedeemResume(ctx, c.token, c.agent, c.tool, c.at)
+		rf := g.RedeemResume(ctx, c.token, "did:key:zUser", c.agent, c.tool, c.at)
 		got := ""
 		if rf != nil {
 			got = rf.Reason
@@ -84,14 +85,43 @@ func TestRedeemResume(t *testing.T) {
 			t.Errorf("%s/%s: %q, want %q", c.agent, c.tool, got, c.reason)
 		}
 	}
-	// Issued to an anonymous caller: any agent redeems it, for its tool.
-	anon, _, _ := g.IssueResume(ctx, "", "public", now)
-	if rf := g.RedeemResume(ctx, anon, "did:key:zC", "public", now); rf != nil {
-		t.Fatal(rf.Reason)
+	// An anonymous caller (no owner) gets no token.
+	if _, _, err := g.IssueResume(ctx, "", "", "public", now); err == nil {
+		t.Fatal("issued a token to an anonymous caller")
 	}
-	// Without a store, nothing is issued and nothing redeemed.
-	if _, _, err := New(Config{}, nil, nil).IssueResume(ctx, "a", "b", now); err == nil {
+	// Without a store that keeps owned records, nothing is issued.
+	if _, _, err := New(Config{}, nil, nil).IssueResume(ctx, "u", "a", "b", now); err == nil {
 		t.Fatal("issued without a store")
+	}
+}
+
+// TestResumeTokensBoundedPerOwner: one user's agent calling tools it
+// lacks scopes for pushes out only that user's oldest tokens; another
+// user's token stays redeemable, whatever the first one does.
+func TestResumeTokensBoundedPerOwner(t *testing.T) {
+	ctx := context.Background()
+	store := challenge.NewMemoryStore(ctx, challenge.WithMaxEntries(maxResumePerOwner+8))
+	g := New(Config{}, nil, store).WithSessions(store)
+	now := time.Now()
+	theirs, _, err := g.IssueResume(ctx, "did:key:zVictim", "did:key:zV", "files_write", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first string
+	for i := range 3 * maxResumePerOwner {
+		tok, _, err := g.IssueResume(ctx, "did:key:zFlooder", "did:key:zF", "files_write", now)
+		if err != nil {
+			t.Fatalf("token %d of the flooding user: %v", i, err)
+		}
+		if i == 0 {
+			first = tok
+		}
+	}
+	if rf := g.RedeemResume(ctx, first, "did:key:zFlooder", "did:key:zF", "files_write", now); rf == nil || rf.Reason != ResumeUnknown {
+		t.Fatalf("the flooding user's oldest token: %+v, want %s", rf, ResumeUnknown)
+	}
+	if rf := g.RedeemResume(ctx, theirs, "did:key:zVictim", "did:key:zV", "files_write", now); rf != nil {
+		t.Fatalf("another user's token after the flood: %s", rf.Reason)
 	}
 }
 
