@@ -120,8 +120,10 @@ func TestMemoryPartitions(t *testing.T) {
 	if err := m.Bind(ctx, "proxy-x", []byte{1}, time.Minute); !errors.Is(err, ErrStoreFull) {
 		t.Fatalf("Bind into a full partition = %v, want ErrStoreFull", err)
 	}
-	if err := m.Put(ctx, KindResume+":t", rec, time.Minute); err != nil {
-		t.Fatalf("a resume token beside full challenges: %v", err)
+	for _, kind := range []string{KindResume, KindPresentation, KindOAuthCode, KindOAuthRefresh} {
+		if err := m.Put(ctx, kind+":t", rec, time.Minute); err != nil {
+			t.Fatalf("a %s record beside full challenges: %v", kind, err)
+		}
 	}
 	if err := m.BindOwned(ctx, KindDeclaration, "o", KindDeclaration+":s", []byte{1}, time.Minute, 4); err != nil {
 		t.Fatalf("a declaration beside full proxy sessions: %v", err)
