@@ -60,10 +60,10 @@ func (h *Handler) checkBinding(r *http.Request, cred *carrier.Credential, d *vc.
 	if err != nil {
 		return err
 	}
-	method, u := h.original(r)
+	method, u := h.site.Original(r)
 	_, err = h.dpop.Check(r.Context(), proof, dpop.Expect{
 		Method:      method,
-		URL:         h.requestScheme(r) + "://" + h.serviceHost(r) + u.EscapedPath(),
+		URL:         h.site.Scheme(r) + "://" + h.site.Host(r) + u.EscapedPath(),
 		AccessToken: string(cred.Raw),
 		JKT:         d.CnfJKT,
 	})

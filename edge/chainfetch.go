@@ -54,7 +54,7 @@ type ChainFetchConfig struct {
 // fetched like status lists and did:web documents: private addresses
 // only with allow_private_did_web.
 func (h *Handler) chainFetchOption() vc.Option {
-	c := h.ChainFetch
+	c := h.cfg.ChainFetch
 	if c == nil {
 		return nil
 	}
@@ -67,13 +67,13 @@ func (h *Handler) chainFetchOption() vc.Option {
 	if c.CacheTTL == 0 {
 		c.CacheTTL = time.Duration(defaultChainFetchCacheTTL)
 	}
-	if len(h.TrustedIssuers) == 1 && h.TrustedIssuers[0] == AnyIssuer && h.logger != nil {
+	if len(h.cfg.TrustedIssuers) == 1 && h.cfg.TrustedIssuers[0] == AnyIssuer && h.logger != nil {
 		h.logger.Warn("chain_fetch has no effect with trust any: every issuer is trusted directly, so no parent is ever needed")
 	}
 	return vc.WithChainFetch(vc.ChainFetch{
 		Allow:        c.Allow,
 		Client:       c.client,
-		AllowPrivate: h.AllowPrivateDIDWeb,
+		AllowPrivate: h.cfg.AllowPrivateDIDWeb,
 		Timeout:      time.Duration(c.Timeout),
 		MaxSize:      int(c.MaxSize),
 		CacheTTL:     time.Duration(c.CacheTTL),

@@ -69,12 +69,12 @@ func TestChainFetchHandler(t *testing.T) {
 	c := newChainFixture(t)
 	srv := newCredServer(t)
 	srv.set("/chain/root", c.root)
-	fetching := func(mod func(h *Handler)) *Handler {
-		return c.handler(t, func(h *Handler) {
-			h.AllowPrivateDIDWeb = true
-			h.ChainFetch = &ChainFetchConfig{Allow: []string{srv.URL + "/chain/"}, client: srv.Client()}
+	fetching := func(mod func(*setup)) *Handler {
+		return c.handler(t, func(c *setup) {
+			c.AllowPrivateDIDWeb = true
+			c.ChainFetch = &ChainFetchConfig{Allow: []string{srv.URL + "/chain/"}, client: srv.Client()}
 			if mod != nil {
-				mod(h)
+				mod(c)
 			}
 		})
 	}
@@ -106,7 +106,7 @@ func TestChainFetchHandler(t *testing.T) {
 		}
 	})
 	t.Run("fetch off", func(t *testing.T) {
-		off := c.handler(t, func(h *Handler) { h.AllowPrivateDIDWeb = true })
+		off := c.handler(t, func(c *setup) { c.AllowPrivateDIDWeb = true })
 		wantRejected(t, serve(t, off, bearer(leaf)), http.StatusUnauthorized, "chain_incomplete")
 	})
 	t.Run("URL not on the allow-list", func(t *testing.T) {
@@ -132,11 +132,11 @@ func TestChainFetchHandler(t *testing.T) {
 		wantRejected(t, serve(t, h, bearer(c.leafNaming(t, srv.URL+"/chain/forged"))), http.StatusUnauthorized, "bad_signature")
 	})
 	t.Run("private address refused by default", func(t *testing.T) {
-		guarded := fetching(func(h *Handler) { h.AllowPrivateDIDWeb = false })
+		guarded := fetching(func(c *setup) { c.AllowPrivateDIDWeb = false })
 		wantRejected(t, serve(t, guarded, bearer(c.leafNaming(t, srv.URL+"/chain/root"))), http.StatusServiceUnavailable, "chain_fetch_failed")
 	})
 	t.Run("defaults", func(t *testing.T) {
-		cf := h.ChainFetch
+		cf := h.cfg.ChainFetch
 		if cf.Timeout != time.Duration(5*time.Second) || cf.MaxSize != 64<<10 || cf.CacheTTL != time.Duration(5*time.Minute) {
 			t.Errorf("defaults %+v", cf)
 		}

@@ -145,7 +145,7 @@ type Config struct {
 // Validate checks the configuration; zero values are valid (they mean the
 // defaults).
 func (c *Config) Validate() error {
-	h := &Handler{Config: *c}
+	h := c
 	switch h.Level {
 	case 0, 1, 2, 3:
 	default:

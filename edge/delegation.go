@@ -76,15 +76,15 @@ type DelegationConfig struct {
 // (through the nonce store, so provisionNonceStore must have run) and
 // Linked Data proofs.
 func (h *Handler) delegationOptions() ([]vc.Option, error) {
-	if h.StatusListTTL == 0 {
-		h.StatusListTTL = time.Duration(defaultStatusListTTL)
+	if h.cfg.StatusListTTL == 0 {
+		h.cfg.StatusListTTL = time.Duration(defaultStatusListTTL)
 	}
 	opts := []vc.Option{
 		// Status lists are fetched like did:web documents: private
 		// addresses only when allowed (tests and development).
-		vc.WithStatusLists(h.statusClient, h.AllowPrivateDIDWeb),
-		vc.WithStatusListTTL(time.Duration(h.StatusListTTL)),
-		vc.WithStatusStaleIfError(time.Duration(h.StatusStaleIfError)),
+		vc.WithStatusLists(h.cfg.statusClient, h.cfg.AllowPrivateDIDWeb),
+		vc.WithStatusListTTL(time.Duration(h.cfg.StatusListTTL)),
+		vc.WithStatusStaleIfError(time.Duration(h.cfg.StatusStaleIfError)),
 	}
 	if h.l3.store != nil {
 		opts = append(opts, vc.WithReplayGuard(storeReplayGuard{h.l3.store}))
@@ -92,9 +92,9 @@ func (h *Handler) delegationOptions() ([]vc.Option, error) {
 	if o := h.chainFetchOption(); o != nil {
 		opts = append(opts, o)
 	}
-	if !h.DisableJSONLD {
+	if !h.cfg.DisableJSONLD {
 		var ldOpts []ldproof.Option
-		for u, file := range h.JSONLDContexts {
+		for u, file := range h.cfg.JSONLDContexts {
 			ldOpts = append(ldOpts, ldproof.WithContextFile(u, file))
 		}
 		ld, err := ldproof.New(ldOpts...)
@@ -107,8 +107,8 @@ func (h *Handler) delegationOptions() ([]vc.Option, error) {
 }
 
 // validateDelegation runs from Validate.
-func (h *Handler) validateDelegation() error {
-	c := &h.DelegationConfig
+func (cfg *Config) validateDelegation() error {
+	c := &cfg.DelegationConfig
 	if c.StatusListTTL < 0 || c.StatusStaleIfError < 0 {
 		return errors.New("mcpi: durations must not be negative")
 	}
@@ -139,10 +139,10 @@ func (h *Handler) validateDelegation() error {
 // agent's key, so a bare credential there is holder-bound already.
 func (h *Handler) requestChecks(r *http.Request, raw []byte, chain []string) ([]vc.CheckOption, *nonceBinding, error) {
 	opts := h.checksFor(r)
-	if h.RequirePresentation {
+	if h.cfg.RequirePresentation {
 		opts = append(opts, vc.RequirePresentation())
 	}
-	opts, err := h.withChain(opts, chain)
+	opts, err := h.cfg.withChain(opts, chain)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -157,11 +157,11 @@ func (h *Handler) requestChecks(r *http.Request, raw []byte, chain []string) ([]
 // withChain adds to opts the ancestors read from the values of the chain
 // header, if any. opts may be checksFor's shared slice: its capacity is its
 // length, so appending copies it.
-func (h *Handler) withChain(opts []vc.CheckOption, chain []string) ([]vc.CheckOption, error) {
+func (cfg *Config) withChain(opts []vc.CheckOption, chain []string) ([]vc.CheckOption, error) {
 	if len(chain) == 0 {
 		return opts, nil
 	}
-	ancestors, err := carrier.ParseChain(chain, carrier.MaxAncestors*h.MaxCredentialSize)
+	ancestors, err := carrier.ParseChain(chain, carrier.MaxAncestors*cfg.MaxCredentialSize)
 	if err != nil {
 		return nil, err
 	}

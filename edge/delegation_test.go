@@ -140,7 +140,7 @@ func wantAdmitted(t testing.TB, res result) {
 
 func TestRequirePresentation(t *testing.T) {
 	f := newFixture(t)
-	h := f.handler(t, func(h *Handler) { h.RequirePresentation = true })
+	h := f.handler(t, func(c *setup) { c.RequirePresentation = true })
 	cred := f.jwt(t, nil)
 
 	t.Run("bare credential", func(t *testing.T) {
@@ -169,7 +169,7 @@ func TestRequirePresentation(t *testing.T) {
 		wantRejected(t, serve(t, h, bearer(vpOf(t, newParty(t), "", nil, cred))), http.StatusUnauthorized, "wrong_holder")
 	})
 	t.Run("level 3: the handshake takes a bare credential", func(t *testing.T) {
-		h := f.l3Handler(t, func(h *Handler) { h.RequirePresentation = true })
+		h := f.l3Handler(t, func(c *setup) { c.RequirePresentation = true })
 		hr := doHandshake(t, h, defaultHandshakePath, f.agent, nil)
 		rep := rpcCall(t, h, defaultVerifyPath, verifyMsg(2, answer(t, f.agent, hr), cred), nil)
 		var vr struct {
@@ -263,7 +263,7 @@ func TestPresentationReplayAndNonce(t *testing.T) {
 	t.Run("store down", func(t *testing.T) {
 		// A store of its own, so closing it disturbs no other handler.
 		store := challenge.NewMemoryStore(bareContext(t))
-		h := f.l3Handler(t, func(h *Handler) { h.nonceStore, h.nonceStoreName = store, "memory" })
+		h := f.l3Handler(t, func(c *setup) { c.use(WithNonceStore(store, "memory")) })
 		wantAdmitted(t, serve(t, h, bearer(vpOf(t, f.agent, "", nil, cred))))
 		if err := store.Close(); err != nil {
 			t.Fatal(err)
@@ -377,7 +377,7 @@ func TestDelegationChain(t *testing.T) {
 		wantRejected(t, serve(t, h, withChain(bearer(c.leaf), tamperJWS(c.root))), http.StatusUnauthorized, "bad_signature")
 	})
 	t.Run("parent not trusted", func(t *testing.T) {
-		other := provision(t, &Handler{Config: Config{TrustedIssuers: []string{newParty(t).did}}})
+		other := provision(t, Config{TrustedIssuers: []string{newParty(t).did}})
 		wantRejected(t, serve(t, other, withChain(bearer(c.leaf), c.root)), http.StatusUnauthorized, "untrusted_issuer")
 	})
 	t.Run("chain header alone is no credential", func(t *testing.T) {
@@ -409,7 +409,7 @@ func TestDelegationChain(t *testing.T) {
 		wantAdmitted(t, serve(t, h, withChain(bearer(c.leaf), strings.Join(vals[1:], ","))))
 	})
 	t.Run("too large", func(t *testing.T) {
-		small := c.handler(t, func(h *Handler) { h.MaxCredentialSize = 2048 })
+		small := c.handler(t, func(c *setup) { c.MaxCredentialSize = 2048 })
 		big := strings.Repeat("x", carrier.MaxAncestors*2048+1)
 		res := serve(t, small, withChain(bearer(c.leaf), big))
 		wantRejected(t, res, http.StatusBadRequest, "invalid_request")
@@ -418,8 +418,8 @@ func TestDelegationChain(t *testing.T) {
 		}
 	})
 	t.Run("not forwarded on an anonymous admission", func(t *testing.T) {
-		anon := c.handler(t, func(h *Handler) {
-			h.Tools = []ToolPolicy{{Name: "echo", AllowAnonymous: true}}
+		anon := c.handler(t, func(c *setup) {
+			c.Tools = []ToolPolicy{{Name: "echo", AllowAnonymous: true}}
 		})
 		res := serve(t, anon, withChain(newRequest(http.MethodPost, "/mcp", toolsCallBody), c.root))
 		wantAdmitted(t, res)
@@ -428,7 +428,7 @@ func TestDelegationChain(t *testing.T) {
 		}
 	})
 	t.Run("carrier off", func(t *testing.T) {
-		off := c.handler(t, func(h *Handler) { h.Carriers = []string{"authorization"} })
+		off := c.handler(t, func(c *setup) { c.Carriers = []string{"authorization"} })
 		wantRejected(t, serve(t, off, withChain(bearer(c.leaf), c.root)), http.StatusUnauthorized, "chain_incomplete")
 		res := serve(t, off, withChain(bearer(c.jwt(t, nil)), c.root))
 		wantAdmitted(t, res)
@@ -437,7 +437,7 @@ func TestDelegationChain(t *testing.T) {
 		}
 	})
 	t.Run("passthrough", func(t *testing.T) {
-		pt := c.handler(t, func(h *Handler) { h.PassthroughCredential = true })
+		pt := c.handler(t, func(c *setup) { c.PassthroughCredential = true })
 		res := serve(t, pt, withChain(bearer(c.leaf), c.root))
 		wantAdmitted(t, res)
 		if res.fwd.Header.Get("Kya-Os-Delegation-Chain") != c.root {
@@ -557,9 +557,9 @@ func TestStatusList(t *testing.T) {
 	srv := newStatusServer(t)
 	srv.set(statusList(t, f.user, srv.listURL(), 7), 0)
 	ctx, reg := obsContext(t)
-	h, _ := obsHandler(t, ctx, f, func(h *Handler) {
-		h.AllowPrivateDIDWeb = true
-		h.statusClient = srv.Client()
+	h, _ := obsHandler(t, ctx, f, func(c *setup) {
+		c.AllowPrivateDIDWeb = true
+		c.statusClient = srv.Client()
 	})
 	good := withStatus(t, f, srv.listURL(), "6")
 	revoked := withStatus(t, f, srv.listURL(), "7")
@@ -579,9 +579,9 @@ func TestStatusList(t *testing.T) {
 	t.Run("status server down", func(t *testing.T) {
 		down := newStatusServer(t)
 		down.set(nil, http.StatusInternalServerError)
-		h, _ := obsHandler(t, ctx, f, func(h *Handler) {
-			h.AllowPrivateDIDWeb = true
-			h.statusClient = down.Client()
+		h, _ := obsHandler(t, ctx, f, func(c *setup) {
+			c.AllowPrivateDIDWeb = true
+			c.statusClient = down.Client()
 		})
 		res := serve(t, h, bearer(withStatus(t, f, down.listURL(), "6")))
 		wantRejected(t, res, http.StatusServiceUnavailable, "status_unavailable")
@@ -592,24 +592,24 @@ func TestStatusList(t *testing.T) {
 	t.Run("list signed by someone else", func(t *testing.T) {
 		forged := newStatusServer(t)
 		forged.set(statusList(t, newParty(t), forged.listURL()), 0)
-		h := f.handler(t, func(h *Handler) {
-			h.AllowPrivateDIDWeb = true
-			h.statusClient = forged.Client()
+		h := f.handler(t, func(c *setup) {
+			c.AllowPrivateDIDWeb = true
+			c.statusClient = forged.Client()
 		})
 		wantRejected(t, serve(t, h, bearer(withStatus(t, f, forged.listURL(), "6"))), http.StatusUnauthorized, "bad_status_list")
 	})
 	t.Run("private address refused by default", func(t *testing.T) {
-		h := f.handler(t, func(h *Handler) { h.statusClient = srv.Client() })
+		h := f.handler(t, func(c *setup) { c.statusClient = srv.Client() })
 		wantRejected(t, serve(t, h, bearer(good)), http.StatusServiceUnavailable, "status_unavailable")
 	})
 	t.Run("stale if error", func(t *testing.T) {
 		flaky := newStatusServer(t)
 		flaky.set(statusList(t, f.user, flaky.listURL()), 0)
-		h := f.handler(t, func(h *Handler) {
-			h.AllowPrivateDIDWeb = true
-			h.statusClient = flaky.Client()
-			h.StatusListTTL = time.Duration(time.Millisecond)
-			h.StatusStaleIfError = time.Duration(time.Hour)
+		h := f.handler(t, func(c *setup) {
+			c.AllowPrivateDIDWeb = true
+			c.statusClient = flaky.Client()
+			c.StatusListTTL = time.Duration(time.Millisecond)
+			c.StatusStaleIfError = time.Duration(time.Hour)
 		})
 		cred := withStatus(t, f, flaky.listURL(), "6")
 		wantAdmitted(t, serve(t, h, bearer(cred)))
@@ -637,7 +637,7 @@ func TestJSONLDSetting(t *testing.T) {
 	ldCred, _ := json.Marshal(doc)
 	body := bodyWith(t, "_mcpi_delegation", json.RawMessage(ldCred), true)
 
-	off := f.handler(t, func(h *Handler) { h.DisableJSONLD = true })
+	off := f.handler(t, func(c *setup) { c.DisableJSONLD = true })
 	wantRejected(t, serve(t, off, newRequest(http.MethodPost, "/mcp", body)), http.StatusUnauthorized, "unsupported_format")
 
 	on := f.handler(t, nil)
@@ -657,12 +657,11 @@ func TestJSONLDSetting(t *testing.T) {
 		if err := os.WriteFile(good, []byte(`{"@context":{"ex":"https://example.com/ns#"}}`), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		f.handler(t, func(h *Handler) { h.JSONLDContexts = map[string]string{"https://example.com/ctx/v1": good} })
+		f.handler(t, func(c *setup) { c.JSONLDContexts = map[string]string{"https://example.com/ctx/v1": good} })
 
-		h := &Handler{Config: Config{TrustedIssuers: []string{f.user.did}, DelegationConfig: DelegationConfig{
+		_, err := New(Config{TrustedIssuers: []string{f.user.did}, DelegationConfig: DelegationConfig{
 			JSONLDContexts: map[string]string{"https://example.com/ctx/v1": filepath.Join(dir, "missing")},
-		}}}
-		err := h.init()
+		}})
 		if err == nil || !strings.Contains(err.Error(), "JSON-LD") {
 			t.Fatalf("Provision with a missing context file: %v", err)
 		}
@@ -677,7 +676,7 @@ func TestPresentationSingleUseEveryLevel(t *testing.T) {
 	cred := f.jwt(t, nil)
 	for _, level := range []int{1, 2} {
 		t.Run(fmt.Sprintf("level %d", level), func(t *testing.T) {
-			h := f.handler(t, func(h *Handler) { h.Level, h.RequirePresentation = level, true })
+			h := f.handler(t, func(c *setup) { c.Level, c.RequirePresentation = level, true })
 			vp := vpOf(t, f.agent, "", nil, cred)
 			wantAdmitted(t, serve(t, h, bearer(vp)))
 			wantRejected(t, serve(t, h, bearer(vp)), http.StatusUnauthorized, "replayed")

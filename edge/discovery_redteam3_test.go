@@ -58,7 +58,7 @@ func TestRedteam3DiscoveryByHost(t *testing.T) {
 		// Another Host whose document names paths of its own.
 		"other.test": {"handshake": "/other/hs"},
 	})
-	h := f.l3Handler(t, func(h *Handler) { h.Handshake = HandshakeProxy })
+	h := f.l3Handler(t, func(c *setup) { c.Handshake = HandshakeProxy })
 
 	// The attacker's handshake: the foreign origin is refused, the call
 	// goes to the default path on the route's upstream.
@@ -96,8 +96,8 @@ func TestRedteam3OtherOriginHeaders(t *testing.T) {
 	up := newFakeUpstream(t, "/hs", "/vf")
 	srv := httptest.NewServer(up)
 	defer srv.Close()
-	h := f.l3Handler(t, func(h *Handler) {
-		h.Handshake, h.HandshakeEndpoint, h.VerifyEndpoint = HandshakeProxy, srv.URL+"/hs", srv.URL+"/vf"
+	h := f.l3Handler(t, func(c *setup) {
+		c.Handshake, c.HandshakeEndpoint, c.VerifyEndpoint = HandshakeProxy, srv.URL+"/hs", srv.URL+"/vf"
 	})
 	body, _ := json.Marshal(handshakeMsg(1, f.agent.did))
 	r := newRequest(http.MethodPost, defaultHandshakePath, string(body))

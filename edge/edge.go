@@ -27,6 +27,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/proof"
+	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -101,9 +102,13 @@ func WithHooks(hk Hooks) Option { return func(h *Handler) { h.hooks = hk } }
 // Handler is the edge for one configuration. It is safe for concurrent
 // use; Close releases what New started.
 type Handler struct {
-	Config
+	// cfg is the configuration New was given, with its defaults; it does
+	// not change while the handler lives.
+	cfg Config
 
 	hooks Hooks
+	// site derives the names the edge answers r under (edge/site).
+	site *site.Site
 
 	ident  *identity.Identity // nil below level 2
 	l3     level3
@@ -128,7 +133,7 @@ type Handler struct {
 	hostChecks *checkCache
 	// httpOrigin and httpsOrigin cache upstreamName's origins
 	// (observability.go).
-	httpOrigin, httpsOrigin lastDerived
+	httpOrigin, httpsOrigin site.LastDerived
 
 	registerer     prometheus.Registerer
 	keyStorage     assertion.Storage
@@ -147,7 +152,7 @@ type Handler struct {
 
 // New checks cfg, applies its defaults and builds the edge.
 func New(cfg Config, opts ...Option) (*Handler, error) {
-	h := &Handler{Config: cfg}
+	h := &Handler{cfg: cfg}
 	for _, o := range opts {
 		o(h)
 	}
@@ -163,7 +168,8 @@ func (h *Handler) init() error {
 	if h.logger == nil {
 		h.logger = zap.NewNop()
 	}
-	if err := h.Config.Validate(); err != nil {
+	h.site = site.New(h.hooks.Original, h.hooks.TrustedProxy)
+	if err := h.cfg.Validate(); err != nil {
 		return err
 	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
@@ -176,23 +182,23 @@ func (h *Handler) init() error {
 
 // build applies the defaults and builds every part, in dependency order.
 func (h *Handler) build() error {
-	h.applyDefaults()
+	h.cfg.applyDefaults()
 	if err := h.provisionObservability(); err != nil {
 		return err
 	}
-	enabled, err := carrier.ParseSet(h.Carriers)
+	enabled, err := carrier.ParseSet(h.cfg.Carriers)
 	if err != nil {
 		return err
 	}
-	h.carriers = carrier.New(carrier.Config{Enabled: enabled, MaxBody: h.MaxBodySize, Passthrough: h.PassthroughCredential})
+	h.carriers = carrier.New(carrier.Config{Enabled: enabled, MaxBody: h.cfg.MaxBodySize, Passthrough: h.cfg.PassthroughCredential})
 
 	if h.didCache == nil {
 		res := didresolver.New(
-			didresolver.WithTimeout(h.DIDWebTimeout),
-			didresolver.WithAllowPrivateAddresses(h.AllowPrivateDIDWeb),
-			didresolver.WithAllowHTTP(h.AllowPrivateDIDWeb),
+			didresolver.WithTimeout(h.cfg.DIDWebTimeout),
+			didresolver.WithAllowPrivateAddresses(h.cfg.AllowPrivateDIDWeb),
+			didresolver.WithAllowHTTP(h.cfg.AllowPrivateDIDWeb),
 		)
-		h.didCache = didresolver.NewCache(res, didresolver.WithTTL(h.DIDCacheTTL))
+		h.didCache = didresolver.NewCache(res, didresolver.WithTTL(h.cfg.DIDCacheTTL))
 	}
 
 	// The Level 3 nonce store is also the verifier's replay guard.
@@ -209,19 +215,19 @@ func (h *Handler) build() error {
 	// Trust is always given, so that a config that somehow skipped
 	// Validate trusts no issuer rather than every issuer.
 	h.verifier = vc.NewVerifier(h.verifierResolver(), append([]vc.Option{
-		vc.WithClockSkew(h.ClockSkew),
-		vc.WithMaxSize(int(h.MaxCredentialSize)),
-		vc.WithTrustedIssuers(h.TrustedIssuers...),
-	}, append(append(more, h.lifetimeOptions()...), h.verificationCacheOptions()...)...)...)
+		vc.WithClockSkew(h.cfg.ClockSkew),
+		vc.WithMaxSize(int(h.cfg.MaxCredentialSize)),
+		vc.WithTrustedIssuers(h.cfg.TrustedIssuers...),
+	}, append(append(more, h.cfg.lifetimeOptions()...), h.verificationCacheOptions()...)...)...)
 
 	h.checks = nil
-	if h.RequireAudience {
+	if h.cfg.RequireAudience {
 		h.checks = append(h.checks, vc.RequireAudience())
 	}
-	if len(h.RequiredScopes) > 0 {
-		h.checks = append(h.checks, vc.RequireScopes(h.RequiredScopes...))
+	if len(h.cfg.RequiredScopes) > 0 {
+		h.checks = append(h.checks, vc.RequireScopes(h.cfg.RequiredScopes...))
 	}
-	h.hostChecks = newCheckCache(h.Audiences, h.checks)
+	h.hostChecks = newCheckCache(h.cfg.Audiences, h.checks)
 	if err := h.provisionIdentity(); err != nil {
 		return err
 	}
@@ -233,38 +239,38 @@ func (h *Handler) build() error {
 }
 
 // applyDefaults fills in what the config left at zero.
-func (h *Handler) applyDefaults() {
-	if h.Level == 0 {
-		h.Level = DefaultLevel
+func (cfg *Config) applyDefaults() {
+	if cfg.Level == 0 {
+		cfg.Level = DefaultLevel
 	}
-	if h.NonDelegationBearer == "" {
-		h.NonDelegationBearer = BearerPass
+	if cfg.NonDelegationBearer == "" {
+		cfg.NonDelegationBearer = BearerPass
 	}
-	if h.ClockSkew == 0 {
-		h.ClockSkew = DefaultClockSkew
+	if cfg.ClockSkew == 0 {
+		cfg.ClockSkew = DefaultClockSkew
 	}
-	if h.MaxCredentialSize == 0 {
-		h.MaxCredentialSize = DefaultMaxCredentialSize
+	if cfg.MaxCredentialSize == 0 {
+		cfg.MaxCredentialSize = DefaultMaxCredentialSize
 	}
-	if h.MaxBodySize == 0 {
-		h.MaxBodySize = DefaultMaxBodySize
+	if cfg.MaxBodySize == 0 {
+		cfg.MaxBodySize = DefaultMaxBodySize
 	}
-	if h.DIDCacheTTL == 0 {
-		h.DIDCacheTTL = DefaultDIDCacheTTL
+	if cfg.DIDCacheTTL == 0 {
+		cfg.DIDCacheTTL = DefaultDIDCacheTTL
 	}
-	if h.DIDWebTimeout == 0 {
-		h.DIDWebTimeout = DefaultDIDWebTimeout
+	if cfg.DIDWebTimeout == 0 {
+		cfg.DIDWebTimeout = DefaultDIDWebTimeout
 	}
 }
 
 // lifetimeOptions are the verifier's rules on a credential's validity span.
-func (h *Handler) lifetimeOptions() []vc.Option {
+func (cfg *Config) lifetimeOptions() []vc.Option {
 	var opts []vc.Option
-	if h.AllowEndlessCredentials {
+	if cfg.AllowEndlessCredentials {
 		opts = append(opts, vc.WithAllowNoExpiry())
 	}
-	if h.MaxCredentialLifetime > 0 {
-		opts = append(opts, vc.WithMaxLifetime(h.MaxCredentialLifetime))
+	if cfg.MaxCredentialLifetime > 0 {
+		opts = append(opts, vc.WithMaxLifetime(cfg.MaxCredentialLifetime))
 	}
 	return opts
 }
@@ -272,7 +278,7 @@ func (h *Handler) lifetimeOptions() []vc.Option {
 // verificationCacheOptions turns on the verified-delegation cache and
 // counts its hits and misses.
 func (h *Handler) verificationCacheOptions() []vc.Option {
-	size := h.VerificationCacheSize
+	size := h.cfg.VerificationCacheSize
 	switch {
 	case size < 0:
 		return nil
@@ -345,17 +351,6 @@ func durationsNonNegative(ds ...time.Duration) bool {
 		}
 	}
 	return true
-}
-
-// original is the method and URL of the request as the client sent it
-// (Hooks.Original).
-func (h *Handler) original(r *http.Request) (string, *url.URL) {
-	if h.hooks.Original != nil {
-		if m, u := h.hooks.Original(r); u != nil {
-			return m, u
-		}
-	}
-	return r.Method, r.URL
 }
 
 // setIdentity tells the host who the request was admitted as.

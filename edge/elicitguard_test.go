@@ -165,7 +165,7 @@ func TestElicitationGuardCaseVariants(t *testing.T) {
 func TestElicitationGuardObserve(t *testing.T) {
 	f := newFixture(t)
 	tok := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })
-	h := f.handler(t, func(h *Handler) { h.HandshakeActions = "observe" })
+	h := f.handler(t, func(c *setup) { c.HandshakeActions = "observe" })
 	answer := irResult("4", jsURL)
 	res := polServe(t, h, request2026("http://"+testHost, tok, "prompts/get", "p", `"name":"p"`), polJSONReply(answer))
 	if res.rec.Body.String() != answer {

@@ -28,7 +28,7 @@ func (h *Handler) checkFraming(w http.ResponseWriter, r *http.Request, found *ca
 	}
 	body := found.Body
 	if body == nil && hasRequestBody(r) && mcp.HeaderEra(r.Header) == mcp.Era2026 {
-		if body, err = carrier.ReadBody(w, r, h.MaxBodySize); err != nil {
+		if body, err = carrier.ReadBody(w, r, h.cfg.MaxBodySize); err != nil {
 			return true, h.reject(w, r, err, nil)
 		}
 		found.Body = body

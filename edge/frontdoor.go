@@ -13,6 +13,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/authserver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/dpop"
+	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
@@ -53,26 +54,26 @@ func (c *FrontDoorConfig) validateFrontDoor() error {
 // provisionFrontDoor builds the authorization server; it runs before the
 // verifier, whose resolver and trust it extends.
 func (h *Handler) provisionFrontDoor() error {
-	if h.AuthorizationServer == nil {
+	if h.cfg.AuthorizationServer == nil {
 		return nil
 	}
 	store, ok := h.rawNonceStore().(authserver.Store)
 	if !ok {
 		return fmt.Errorf("mcpi: authorization_server needs a nonce store that keeps bindings (memory or redis), got %T", h.rawNonceStore())
 	}
-	fetch, err := didresolver.GuardedClient(nil, h.AllowPrivateDIDWeb, 5*time.Second)
+	fetch, err := didresolver.GuardedClient(nil, h.cfg.AllowPrivateDIDWeb, 5*time.Second)
 	if err != nil {
 		return err
 	}
 	deps := authserver.Deps{
-		Origin: h.origin,
+		Origin: h.site.Origin,
 		Path: func(r *http.Request) string {
-			_, u := h.original(r)
+			_, u := h.site.Original(r)
 			return u.Path
 		},
 		User:         h.signedInUser,
 		EdgeAudience: h.edgeAudience,
-		Scopes:       h.routeScopes(),
+		Scopes:       h.cfg.routeScopes(),
 		Store:        store,
 		FetchClient:  fetch,
 		Event:        h.obs.AuthServer,
@@ -93,7 +94,7 @@ func (h *Handler) provisionFrontDoor() error {
 	}
 	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
 	defer cancel()
-	as, err := authserver.New(ctx, *h.AuthorizationServer, deps)
+	as, err := authserver.New(ctx, *h.cfg.AuthorizationServer, deps)
 	if err != nil {
 		return err
 	}
@@ -112,7 +113,7 @@ func (h *Handler) rawNonceStore() challenge.NonceStore {
 // frontDoorOptions are the verifier options the front door needs: its
 // users' DIDs trusted (with `trust authorization_server`).
 func (h *Handler) frontDoorOptions() []vc.Option {
-	if h.front == nil || !h.TrustAuthorizationServer {
+	if h.front == nil || !h.cfg.TrustAuthorizationServer {
 		return nil
 	}
 	return []vc.Option{vc.WithTrustedIssuerFunc(authserver.IsUserDID)}
@@ -179,18 +180,13 @@ func (h *Handler) checkGrantRevoked(r *http.Request, d *vc.Delegation) error {
 	return nil
 }
 
-// origin is scheme://host as the client reached the edge.
-func (h *Handler) origin(r *http.Request) string {
-	return h.requestScheme(r) + "://" + h.serviceHost(r)
-}
-
 // edgeAudience is the name a credential for r carries beside its resource,
 // so that the edge's own audience check (per host) accepts it.
 func (h *Handler) edgeAudience(r *http.Request) string {
-	if len(h.Audiences) > 0 {
-		return h.Audiences[0]
+	if len(h.cfg.Audiences) > 0 {
+		return h.cfg.Audiences[0]
 	}
-	return requestAudiences(h.serviceHost(r))[0]
+	return site.Audiences(h.site.Host(r))[0]
 }
 
 // signedInUser is the subject the host's authentication established.
@@ -204,7 +200,7 @@ func (h *Handler) signedInUser(r *http.Request) string {
 // routeScopes are the scopes a client may ask for: every scope the tool
 // policy or require_scopes names, with the tools each opens; with the
 // KYA-OS convention, "<tool>:execute" of every exactly named tool.
-func (h *Handler) routeScopes() []authserver.Scope {
+func (cfg *Config) routeScopes() []authserver.Scope {
 	var out []authserver.Scope
 	add := func(scope, tool string) {
 		for i := range out {
@@ -221,14 +217,14 @@ func (h *Handler) routeScopes() []authserver.Scope {
 		}
 		out = append(out, s)
 	}
-	for _, s := range h.RequiredScopes {
+	for _, s := range cfg.RequiredScopes {
 		add(s, "")
 	}
-	for _, t := range h.Tools {
+	for _, t := range cfg.Tools {
 		for _, s := range t.Scopes {
 			add(s, t.Name)
 		}
-		if len(t.Scopes) == 0 && h.ToolScopeConvention && !t.AllowAnonymous && !strings.ContainsAny(t.Name, "*?[") {
+		if len(t.Scopes) == 0 && cfg.ToolScopeConvention && !t.AllowAnonymous && !strings.ContainsAny(t.Name, "*?[") {
 			add(t.Name+":execute", t.Name)
 		}
 	}

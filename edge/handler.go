@@ -2,15 +2,14 @@ package edge
 
 import (
 	"net/http"
-	"strings"
 	"sync"
-	"sync/atomic"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
+	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -27,7 +26,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 
 	// 2. The RFC 9728 document is how a client learns what to present, so
 	// it needs no credential.
-	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && isResourceMetadataPath(r.URL.Path) {
+	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && site.IsResourceMetadataPath(r.URL.Path) {
 		h.serveResourceMetadata(w, r)
 		return nil
 	}
@@ -68,7 +67,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	if found.Conflicting() {
 		return h.reject(w, r, carrier.ErrConflict, &found.Credentials[0])
 	}
-	if found.ForeignBearer && h.NonDelegationBearer == BearerReject {
+	if found.ForeignBearer && h.cfg.NonDelegationBearer == BearerReject {
 		return h.reject(w, r, carrier.ErrForeignBearer, nil)
 	}
 	// KYA-OS (kyaos.go): the declaration gate comes before admission.
@@ -171,16 +170,16 @@ func (h *Handler) serveAdmitted(w http.ResponseWriter, r *http.Request, next Nex
 // append copies it): callers must not modify its elements.
 func (h *Handler) checksFor(r *http.Request) []vc.CheckOption {
 	if h.hostChecks != nil {
-		return h.hostChecks.get(h.serviceHost(r))
+		return h.hostChecks.get(h.site.Host(r))
 	}
-	return buildChecks(h.Audiences, h.serviceHost(r), h.checks)
+	return buildChecks(h.cfg.Audiences, h.site.Host(r), h.checks)
 }
 
 // buildChecks is checksFor without the cache.
 func buildChecks(configured []string, host string, checks []vc.CheckOption) []vc.CheckOption {
 	auds := configured
 	if len(auds) == 0 {
-		auds = requestAudiences(host)
+		auds = site.Audiences(host)
 	}
 	opts := make([]vc.CheckOption, 0, len(checks)+1)
 	opts = append(opts, vc.ForAudience(auds...))
@@ -234,33 +233,10 @@ func (c *checkCache) get(host string) []vc.CheckOption {
 	return opts
 }
 
-// requestAudiences are the names a credential may use for this host:
-// did:web:<host> (the port's colon is %3A-encoded, as did:web requires),
-// https://<host> and <host>. Hosts are case-insensitive, so lower-cased.
-func requestAudiences(host string) []string {
-	host = strings.ToLower(host)
-	return []string{"did:web:" + strings.ReplaceAll(host, ":", "%3A"), "https://" + host, host}
-}
-
-// lastDerived keeps the last string derived from a request's host, so
-// that a route serving one host derives it once rather than on every
-// request; another host replaces it. Safe for concurrent use.
-type lastDerived struct{ p atomic.Pointer[[2]string] } // host, derived
-
-// get returns derive(host), from the last call when it was for host.
-func (l *lastDerived) get(host string, derive func(string) string) string {
-	if v := l.p.Load(); v != nil && v[0] == host {
-		return v[1]
-	}
-	v := &[2]string{host, derive(host)}
-	l.p.Store(v)
-	return v[1]
-}
-
 // reject answers the request with the rejection for err and logs why, at
 // Debug: a bad credential is the client's problem, not the operator's.
 func (h *Handler) reject(w http.ResponseWriter, r *http.Request, err error, cred *carrier.Credential) error {
-	rej := h.withAudiences(r, h.rejectionFor(err))
+	rej := h.withAudiences(r, h.cfg.rejectionFor(err))
 	dec := observe.Decision{Outcome: "rejected", Reason: rej.tag, Status: rej.status}
 	if cred != nil {
 		dec.Carrier = cred.Carrier.String()

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
@@ -94,32 +92,46 @@ func (f fixture) jsonVC(t testing.TB, mod func(*vc.Template)) []byte {
 // none, as caddymodule shares its default store between configs.
 var sharedStore = challenge.NewMemoryStore(context.Background())
 
-// provision builds the handler as New does (with what the test set on it
-// before: options' fields, test clients), with the test hooks, then
-// silences it.
-func provision(t testing.TB, h *Handler) *Handler {
+// provision builds the handler with New, with the test hooks and, from
+// Level 3, the shared nonce store (as Caddy's pooled default store); opts
+// come after those, so a test's own win.
+func provision(t testing.TB, cfg Config, opts ...Option) *Handler {
 	t.Helper()
-	if h.hooks.Identity == nil {
-		h.hooks = testHooks
+	base := []Option{WithHooks(testHooks)}
+	if cfg.Level >= 3 {
+		base = append(base, WithNonceStore(sharedStore, "memory"))
 	}
-	if h.Level >= 3 && h.nonceStore == nil {
-		// As Caddy's pooled default store: every handler shares it.
-		h.nonceStore, h.nonceStoreName = sharedStore, "memory"
-	}
-	if err := h.init(); err != nil {
+	h, err := New(cfg, append(base, opts...)...)
+	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() { _ = h.Close() })
-	h.logger = zap.NewNop()
 	return h
 }
 
-func (f fixture) handler(t testing.TB, mod func(*Handler)) *Handler {
-	h := &Handler{Config: Config{TrustedIssuers: []string{f.user.did}}}
+// setup is what a test changes before New: the configuration and the
+// options.
+type setup struct {
+	Config
+	opts []Option
+}
+
+func (s *setup) use(opts ...Option) { s.opts = append(s.opts, opts...) }
+
+// build runs mod over cfg and provisions the result.
+func build(t testing.TB, cfg Config, mod func(*setup)) *Handler {
+	t.Helper()
+	s := setup{Config: cfg}
 	if mod != nil {
-		mod(h)
+		mod(&s)
 	}
-	return provision(t, h)
+	return provision(t, s.Config, s.opts...)
+}
+
+// handler is a handler trusting f's user, with mod's changes.
+func (f fixture) handler(t testing.TB, mod func(*setup)) *Handler {
+	t.Helper()
+	return build(t, Config{TrustedIssuers: []string{f.user.did}}, mod)
 }
 
 // result is what one request through the handler produced.
@@ -451,7 +463,7 @@ func TestServeHTTPRejections(t *testing.T) {
 				r.Header.Set("Authorization", "Bearer "+jwt)
 				return r
 			},
-			handlerOf: f.handler(t, func(h *Handler) { h.MaxBodySize = 1024 }),
+			handlerOf: f.handler(t, func(c *setup) { c.MaxBodySize = 1024 }),
 			status:    413, errCode: "invalid_request", token: jwt,
 		},
 		{
@@ -462,7 +474,7 @@ func TestServeHTTPRejections(t *testing.T) {
 				r.Header.Set("Authorization", "Bearer "+jwt)
 				return r
 			},
-			handlerOf: f.handler(t, func(h *Handler) { h.MaxBodySize = 1024 }),
+			handlerOf: f.handler(t, func(c *setup) { c.MaxBodySize = 1024 }),
 			status:    413, errCode: "invalid_request", token: jwt,
 		},
 		{
@@ -472,7 +484,7 @@ func TestServeHTTPRejections(t *testing.T) {
 				r.Header.Set("KYA-Delegation", jwt)
 				return r
 			},
-			handlerOf: f.handler(t, func(h *Handler) { h.MaxCredentialSize = 64 }),
+			handlerOf: f.handler(t, func(c *setup) { c.MaxCredentialSize = 64 }),
 			status:    401, errCode: "invalid_token", reason: vc.Reason(vc.ErrTooLarge), token: jwt,
 		},
 		{
@@ -483,7 +495,7 @@ func TestServeHTTPRejections(t *testing.T) {
 				r.Header.Set("KYA-Delegation", jwt)
 				return r
 			},
-			handlerOf: f.handler(t, func(h *Handler) { h.NonDelegationBearer = BearerReject }),
+			handlerOf: f.handler(t, func(c *setup) { c.NonDelegationBearer = BearerReject }),
 			status:    401, errCode: "invalid_token", reason: "not_a_delegation", token: "gho_oauthtoken",
 		},
 		{
@@ -503,7 +515,7 @@ func TestServeHTTPRejections(t *testing.T) {
 				r.Header.Set("Authorization", "Bearer "+jwt)
 				return r
 			},
-			handlerOf: f.handler(t, func(h *Handler) { h.RequiredScopes = []string{"tools:read", "admin:write"} }),
+			handlerOf: f.handler(t, func(c *setup) { c.RequiredScopes = []string{"tools:read", "admin:write"} }),
 			status:    403, errCode: "insufficient_scope", reason: vc.Reason(vc.ErrMissingScope), token: jwt,
 			wwwAuth: `Bearer error="insufficient_scope", scope="tools:read admin:write", error_description="missing_scope", ` + wantResourceMetadata,
 		},
@@ -514,7 +526,7 @@ func TestServeHTTPRejections(t *testing.T) {
 				r.Header.Set("Authorization", "Bearer "+f.jwt(t, func(tm *vc.Template) { tm.Audience = nil }))
 				return r
 			},
-			handlerOf: f.handler(t, func(h *Handler) { h.RequireAudience = true }),
+			handlerOf: f.handler(t, func(c *setup) { c.RequireAudience = true }),
 			status:    401, errCode: "invalid_token", reason: vc.Reason(vc.ErrAudience),
 		},
 		{
@@ -524,7 +536,7 @@ func TestServeHTTPRejections(t *testing.T) {
 				r.Header.Set("Authorization", "Bearer "+jwt)
 				return r
 			},
-			handlerOf: f.handler(t, func(h *Handler) { h.Audiences = []string{"did:web:api.example.com"} }),
+			handlerOf: f.handler(t, func(c *setup) { c.Audiences = []string{"did:web:api.example.com"} }),
 			status:    401, errCode: "invalid_token", reason: vc.Reason(vc.ErrAudience), token: jwt,
 		},
 		{
@@ -534,7 +546,7 @@ func TestServeHTTPRejections(t *testing.T) {
 				r.Header.Set("KYA-Delegation", jwt)
 				return r
 			},
-			handlerOf: f.handler(t, func(h *Handler) { h.Carriers = []string{"authorization", "mcp_i_credential"} }),
+			handlerOf: f.handler(t, func(c *setup) { c.Carriers = []string{"authorization", "mcp_i_credential"} }),
 			status:    401, errCode: "invalid_token", token: jwt,
 			wwwAuth: "Bearer " + wantResourceMetadata,
 		},
@@ -604,7 +616,7 @@ func TestServeHTTPNonDelegationBearerPass(t *testing.T) {
 
 func TestServeHTTPDisabledCarrierAlongsideValid(t *testing.T) {
 	f := newFixture(t)
-	h := f.handler(t, func(h *Handler) { h.Carriers = []string{"authorization"} })
+	h := f.handler(t, func(c *setup) { c.Carriers = []string{"authorization"} })
 	r := newRequest(http.MethodPost, "/mcp", toolsCallBody)
 	r.Header.Set("Authorization", "Bearer "+f.jwt(t, nil))
 	r.Header.Set("MCP-I-Credential", "something-else") // ignored: no conflict
@@ -626,7 +638,7 @@ func TestServeHTTPSpoofedIdentityHeaders(t *testing.T) {
 		r.Header.Set("X-Agent-Reputation-Score", "100")
 	}
 	for _, passthrough := range []bool{false, true} {
-		h := f.handler(t, func(h *Handler) { h.PassthroughCredential = passthrough })
+		h := f.handler(t, func(c *setup) { c.PassthroughCredential = passthrough })
 		// With a valid credential: next runs, the spoofs do not reach it.
 		r := newRequest(http.MethodPost, "/mcp", toolsCallBody)
 		r.Header.Set("Authorization", "Bearer "+jwt)
@@ -651,7 +663,7 @@ func TestServeHTTPSpoofedIdentityHeaders(t *testing.T) {
 
 func TestServeHTTPPassthroughCredential(t *testing.T) {
 	f := newFixture(t)
-	h := f.handler(t, func(h *Handler) { h.PassthroughCredential = true })
+	h := f.handler(t, func(c *setup) { c.PassthroughCredential = true })
 	jwt := f.jwt(t, nil)
 	body := bodyWith(t, "delegationToken", jwt, false)
 	r := newRequest(http.MethodPost, "/mcp", body)
@@ -667,7 +679,7 @@ func TestServeHTTPPassthroughCredential(t *testing.T) {
 
 func TestServeHTTPResourceMetadata(t *testing.T) {
 	f := newFixture(t)
-	h := f.handler(t, func(h *Handler) { h.AuthorizationServers = []string{"https://auth.example.com"} })
+	h := f.handler(t, func(c *setup) { c.AuthorizationServers = []string{"https://auth.example.com"} })
 	for path, resource := range map[string]string{
 		"/.well-known/oauth-protected-resource":     "http://" + testHost,
 		"/.well-known/oauth-protected-resource/mcp": "http://" + testHost + "/mcp",
@@ -729,14 +741,6 @@ func TestServeHTTPDoesNotReadGETBody(t *testing.T) {
 	}
 }
 
-func TestRequestAudiences(t *testing.T) {
-	got := requestAudiences("MCP.Example.com:8443")
-	want := []string{"did:web:mcp.example.com%3A8443", "https://mcp.example.com:8443", "mcp.example.com:8443"}
-	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Errorf("requestAudiences = %q", got)
-	}
-}
-
 func TestQuoteEscape(t *testing.T) {
 	if got := quoteEscape("a\"b\\c\r\nd"); got != `a\"b\\cd` {
 		t.Errorf("quoteEscape = %q", got)
@@ -768,22 +772,4 @@ type failReader struct{ t *testing.T }
 func (f failReader) Read([]byte) (int, error) {
 	f.t.Error("body was read")
 	return 0, io.EOF
-}
-
-// lastDerived derives again for another host, and for the first one
-// after it.
-func TestLastDerived(t *testing.T) {
-	var l lastDerived
-	calls := 0
-	derive := func(h string) string { calls++; return "d:" + h }
-	for i, tc := range []struct{ host, want string }{
-		{"a", "d:a"}, {"a", "d:a"}, {"b", "d:b"}, {"a", "d:a"}, {"", "d:"},
-	} {
-		if got := l.get(tc.host, derive); got != tc.want {
-			t.Errorf("request %d for %q: %q, want %q", i, tc.host, got, tc.want)
-		}
-	}
-	if calls != 4 {
-		t.Errorf("derived %d times, want 4 (the repeat of a kept)", calls)
-	}
 }

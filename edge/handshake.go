@@ -19,7 +19,7 @@ import (
 
 // serveHandshakeCall takes a POST on a handshake path.
 func (h *Handler) serveHandshakeCall(w http.ResponseWriter, r *http.Request, next Next, chain []string) (bool, error) {
-	body, err := carrier.ReadBody(w, r, h.MaxBodySize)
+	body, err := carrier.ReadBody(w, r, h.cfg.MaxBodySize)
 	if err != nil {
 		return true, h.reject(w, r, err, nil)
 	}
@@ -27,7 +27,7 @@ func (h *Handler) serveHandshakeCall(w http.ResponseWriter, r *http.Request, nex
 	if out == handshake.Answered {
 		return true, hostError(err)
 	}
-	if h.LegacyHandshake == LegacyPass && handshake.IsLegacyForm(body) {
+	if h.cfg.LegacyHandshake == LegacyPass && handshake.IsLegacyForm(body) {
 		return h.passLegacy(w, r, next)
 	}
 	return false, nil
@@ -40,9 +40,9 @@ func (h *Handler) newCalls() *handshake.Calls {
 	c := &handshake.Calls{
 		Mode:            l.mode,
 		Service:         l.service,
-		HandshakeMethod: h.HandshakeMethod,
-		VerifyMethod:    h.VerifyMethod,
-		MaxBody:         h.MaxBodySize,
+		HandshakeMethod: h.cfg.HandshakeMethod,
+		VerifyMethod:    h.cfg.VerifyMethod,
+		MaxBody:         h.cfg.MaxBodySize,
 		ReservedPrefix:  replayKeyPrefix,
 		Checks:          h.verifyCallChecks,
 		Identified:      h.setIdentity,
@@ -55,7 +55,7 @@ func (h *Handler) newCalls() *handshake.Calls {
 	}
 	if l.mode == HandshakeProxy {
 		c.Endpoints = func(r *http.Request, next handshake.Next) *handshake.Endpoints {
-			return l.discovery.Endpoints(r, h.serviceHost(r), next)
+			return l.discovery.Endpoints(r, h.site.Host(r), next)
 		}
 		c.Bindings = routeBindings{l}
 	}
@@ -68,7 +68,7 @@ func (h *Handler) newCalls() *handshake.Calls {
 // require_presentation is not among them: the signed challenge already
 // proves the agent holds its key.
 func (h *Handler) verifyCallChecks(r *http.Request, chain []string) ([]vc.CheckOption, error) {
-	opts, err := h.withChain(h.checksFor(r), chain)
+	opts, err := h.cfg.withChain(h.checksFor(r), chain)
 	if err != nil {
 		// An unreadable chain leaves the credential unverifiable (-32004).
 		return nil, fmt.Errorf("%w: %w", challenge.ErrUntrustedCredential, err)
@@ -82,7 +82,7 @@ func (h *Handler) verifyCallChecks(r *http.Request, chain []string) ([]vc.CheckO
 // verifies it (and adds the identity) instead.
 func (h *Handler) passLegacy(w http.ResponseWriter, r *http.Request, next Next) (bool, error) {
 	found, err := h.carriers.Find(w, r)
-	if err != nil || len(found.Credentials) > 0 || (found.ForeignBearer && h.NonDelegationBearer == BearerReject) {
+	if err != nil || len(found.Credentials) > 0 || (found.ForeignBearer && h.cfg.NonDelegationBearer == BearerReject) {
 		return false, nil
 	}
 	if d, err := h.sessionDelegation(r); d != nil || err != nil {

@@ -3,7 +3,6 @@ package edge
 import (
 	"encoding/json"
 	"net/http"
-	"strings"
 
 	"github.com/mcpi-edge/caddy-mcpi/assertion"
 	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
@@ -14,28 +13,13 @@ import (
 
 const wellKnownMCPI = handshake.WellKnownPath
 
-// edgePathPrefix is the part of the original request path that earlier
-// handlers (handle_path, uri strip_prefix) removed, so that the endpoints
-// the edge advertises are the ones clients must use.
-func (h *Handler) edgePathPrefix(r *http.Request) string {
-	_, orig := h.original(r)
-	if orig == nil || r.URL == nil {
-		return ""
-	}
-	op, cp := orig.Path, r.URL.Path
-	if len(op) > len(cp) && strings.HasSuffix(op, cp) {
-		return strings.TrimSuffix(op[:len(op)-len(cp)], "/")
-	}
-	return ""
-}
-
 // serveMCPIDocument answers /.well-known/mcp-i.json. The endpoints are the
 // edge's handshake paths in both modes: when terminating they are the
 // edge's own; when proxying they are the upstream's endpoints as reached
 // through the edge, which forwards them (so that the agent never bypasses
 // the edge's checks). The methods are those the edge verifies.
 func (h *Handler) serveMCPIDocument(w http.ResponseWriter, r *http.Request) {
-	prefix := h.edgePathPrefix(r)
+	prefix := h.site.PathPrefix(r)
 	var doc handshake.Document
 	doc.MCPI.Version = handshake.DocumentVersion
 	doc.MCPI.Endpoints = map[string]string{
@@ -55,7 +39,7 @@ func (h *Handler) handshakeServices(r *http.Request, edgeDID string) []assertion
 	if !h.l3.enabled {
 		return nil
 	}
-	base := h.requestScheme(r) + "://" + h.serviceHost(r) + h.edgePathPrefix(r)
+	base := h.site.Scheme(r) + "://" + h.site.Host(r) + h.site.PathPrefix(r)
 	return []assertion.Service{{
 		ID:   edgeDID + "#mcp-i",
 		Type: "mcp-i",

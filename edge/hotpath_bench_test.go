@@ -66,9 +66,9 @@ func BenchmarkHotPath(b *testing.B) {
 		zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zapcore.InfoLevel))
 	// observed gives a handler the logger and a registry before it is
 	// built: its Recorder takes both then (set later, they would be unused).
-	observed := func(h *Handler) {
-		h.logger = logger
-		h.registerer = prometheus.NewRegistry()
+	observed := func(c *setup) {
+		c.use(WithLogger(logger))
+		c.use(WithMetrics(prometheus.NewRegistry()))
 	}
 
 	// freshRegistry is c's, to count its cache hits.
@@ -84,20 +84,20 @@ func BenchmarkHotPath(b *testing.B) {
 		{"b", func(b *testing.B) *Handler { return f.handler(b, observed) }, false, false},
 		{"b-2026", func(b *testing.B) *Handler { return f.handler(b, observed) }, true, false},
 		{"c", func(b *testing.B) *Handler {
-			return f.handler(b, func(h *Handler) {
-				observed(h)
-				h.registerer = freshRegistry
-				h.VerificationCacheSize = freshCache
+			return f.handler(b, func(c *setup) {
+				observed(c)
+				c.use(WithMetrics(freshRegistry))
+				c.VerificationCacheSize = freshCache
 			})
 		}, false, true},
 		{"b-hdr", func(b *testing.B) *Handler {
-			return f.handler(b, func(h *Handler) { observed(h); h.Carriers = []string{"authorization"} })
+			return f.handler(b, func(c *setup) { observed(c); c.Carriers = []string{"authorization"} })
 		}, false, false},
 		{"d", func(b *testing.B) *Handler { return f.l2Handler(b, nil, observed) }, false, false},
 		{"e-tool", func(b *testing.B) *Handler {
-			return f.handler(b, func(h *Handler) {
-				observed(h)
-				h.Tools = []ToolPolicy{{Name: "echo", Scopes: []string{"echo:execute"}}}
+			return f.handler(b, func(c *setup) {
+				observed(c)
+				c.Tools = []ToolPolicy{{Name: "echo", Scopes: []string{"echo:execute"}}}
 			})
 		}, false, false},
 	} {
@@ -253,9 +253,9 @@ func BenchmarkBodies(b *testing.B) {
 		{"bearer/8KiB/tool-policy", big.String(), false, true},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			h := f.handler(b, func(h *Handler) {
+			h := f.handler(b, func(c *setup) {
 				if tc.policy {
-					h.Tools = []ToolPolicy{{Name: "echo", Scopes: []string{"echo:execute"}}}
+					c.Tools = []ToolPolicy{{Name: "echo", Scopes: []string{"echo:execute"}}}
 				}
 			})
 			params := `"name":"echo",`

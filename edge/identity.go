@@ -52,20 +52,20 @@ var GenerateEdgeKey = identity.GenerateKey
 // provisionIdentity builds Level 2. Below level 2 it does nothing: no key
 // is loaded and no goroutine started.
 func (h *Handler) provisionIdentity() error {
-	if h.Level < 2 {
-		if h.Level2Config != (Level2Config{}) {
-			h.logger.Warn("mcpi: Level 2 settings are ignored below level 2", zap.Int("level", h.Level))
+	if h.cfg.Level < 2 {
+		if h.cfg.Level2Config != (Level2Config{}) {
+			h.logger.Warn("mcpi: Level 2 settings are ignored below level 2", zap.Int("level", h.cfg.Level))
 		}
 		return nil
 	}
-	id, err := identity.New(h.ctx, h.Level2Config,
+	id, err := identity.New(h.ctx, h.cfg.Level2Config,
 		identity.WithLogger(h.logger),
 		identity.WithStorage(h.keyStorage),
 		// The assertion for a credential ends when the verifier stops
 		// accepting it, not before: both apply the same skew.
-		identity.WithClockSkew(h.ClockSkew),
-		identity.WithHost(h.serviceHost),
-		identity.WithScheme(h.requestScheme),
+		identity.WithClockSkew(h.cfg.ClockSkew),
+		identity.WithHost(h.site.Host),
+		identity.WithScheme(h.site.Scheme),
 		identity.WithUpstreamHeader(h.hooks.UpstreamHeader),
 		// At level 3 the did.json also announces the handshake endpoints.
 		identity.WithServices(h.handshakeServices))

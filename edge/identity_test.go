@@ -32,14 +32,16 @@ func fileStorage(t testing.TB) assertion.Storage {
 
 // l2Handler provisions a Level 2 handler trusting f's user, with its key
 // set in st (nil: in memory).
-func (f fixture) l2Handler(t testing.TB, st assertion.Storage, mod func(*Handler)) *Handler {
+func (f fixture) l2Handler(t testing.TB, st assertion.Storage, mod func(*setup)) *Handler {
 	t.Helper()
-	h := &Handler{Config: Config{Level: 2, TrustedIssuers: []string{f.user.did}}}
-	h.keyStorage = st
-	if mod != nil {
-		mod(h)
-	}
-	return provision(t, h)
+	return build(t, Config{Level: 2, TrustedIssuers: []string{f.user.did}}, func(c *setup) {
+		if st != nil {
+			c.use(WithKeyStorage(st))
+		}
+		if mod != nil {
+			mod(c)
+		}
+	})
 }
 
 // jwksOf fetches the handler's JWKS through ServeHTTP.
@@ -179,7 +181,7 @@ func TestInjectIdentityLevel1AndOff(t *testing.T) {
 	tok := f.jwt(t, nil)
 	for name, h := range map[string]*Handler{
 		"level 1": f.handler(t, nil),
-		"off":     f.l2Handler(t, nil, func(h *Handler) { h.UpstreamMCPI = UpstreamMCPIOff }),
+		"off":     f.l2Handler(t, nil, func(c *setup) { c.UpstreamMCPI = UpstreamMCPIOff }),
 	} {
 		r := newRequest(http.MethodGet, "/mcp", "")
 		r.Header.Set("Authorization", "Bearer "+tok)
@@ -214,11 +216,11 @@ func TestInjectIdentityExpired(t *testing.T) {
 	if !errors.Is(err, assertion.ErrDelegationExpired) {
 		t.Fatalf("err = %v", err)
 	}
-	rej := h.rejectionFor(err)
+	rej := h.cfg.rejectionFor(err)
 	if rej.status != http.StatusUnauthorized || rej.reason != "expired" {
 		t.Errorf("rejection %+v", rej)
 	}
-	if rej := h.rejectionFor(identity.ErrUnavailable); rej.status != http.StatusInternalServerError {
+	if rej := h.cfg.rejectionFor(identity.ErrUnavailable); rej.status != http.StatusInternalServerError {
 		t.Errorf("edge failure rejection %+v", rej)
 	}
 }
@@ -263,7 +265,7 @@ func TestServeLevel2WellKnown(t *testing.T) {
 	}
 
 	// A configured did:web with a path is served where did:web puts it.
-	h2 := f.l2Handler(t, nil, func(h *Handler) { h.EdgeDID = "did:web:edge.example.com:tenants:a" })
+	h2 := f.l2Handler(t, nil, func(c *setup) { c.EdgeDID = "did:web:edge.example.com:tenants:a" })
 	res = serve(t, h2, newRequest(http.MethodGet, "/tenants/a/did.json", ""))
 	if res.rec.Code != http.StatusOK || !strings.Contains(res.rec.Body.String(), `"id":"did:web:edge.example.com:tenants:a"`) {
 		t.Errorf("did.json at path: %d %s", res.rec.Code, res.rec.Body)
@@ -272,7 +274,7 @@ func TestServeLevel2WellKnown(t *testing.T) {
 		t.Errorf("well-known did.json of a path DID: %d", res.rec.Code)
 	}
 	// A non-did:web edge DID has no did.json, but a JWKS.
-	h3 := f.l2Handler(t, nil, func(h *Handler) { h.EdgeDID = testKeyDID })
+	h3 := f.l2Handler(t, nil, func(c *setup) { c.EdgeDID = testKeyDID })
 	if res := serve(t, h3, newRequest(http.MethodGet, "/.well-known/did.json", "")); res.rec.Code != http.StatusUnauthorized {
 		t.Errorf("did.json of a did:key edge: %d", res.rec.Code)
 	}
@@ -295,7 +297,7 @@ func TestSigningKeyFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := newFixture(t)
-	h := f.l2Handler(t, nil, func(h *Handler) { h.SigningKey = path })
+	h := f.l2Handler(t, nil, func(c *setup) { c.SigningKey = path })
 	if k, _ := jwksOf(t, h).Key(0); k.Algorithm().String() != AlgES256 {
 		t.Errorf("published alg %s", k.Algorithm())
 	}
@@ -306,8 +308,7 @@ func TestSigningKeyFile(t *testing.T) {
 	}
 	verifyAssertion(t, r.Header.Get(identity.HeaderVerifiedDelegation), jwksOf(t, h), "http://"+testHost)
 
-	wrong := &Handler{Config: Config{Level: 2, TrustedIssuers: []string{"*"}, Level2Config: Level2Config{SigningKey: path, SigningAlg: AlgEdDSA}}}
-	if err := wrong.init(); err == nil || !strings.Contains(err.Error(), "signing_alg") {
+	if _, err := New(Config{Level: 2, TrustedIssuers: []string{"*"}, Level2Config: Level2Config{SigningKey: path, SigningAlg: AlgEdDSA}}); err == nil || !strings.Contains(err.Error(), "signing_alg") {
 		t.Errorf("alg mismatch: %v", err)
 	}
 }
@@ -371,10 +372,10 @@ func TestUpstreamAuto(t *testing.T) {
 	doc := &upstreamDoc{}
 	up := httptest.NewServer(doc)
 	defer up.Close()
-	h := f.l2Handler(t, nil, func(h *Handler) {
-		h.UpstreamMCPI = UpstreamMCPIAuto
-		h.Upstream = up.URL
-		h.MCPIProbeTTL = time.Duration(100 * time.Millisecond)
+	h := f.l2Handler(t, nil, func(c *setup) {
+		c.UpstreamMCPI = UpstreamMCPIAuto
+		c.Upstream = up.URL
+		c.MCPIProbeTTL = time.Duration(100 * time.Millisecond)
 	})
 	// Provisioning fired the first probe.
 	eventually(t, "first probe", func() bool { return doc.probes.Load() > 0 })
@@ -420,9 +421,9 @@ func TestUpstreamAutoSlowProbe(t *testing.T) {
 		}
 	}
 	defer release() // before Close, which waits for the handler
-	h := f.l2Handler(t, nil, func(h *Handler) {
-		h.UpstreamMCPI = UpstreamMCPIAuto
-		h.Upstream = up.URL
+	h := f.l2Handler(t, nil, func(c *setup) {
+		c.UpstreamMCPI = UpstreamMCPIAuto
+		c.Upstream = up.URL
 	})
 	first := make(chan bool, 1)
 	go func() { ok, _ := injected(t, h, tok); first <- ok }()
@@ -450,9 +451,9 @@ func TestUpstreamAutoHeaderLearned(t *testing.T) {
 	doc := &upstreamDoc{} // never serves the document
 	up := httptest.NewServer(doc)
 	defer up.Close()
-	h := f.l2Handler(t, nil, func(h *Handler) {
-		h.UpstreamMCPI = UpstreamMCPIAuto
-		h.Upstream = up.URL
+	h := f.l2Handler(t, nil, func(c *setup) {
+		c.UpstreamMCPI = UpstreamMCPIAuto
+		c.Upstream = up.URL
 	})
 	eventually(t, "first probe", func() bool { return doc.probes.Load() > 0 })
 	if ok, _ := injected(t, h, tok); ok {
@@ -486,8 +487,8 @@ func TestUpstreamAutoHeaderLearned(t *testing.T) {
 // client's own score never does (edge/identity tests the sources).
 func TestReputationHeader(t *testing.T) {
 	f := newFixture(t)
-	h := f.l2Handler(t, nil, func(h *Handler) {
-		h.Reputation = &ReputationConfig{Scores: map[string]float64{f.agent.did: 12}}
+	h := f.l2Handler(t, nil, func(c *setup) {
+		c.Reputation = &ReputationConfig{Scores: map[string]float64{f.agent.did: 12}}
 	})
 	r := newRequest(http.MethodPost, "/mcp", toolsCallBody)
 	r.Header.Set("Authorization", "Bearer "+f.jwt(t, nil))
@@ -513,7 +514,7 @@ func BenchmarkInjectIdentity(b *testing.B) {
 			name = "sign_every_request"
 		}
 		b.Run(name, func(b *testing.B) {
-			h := f.l2Handler(b, nil, func(h *Handler) { h.AssertionReuse = &reuse })
+			h := f.l2Handler(b, nil, func(c *setup) { c.AssertionReuse = &reuse })
 			d := delegationOf(b, h, tok)
 			r := httptest.NewRequest(http.MethodGet, "http://"+testHost+"/mcp", nil)
 			b.ReportAllocs()

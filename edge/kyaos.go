@@ -10,6 +10,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/proof"
+	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 	"github.com/mcpi-edge/caddy-mcpi/vc/kyaos"
@@ -41,12 +42,12 @@ type ProofConfig struct {
 }
 
 // validateProofs runs from Validate.
-func (h *Handler) validateProofs() error {
-	c := proof.Config{RequestProof: h.RequestProof, ResponseProof: h.ResponseProof}
+func (cfg *Config) validateProofs() error {
+	c := proof.Config{RequestProof: cfg.RequestProof, ResponseProof: cfg.ResponseProof}
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	if c.ResponseProof != "" && c.ResponseProof != proof.Off && h.Level < 2 {
+	if c.ResponseProof != "" && c.ResponseProof != proof.Off && cfg.Level < 2 {
 		return errResponseProofLevel
 	}
 	return nil
@@ -57,9 +58,9 @@ var errResponseProofLevel = errors.New("mcpi: response_proof needs `level 2` or 
 // provisionProofs builds the gate; the nonce store is the route's.
 func (h *Handler) provisionProofs() {
 	h.proofs = proof.New(proof.Config{
-		RequestProof:     h.RequestProof,
-		RequireExtension: h.RequireExtension,
-		ResponseProof:    h.ResponseProof,
+		RequestProof:     h.cfg.RequestProof,
+		RequireExtension: h.cfg.RequireExtension,
+		ResponseProof:    h.cfg.ResponseProof,
 	}, h.didCache, h.l3.store)
 	// 2025-11-25 clients declare once, in initialize: their sessions'
 	// declarations are kept where the store keeps bindings (shared by
@@ -88,7 +89,7 @@ func (h *Handler) proofBody(w http.ResponseWriter, r *http.Request, found *carri
 	default:
 		return nil, nil
 	}
-	b, err := carrier.ReadBody(w, r, h.MaxBodySize)
+	b, err := carrier.ReadBody(w, r, h.cfg.MaxBodySize)
 	if err == nil {
 		found.Body = b
 	}
@@ -137,13 +138,13 @@ func (h *Handler) admitProof(w http.ResponseWriter, r *http.Request, rb *rpcBody
 
 // proofAudience is the route's DID (project decision §9.3).
 func (h *Handler) proofAudience(r *http.Request) (string, error) {
-	if h.UpstreamDID != "" {
-		return h.UpstreamDID, nil
+	if h.cfg.UpstreamDID != "" {
+		return h.cfg.UpstreamDID, nil
 	}
-	if h.EdgeDID != "" {
-		return h.EdgeDID, nil
+	if h.cfg.EdgeDID != "" {
+		return h.cfg.EdgeDID, nil
 	}
-	return h.proofHostDID.of(h.serviceHost(r)), nil
+	return h.proofHostDID.of(h.site.Host(r)), nil
 }
 
 // proofHostNamed reports whether the proof audience may come from the
@@ -154,11 +155,11 @@ func (h *Handler) proofAudience(r *http.Request) (string, error) {
 // else a catch-all site would take a proof addressed to any server the
 // client names in Host, and redeem it against a store that never saw it.
 func (h *Handler) proofHostNamed(r *http.Request) bool {
-	if h.UpstreamDID != "" || h.EdgeDID != "" || len(h.Audiences) == 0 {
+	if h.cfg.UpstreamDID != "" || h.cfg.EdgeDID != "" || len(h.cfg.Audiences) == 0 {
 		return true
 	}
-	for _, name := range requestAudiences(h.serviceHost(r)) {
-		for _, a := range h.Audiences {
+	for _, name := range site.Audiences(h.site.Host(r)) {
+		for _, a := range h.cfg.Audiences {
 			if strings.EqualFold(a, name) {
 				return true
 			}
@@ -170,11 +171,11 @@ func (h *Handler) proofHostNamed(r *http.Request) bool {
 // hostDID remembers the did:web of the last Host a route's proofs were
 // addressed under (a route is usually reached under one), so that the
 // audience of a proof is not built again on every request.
-type hostDID struct{ last lastDerived }
+type hostDID struct{ last site.LastDerived }
 
-// of is requestAudiences(host)[0]: did:web of host.
+// of is site.Audiences(host)[0]: did:web of host.
 func (m *hostDID) of(host string) string {
-	return m.last.get(host, func(host string) string { return requestAudiences(host)[0] })
+	return m.last.Get(host, func(host string) string { return site.Audiences(host)[0] })
 }
 
 // refuseProof answers a refused proof or declaration (project decision
@@ -270,7 +271,7 @@ func (h *Handler) responseSigner(r *http.Request) proof.Signer {
 		if h.ident == nil {
 			return kyaos.ResponseSigner{}, identity.ErrUnavailable
 		}
-		did, kid, key, err := h.ident.SigningKey(h.serviceHost(r))
+		did, kid, key, err := h.ident.SigningKey(h.site.Host(r))
 		if err != nil {
 			return kyaos.ResponseSigner{}, err
 		}

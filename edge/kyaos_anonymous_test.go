@@ -28,7 +28,7 @@ func TestAnonymousToolUnderRequestProof(t *testing.T) {
 		{"optional, wrong audience", "optional", signed(t, stranger, "did:web:other.example", call), http.StatusUnauthorized, "proof_invalid"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			h := polHandler(t, f, func(h *Handler) { h.RequestProof = c.mode })
+			h := polHandler(t, f, func(s *setup) { s.RequestProof = c.mode })
 			res := polServe(t, h, polPost(c.body, ""), nil)
 			if res.rec.Code != c.status || res.called != (c.status == http.StatusOK) {
 				t.Fatalf("%d forwarded %v: %s", res.rec.Code, res.called, res.rec.Body)
@@ -52,9 +52,9 @@ func TestAnonymousProofsCannotFillTheStore(t *testing.T) {
 	f := newFixture(t)
 	store := challenge.NewMemoryStore(context.Background(), challenge.WithMaxEntries(2))
 	t.Cleanup(func() { _ = store.Close() })
-	h := polHandler(t, f, func(h *Handler) {
-		h.RequestProof = "required"
-		useStore(store, "memory")(h)
+	h := polHandler(t, f, func(c *setup) {
+		c.RequestProof = "required"
+		useStore(store, "memory")(c)
 	})
 	for i, want := range []int{http.StatusOK, http.StatusOK, http.StatusServiceUnavailable} {
 		body := signed(t, newParty(t), testAudience, polCall(i, "public"))

@@ -62,7 +62,7 @@ func TestSignedConsentChallenge(t *testing.T) {
 	f := newFixture(t)
 	for _, mode := range []string{"sign", "sign envelope"} {
 		t.Run(mode, func(t *testing.T) {
-			h := polHandler(t, f, func(h *Handler) { h.Level = 2; h.ResponseProof = mode })
+			h := polHandler(t, f, func(c *setup) { c.Level = 2; c.ResponseProof = mode })
 			call := signed(t, f.agent, testAudience, polCall(7, "files_write"))
 			res := polServe(t, h, polPost(call, f.jwt(t, nil)), nil)
 			if res.called || res.rec.Code != http.StatusOK {
@@ -143,7 +143,7 @@ func TestConsentPromptUnsignedWithoutSigning(t *testing.T) {
 // reason, no responseHash; it verifies against the edge's did.json.
 func TestSignedDenial(t *testing.T) {
 	f := newFixture(t)
-	h := polHandler(t, f, func(h *Handler) { h.Level = 2; h.ResponseProof = "sign" })
+	h := polHandler(t, f, func(c *setup) { c.Level = 2; c.ResponseProof = "sign" })
 	call := polCall(4, "vp_only")
 	res := polServe(t, h, polPost(call, f.jwt(t, nil)), nil)
 	result := jsonscan.Member(res.rec.Body.Bytes(), "result")

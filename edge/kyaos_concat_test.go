@@ -25,7 +25,7 @@ func TestResponseProofWithholdsTwoDocuments(t *testing.T) {
 		{"two writes", []string{first, second}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			h := f.handler(t, func(h *Handler) { h.Level = 2; h.ResponseProof = "sign" })
+			h := f.handler(t, func(c *setup) { c.Level = 2; c.ResponseProof = "sign" })
 			rec := httptest.NewRecorder()
 			r := prepareRequest(proofCall(t, f, signed(t, f.agent, testAudience, toolsCallBody)), newTestReplacer())
 			if err := h.ServeNext(rec, r, func(w http.ResponseWriter, r *http.Request) error {
@@ -47,7 +47,7 @@ func TestResponseProofWithholdsTwoDocuments(t *testing.T) {
 		})
 	}
 	// One document and trailing whitespace is one answer: signed.
-	h := f.handler(t, func(h *Handler) { h.Level = 2; h.ResponseProof = "sign" })
+	h := f.handler(t, func(c *setup) { c.Level = 2; c.ResponseProof = "sign" })
 	rec := httptest.NewRecorder()
 	r := prepareRequest(proofCall(t, f, signed(t, f.agent, testAudience, toolsCallBody)), newTestReplacer())
 	_ = h.ServeNext(rec, r, func(w http.ResponseWriter, r *http.Request) error {

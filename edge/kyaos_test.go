@@ -14,6 +14,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe/observetest"
+	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/internal/redistest"
 	"github.com/mcpi-edge/caddy-mcpi/vc/kyaos"
 )
@@ -87,7 +88,7 @@ func TestRequestProofAdmission(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			h := f.handler(t, func(h *Handler) { h.RequestProof = c.mode })
+			h := f.handler(t, func(s *setup) { s.RequestProof = c.mode })
 			res := serve(t, h, proofCall(t, f, c.body))
 			if res.rec.Code != c.status || res.called != (c.reason == "") {
 				t.Fatalf("status %d, upstream called %v: %s", res.rec.Code, res.called, res.rec.Body)
@@ -111,8 +112,8 @@ func TestRequestProofAdmission(t *testing.T) {
 // even through another handler sharing the nonce store (a replica).
 func TestRequestProofReplay(t *testing.T) {
 	f := newFixture(t)
-	h1 := f.handler(t, func(h *Handler) { h.nonceStore, h.nonceStoreName = sharedStore, "memory" })
-	h2 := f.handler(t, func(h *Handler) { h.nonceStore, h.nonceStoreName = sharedStore, "memory" })
+	h1 := f.handler(t, func(c *setup) { c.use(WithNonceStore(sharedStore, "memory")) })
+	h2 := f.handler(t, func(c *setup) { c.use(WithNonceStore(sharedStore, "memory")) })
 	body := signed(t, f.agent, testAudience, toolsCallBody)
 	if res := serve(t, h1, proofCall(t, f, body)); !res.called {
 		t.Fatalf("first: %d %s", res.rec.Code, res.rec.Body)
@@ -227,7 +228,7 @@ func TestProofBearingBodyUnchanged(t *testing.T) {
 // declares the extension.
 func TestRequireExtension(t *testing.T) {
 	f := newFixture(t)
-	h := f.handler(t, func(h *Handler) { h.RequireExtension = true })
+	h := f.handler(t, func(c *setup) { c.RequireExtension = true })
 	decl := func(entry string) string {
 		return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{},"_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"org.kya-os/decentralized-authority":` + entry + `}}}}}`
 	}
@@ -283,7 +284,7 @@ func TestResponseProofVerifiesAgainstDIDDocument(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			mode, result := c.mode, c.result
-			h := f.handler(t, func(h *Handler) { h.Level = 2; h.ResponseProof = mode })
+			h := f.handler(t, func(c *setup) { c.Level = 2; c.ResponseProof = mode })
 			body := signed(t, f.agent, testAudience, toolsCallBody)
 			rec := httptest.NewRecorder()
 			r := prepareRequest(proofCall(t, f, body), newTestReplacer())
@@ -344,7 +345,7 @@ func TestResponseProofNeedsLevel2(t *testing.T) {
 // session's do not, and an undeclared initialize is refused.
 func TestRequireExtensionLegacySession(t *testing.T) {
 	f := newFixture(t)
-	h := f.handler(t, func(h *Handler) { h.RequireExtension = true })
+	h := f.handler(t, func(c *setup) { c.RequireExtension = true })
 	initialize := func(caps string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
 		r := prepareRequest(proofCall(t, f, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":`+caps+`,"clientInfo":{"name":"c","version":"1"}}}`), newTestReplacer())
@@ -378,7 +379,7 @@ func TestRequireExtensionLegacySession(t *testing.T) {
 func TestHostDID(t *testing.T) {
 	var m hostDID
 	for _, host := range []string{"a.example", "a.example", "127.0.0.1:8443", "a.example", "[::1]:8443", "[::1]:8443"} {
-		if got, want := m.of(host), requestAudiences(host)[0]; got != want {
+		if got, want := m.of(host), site.Audiences(host)[0]; got != want {
 			t.Fatalf("of(%q) = %q, want %q", host, got, want)
 		}
 	}
@@ -393,9 +394,9 @@ func TestHostDID(t *testing.T) {
 // that server's name in Host, is refused and never forwarded.
 func TestProofAudienceFollowsConfiguredAudiences(t *testing.T) {
 	f := newFixture(t)
-	h := f.handler(t, func(h *Handler) {
-		h.RequestProof = "required"
-		h.Audiences = []string{"https://" + testHost}
+	h := f.handler(t, func(c *setup) {
+		c.RequestProof = "required"
+		c.Audiences = []string{"https://" + testHost}
 	})
 	for _, c := range []struct {
 		name, host, aud string
@@ -426,7 +427,7 @@ func TestProofAudienceFollowsConfiguredAudiences(t *testing.T) {
 // itself passes byte for byte.
 func TestProofAmbiguousNumberRefused(t *testing.T) {
 	f := newFixture(t)
-	h := f.handler(t, func(h *Handler) { h.RequestProof = "required" })
+	h := f.handler(t, func(c *setup) { c.RequestProof = "required" })
 	body := signed(t, f.agent, testAudience, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"n":9007199254740992}}}`)
 	swapped := strings.Replace(body, "9007199254740992", "9007199254740993", 1)
 	res := serve(t, h, proofCall(t, f, swapped))

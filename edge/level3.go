@@ -13,6 +13,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
+	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -147,45 +148,45 @@ func (h *Handler) provisionNonceStore() {
 // provisionLevel3 runs at the end of Provision (after provisionLevel2),
 // with the store that provisionNonceStore loaded.
 func (h *Handler) provisionLevel3() error {
-	if h.Level < 3 {
+	if h.cfg.Level < 3 {
 		return nil
 	}
 	l := &h.l3
 	l.enabled = true
-	l.mode = h.Handshake
+	l.mode = h.cfg.Handshake
 	if l.mode == "" {
 		l.mode = HandshakeTerminate
 	}
-	l.hsPath, l.vfPath = h.HandshakePath, h.VerifyPath
+	l.hsPath, l.vfPath = h.cfg.HandshakePath, h.cfg.VerifyPath
 	if l.hsPath == "" {
 		l.hsPath = defaultHandshakePath
 	}
 	if l.vfPath == "" {
 		l.vfPath = defaultVerifyPath
 	}
-	if h.ChallengeTTL == 0 {
-		h.ChallengeTTL = time.Duration(challenge.DefaultChallengeTTL)
+	if h.cfg.ChallengeTTL == 0 {
+		h.cfg.ChallengeTTL = time.Duration(challenge.DefaultChallengeTTL)
 	}
-	if h.HandshakeSkew == 0 {
-		h.HandshakeSkew = time.Duration(challenge.DefaultSkew)
+	if h.cfg.HandshakeSkew == 0 {
+		h.cfg.HandshakeSkew = time.Duration(challenge.DefaultSkew)
 	}
-	if h.LegacyHandshake == "" {
-		h.LegacyHandshake = LegacyVerify
+	if h.cfg.LegacyHandshake == "" {
+		h.cfg.LegacyHandshake = LegacyVerify
 	}
-	if h.SessionTTL == 0 {
-		h.SessionTTL = time.Duration(handshake.DefaultSessionTTL)
+	if h.cfg.SessionTTL == 0 {
+		h.cfg.SessionTTL = time.Duration(handshake.DefaultSessionTTL)
 	}
 
 	// The agent DIDs resolve through the handler's DID cache.
 	l.resolver = h.didCache
-	l.policy = h.acceptancePolicy()
+	l.policy = h.cfg.acceptancePolicy()
 
 	opts := []challenge.Option{
 		challenge.WithStore(l.store),
 		challenge.WithResolver(l.resolver),
 		challenge.WithCredentialVerifier(h.verifier),
-		challenge.WithChallengeTTL(time.Duration(h.ChallengeTTL)),
-		challenge.WithSkew(time.Duration(h.HandshakeSkew)),
+		challenge.WithChallengeTTL(time.Duration(h.cfg.ChallengeTTL)),
+		challenge.WithSkew(time.Duration(h.cfg.HandshakeSkew)),
 	}
 
 	switch l.mode {
@@ -198,42 +199,42 @@ func (h *Handler) provisionLevel3() error {
 		if err != nil {
 			return fmt.Errorf("mcpi: handshake session key: %v", err)
 		}
-		l.sessions = handshake.NewSessions(key, time.Duration(h.SessionTTL)).WithSkew(h.ClockSkew)
+		l.sessions = handshake.NewSessions(key, time.Duration(h.cfg.SessionTTL)).WithSkew(h.cfg.ClockSkew)
 		opts = append(opts, challenge.WithSessionIssuer(routeSessions{l}))
 
 	case HandshakeProxy:
-		if h.DiscoveryTTL == 0 {
-			h.DiscoveryTTL = time.Duration(defaultDiscoveryTTL)
+		if h.cfg.DiscoveryTTL == 0 {
+			h.cfg.DiscoveryTTL = time.Duration(defaultDiscoveryTTL)
 		}
 		client := handshake.NewClient()
-		guarded, err := didresolver.GuardedClient(client, h.AllowPrivateDIDWeb, handshake.Timeout)
+		guarded, err := didresolver.GuardedClient(client, h.cfg.AllowPrivateDIDWeb, handshake.Timeout)
 		if err != nil {
 			return fmt.Errorf("mcpi: handshake client: %v", err)
 		}
 		l.forwarder = &handshake.Forwarder{Client: client, Guarded: guarded, ForwardedHeaders: forwardedToOrigins}
 		dv := &handshake.Discovery{
-			UpstreamDID: h.UpstreamDID,
+			UpstreamDID: h.cfg.UpstreamDID,
 			Resolver:    l.resolver,
 			Client:      client,
 			Guarded:     guarded,
 			Default:     handshake.Endpoints{Handshake: handshake.PathEndpoint(l.hsPath), Verify: handshake.PathEndpoint(l.vfPath)},
-			TTL:         time.Duration(h.DiscoveryTTL),
+			TTL:         time.Duration(h.cfg.DiscoveryTTL),
 			Logger:      h.logger,
 		}
-		if h.Upstream != "" {
+		if h.cfg.Upstream != "" {
 			// Level 2's upstream origin (validated there).
-			u, err := ParseUpstreamOrigin(h.Upstream)
+			u, err := ParseUpstreamOrigin(h.cfg.Upstream)
 			if err != nil {
 				return err
 			}
 			dv.Upstream = u
 		}
-		if h.HandshakeEndpoint != "" {
-			vf := h.VerifyEndpoint
+		if h.cfg.HandshakeEndpoint != "" {
+			vf := h.cfg.VerifyEndpoint
 			if vf == "" {
-				vf = h.HandshakeEndpoint
+				vf = h.cfg.HandshakeEndpoint
 			}
-			hs, err1 := handshake.ParseEndpoint(h.HandshakeEndpoint)
+			hs, err1 := handshake.ParseEndpoint(h.cfg.HandshakeEndpoint)
 			vfe, err2 := handshake.ParseEndpoint(vf)
 			if err := errors.Join(err1, err2); err != nil {
 				return fmt.Errorf("mcpi: handshake endpoint: %v", err)
@@ -246,7 +247,7 @@ func (h *Handler) provisionLevel3() error {
 		if err != nil {
 			return err
 		}
-		l.proxySessions = handshake.NewBindings(binder, l.policy, time.Duration(h.SessionTTL)).WithSkew(h.ClockSkew)
+		l.proxySessions = handshake.NewBindings(binder, l.policy, time.Duration(h.cfg.SessionTTL)).WithSkew(h.cfg.ClockSkew)
 	}
 
 	svc, err := challenge.New(opts...)
@@ -275,9 +276,9 @@ func (h *Handler) sessionKey() ([]byte, error) {
 
 // validateLevel3 runs from Validate. Like Validate, it works on an
 // unprovisioned Handler.
-func (h *Handler) validateLevel3() error {
-	c := &h.Level3Config
-	if h.Level < 3 {
+func (cfg *Config) validateLevel3() error {
+	c := &cfg.Level3Config
+	if cfg.Level < 3 {
 		if c.Handshake != "" || c.HandshakeEndpoint != "" || c.VerifyEndpoint != "" ||
 			c.UpstreamDID != "" || c.DiscoveryTTL != 0 || c.HandshakePath != "" || c.VerifyPath != "" ||
 			c.HandshakeMethod != "" || c.VerifyMethod != "" ||
@@ -326,7 +327,7 @@ func (h *Handler) validateLevel3() error {
 		if !strings.HasPrefix(p, "/") || strings.ContainsAny(p, "?# \t") {
 			return fmt.Errorf("mcpi: handshake path %q must be an absolute path", p)
 		}
-		if p == wellKnownMCPI || isResourceMetadataPath(p) {
+		if p == wellKnownMCPI || site.IsResourceMetadataPath(p) {
 			return fmt.Errorf("mcpi: handshake path %q is reserved", p)
 		}
 	}
@@ -392,10 +393,10 @@ func (h *Handler) serveLevel3(w http.ResponseWriter, r *http.Request, next Next,
 			writeJSON(w, http.StatusMethodNotAllowed, []byte(`{"error":"method_not_allowed","error_description":"handshake endpoints take JSON-RPC over POST"}`), "no-store")
 			return true, nil
 		}
-	case h.LegacyHandshake == LegacyPass && r.Method == http.MethodPost && carrier.WantsBody(r) && r.ContentLength <= h.MaxBodySize:
+	case h.cfg.LegacyHandshake == LegacyPass && r.Method == http.MethodPost && carrier.WantsBody(r) && r.ContentLength <= h.cfg.MaxBodySize:
 		// (A body announced as larger is no legacy handshake; Level 1
 		// decides about it as it would without this setting.)
-		body, err := carrier.ReadBody(w, r, h.MaxBodySize)
+		body, err := carrier.ReadBody(w, r, h.cfg.MaxBodySize)
 		if err != nil {
 			return true, h.reject(w, r, err, nil)
 		}

@@ -68,7 +68,7 @@ func TestHandshakeVerifyWithChainHeader(t *testing.T) {
 		up := newFakeUpstream(t, "/rpc/hs", "/rpc/vf")
 		up.docPaths = map[string]string{"handshake": "/rpc/hs", "verify": "/rpc/vf"}
 		next := up.handler()
-		hp := c.l3Handler(t, func(h *Handler) { h.Handshake = HandshakeProxy })
+		hp := c.l3Handler(t, func(c *setup) { c.Handshake = HandshakeProxy })
 		hr := doHandshake(t, hp, defaultHandshakePath, c.agent, next)
 		up.drain()
 		body, _ := json.Marshal(verifyMsg(2, answer(t, c.agent, hr), c.leaf))

@@ -114,11 +114,11 @@ func answer(t testing.TB, p party, hr challenge.HandshakeResult) challenge.Signe
 }
 
 // l3Handler provisions a level 3 handler trusting f's user.
-func (f fixture) l3Handler(t testing.TB, mod func(*Handler)) *Handler {
-	return f.handler(t, func(h *Handler) {
-		h.Level = 3
+func (f fixture) l3Handler(t testing.TB, mod func(*setup)) *Handler {
+	return f.handler(t, func(c *setup) {
+		c.Level = 3
 		if mod != nil {
-			mod(h)
+			mod(c)
 		}
 	})
 }
@@ -233,6 +233,6 @@ func redisStore(t testing.TB, addr string, timeout time.Duration) challenge.Nonc
 }
 
 // useStore makes a handler keep its nonces in s (named name in metrics).
-func useStore(s challenge.NonceStore, name string) func(*Handler) {
-	return func(h *Handler) { h.nonceStore, h.nonceStoreName = s, name }
+func useStore(s challenge.NonceStore, name string) func(*setup) {
+	return func(c *setup) { c.use(WithNonceStore(s, name)) }
 }

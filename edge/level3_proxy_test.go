@@ -21,7 +21,7 @@ func TestProxyThroughRoute(t *testing.T) {
 	up := newFakeUpstream(t, "/rpc/hs", "/rpc/vf")
 	up.docPaths = map[string]string{"handshake": "/rpc/hs", "verify": "../rpc/vf"} // relative to the document
 	next := up.handler()
-	h := f.l3Handler(t, func(h *Handler) { h.Handshake = HandshakeProxy })
+	h := f.l3Handler(t, func(c *setup) { c.Handshake = HandshakeProxy })
 	cred := f.jwt(t, nil)
 
 	// Handshake: discovered, forwarded, relayed, recorded at the edge.
@@ -106,7 +106,7 @@ func TestProxyThroughRoute(t *testing.T) {
 // TestProxyUpstreamAnswers: what the upstream's handshake answer can be.
 func TestProxyUpstreamAnswers(t *testing.T) {
 	f := newFixture(t)
-	h := f.l3Handler(t, func(h *Handler) { h.Handshake, h.HandshakeEndpoint = HandshakeProxy, "/rpc" })
+	h := f.l3Handler(t, func(c *setup) { c.Handshake, c.HandshakeEndpoint = HandshakeProxy, "/rpc" })
 	for _, tc := range []struct {
 		name   string
 		status int
@@ -147,9 +147,9 @@ func TestProxyUpstreamAnswers(t *testing.T) {
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	dead := l.Addr().String()
 	l.Close()
-	down := f.l3Handler(t, func(h *Handler) {
-		h.Handshake, h.HandshakeEndpoint = HandshakeProxy, "/rpc"
-		useStore(redisStore(t, dead, 0), "redis")(h)
+	down := f.l3Handler(t, func(c *setup) {
+		c.Handshake, c.HandshakeEndpoint = HandshakeProxy, "/rpc"
+		useStore(redisStore(t, dead, 0), "redis")(c)
 	})
 	up := newFakeUpstream(t, "/rpc", "/rpc")
 	rep := rpcCall(t, down, defaultHandshakePath, handshakeMsg(1, f.agent.did), up.handler())
@@ -165,8 +165,8 @@ func TestProxyOtherOrigin(t *testing.T) {
 	up := newFakeUpstream(t, "/hs", "/vf")
 	srv := httptest.NewServer(up)
 	defer srv.Close()
-	h := f.l3Handler(t, func(h *Handler) {
-		h.Handshake, h.HandshakeEndpoint, h.VerifyEndpoint = HandshakeProxy, srv.URL+"/hs", srv.URL+"/vf"
+	h := f.l3Handler(t, func(c *setup) {
+		c.Handshake, c.HandshakeEndpoint, c.VerifyEndpoint = HandshakeProxy, srv.URL+"/hs", srv.URL+"/vf"
 	})
 	hr := doHandshake(t, h, defaultHandshakePath, f.agent, nil)
 	rep := rpcCall(t, h, defaultVerifyPath, verifyMsg(2, answer(t, f.agent, hr), f.jwt(t, nil)), nil)
@@ -202,8 +202,8 @@ func TestProxyDiscoveryDID(t *testing.T) {
 	}))
 	defer srv.Close()
 	did = "did:web:" + strings.ReplaceAll(srv.Listener.Addr().String(), ":", "%3A")
-	h := f.l3Handler(t, func(h *Handler) {
-		h.Handshake, h.UpstreamDID, h.AllowPrivateDIDWeb = HandshakeProxy, did, true
+	h := f.l3Handler(t, func(c *setup) {
+		c.Handshake, c.UpstreamDID, c.AllowPrivateDIDWeb = HandshakeProxy, did, true
 	})
 	route := newFakeUpstream(t, "/unused", "/unused") // no mcp-i.json there
 	hr := doHandshake(t, h, defaultHandshakePath, f.agent, route.handler())
@@ -230,7 +230,7 @@ func TestProxyDiscoveryUpstreamOrigin(t *testing.T) {
 	defer srv.Close()
 	origin.docPaths = map[string]string{"handshake": "/rpc/hs", "verify": srv.URL + "/rpc/vf"}
 	route := newFakeUpstream(t, "/rpc/hs", "/rpc/vf")
-	h := f.l3Handler(t, func(h *Handler) { h.Handshake, h.Upstream = HandshakeProxy, srv.URL })
+	h := f.l3Handler(t, func(c *setup) { c.Handshake, c.Upstream = HandshakeProxy, srv.URL })
 
 	hr := doHandshake(t, h, defaultHandshakePath, f.agent, route.handler())
 	rep := rpcCall(t, h, defaultVerifyPath, verifyMsg(2, answer(t, f.agent, hr), f.jwt(t, nil)), route.handler())

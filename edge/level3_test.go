@@ -160,7 +160,7 @@ func TestTerminateHandshakeAndSession(t *testing.T) {
 	})
 
 	t.Run("route checks apply to sessions", func(t *testing.T) {
-		strict := f.l3Handler(t, func(h *Handler) { h.RequiredScopes = []string{"admin"} })
+		strict := f.l3Handler(t, func(c *setup) { c.RequiredScopes = []string{"admin"} })
 		strict.l3.sessions = h.l3.sessions // same edge (key), stricter route
 		r := newRequest(http.MethodPost, "/mcp", toolsCallBody)
 		r.Header.Set(handshake.HeaderSession, vr.SessionID)
@@ -168,7 +168,7 @@ func TestTerminateHandshakeAndSession(t *testing.T) {
 		if res.called || res.rec.Code != http.StatusForbidden {
 			t.Fatalf("missing scope: called=%t %d", res.called, res.rec.Code)
 		}
-		other := f.l3Handler(t, func(h *Handler) { h.Audiences = []string{"https://elsewhere.example"} })
+		other := f.l3Handler(t, func(c *setup) { c.Audiences = []string{"https://elsewhere.example"} })
 		other.l3.sessions = h.l3.sessions
 		res = serve(t, other, r.Clone(context.Background()))
 		if res.called || res.rec.Code != http.StatusUnauthorized || decodeErr(t, res.rec).Reason != "wrong_audience" {
@@ -182,7 +182,7 @@ func TestTerminateHandshakeAndSession(t *testing.T) {
 // rule the verifier and the Level 2 signer apply too.
 func TestSessionNeverOutlivesCredential(t *testing.T) {
 	f := newFixture(t)
-	h := f.l3Handler(t, func(h *Handler) { h.SessionTTL = time.Duration(time.Hour) })
+	h := f.l3Handler(t, func(c *setup) { c.SessionTTL = time.Duration(time.Hour) })
 	exp := time.Now().Add(2 * time.Minute).Truncate(time.Second)
 	cred := f.jwt(t, func(tm *vc.Template) { tm.ExpiresAt = exp })
 	sc := answer(t, f.agent, doHandshake(t, h, defaultHandshakePath, f.agent, nil))
@@ -191,7 +191,7 @@ func TestSessionNeverOutlivesCredential(t *testing.T) {
 	if err := json.Unmarshal(rep.Result, &vr); err != nil || vr.SessionID == "" {
 		t.Fatalf("verify: %s", rep.Raw)
 	}
-	accepted := exp.Add(h.ClockSkew)
+	accepted := exp.Add(h.cfg.ClockSkew)
 	if !vr.ExpiresAt.Equal(accepted) {
 		t.Errorf("session expires %v, want the credential's acceptance end %v", vr.ExpiresAt, accepted)
 	}
@@ -418,7 +418,7 @@ func TestReloadKeepsChallenges(t *testing.T) {
 func TestLegacyForms(t *testing.T) {
 	f := newFixture(t)
 	verifying := f.l3Handler(t, nil)
-	passing := f.l3Handler(t, func(h *Handler) { h.LegacyHandshake = LegacyPass })
+	passing := f.l3Handler(t, func(c *setup) { c.LegacyHandshake = LegacyPass })
 	cred := f.jwt(t, nil)
 
 	legacy := map[string]string{
@@ -499,13 +499,13 @@ func TestMCPIDocument(t *testing.T) {
 	f := newFixture(t)
 	for _, tc := range []struct {
 		name   string
-		mod    func(*Handler)
+		mod    func(*setup)
 		hs, vf string
 	}{
 		{"terminate", nil, defaultHandshakePath, defaultVerifyPath},
-		{"proxy, own paths", func(h *Handler) {
-			h.Handshake, h.HandshakePath, h.VerifyPath = HandshakeProxy, "/hs", "/vf"
-			h.HandshakeEndpoint = "/upstream/rpc"
+		{"proxy, own paths", func(c *setup) {
+			c.Handshake, c.HandshakePath, c.VerifyPath = HandshakeProxy, "/hs", "/vf"
+			c.HandshakeEndpoint = "/upstream/rpc"
 		}, "/hs", "/vf"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -552,9 +552,9 @@ func TestHandshakeServices(t *testing.T) {
 
 func TestCustomPathsAndMethods(t *testing.T) {
 	f := newFixture(t)
-	h := f.l3Handler(t, func(h *Handler) {
-		h.HandshakePath, h.VerifyPath = "/mcpi/hs", "/mcpi/vf"
-		h.HandshakeMethod, h.VerifyMethod = "mcpi/handshake", "mcpi/verify"
+	h := f.l3Handler(t, func(c *setup) {
+		c.HandshakePath, c.VerifyPath = "/mcpi/hs", "/mcpi/vf"
+		c.HandshakeMethod, c.VerifyMethod = "mcpi/handshake", "mcpi/verify"
 	})
 	msg := handshakeMsg(1, f.agent.did)
 	msg["method"] = "mcpi/handshake"
@@ -594,7 +594,7 @@ func TestSessionForCredentialWithinSkew(t *testing.T) {
 	if err := json.Unmarshal(rep.Result, &vr); err != nil || vr.SessionID == "" {
 		t.Fatalf("verify of a credential within the skew: %s", rep.Raw)
 	}
-	if want := exp.Add(h.ClockSkew); !vr.ExpiresAt.Equal(want) {
+	if want := exp.Add(h.cfg.ClockSkew); !vr.ExpiresAt.Equal(want) {
 		t.Errorf("session expires %v, want %v", vr.ExpiresAt, want)
 	}
 }

@@ -42,9 +42,9 @@ func TestFraming2026(t *testing.T) {
 	f := newFixture(t)
 	tok := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })
 	for _, withPolicy := range []bool{true, false} {
-		h := polHandler(t, f, func(h *Handler) {
+		h := polHandler(t, f, func(c *setup) {
 			if !withPolicy {
-				h.Tools = nil
+				c.Tools = nil
 			}
 		})
 		name := map[bool]string{true: "policy/", false: "no policy/"}[withPolicy]
@@ -181,7 +181,7 @@ func TestDenied2026HasResultType(t *testing.T) {
 	f := newFixture(t)
 	tok := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })
 	for _, consent := range []string{polConsent, ""} {
-		h := polHandler(t, f, func(h *Handler) { h.ConsentURL = consent })
+		h := polHandler(t, f, func(c *setup) { c.ConsentURL = consent })
 		for _, tool := range []string{"files_write", "nope", "vp_only"} {
 			res := polServe(t, h, call2026(3, tool, tok, "tools/call", tool, ""), nil)
 			var m struct {
@@ -293,8 +293,8 @@ func TestConsentPrompt2026(t *testing.T) {
 	})
 	t.Run("replicas sharing storage open each other's states", func(t *testing.T) {
 		st := fileStorage(t)
-		a := polHandler(t, f, func(h *Handler) { h.keyStorage = st })
-		b := polHandler(t, f, func(h *Handler) { h.keyStorage = st })
+		a := polHandler(t, f, func(c *setup) { c.use(WithKeyStorage(st)) })
+		b := polHandler(t, f, func(c *setup) { c.use(WithKeyStorage(st)) })
 		granted := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"files:write"} })
 		if res := polServe(t, b, retry2026(6, "files_write", granted, a.policy.states.seal(f.agent.did, "files_write")), nil); !res.called {
 			t.Fatalf("a replica's state refused: %s", res.rec.Body)
@@ -398,7 +398,7 @@ func TestListenStream2026(t *testing.T) {
 // on the same bytes, which reach the upstream unchanged.
 func TestFraming2026HeaderCarriersOnly(t *testing.T) {
 	f := newFixture(t)
-	h := polHandler(t, f, func(h *Handler) { h.Carriers = []string{"authorization"} })
+	h := polHandler(t, f, func(c *setup) { c.Carriers = []string{"authorization"} })
 	tok := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })
 	if res := polServe(t, h, call2026(1, "admin_delete", tok, "tools/call", "echo", ""), nil); res.called || res.rec.Code != http.StatusBadRequest {
 		t.Fatalf("mismatch: called %v HTTP %d %s", res.called, res.rec.Code, res.rec.Body)

@@ -46,7 +46,7 @@ func handshakeAudit(t testing.TB, h *Handler, logs *observer.ObservedLogs) []obs
 func TestHandshakeMetricsTerminate(t *testing.T) {
 	f := newFixture(t)
 	ctx, reg := obsContext(t)
-	h, logs := obsHandler(t, ctx, f, func(h *Handler) { h.Level = 3 })
+	h, logs := obsHandler(t, ctx, f, func(c *setup) { c.Level = 3 })
 	cred := f.jwt(t, nil)
 
 	hr := doHandshake(t, h, defaultHandshakePath, f.agent, nil)
@@ -141,8 +141,8 @@ func TestHandshakeMetricsProxy(t *testing.T) {
 	ctx, reg := obsContext(t)
 	up := newFakeUpstream(t, "/rpc/hs", "/rpc/vf")
 	next := up.handler()
-	h, logs := obsHandler(t, ctx, f, func(h *Handler) {
-		h.Level, h.Handshake, h.HandshakeEndpoint, h.VerifyEndpoint = 3, HandshakeProxy, "/rpc/hs", "/rpc/vf"
+	h, logs := obsHandler(t, ctx, f, func(c *setup) {
+		c.Level, c.Handshake, c.HandshakeEndpoint, c.VerifyEndpoint = 3, HandshakeProxy, "/rpc/hs", "/rpc/vf"
 	})
 	cred := f.jwt(t, nil)
 
@@ -192,9 +192,9 @@ func (failingStore) Consume(context.Context, string) (challenge.Record, error) {
 func TestNonceStoreMetrics(t *testing.T) {
 	f := newFixture(t)
 	ctx, reg := obsContext(t)
-	h, _ := obsHandler(t, ctx, f, func(h *Handler) {
-		h.Level = 3
-		useStore(challenge.NewMemoryStore(bareContext(t)), "memory")(h)
+	h, _ := obsHandler(t, ctx, f, func(c *setup) {
+		c.Level = 3
+		useStore(challenge.NewMemoryStore(bareContext(t)), "memory")(c)
 	})
 	s := h.l3.store
 	bg := context.Background()
@@ -246,9 +246,9 @@ func TestNonceStoreMetricsRedis(t *testing.T) {
 	f := newFixture(t)
 	redis := redistest.Start(t)
 	ctx, reg := obsContext(t)
-	h, _ := obsHandler(t, ctx, f, func(h *Handler) {
-		h.Level = 3
-		useStore(redisStore(t, redis.Addr(), 0), "redis")(h)
+	h, _ := obsHandler(t, ctx, f, func(c *setup) {
+		c.Level = 3
+		useStore(redisStore(t, redis.Addr(), 0), "redis")(c)
 	})
 	wantAdmitted(t, serve(t, h, bearer(vpOf(t, f.agent, "", nil, f.jwt(t, nil)))))
 	const ns = "caddy_mcpi_nonce_store_duration_seconds"
@@ -273,9 +273,9 @@ func TestDIDResolutionErrorMetric(t *testing.T) {
 	}
 
 	ctx, reg := obsContext(t)
-	h, _ := obsHandler(t, ctx, f, func(h *Handler) {
-		h.AllowPrivateDIDWeb = true
-		h.TrustedIssuers = append(h.TrustedIssuers, issuer)
+	h, _ := obsHandler(t, ctx, f, func(c *setup) {
+		c.AllowPrivateDIDWeb = true
+		c.TrustedIssuers = append(c.TrustedIssuers, issuer)
 	})
 	tok, err := vc.IssueJWT(f.user.priv, issuer+"#key-1", f.template(nil))
 	if err != nil {

@@ -32,8 +32,8 @@ func (h *Handler) provisionObservability() error {
 	rec, err := observe.New(observe.Options{
 		Registerer:       h.registerer,
 		Logger:           h.logger,
-		DisableAuditLog:  h.DisableAuditLog,
-		AuditDenialsOnly: h.AuditDenialsOnly,
+		DisableAuditLog:  h.cfg.DisableAuditLog,
+		AuditDenialsOnly: h.cfg.AuditDenialsOnly,
 		Request: observe.Request{
 			Upstream:  h.upstreamName,
 			RequestID: h.hooks.RequestID,
@@ -49,8 +49,8 @@ func (h *Handler) provisionObservability() error {
 }
 
 // validateObservability runs from Validate.
-func (h *Handler) validateObservability() error {
-	if c := &h.ObservabilityConfig; c.DisableAuditLog && c.AuditDenialsOnly {
+func (cfg *Config) validateObservability() error {
+	if c := &cfg.ObservabilityConfig; c.DisableAuditLog && c.AuditDenialsOnly {
 		return errors.New("mcpi: audit_denials_only needs the audit log on (disable_audit_log is set)")
 	}
 	return nil
@@ -62,12 +62,12 @@ func (h *Handler) validateObservability() error {
 // edge decides before reverse_proxy picks a backend, so no backend address
 // is known here; the access log has it.
 func (h *Handler) upstreamName(r *http.Request) string {
-	if h.Upstream != "" {
-		return h.Upstream
+	if h.cfg.Upstream != "" {
+		return h.cfg.Upstream
 	}
 	// Built when the host changes, not for every audit entry.
-	if h.requestScheme(r) == "https" {
-		return h.httpsOrigin.get(h.serviceHost(r), func(host string) string { return "https://" + host })
+	if h.site.Scheme(r) == "https" {
+		return h.httpsOrigin.Get(h.site.Host(r), func(host string) string { return "https://" + host })
 	}
-	return h.httpOrigin.get(h.serviceHost(r), func(host string) string { return "http://" + host })
+	return h.httpOrigin.Get(h.site.Host(r), func(host string) string { return "http://" + host })
 }

@@ -47,18 +47,15 @@ func obsContext(t *testing.T) (prometheus.Registerer, *prometheus.Registry) {
 
 // obsHandler provisions a handler trusting f's user in ctx, with its logs
 // (audit included) going to an observer.
-func obsHandler(t *testing.T, reg prometheus.Registerer, f fixture, mod func(*Handler)) (*Handler, *observer.ObservedLogs) {
+func obsHandler(t *testing.T, reg prometheus.Registerer, f fixture, mod func(*setup)) (*Handler, *observer.ObservedLogs) {
 	t.Helper()
 	core, logs := observer.New(zapcore.InfoLevel)
-	h := &Handler{Config: Config{TrustedIssuers: []string{f.user.did}}, registerer: reg, hooks: testHooks,
-		logger: zap.New(core).Named("http.handlers.mcpi")}
-	if mod != nil {
-		mod(h)
-	}
-	if err := h.init(); err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(func() { _ = h.Close() })
+	h := build(t, Config{TrustedIssuers: []string{f.user.did}}, func(c *setup) {
+		c.use(WithMetrics(reg), WithHooks(testHooks), WithLogger(zap.New(core).Named("http.handlers.mcpi")))
+		if mod != nil {
+			mod(c)
+		}
+	})
 	return h, logs
 }
 
@@ -138,7 +135,7 @@ func TestDecisionMetrics(t *testing.T) {
 // TestDecisionReasonsCovered: every reason the handler can reject with, and
 // every vc.Reason, is a label value of its own, not "other".
 func TestDecisionReasonsCovered(t *testing.T) {
-	h := &Handler{}
+	var cfg Config
 	errs := []error{carrier.ErrNoCredential, carrier.ErrConflict, carrier.ErrBodyTooLarge, carrier.ErrBodyRead, carrier.ErrForeignBearer, identity.ErrUnavailable,
 		carrier.ErrBodyNotJSON, errNotJSONMediaType,
 		fmt.Errorf("wrapped: %w", errors.New("not a sentinel")),
@@ -156,7 +153,7 @@ func TestDecisionReasonsCovered(t *testing.T) {
 		}
 	}
 	for _, err := range errs {
-		if tag := h.rejectionFor(err).tag; !observe.IsReason(tag) {
+		if tag := cfg.rejectionFor(err).tag; !observe.IsReason(tag) {
 			t.Errorf("rejection tag %q (for %v) is not in decisionReasons", tag, err)
 		}
 	}
@@ -201,8 +198,7 @@ func TestMetricsReprovision(t *testing.T) {
 func TestMetricsConflictingRegistration(t *testing.T) {
 	ctx, reg := obsContext(t)
 	reg.MustRegister(prometheus.NewCounterVec(prometheus.CounterOpts{Name: "caddy_mcpi_decisions_total", Help: "x"}, []string{"foo"}))
-	h := &Handler{Config: Config{TrustedIssuers: []string{AnyIssuer}}, registerer: ctx}
-	err := h.init()
+	_, err := New(Config{TrustedIssuers: []string{AnyIssuer}}, WithMetrics(ctx))
 	if err == nil || !strings.Contains(err.Error(), "registering metrics") {
 		t.Fatalf("Provision = %v, want a registration error", err)
 	}
@@ -309,7 +305,7 @@ func TestAuditEntries(t *testing.T) {
 func TestToolDenialIsOneDecision(t *testing.T) {
 	f := newFixture(t)
 	ctx, reg := obsContext(t)
-	h, logs := obsHandler(t, ctx, f, func(h *Handler) { h.Tools = polTools() })
+	h, logs := obsHandler(t, ctx, f, func(c *setup) { c.Tools = polTools() })
 	tok := f.jwt(t, nil) // grants echo:execute, not files:write
 
 	if res := polServe(t, h, polPost(polCall(1, "files_write"), tok), nil); res.called {
@@ -355,7 +351,7 @@ func TestToolDenialIsOneDecision(t *testing.T) {
 func TestAuditLogOff(t *testing.T) {
 	f := newFixture(t)
 	ctx, reg := obsContext(t)
-	h, logs := obsHandler(t, ctx, f, func(h *Handler) { (&h.ObservabilityConfig).DisableAuditLog = true })
+	h, logs := obsHandler(t, ctx, f, func(c *setup) { (&c.ObservabilityConfig).DisableAuditLog = true })
 	r := newRequest(http.MethodGet, "/mcp", "")
 	r.Header.Set("Authorization", "Bearer "+f.jwt(t, nil))
 	serve(t, h, r)
@@ -372,9 +368,9 @@ func TestAuditLogOff(t *testing.T) {
 func TestAuditLogDenials(t *testing.T) {
 	f := newFixture(t)
 	ctx, reg := obsContext(t)
-	h, logs := obsHandler(t, ctx, f, func(h *Handler) {
-		h.Tools = polTools()
-		(&h.ObservabilityConfig).AuditDenialsOnly = true
+	h, logs := obsHandler(t, ctx, f, func(c *setup) {
+		c.Tools = polTools()
+		(&c.ObservabilityConfig).AuditDenialsOnly = true
 	})
 	tok := f.jwt(t, nil)
 	polServe(t, h, polPost(polCall(1, "echo"), tok), nil)        // admitted
@@ -392,7 +388,7 @@ func TestAuditLogDenials(t *testing.T) {
 		t.Errorf("admissions counted %v, want 1", got)
 	}
 
-	both := &Handler{Config: Config{TrustedIssuers: []string{AnyIssuer}}}
+	both := Config{TrustedIssuers: []string{AnyIssuer}}
 	both.DisableAuditLog, both.AuditDenialsOnly = true, true
 	if err := both.Validate(); err == nil || !strings.Contains(err.Error(), "audit") {
 		t.Errorf("Validate with the audit log off and denials only: %v", err)

@@ -87,13 +87,13 @@ func TestParamHeaders2026(t *testing.T) {
 	const args = `{"region":"eu-west","opts":{"n":3}}`
 	for _, tc := range []struct {
 		name string
-		mod  func(*Handler)
+		mod  func(*setup)
 		sse  bool
 	}{
 		{"policy/json", nil, false},
 		{"policy/sse", nil, true},
 		// Without a tool policy the handshake-action check reads the answers.
-		{"no policy/json", func(h *Handler) { h.Tools = nil }, false},
+		{"no policy/json", func(c *setup) { c.Tools = nil }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := polHandler(t, f, tc.mod)

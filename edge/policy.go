@@ -192,14 +192,14 @@ func (c *PolicyConfig) actionMode() (mcp.ActionMode, error) {
 
 // provisionPolicy runs at the end of Provision.
 func (h *Handler) provisionPolicy() error {
-	if h.MaxResponseSize == 0 {
-		h.MaxResponseSize = defaultMaxResponseSize
+	if h.cfg.MaxResponseSize == 0 {
+		h.cfg.MaxResponseSize = defaultMaxResponseSize
 	}
-	pol, err := h.PolicyConfig.policy()
+	pol, err := h.cfg.PolicyConfig.policy()
 	if err != nil {
 		return err
 	}
-	mode, err := h.PolicyConfig.actionMode()
+	mode, err := h.cfg.PolicyConfig.actionMode()
 	if err != nil {
 		return err
 	}
@@ -211,9 +211,9 @@ func (h *Handler) provisionPolicy() error {
 		}
 	}
 	st := policyState{pol: pol, actions: mode, listed: &toolNames{m: make(map[string]struct{})},
-		annotations: newAnnotationPolicy(h.ToolAnnotationsPolicy), states: states,
+		annotations: newAnnotationPolicy(h.cfg.ToolAnnotationsPolicy), states: states,
 		params: newParamHeaderStore()}
-	for _, t := range h.Tools {
+	for _, t := range h.cfg.Tools {
 		st.anyAnonymous = st.anyAnonymous || t.AllowAnonymous
 		st.anyPresentation = st.anyPresentation || t.RequirePresentation
 	}
@@ -222,8 +222,8 @@ func (h *Handler) provisionPolicy() error {
 }
 
 // validatePolicy runs from Validate.
-func (h *Handler) validatePolicy() error {
-	c := &h.PolicyConfig
+func (cfg *Config) validatePolicy() error {
+	c := &cfg.PolicyConfig
 	pol, err := c.policy()
 	if err != nil {
 		return err
@@ -291,7 +291,7 @@ func (h *Handler) admitAnonymous(r *http.Request, rb *rpcBody) bool {
 		if !hasRequestBody(r) {
 			return false
 		}
-		body, err := carrier.ReadBody(nil, r, h.MaxBodySize)
+		body, err := carrier.ReadBody(nil, r, h.cfg.MaxBodySize)
 		if err != nil {
 			return false
 		}
@@ -305,7 +305,7 @@ func (h *Handler) admitAnonymous(r *http.Request, rb *rpcBody) bool {
 		switch {
 		case m.Method == mcp.MethodToolsCall:
 			name, _ := mcp.ToolCallName(m)
-			if !h.toolAllowed(h.serviceHost(r), name, nil, false) {
+			if !h.toolAllowed(h.site.Host(r), name, nil, false) {
 				return false
 			}
 		case slices.Contains(anonymousMethods, m.Method), strings.HasPrefix(m.Method, "notifications/"):
@@ -402,7 +402,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 		if !hasRequestBody(r) || (p.pol == nil && !carrier.WantsBody(r)) {
 			return w, false, false, nil
 		}
-		if body, err = carrier.ReadBody(w, r, h.MaxBodySize); err != nil {
+		if body, err = carrier.ReadBody(w, r, h.cfg.MaxBodySize); err != nil {
 			return w, true, true, h.reject(w, r, err, nil)
 		}
 		rb.use(body)
@@ -471,7 +471,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 			if h.checkResume(w, r, m, name, d, adm) {
 				return w, true, true, nil
 			}
-			dec := h.decide(h.serviceHost(r), name, d, presented)
+			dec := h.decide(h.site.Host(r), name, d, presented)
 			if d == nil && dec.Allowed && (dec.Rule == nil || !dec.Rule.AllowAnonymous) {
 				// Unreachable through admitAnonymous; kept so the rule
 				// holds whatever admits an anonymous request.
@@ -512,7 +512,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 	if filter && hasList {
 		// Learn the listed tools' annotation classes before the filter
 		// decides on them (no-op unless tool_annotations_policy is set).
-		return p.annotations.learnFrom(c.wrap(w, r), c.host, c.ids, h.MaxResponseSize), false, recorded, nil
+		return p.annotations.learnFrom(c.wrap(w, r), c.host, c.ids, h.cfg.MaxResponseSize), false, recorded, nil
 	}
 	return c.wrap(w, r), false, recorded, nil
 }

@@ -46,17 +46,17 @@ func annListReply(w http.ResponseWriter, _ *http.Request) {
 	_, _ = io.WriteString(w, out[40:])
 }
 
-func annHandler(t testing.TB, f fixture, mod func(*Handler)) *Handler {
-	return f.handler(t, func(h *Handler) {
-		h.Tools = []ToolPolicy{{Name: "files_write", Scopes: []string{"admin:write"}}}
-		h.ToolAnnotationsPolicy = &ToolAnnotationsPolicy{
+func annHandler(t testing.TB, f fixture, mod func(*setup)) *Handler {
+	return f.handler(t, func(c *setup) {
+		c.Tools = []ToolPolicy{{Name: "files_write", Scopes: []string{"admin:write"}}}
+		c.ToolAnnotationsPolicy = &ToolAnnotationsPolicy{
 			ReadOnly:    []string{"ro:read"},
 			Destructive: []string{"rw:write"},
 			Other:       []string{"misc:other"},
 		}
-		h.ConsentURL = polConsent
+		c.ConsentURL = polConsent
 		if mod != nil {
-			mod(h)
+			mod(c)
 		}
 	})
 }
@@ -162,7 +162,7 @@ func TestToolAnnotationsPolicy(t *testing.T) {
 				t.Errorf("%s: forwarded=%t %+v", tool, fwd, m.Result)
 			}
 		}
-		ha := annHandler(t, f, func(h *Handler) { h.ToolDefault = "allow" })
+		ha := annHandler(t, f, func(c *setup) { c.ToolDefault = "allow" })
 		annList(t, ha, ro)
 		if fwd, _ := annCall(t, ha, tokFor(), "never_listed"); !fwd {
 			t.Error("unseen tool denied under tool_default allow")
@@ -252,9 +252,9 @@ func TestToolAnnotationsNotLearned(t *testing.T) {
 		}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			h := annHandler(t, f, func(h *Handler) {
-				h.Tools = []ToolPolicy{{Name: "files_write"}}
-				h.MaxResponseSize = int64(len(listAnswer) + 100)
+			h := annHandler(t, f, func(c *setup) {
+				c.Tools = []ToolPolicy{{Name: "files_write"}}
+				c.MaxResponseSize = int64(len(listAnswer) + 100)
 			})
 			polServe(t, h, polPost(tc.body, tok), tc.reply)
 			if c := h.policy.annotations.class(testHost, "lookup"); c != mcp.ToolClassUnknown {

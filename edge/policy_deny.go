@@ -95,7 +95,7 @@ func (h *Handler) deniedResult(era mcp.Era, m mcp.Message, tool string, dec mcp.
 	id := m.ID
 	switch dec.Reason {
 	case mcp.ReasonInsufficientScope, mcp.ReasonAnonymous:
-		n := mcp.NeedsAuthorization{Tool: tool, Missing: dec.Missing, ConsentURL: h.ConsentURL, Era: era}
+		n := mcp.NeedsAuthorization{Tool: tool, Missing: dec.Missing, ConsentURL: h.cfg.ConsentURL, Era: era}
 		if d != nil {
 			n.AgentDID = d.AgentDID
 		}

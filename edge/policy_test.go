@@ -42,12 +42,12 @@ func polTools() []ToolPolicy {
 	}
 }
 
-func polHandler(t testing.TB, f fixture, mod func(*Handler)) *Handler {
-	return f.handler(t, func(h *Handler) {
-		h.Tools = polTools()
-		h.ConsentURL = polConsent
+func polHandler(t testing.TB, f fixture, mod func(*setup)) *Handler {
+	return f.handler(t, func(c *setup) {
+		c.Tools = polTools()
+		c.ConsentURL = polConsent
 		if mod != nil {
-			mod(h)
+			mod(c)
 		}
 	})
 }
@@ -218,7 +218,7 @@ func TestPolicyToolsCall(t *testing.T) {
 	})
 
 	t.Run("denied without consent URL", func(t *testing.T) {
-		h := polHandler(t, f, func(h *Handler) { h.ConsentURL = "" })
+		h := polHandler(t, f, func(c *setup) { c.ConsentURL = "" })
 		res := polServe(t, h, polPost(polCall(3, "files_write"), tok), nil)
 		m := decodeRPC(t, res.rec.Body.Bytes())
 		if res.called || m.Result == nil || !m.Result.IsError {
@@ -252,8 +252,8 @@ func TestPolicyToolsCall(t *testing.T) {
 		if res := polServe(t, h, polPost(polCall(1, "_mcpi_handshake"), tok), nil); !res.called {
 			t.Fatalf("the MCP-I handshake tool is not a capability to deny: %s", res.rec.Body)
 		}
-		h := polHandler(t, f, func(h *Handler) {
-			h.Tools = append(h.Tools, ToolPolicy{Name: "_mcpi", Scopes: []string{"mcpi:handshake"}})
+		h := polHandler(t, f, func(c *setup) {
+			c.Tools = append(c.Tools, ToolPolicy{Name: "_mcpi", Scopes: []string{"mcpi:handshake"}})
 		})
 		if res := polServe(t, h, polPost(polCall(1, "_mcpi"), tok), nil); res.called {
 			t.Fatal("an exact rule on a handshake tool was ignored")
@@ -264,7 +264,7 @@ func TestPolicyToolsCall(t *testing.T) {
 	})
 
 	t.Run("tool_default allow", func(t *testing.T) {
-		h := polHandler(t, f, func(h *Handler) { h.ToolDefault = "allow" })
+		h := polHandler(t, f, func(c *setup) { c.ToolDefault = "allow" })
 		if res := polServe(t, h, polPost(polCall(1, "shell"), tok), nil); !res.called {
 			t.Fatalf("unmatched tool refused: %s", res.rec.Body)
 		}
@@ -275,17 +275,17 @@ func TestPolicyToolsCall(t *testing.T) {
 	})
 
 	t.Run("tool_default deny without rules", func(t *testing.T) {
-		h := f.handler(t, func(h *Handler) { h.ToolDefault = "deny" })
+		h := f.handler(t, func(c *setup) { c.ToolDefault = "deny" })
 		if res := polServe(t, h, polPost(polCall(1, "echo"), tok), nil); res.called {
 			t.Fatal("tool passed a deny-all policy")
 		}
 	})
 
 	t.Run("tool_scope_convention", func(t *testing.T) {
-		h := f.handler(t, func(h *Handler) {
-			h.Tools = []ToolPolicy{{Name: "*"}, {Name: "files_read", Scopes: []string{"files:read"}}}
-			h.ToolScopeConvention = true
-			h.ConsentURL = polConsent
+		h := f.handler(t, func(c *setup) {
+			c.Tools = []ToolPolicy{{Name: "*"}, {Name: "files_read", Scopes: []string{"files:read"}}}
+			c.ToolScopeConvention = true
+			c.ConsentURL = polConsent
 		})
 		if res := polServe(t, h, polPost(polCall(1, "echo"), tok), nil); !res.called {
 			t.Fatalf("echo:execute is granted: %s", res.rec.Body)
@@ -463,12 +463,12 @@ func TestPolicyAnonymous(t *testing.T) {
 	}{
 		{"scoped tool", h, polPost(polCall(1, "echo"), "")},
 		{"unmatched tool", h, polPost(polCall(1, "shell"), "")},
-		{"tool_default allow is not for anonymous callers", polHandler(t, f, func(h *Handler) { h.ToolDefault = "allow" }), polPost(polCall(1, "shell"), "")},
+		{"tool_default allow is not for anonymous callers", polHandler(t, f, func(c *setup) { c.ToolDefault = "allow" }), polPost(polCall(1, "shell"), "")},
 		{"batch with a scoped tool", h, polPost("["+polCall(1, "public")+","+polCall(2, "echo")+"]", "")},
 		{"other method", h, polPost(`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///etc/passwd"}}`, "")},
 		{"response", h, polPost(`{"jsonrpc":"2.0","id":1,"result":{}}`, "")},
 		{"GET stream", h, newRequest(http.MethodGet, "/mcp", "")},
-		{"no anonymous rule", f.handler(t, func(h *Handler) { h.Tools = []ToolPolicy{{Name: "echo"}} }), polPost(`{"jsonrpc":"2.0","id":1,"method":"ping"}`, "")},
+		{"no anonymous rule", f.handler(t, func(c *setup) { c.Tools = []ToolPolicy{{Name: "echo"}} }), polPost(`{"jsonrpc":"2.0","id":1,"method":"ping"}`, "")},
 		{"not JSON-RPC", h, polPost(`{"x":1}`, "")},
 	}
 	for _, tt := range refused {
@@ -487,7 +487,7 @@ func TestPolicyAnonymous(t *testing.T) {
 	// and parsed once for the anonymous admission; the policy then decides
 	// on those same messages, and the upstream gets the bytes unchanged.
 	t.Run("body the carriers did not read", func(t *testing.T) {
-		h := polHandler(t, f, func(h *Handler) { h.Carriers = []string{"authorization"} })
+		h := polHandler(t, f, func(c *setup) { c.Carriers = []string{"authorization"} })
 		for _, tc := range []struct {
 			name, body string
 			admitted   bool
@@ -588,10 +588,10 @@ func TestPolicyToolsListJSON(t *testing.T) {
 
 	failures := []struct {
 		name  string
-		mod   func(*Handler)
+		mod   func(*setup)
 		reply func(w http.ResponseWriter, r *http.Request)
 	}{
-		{"too large", func(h *Handler) { h.MaxResponseSize = 200 }, polToolsListReply(2)},
+		{"too large", func(c *setup) { c.MaxResponseSize = 200 }, polToolsListReply(2)},
 		{"not JSON", nil, func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = io.WriteString(w, `"tools": everything`)
@@ -846,7 +846,7 @@ func TestPolicyHandshakeActions(t *testing.T) {
 	})
 
 	t.Run("allow-listed host", func(t *testing.T) {
-		h := f.handler(t, func(h *Handler) { h.HandshakeActionHosts = []string{"*.example.net"} })
+		h := f.handler(t, func(c *setup) { c.HandshakeActionHosts = []string{"*.example.net"} })
 		res := polServe(t, h, call(), polJSONReply(polActionResult(4, foreign)))
 		a := decodeRPC(t, res.rec.Body.Bytes()).handshakeAction()
 		if a == nil || !strings.HasPrefix(fmt.Sprint(a["authUrl"]), foreign+"&context_did=") {
@@ -855,7 +855,7 @@ func TestPolicyHandshakeActions(t *testing.T) {
 	})
 
 	t.Run("observe logs only", func(t *testing.T) {
-		h := f.handler(t, func(h *Handler) { h.HandshakeActions = "observe" })
+		h := f.handler(t, func(c *setup) { c.HandshakeActions = "observe" })
 		logs := observed(h)
 		res := polServe(t, h, call(), polJSONReply(polActionResult(4, foreign)))
 		if res.rec.Body.String() != polActionResult(4, foreign) {
@@ -867,14 +867,14 @@ func TestPolicyHandshakeActions(t *testing.T) {
 	})
 
 	t.Run("observe passes what it cannot read", func(t *testing.T) {
-		h := f.handler(t, func(h *Handler) { h.HandshakeActions = "observe" })
+		h := f.handler(t, func(c *setup) { c.HandshakeActions = "observe" })
 		if res := polServe(t, h, call(), polJSONReply(`"not a container"`)); res.rec.Body.String() != `"not a container"` {
 			t.Errorf("observe withheld %s", res.rec.Body)
 		}
 	})
 
 	t.Run("off", func(t *testing.T) {
-		h := f.handler(t, func(h *Handler) { h.HandshakeActions = "off" })
+		h := f.handler(t, func(c *setup) { c.HandshakeActions = "off" })
 		res := polServe(t, h, call(), polJSONReply(polActionResult(4, foreign)))
 		if _, wrapped := res.w.(*responseFilter); wrapped || res.rec.Body.String() != polActionResult(4, foreign) {
 			t.Errorf("off: wrapped=%t %s", wrapped, res.rec.Body)
@@ -915,7 +915,7 @@ func TestPolicyHandshakeActions(t *testing.T) {
 	})
 
 	t.Run("SSE event too large fails the stream", func(t *testing.T) {
-		h := f.handler(t, func(h *Handler) { h.MaxResponseSize = 64 })
+		h := f.handler(t, func(c *setup) { c.MaxResponseSize = 64 })
 		res := polServe(t, h, call(), func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			if _, err := io.WriteString(w, "data: "+polActionResult(4, foreign)+"\n\n"); err == nil {
@@ -1140,19 +1140,19 @@ func TestPolicyToolsListUnderAnotherID(t *testing.T) {
 		// read is withheld, as a tool result is.
 		big := `{"jsonrpc":"2.0","id":1,"result":{"contents":[{"uri":"file:///a","text":"` + strings.Repeat("a", 200) + `"}]}}`
 		read := `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a"}}`
-		enforced := polHandler(t, f, func(h *Handler) { h.MaxResponseSize = 64 })
+		enforced := polHandler(t, f, func(c *setup) { c.MaxResponseSize = 64 })
 		if res := polServe(t, enforced, polPost(read, tok), polJSONReply(big)); strings.Contains(res.rec.Body.String(), "aaaa") {
 			t.Errorf("large answer passed unchecked under enforce: %s", res.rec.Body)
 		}
-		observed := func(mod func(h *Handler)) *Handler {
-			return polHandler(t, f, func(h *Handler) {
-				h.HandshakeActions = "observe"
+		observed := func(mod func(*setup)) *Handler {
+			return polHandler(t, f, func(c *setup) {
+				c.HandshakeActions = "observe"
 				if mod != nil {
-					mod(h)
+					mod(c)
 				}
 			})
 		}
-		h := observed(func(h *Handler) { h.MaxResponseSize = 64 })
+		h := observed(func(c *setup) { c.MaxResponseSize = 64 })
 		res := polServe(t, h, polPost(read, tok), polJSONReply(big))
 		if res.rec.Code != http.StatusOK || res.rec.Body.String() != big {
 			t.Errorf("large answer: HTTP %d %s", res.rec.Code, res.rec.Body)

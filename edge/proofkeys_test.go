@@ -63,10 +63,10 @@ func TestProofNamedAmbiguously(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			h := f.handler(t, func(h *Handler) {
-				h.RequestProof = c.mode
+			h := f.handler(t, func(s *setup) {
+				s.RequestProof = c.mode
 				if c.policy {
-					h.Tools = []ToolPolicy{{Name: "echo"}}
+					s.Tools = []ToolPolicy{{Name: "echo"}}
 				}
 			})
 			r := proofCall(t, f, c.body)

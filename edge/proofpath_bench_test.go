@@ -32,12 +32,11 @@ func BenchmarkProofPath(b *testing.B) {
 	logger := zap.New(zapcore.NewCore(
 		zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zapcore.InfoLevel))
 	store := challenge.NewMemoryStore(context.Background(), challenge.WithMaxEntries(1<<22))
-	h := f.handler(b, func(h *Handler) {
-		h.logger, h.registerer = logger, prometheus.NewRegistry()
-		h.RequestProof = "required"
-		h.nonceStore, h.nonceStoreName = store, "memory"
+	h := f.handler(b, func(c *setup) {
+		c.use(WithLogger(logger), WithMetrics(prometheus.NewRegistry()))
+		c.RequestProof = "required"
+		c.use(WithNonceStore(store, "memory"))
 	})
-	h.logger = logger
 	mint := func() []byte {
 		body, _, err := kyaos.SignRequest([]byte(toolsCallBody), f.agent.priv, kyaos.SignOptions{KID: f.agent.kid, Audience: testAudience})
 		if err != nil {

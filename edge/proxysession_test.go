@@ -68,13 +68,13 @@ type proxySessionEnv struct {
 	next   Next
 }
 
-func newProxySessionEnv(t *testing.T, f fixture, mod func(*Handler)) *proxySessionEnv {
+func newProxySessionEnv(t *testing.T, f fixture, mod func(*setup)) *proxySessionEnv {
 	e := &proxySessionEnv{f: f, up: newFakeUpstream(t, "/rpc/hs", "/rpc/vf")}
 	e.next = answeringVerify(e.up, &e.answer)
-	e.h = f.l3Handler(t, func(h *Handler) {
-		h.Handshake, h.HandshakeEndpoint, h.VerifyEndpoint = HandshakeProxy, "/rpc/hs", "/rpc/vf"
+	e.h = f.l3Handler(t, func(c *setup) {
+		c.Handshake, c.HandshakeEndpoint, c.VerifyEndpoint = HandshakeProxy, "/rpc/hs", "/rpc/vf"
 		if mod != nil {
-			mod(h)
+			mod(c)
 		}
 	})
 	return e
@@ -195,9 +195,9 @@ func TestProxySessionBound(t *testing.T) {
 		}
 	})
 	t.Run("require_presentation tool", func(t *testing.T) {
-		strict := f.l3Handler(t, func(h *Handler) {
-			h.Handshake, h.HandshakeEndpoint = HandshakeProxy, "/rpc"
-			h.Tools = []ToolPolicy{{Name: "echo", RequirePresentation: true}}
+		strict := f.l3Handler(t, func(c *setup) {
+			c.Handshake, c.HandshakeEndpoint = HandshakeProxy, "/rpc"
+			c.Tools = []ToolPolicy{{Name: "echo", RequirePresentation: true}}
 		})
 		// Same default store (pooled): the binding is there. The agent
 		// proved its key at the handshake.
@@ -206,14 +206,14 @@ func TestProxySessionBound(t *testing.T) {
 		}
 	})
 	t.Run("route checks", func(t *testing.T) {
-		scoped := f.l3Handler(t, func(h *Handler) {
-			h.Handshake, h.HandshakeEndpoint, h.RequiredScopes = HandshakeProxy, "/rpc", []string{"admin"}
+		scoped := f.l3Handler(t, func(c *setup) {
+			c.Handshake, c.HandshakeEndpoint, c.RequiredScopes = HandshakeProxy, "/rpc", []string{"admin"}
 		})
 		if res := serve(t, scoped, withSession(handshake.HeaderMcpSessionID, sid)); res.called || res.rec.Code != http.StatusForbidden {
 			t.Fatalf("missing scope: called=%t %d", res.called, res.rec.Code)
 		}
-		elsewhere := f.l3Handler(t, func(h *Handler) {
-			h.Handshake, h.HandshakeEndpoint, h.Audiences = HandshakeProxy, "/rpc", []string{"https://elsewhere.example"}
+		elsewhere := f.l3Handler(t, func(c *setup) {
+			c.Handshake, c.HandshakeEndpoint, c.Audiences = HandshakeProxy, "/rpc", []string{"https://elsewhere.example"}
 		})
 		// Another acceptance policy (other audiences): the binding is not
 		// found there at all, as without any session.
@@ -222,7 +222,7 @@ func TestProxySessionBound(t *testing.T) {
 			t.Fatalf("other audiences: called=%t %d %s", res.called, res.rec.Code, res.rec.Body)
 		}
 		// Were it found, the audience check would refuse it.
-		elsewhere.l3.proxySessions = handshake.NewBindings(elsewhere.l3.proxySessions.Binder(), e.h.l3.policy, elsewhere.SessionTTL)
+		elsewhere.l3.proxySessions = handshake.NewBindings(elsewhere.l3.proxySessions.Binder(), e.h.l3.policy, elsewhere.cfg.SessionTTL)
 		res = serve(t, elsewhere, withSession(handshake.HeaderSession, sid))
 		if res.called || res.rec.Code != http.StatusUnauthorized || decodeErr(t, res.rec).Reason != "wrong_audience" {
 			t.Fatalf("wrong audience: called=%t %d %s", res.called, res.rec.Code, res.rec.Body)
@@ -253,9 +253,9 @@ func TestProxySessionBound(t *testing.T) {
 		if !res.called || res.fwd.Header.Get(handshake.HeaderMcpSessionID) != own {
 			t.Fatalf("with a credential: called=%t, Mcp-Session-Id %q", res.called, res.fwd.Header.Get(handshake.HeaderMcpSessionID))
 		}
-		anon := f.l3Handler(t, func(h *Handler) {
-			h.Handshake, h.HandshakeEndpoint = HandshakeProxy, "/rpc"
-			h.Tools = []ToolPolicy{{Name: "echo", AllowAnonymous: true}}
+		anon := f.l3Handler(t, func(c *setup) {
+			c.Handshake, c.HandshakeEndpoint = HandshakeProxy, "/rpc"
+			c.Tools = []ToolPolicy{{Name: "echo", AllowAnonymous: true}}
 		})
 		res = serve(t, anon, withSession(handshake.HeaderMcpSessionID, own))
 		if !res.called || res.fwd.Header.Get(handshake.HeaderMcpSessionID) != own || res.fwd.Header.Get("X-Agent-Did") != "" {
@@ -298,7 +298,7 @@ func TestProxySessionBound(t *testing.T) {
 func TestProxySessionRouteTrust(t *testing.T) {
 	f := newFixture(t)
 	mallory := newParty(t)
-	open := newProxySessionEnv(t, f, func(h *Handler) { h.TrustedIssuers = []string{AnyIssuer} })
+	open := newProxySessionEnv(t, f, func(c *setup) { c.TrustedIssuers = []string{AnyIssuer} })
 	cred, err := vc.IssueJWT(mallory.priv, mallory.kid, f.template(nil)) // names f.user as the user
 	if err != nil {
 		t.Fatal(err)
@@ -311,12 +311,12 @@ func TestProxySessionRouteTrust(t *testing.T) {
 		t.Fatalf("the open route refused its own binding: HTTP %d %s", res.rec.Code, res.rec.Body)
 	}
 	// Same default store (pooled), trust f.user only.
-	strict := f.l3Handler(t, func(h *Handler) { h.Handshake, h.HandshakeEndpoint = HandshakeProxy, "/rpc" })
+	strict := f.l3Handler(t, func(c *setup) { c.Handshake, c.HandshakeEndpoint = HandshakeProxy, "/rpc" })
 	res := serve(t, strict, withSession(handshake.HeaderSession, sid))
 	if res.called || res.rec.Code != http.StatusUnauthorized || decodeErr(t, res.rec).Reason != "" {
 		t.Fatalf("strict route: called=%t HTTP %d %s, want 401 as without a session", res.called, res.rec.Code, res.rec.Body)
 	}
-	strict.l3.proxySessions = handshake.NewBindings(strict.l3.proxySessions.Binder(), open.h.l3.policy, strict.SessionTTL)
+	strict.l3.proxySessions = handshake.NewBindings(strict.l3.proxySessions.Binder(), open.h.l3.policy, strict.cfg.SessionTTL)
 	res = serve(t, strict, withSession(handshake.HeaderSession, sid))
 	if res.called || res.rec.Code != http.StatusUnauthorized || decodeErr(t, res.rec).Reason != "untrusted_issuer" {
 		t.Fatalf("strict route under the open route's key: called=%t HTTP %d %s, want 401 untrusted_issuer", res.called, res.rec.Code, res.rec.Body)
@@ -325,14 +325,14 @@ func TestProxySessionRouteTrust(t *testing.T) {
 
 func TestProxySessionExpiry(t *testing.T) {
 	f := newFixture(t)
-	e := newProxySessionEnv(t, f, func(h *Handler) { h.SessionTTL = time.Duration(time.Hour) })
+	e := newProxySessionEnv(t, f, func(c *setup) { c.SessionTTL = time.Duration(time.Hour) })
 
 	credExp := time.Now().Add(2 * time.Minute).Truncate(time.Second)
 	cred := f.jwt(t, func(tm *vc.Template) { tm.ExpiresAt = credExp })
 	const sid = "session-bounded-by-the-credential"
 	e.verify(t, cred, sessionAnswer(sid, `"expiresAt":null`))
 	c := e.bound(t, sid)
-	accepted := credExp.Add(e.h.ClockSkew) // vc.AcceptedUntil
+	accepted := credExp.Add(e.h.cfg.ClockSkew) // vc.AcceptedUntil
 	if c == nil || time.Unix(c.ExpiresAt, 0).After(accepted) || time.Unix(c.ExpiresAt, 0).Before(accepted.Add(-time.Second)) {
 		t.Fatalf("binding %+v, want it to expire with the credential's acceptance at %v", c, accepted)
 	}
@@ -421,7 +421,7 @@ func (failingBinder) Lookup(context.Context, string) ([]byte, error) {
 func TestProxySessionStoreUnavailable(t *testing.T) {
 	f := newFixture(t)
 	e := newProxySessionEnv(t, f, nil)
-	e.h.l3.proxySessions = handshake.NewBindings(failingBinder{}, e.h.l3.policy, e.h.SessionTTL)
+	e.h.l3.proxySessions = handshake.NewBindings(failingBinder{}, e.h.l3.policy, e.h.cfg.SessionTTL)
 	const sid = "session-the-store-cannot-hold"
 
 	// The upstream opened a session the edge cannot record: the agent

@@ -20,16 +20,16 @@ import (
 // the credential itself.
 func TestRedteam2SessionFingerprintOmitsAcceptanceRules(t *testing.T) {
 	f := newFixture(t)
-	base := func(h *Handler) { h.Level = 3 }
-	strict := f.handler(t, base).acceptancePolicy()
-	for name, mod := range map[string]func(*Handler){
-		"clock_skew 24h":           func(h *Handler) { h.ClockSkew = time.Duration(24 * time.Hour) },
-		"status_stale_if_error 1h": func(h *Handler) { h.StatusStaleIfError = time.Duration(time.Hour) },
-		"allow_private_did_web":    func(h *Handler) { h.AllowPrivateDIDWeb = true },
-		"chain_fetch":              func(h *Handler) { h.ChainFetch = &ChainFetchConfig{Allow: []string{"https://creds.example.com/"}} },
+	base := func(c *setup) { c.Level = 3 }
+	strict := f.handler(t, base).cfg.acceptancePolicy()
+	for name, mod := range map[string]func(*setup){
+		"clock_skew 24h":           func(c *setup) { c.ClockSkew = time.Duration(24 * time.Hour) },
+		"status_stale_if_error 1h": func(c *setup) { c.StatusStaleIfError = time.Duration(time.Hour) },
+		"allow_private_did_web":    func(c *setup) { c.AllowPrivateDIDWeb = true },
+		"chain_fetch":              func(c *setup) { c.ChainFetch = &ChainFetchConfig{Allow: []string{"https://creds.example.com/"}} },
 	} {
 		t.Run(name, func(t *testing.T) {
-			lenient := f.handler(t, func(h *Handler) { base(h); mod(h) }).acceptancePolicy()
+			lenient := f.handler(t, func(c *setup) { base(c); mod(c) }).cfg.acceptancePolicy()
 			if lenient == strict {
 				t.Errorf("a route with %s derives the same session key and binding key as the strict route: its sessions are accepted there", name)
 			}

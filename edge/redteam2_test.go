@@ -111,8 +111,8 @@ func TestRedteam2ProxySessionNotAcrossPolicies(t *testing.T) {
 			t.Errorf("variant %q of a bound id admitted", v)
 		}
 	}
-	other := newProxySessionEnv(t, f, func(h *Handler) { h.Audiences = []string{"https://" + testHost} })
-	other.h.l3.proxySessions = handshake.NewBindings(e.h.l3.proxySessions.Binder(), other.h.l3.policy, other.h.SessionTTL) // one store
+	other := newProxySessionEnv(t, f, func(c *setup) { c.Audiences = []string{"https://" + testHost} })
+	other.h.l3.proxySessions = handshake.NewBindings(e.h.l3.proxySessions.Binder(), other.h.l3.policy, other.h.cfg.SessionTTL) // one store
 	if other.h.l3.policy == e.h.l3.policy {
 		t.Fatal("test setup: same policy")
 	}

@@ -32,9 +32,9 @@ import (
 // legacy form.
 func TestRedteamLegacyPassFoldedParams(t *testing.T) {
 	f := newFixture(t)
-	h := f.l3Handler(t, func(h *Handler) {
-		h.LegacyHandshake = LegacyPass
-		h.Tools = []ToolPolicy{{Name: "delete_everything", Scopes: []string{"admin:all"}}}
+	h := f.l3Handler(t, func(c *setup) {
+		c.LegacyHandshake = LegacyPass
+		c.Tools = []ToolPolicy{{Name: "delete_everything", Scopes: []string{"admin:all"}}}
 	})
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"_mcpi","arguments":{}},` +
 		`"paramſ":{"name":"delete_everything","arguments":{"confirm":true}}}`
@@ -72,9 +72,9 @@ func TestRedteamSessionIgnoresRouteTrust(t *testing.T) {
 	f := newFixture(t)
 	mallory := newParty(t) // self-made issuer, trusted nowhere but on the open route
 	agent := newParty(t)
-	open := provision(t, &Handler{Config: Config{TrustedIssuers: []string{"*"}, Level: 3}})
-	strict := provision(t, &Handler{Config: Config{TrustedIssuers: []string{f.user.did}, Level: 3, RequireAudience: true,
-		Audiences: []string{"https://" + testHost}}})
+	open := provision(t, Config{TrustedIssuers: []string{"*"}, Level: 3})
+	strict := provision(t, Config{TrustedIssuers: []string{f.user.did}, Level: 3, RequireAudience: true,
+		Audiences: []string{"https://" + testHost}})
 	// In a real Caddy both handlers derive their session keys from the one
 	// key kept in storage (TestRedteamSessionCrossRouteTrust shows it end
 	// to end).
@@ -154,7 +154,7 @@ func useStoredSessionKey(t *testing.T, hs ...*Handler) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h.l3.sessions = handshake.NewSessions(key, time.Duration(h.SessionTTL))
+		h.l3.sessions = handshake.NewSessions(key, time.Duration(h.cfg.SessionTTL))
 	}
 }
 
@@ -207,9 +207,9 @@ func TestRedteamProxyVerifyCaseVariantCredential(t *testing.T) {
 	f := newFixture(t)
 	up := newFakeUpstream(t, "/rpc/hs", "/rpc/vf")
 	next := up.handler()
-	h := f.l3Handler(t, func(h *Handler) {
-		h.Handshake = HandshakeProxy
-		h.HandshakeEndpoint, h.VerifyEndpoint = "/rpc/hs", "/rpc/vf"
+	h := f.l3Handler(t, func(c *setup) {
+		c.Handshake = HandshakeProxy
+		c.HandshakeEndpoint, c.VerifyEndpoint = "/rpc/hs", "/rpc/vf"
 	})
 	hr := doHandshake(t, h, defaultHandshakePath, f.agent, next)
 	up.drain()

@@ -128,7 +128,7 @@ func TestRedteamToolNameAmbiguity(t *testing.T) {
 // it claims to be; bodies it cannot parse are refused, never forwarded.
 func TestRedteamPolicyBodyForms(t *testing.T) {
 	f := newFixture(t)
-	h := polHandler(t, f, func(h *Handler) { h.MaxBodySize = 4096 })
+	h := polHandler(t, f, func(c *setup) { c.MaxBodySize = 4096 })
 	tok := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })
 	denied := polCall(1, "files_write")
 
@@ -375,7 +375,7 @@ func TestRedteamIdentityHeadersEveryPath(t *testing.T) {
 	}
 
 	t.Run("anonymous", func(t *testing.T) {
-		h := polHandler(t, f, func(h *Handler) { h.Level = 2 })
+		h := polHandler(t, f, func(c *setup) { c.Level = 2 })
 		res := polServe(t, h, spoof(polPost(polCall(1, "public"), "")), nil)
 		if !res.called {
 			t.Fatalf("HTTP %d", res.rec.Code)
@@ -383,7 +383,7 @@ func TestRedteamIdentityHeadersEveryPath(t *testing.T) {
 		check(t, res.fwd, false)
 	})
 	t.Run("legacy pass", func(t *testing.T) {
-		h := f.l3Handler(t, func(h *Handler) { h.LegacyHandshake = LegacyPass })
+		h := f.l3Handler(t, func(c *setup) { c.LegacyHandshake = LegacyPass })
 		res := serve(t, h, spoof(newRequest(http.MethodPost, "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"_mcpi"}}`)))
 		if !res.called {
 			t.Fatalf("HTTP %d", res.rec.Code)
@@ -392,8 +392,8 @@ func TestRedteamIdentityHeadersEveryPath(t *testing.T) {
 	})
 	t.Run("proxied handshake", func(t *testing.T) {
 		up := newFakeUpstream(t, "/rpc/hs", "/rpc/vf")
-		h := f.l3Handler(t, func(h *Handler) {
-			h.Handshake, h.HandshakeEndpoint, h.VerifyEndpoint = HandshakeProxy, "/rpc/hs", "/rpc/vf"
+		h := f.l3Handler(t, func(c *setup) {
+			c.Handshake, c.HandshakeEndpoint, c.VerifyEndpoint = HandshakeProxy, "/rpc/hs", "/rpc/vf"
 		})
 		body, _ := json.Marshal(handshakeMsg(1, f.agent.did))
 		l3Serve(t, h, spoof(newRequest(http.MethodPost, defaultHandshakePath, string(body))), up.handler())
@@ -476,7 +476,7 @@ func TestRedteamSessionTokens(t *testing.T) {
 		t.Error("another edge's session admitted")
 	}
 	// require_scopes of a stricter route.
-	strict := f.l3Handler(t, func(h *Handler) { h.RequiredScopes = []string{"admin:all"} })
+	strict := f.l3Handler(t, func(c *setup) { c.RequiredScopes = []string{"admin:all"} })
 	strict.l3.sessions = h.l3.sessions
 	if res := serve(t, strict, sessionReq(handshake.HeaderSession, tok, "")); res.called || res.rec.Code != http.StatusForbidden {
 		t.Errorf("session without a required scope: called=%t HTTP %d", res.called, res.rec.Code)
@@ -487,7 +487,7 @@ func TestRedteamSessionTokens(t *testing.T) {
 // legacy messages pass without a credential.
 func TestRedteamLegacyPassStrict(t *testing.T) {
 	f := newFixture(t)
-	h := f.l3Handler(t, func(h *Handler) { h.LegacyHandshake = LegacyPass })
+	h := f.l3Handler(t, func(c *setup) { c.LegacyHandshake = LegacyPass })
 	for name, body := range map[string]string{
 		"PARAMS twice":         `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"_mcpi"},"PARAMS":{"name":"echo"}}`,
 		"escaped params twice": `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"_mcpi"},"p\u0061rams":{"name":"echo"}}`,

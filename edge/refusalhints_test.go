@@ -38,9 +38,9 @@ func TestBodyTooLargeNamesLimit(t *testing.T) {
 	f := newFixture(t)
 	tok := f.jwt(t, nil)
 	body := polCall(1, "echo") + strings.Repeat(" ", 600)
-	for name, mod := range map[string]func(*Handler){
-		"plain":       func(h *Handler) { h.MaxBodySize = 512 },
-		"tool policy": func(h *Handler) { h.MaxBodySize, h.Tools, h.ToolDefault = 512, polTools(), "allow" },
+	for name, mod := range map[string]func(*setup){
+		"plain":       func(c *setup) { c.MaxBodySize = 512 },
+		"tool policy": func(c *setup) { c.MaxBodySize, c.Tools, c.ToolDefault = 512, polTools(), "allow" },
 	} {
 		h := f.handler(t, mod)
 		for _, chunked := range []bool{false, true} {
@@ -67,11 +67,11 @@ func TestWrongAudienceNamesAudiences(t *testing.T) {
 	other := f.jwt(t, func(tm *vc.Template) { tm.Audience = []string{"https://other.example"} })
 	for _, tc := range []struct {
 		name string
-		mod  func(*Handler)
+		mod  func(*setup)
 		want []string
 	}{
 		{"derived from the Host", nil, []string{"did:web:" + testHost, "https://" + testHost, testHost}},
-		{"configured", func(h *Handler) { h.Audiences = []string{"did:web:api.example.com", "https://api.example.com"} },
+		{"configured", func(c *setup) { c.Audiences = []string{"did:web:api.example.com", "https://api.example.com"} },
 			[]string{"did:web:api.example.com", "https://api.example.com"}},
 	} {
 		h := f.handler(t, tc.mod)
@@ -105,11 +105,11 @@ func TestWrongAudienceNamesAudiences(t *testing.T) {
 func TestMalformedJSONIsParseError(t *testing.T) {
 	f := newFixture(t)
 	tok := f.jwt(t, nil)
-	for name, mod := range map[string]func(*Handler){
+	for name, mod := range map[string]func(*setup){
 		"body carriers":    nil,
-		"no body carrier":  func(h *Handler) { h.Carriers = []string{"authorization"} },
-		"tool policy":      func(h *Handler) { h.Tools, h.ToolDefault = polTools(), "allow" },
-		"policy, carriers": func(h *Handler) { h.Tools, h.ToolDefault, h.Carriers = polTools(), "allow", []string{"authorization"} },
+		"no body carrier":  func(c *setup) { c.Carriers = []string{"authorization"} },
+		"tool policy":      func(c *setup) { c.Tools, c.ToolDefault = polTools(), "allow" },
+		"policy, carriers": func(c *setup) { c.Tools, c.ToolDefault, c.Carriers = polTools(), "allow", []string{"authorization"} },
 	} {
 		h := f.handler(t, mod)
 		for _, body := range []string{`{"jsonrpc":"2.0","id":1,`, "\xef\xbb\xbf" + polCall(1, "echo"), `{"jsonrpc":"2.0","id":NaN,"method":"ping"}`} {
@@ -130,10 +130,10 @@ func TestNotJSONPostRefused(t *testing.T) {
 	f := newFixture(t)
 	tok := f.jwt(t, nil)
 	call := polCall(1, "echo")
-	for name, mod := range map[string]func(*Handler){
+	for name, mod := range map[string]func(*setup){
 		"plain":       nil,
-		"tool policy": func(h *Handler) { h.Tools, h.ToolDefault = polTools(), "allow" },
-		"proof off":   func(h *Handler) { h.RequestProof = "off" },
+		"tool policy": func(c *setup) { c.Tools, c.ToolDefault = polTools(), "allow" },
+		"proof off":   func(c *setup) { c.RequestProof = "off" },
 	} {
 		h := f.handler(t, mod)
 		for _, tc := range []struct {
@@ -181,7 +181,7 @@ func TestNotJSONPostRefused(t *testing.T) {
 // error naming max_response_size and the limit.
 func TestOversizeAnswerNamesLimit(t *testing.T) {
 	f := newFixture(t)
-	h := f.handler(t, func(h *Handler) { h.Tools, h.ToolDefault, h.MaxResponseSize = polTools(), "allow", 256 })
+	h := f.handler(t, func(c *setup) { c.Tools, c.ToolDefault, c.MaxResponseSize = polTools(), "allow", 256 })
 	tok := f.jwt(t, nil)
 	big := `{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"echo","description":"` + strings.Repeat("x", 400) + `"}]}}`
 	for _, sse := range []bool{false, true} {

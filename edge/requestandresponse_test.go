@@ -28,12 +28,12 @@ func TestRequestAndResponseRefused(t *testing.T) {
 	}
 	routes := []struct {
 		name string
-		mod  func(*Handler)
+		mod  func(*setup)
 		eras []string
 	}{
-		{"plain route, URL guard on", func(h *Handler) { h.RequestProof = "off" }, []string{"2025", "2026"}},
-		{"plain route, URL guard off", func(h *Handler) { h.RequestProof, h.HandshakeActions = "off", "off" }, []string{"2026"}},
-		{"tool policy", func(h *Handler) { h.Tools, h.ToolDefault = polTools(), "allow" }, []string{"2025", "2026"}},
+		{"plain route, URL guard on", func(c *setup) { c.RequestProof = "off" }, []string{"2025", "2026"}},
+		{"plain route, URL guard off", func(c *setup) { c.RequestProof, c.HandshakeActions = "off", "off" }, []string{"2026"}},
+		{"tool policy", func(c *setup) { c.Tools, c.ToolDefault = polTools(), "allow" }, []string{"2025", "2026"}},
 	}
 	for _, route := range routes {
 		h := f.handler(t, route.mod)
@@ -69,7 +69,7 @@ func TestRequestAndResponseRefused(t *testing.T) {
 		}
 	}
 	// The control: the call alone passes on the plain route.
-	h := f.handler(t, func(h *Handler) { h.RequestProof = "off" })
+	h := f.handler(t, func(c *setup) { c.RequestProof = "off" })
 	if res := polServe(t, h, polPost(polCall(6, "delete_everything"), tok), nil); !res.called {
 		t.Errorf("plain call: HTTP %d %s", res.rec.Code, res.rec.Body)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
+	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
@@ -65,7 +66,7 @@ var vcSentinels = []error{
 
 // rejectionFor maps every error the handler can refuse a request with to its
 // answer. This is the only place that decides statuses.
-func (h *Handler) rejectionFor(err error) rejection {
+func (cfg *Config) rejectionFor(err error) rejection {
 	if rej, ok := dpopRejection(err); ok {
 		return rej
 	}
@@ -76,7 +77,7 @@ func (h *Handler) rejectionFor(err error) rejection {
 		return rejection{status: http.StatusBadRequest, code: "invalid_request", description: carrier.ErrConflict.Error(), tag: "conflicting_credentials"}
 	case errors.Is(err, carrier.ErrBodyTooLarge):
 		return rejection{status: http.StatusRequestEntityTooLarge, code: "invalid_request", tag: "body_too_large",
-			description: fmt.Sprintf("%s: the limit is %d bytes (max_body_size); send a smaller body, or raise max_body_size", carrier.ErrBodyTooLarge, h.MaxBodySize)}
+			description: fmt.Sprintf("%s: the limit is %d bytes (max_body_size); send a smaller body, or raise max_body_size", carrier.ErrBodyTooLarge, cfg.MaxBodySize)}
 	case errors.Is(err, carrier.ErrBodyRead):
 		return rejection{status: http.StatusBadRequest, code: "invalid_request", description: carrier.ErrBodyRead.Error(), tag: "body_unreadable"}
 	case errors.Is(err, carrier.ErrBodyNotJSON):
@@ -117,7 +118,7 @@ func (h *Handler) rejectionFor(err error) rejection {
 		// Verified, but not allowed here: 403, and the scopes to ask for.
 		reason := vc.Reason(err)
 		return rejection{status: http.StatusForbidden, code: "insufficient_scope", description: vc.ErrMissingScope.Error(),
-			reason: reason, scope: strings.Join(h.RequiredScopes, " "), challenge: true, tag: reason}
+			reason: reason, scope: strings.Join(cfg.RequiredScopes, " "), challenge: true, tag: reason}
 	}
 	// Every other verification failure, including an issuer whose did:web
 	// cannot be fetched right now, is a 401: the edge fails closed and the
@@ -177,9 +178,9 @@ func (h *Handler) withAudiences(r *http.Request, rej rejection) rejection {
 	if rej.reason != vc.Reason(vc.ErrAudience) {
 		return rej
 	}
-	rej.audiences = h.Audiences
+	rej.audiences = h.cfg.Audiences
 	if len(rej.audiences) == 0 {
-		rej.audiences = requestAudiences(h.serviceHost(r))
+		rej.audiences = site.Audiences(h.site.Host(r))
 	}
 	rej.description += "; this route accepts the audiences " + strings.Join(rej.audiences, ", ")
 	return rej
@@ -200,7 +201,7 @@ func (h *Handler) challengeHeader(r *http.Request, rej rejection) string {
 			b.WriteString(`error_description="` + quoteEscape(rej.reason) + `", `)
 		}
 	}
-	b.WriteString(`resource_metadata="` + quoteEscape(h.resourceMetadataURL(r)) + `"`)
+	b.WriteString(`resource_metadata="` + quoteEscape(h.site.ResourceMetadataURL(r)) + `"`)
 	return b.String()
 }
 
@@ -243,45 +244,6 @@ func writeJSON(w http.ResponseWriter, status int, body []byte, cacheControl stri
 
 // RFC 9728 protected resource metadata.
 
-const wellKnownResource = "/.well-known/oauth-protected-resource"
-
-// isResourceMetadataPath matches the document for the whole host and the
-// per-path form /.well-known/oauth-protected-resource/<path> (RFC 9728 §3.1).
-func isResourceMetadataPath(p string) bool {
-	return p == wellKnownResource || strings.HasPrefix(p, wellKnownResource+"/")
-}
-
-// requestScheme is the scheme the client used: https when the connection
-// to Caddy is TLS, or when a proxy the server trusts (`trusted_proxies`)
-// terminated TLS and says so in X-Forwarded-Proto. The URLs the edge
-// publishes (resource metadata, discovery documents) must name the scheme
-// clients reach it at, not the hop behind a load balancer.
-func (h *Handler) requestScheme(r *http.Request) string {
-	if r.TLS != nil {
-		return "https"
-	}
-	if h.hooks.TrustedProxy != nil && h.hooks.TrustedProxy(r) {
-		// The first value is what the outermost proxy saw from the client.
-		proto, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
-		if strings.EqualFold(strings.TrimSpace(proto), "https") {
-			return "https"
-		}
-	}
-	return "http"
-}
-
-// resourceMetadataURL is the RFC 9728 document for the URL requested: the
-// per-path form (RFC 9728 §3.1), whose resource is that URL, as §3.3
-// requires; the site-wide one for a request to the root.
-func (h *Handler) resourceMetadataURL(r *http.Request) string {
-	_, u := h.original(r)
-	p := u.Path
-	if p == "/" {
-		p = ""
-	}
-	return h.requestScheme(r) + "://" + h.serviceHost(r) + wellKnownResource + p
-}
-
 type resourceMetadata struct {
 	Resource               string   `json:"resource"`
 	AuthorizationServers   []string `json:"authorization_servers,omitempty"`
@@ -295,18 +257,18 @@ type resourceMetadata struct {
 // RFC 9728 §3.3 requires the resource to match the URL the document was
 // fetched for.
 func (h *Handler) serveResourceMetadata(w http.ResponseWriter, r *http.Request) {
-	_, u := h.original(r)
-	origin := h.requestScheme(r) + "://" + h.serviceHost(r)
-	resource := origin + strings.TrimPrefix(u.Path, wellKnownResource)
-	servers := h.AuthorizationServers
+	_, u := h.site.Original(r)
+	origin := h.site.Scheme(r) + "://" + h.site.Host(r)
+	resource := origin + strings.TrimPrefix(u.Path, site.WellKnownResource)
+	servers := h.cfg.AuthorizationServers
 	var scopes []string
 	if h.front != nil {
 		// The edge is the authorization server of its own routes.
 		servers = append([]string{origin}, servers...)
 		scopes = h.front.ScopesSupported()
 	}
-	levels := make([]int, 0, h.Level)
-	for l := 1; l <= h.Level; l++ {
+	levels := make([]int, 0, h.cfg.Level)
+	for l := 1; l <= h.cfg.Level; l++ {
 		levels = append(levels, l)
 	}
 	body, _ := json.Marshal(resourceMetadata{

@@ -51,10 +51,10 @@ type responseCheck struct {
 }
 
 func (h *Handler) newResponseCheck(r *http.Request, d *vc.Delegation, msgs []mcp.Message, batch, filter, actions bool) *responseCheck {
-	c := &responseCheck{h: h, host: h.serviceHost(r), d: d, msgs: msgs, batch: batch, filter: filter, era: mcp.HeaderEra(r.Header)}
+	c := &responseCheck{h: h, host: h.site.Host(r), d: d, msgs: msgs, batch: batch, filter: filter, era: mcp.HeaderEra(r.Header)}
 	if actions {
 		c.actions = h.policy.actions
-		c.opts = mcp.ActionOptions{ToolEndpointHost: r.Host, AllowedHosts: h.HandshakeActionHosts, Era: c.era}
+		c.opts = mcp.ActionOptions{ToolEndpointHost: r.Host, AllowedHosts: h.cfg.HandshakeActionHosts, Era: c.era}
 		if d != nil {
 			c.opts.UserDID = d.UserDID
 		}
@@ -110,7 +110,7 @@ func (c *responseCheck) wrap(w http.ResponseWriter, r *http.Request) http.Respon
 	// an encode handler after this one nor the upstream compresses (the
 	// proxy transport negotiates and decodes its own compression).
 	r.Header.Del("Accept-Encoding")
-	c.rw = responseFilter{ResponseWriter: w, check: c, max: int(c.h.MaxResponseSize)}
+	c.rw = responseFilter{ResponseWriter: w, check: c, max: int(c.h.cfg.MaxResponseSize)}
 	return &c.rw
 }
 
@@ -180,7 +180,7 @@ func (c *responseCheck) rewrite(data []byte) ([]byte, error) {
 func (c *responseCheck) failBody(err error) []byte {
 	msg := "mcpi: the upstream response could not be checked and was withheld"
 	if errors.Is(err, errResponseOversize) || errors.Is(err, mcp.ErrEventTooLarge) {
-		msg = fmt.Sprintf("mcpi: the upstream response is larger than max_response_size (%d bytes), so it could not be checked and was withheld; raise max_response_size on this route", c.h.MaxResponseSize)
+		msg = fmt.Sprintf("mcpi: the upstream response is larger than max_response_size (%d bytes), so it could not be checked and was withheld; raise max_response_size on this route", c.h.cfg.MaxResponseSize)
 	}
 	var ids []json.RawMessage
 	for _, m := range c.msgs {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -36,17 +37,17 @@ func (h *Handler) sessionFrom(r *http.Request) (*vc.Delegation, error) {
 // audiences derives another session key and does not get this far; the
 // trust and audience checks here are the second line.)
 func (h *Handler) checkSessionRoute(r *http.Request, d *vc.Delegation) error {
-	if !h.trustsRoot(d.RootIssuer) {
+	if !h.cfg.trustsRoot(d.RootIssuer) {
 		return fmt.Errorf("%w: session's issuer not trusted on this route", vc.ErrUntrustedIssuer)
 	}
 	if len(d.Audience) == 0 {
-		if h.RequireAudience {
+		if h.cfg.RequireAudience {
 			return fmt.Errorf("%w: credential names no audience", vc.ErrAudience)
 		}
 	} else {
-		auds := h.Audiences
+		auds := h.cfg.Audiences
 		if len(auds) == 0 {
-			auds = requestAudiences(h.serviceHost(r))
+			auds = site.Audiences(h.site.Host(r))
 		}
 		ok := false
 		for _, a := range d.Audience {
@@ -59,7 +60,7 @@ func (h *Handler) checkSessionRoute(r *http.Request, d *vc.Delegation) error {
 			return fmt.Errorf("%w: session is for another audience", vc.ErrAudience)
 		}
 	}
-	if !d.HasScopes(h.RequiredScopes...) {
+	if !d.HasScopes(h.cfg.RequiredScopes...) {
 		return fmt.Errorf("%w: session lacks a required scope", vc.ErrMissingScope)
 	}
 	return nil
@@ -67,8 +68,8 @@ func (h *Handler) checkSessionRoute(r *http.Request, d *vc.Delegation) error {
 
 // trustsRoot reports whether this route's trust list accepts iss as the
 // root issuer of a chain (an empty iss only under `trust any`).
-func (h *Handler) trustsRoot(iss string) bool {
-	for _, t := range h.TrustedIssuers {
+func (cfg *Config) trustsRoot(iss string) bool {
+	for _, t := range cfg.TrustedIssuers {
 		if t == AnyIssuer || (iss != "" && t == iss) {
 			return true
 		}
@@ -86,7 +87,7 @@ func (h *Handler) trustsRoot(iss string) bool {
 // session bindings (bindingKey). required_scopes is left out: it is
 // checked on every use (checkSessionRoute), and routes that differ only
 // in it keep sharing sessions. Call it after Provision set the defaults.
-func (h *Handler) acceptancePolicy() string {
+func (cfg *Config) acceptancePolicy() string {
 	set := func(in []string) []string {
 		if len(in) == 0 {
 			return nil // absent and empty are one
@@ -96,13 +97,13 @@ func (h *Handler) acceptancePolicy() string {
 		return slices.Compact(out)
 	}
 	var chainFetchAllow []string
-	if h.ChainFetch != nil {
+	if cfg.ChainFetch != nil {
 		// Fetching on with no prefix is refused by Validate; "on" is
 		// marked so that it never equals off.
-		chainFetchAllow = append([]string{"on"}, set(h.ChainFetch.Allow)...)
+		chainFetchAllow = append([]string{"on"}, set(cfg.ChainFetch.Allow)...)
 	}
 	var contexts []string
-	for u := range h.JSONLDContexts {
+	for u := range cfg.JSONLDContexts {
 		contexts = append(contexts, u)
 	}
 	p := struct {
@@ -122,17 +123,17 @@ func (h *Handler) acceptancePolicy() string {
 		AllowPrivateDIDWeb bool     `json:"private_did_web"`
 		ChainFetch         []string `json:"chain_fetch"`
 	}{
-		Level:               h.Level,
-		Trust:               set(h.TrustedIssuers),
-		Audiences:           set(h.Audiences),
-		RequireAudience:     h.RequireAudience,
-		RequirePresentation: h.RequirePresentation,
+		Level:               cfg.Level,
+		Trust:               set(cfg.TrustedIssuers),
+		Audiences:           set(cfg.Audiences),
+		RequireAudience:     cfg.RequireAudience,
+		RequirePresentation: cfg.RequirePresentation,
 		ChainDepth:          vc.MaxChainDepth,
-		JSONLD:              !h.DisableJSONLD,
+		JSONLD:              !cfg.DisableJSONLD,
 		JSONLDContexts:      set(contexts),
-		ClockSkew:           int64(h.ClockSkew),
-		StatusStaleIfError:  int64(h.StatusStaleIfError),
-		AllowPrivateDIDWeb:  h.AllowPrivateDIDWeb,
+		ClockSkew:           int64(cfg.ClockSkew),
+		StatusStaleIfError:  int64(cfg.StatusStaleIfError),
+		AllowPrivateDIDWeb:  cfg.AllowPrivateDIDWeb,
 		ChainFetch:          chainFetchAllow,
 	}
 	b, _ := json.Marshal(p) // strings, ints and bools only

@@ -20,12 +20,12 @@ import (
 // acceptance gives another one.
 func TestAcceptancePolicy(t *testing.T) {
 	const a, b = "did:web:a.example", "did:web:b.example"
-	base := func() *Handler {
-		return &Handler{Config: Config{Level: 3, TrustedIssuers: []string{a, b}, Audiences: []string{"https://x.example", "did:web:x.example"}}}
+	base := func() *setup {
+		return &setup{Config: Config{Level: 3, TrustedIssuers: []string{a, b}, Audiences: []string{"https://x.example", "did:web:x.example"}}}
 	}
 	policy := base().acceptancePolicy()
-	noAud := &Handler{Config: Config{Level: 3, TrustedIssuers: []string{a}}}
-	emptyAud := &Handler{Config: Config{Level: 3, TrustedIssuers: []string{a}, Audiences: []string{}}}
+	noAud := &Config{Level: 3, TrustedIssuers: []string{a}}
+	emptyAud := &Config{Level: 3, TrustedIssuers: []string{a}, Audiences: []string{}}
 	if noAud.acceptancePolicy() != emptyAud.acceptancePolicy() {
 		t.Error("audiences absent and empty give two policies")
 	}
@@ -34,25 +34,25 @@ func TestAcceptancePolicy(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		mod  func(*Handler)
+		mod  func(*setup)
 		same bool
 	}{
-		{"same config", func(*Handler) {}, true},
-		{"trust in another order", func(h *Handler) { h.TrustedIssuers = []string{b, a} }, true},
-		{"trust repeated", func(h *Handler) { h.TrustedIssuers = []string{a, b, a} }, true},
-		{"audiences in another order", func(h *Handler) { h.Audiences = []string{"did:web:x.example", "https://x.example"} }, true},
-		{"required scopes (checked on use)", func(h *Handler) { h.RequiredScopes = []string{"admin"} }, true},
-		{"session ttl", func(h *Handler) { h.SessionTTL = 1 }, true},
-		{"empty JSON-LD contexts", func(h *Handler) { h.JSONLDContexts = map[string]string{} }, true},
-		{"one issuer fewer", func(h *Handler) { h.TrustedIssuers = []string{a} }, false},
-		{"trust any", func(h *Handler) { h.TrustedIssuers = []string{AnyIssuer} }, false},
-		{"other audiences", func(h *Handler) { h.Audiences = []string{"https://x.example"} }, false},
-		{"audiences from the Host", func(h *Handler) { h.Audiences = nil }, false},
-		{"require_audience", func(h *Handler) { h.RequireAudience = true }, false},
-		{"require_presentation", func(h *Handler) { h.RequirePresentation = true }, false},
-		{"level", func(h *Handler) { h.Level = 2 }, false},
-		{"JSON-LD off", func(h *Handler) { h.DisableJSONLD = true }, false},
-		{"extra JSON-LD context", func(h *Handler) { h.JSONLDContexts = map[string]string{"https://ctx.example/v1": "ctx.json"} }, false},
+		{"same config", func(*setup) {}, true},
+		{"trust in another order", func(c *setup) { c.TrustedIssuers = []string{b, a} }, true},
+		{"trust repeated", func(c *setup) { c.TrustedIssuers = []string{a, b, a} }, true},
+		{"audiences in another order", func(c *setup) { c.Audiences = []string{"did:web:x.example", "https://x.example"} }, true},
+		{"required scopes (checked on use)", func(c *setup) { c.RequiredScopes = []string{"admin"} }, true},
+		{"session ttl", func(c *setup) { c.SessionTTL = 1 }, true},
+		{"empty JSON-LD contexts", func(c *setup) { c.JSONLDContexts = map[string]string{} }, true},
+		{"one issuer fewer", func(c *setup) { c.TrustedIssuers = []string{a} }, false},
+		{"trust any", func(c *setup) { c.TrustedIssuers = []string{AnyIssuer} }, false},
+		{"other audiences", func(c *setup) { c.Audiences = []string{"https://x.example"} }, false},
+		{"audiences from the Host", func(c *setup) { c.Audiences = nil }, false},
+		{"require_audience", func(c *setup) { c.RequireAudience = true }, false},
+		{"require_presentation", func(c *setup) { c.RequirePresentation = true }, false},
+		{"level", func(c *setup) { c.Level = 2 }, false},
+		{"JSON-LD off", func(c *setup) { c.DisableJSONLD = true }, false},
+		{"extra JSON-LD context", func(c *setup) { c.JSONLDContexts = map[string]string{"https://ctx.example/v1": "ctx.json"} }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := base()
@@ -67,8 +67,8 @@ func TestAcceptancePolicy(t *testing.T) {
 func TestDeriveSessionKey(t *testing.T) {
 	stored := bytes.Repeat([]byte{7}, handshake.SessionKeySize)
 	other := bytes.Repeat([]byte{8}, handshake.SessionKeySize)
-	p1 := (&Handler{Config: Config{Level: 3, TrustedIssuers: []string{AnyIssuer}}}).acceptancePolicy()
-	p2 := (&Handler{Config: Config{Level: 3, TrustedIssuers: []string{"did:web:a.example"}}}).acceptancePolicy()
+	p1 := (&Config{Level: 3, TrustedIssuers: []string{AnyIssuer}}).acceptancePolicy()
+	p2 := (&Config{Level: 3, TrustedIssuers: []string{"did:web:a.example"}}).acceptancePolicy()
 	k, err := handshake.DeriveKey(stored, p1)
 	if err != nil || len(k) != handshake.SessionKeySize {
 		t.Fatalf("deriveSessionKey = %x, %v", k, err)
@@ -118,7 +118,7 @@ func TestSessionRootIssuer(t *testing.T) {
 
 	// Sessions made directly, under the route's own key: only a trusted
 	// root issuer is admitted (an empty one only under `trust any`).
-	open := c.l3Handler(t, func(h *Handler) { h.TrustedIssuers = []string{AnyIssuer} })
+	open := c.l3Handler(t, func(c *setup) { c.TrustedIssuers = []string{AnyIssuer} })
 	for _, tc := range []struct {
 		name, root string
 		strict     bool // admitted by h
@@ -143,7 +143,7 @@ func TestSessionRootIssuer(t *testing.T) {
 				r.Header.Set(handshake.HeaderSession, tok)
 				res := serve(t, route.h, r)
 				if res.called != route.want {
-					t.Fatalf("trust %v: admitted %t, want %t (HTTP %d %s)", route.h.TrustedIssuers, res.called, route.want, res.rec.Code, res.rec.Body)
+					t.Fatalf("trust %v: admitted %t, want %t (HTTP %d %s)", route.h.cfg.TrustedIssuers, res.called, route.want, res.rec.Code, res.rec.Body)
 				}
 				if !route.want && decodeErr(t, res.rec).Reason != "untrusted_issuer" {
 					t.Errorf("reason %q, want untrusted_issuer", decodeErr(t, res.rec).Reason)

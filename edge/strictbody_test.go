@@ -16,13 +16,13 @@ const declared = `"_meta":{"io.modelcontextprotocol/clientCapabilities":{"extens
 // a tool policy in the way, and with one.
 var strictRoutes = []struct {
 	name string
-	mod  func(*Handler)
+	mod  func(*setup)
 }{
-	{"request_proof required", func(h *Handler) { h.RequestProof = "required" }},
-	{"require_extension", func(h *Handler) { h.RequireExtension = true }},
-	{"required, require_extension", func(h *Handler) { h.RequestProof, h.RequireExtension = "required", true }},
-	{"tool policy, require_extension", func(h *Handler) { h.Tools, h.ToolDefault, h.RequireExtension = polTools(), "allow", true }},
-	{"tool policy, required", func(h *Handler) { h.Tools, h.ToolDefault, h.RequestProof = polTools(), "allow", "required" }},
+	{"request_proof required", func(c *setup) { c.RequestProof = "required" }},
+	{"require_extension", func(c *setup) { c.RequireExtension = true }},
+	{"required, require_extension", func(c *setup) { c.RequestProof, c.RequireExtension = "required", true }},
+	{"tool policy, require_extension", func(c *setup) { c.Tools, c.ToolDefault, c.RequireExtension = polTools(), "allow", true }},
+	{"tool policy, required", func(c *setup) { c.Tools, c.ToolDefault, c.RequestProof = polTools(), "allow", "required" }},
 }
 
 // post26 makes r a 2026-07-28 request whose headers name method.
@@ -92,7 +92,7 @@ func TestAmbiguousBodyNeverExempt(t *testing.T) {
 // refused.
 func TestAmbiguousBodyOnPlainRoute(t *testing.T) {
 	f := newFixture(t)
-	h := f.handler(t, func(h *Handler) { h.RequestProof = "off" })
+	h := f.handler(t, func(c *setup) { c.RequestProof = "off" })
 	body := `{"jsonrpc":"2.0","id":1,"method":"ping","Method":"tools/call","params":{"name":"x","arguments":{},` + meta2026 + `}}`
 	if res := polServe(t, h, polPost(strings.Replace(body, ","+meta2026, "", 1), f.jwt(t, nil)), nil); !res.called {
 		t.Errorf("2025 on a plain route: HTTP %d %s", res.rec.Code, res.rec.Body)
@@ -115,7 +115,7 @@ func TestRequireExtensionBatch(t *testing.T) {
 	decl := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{},` + declared + `}}`
 	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
 	for _, mode := range []string{"", "optional", "off"} {
-		h := f.handler(t, func(h *Handler) { h.RequestProof, h.RequireExtension = mode, true })
+		h := f.handler(t, func(c *setup) { c.RequestProof, c.RequireExtension = mode, true })
 		for _, batch := range []string{"[" + undeclared + "]", "[" + ping + "," + undeclared + "]", "[" + decl + "," + undeclared + "]"} {
 			res := polServe(t, h, polPost(batch, tok), nil)
 			rtNotForwarded(t, res, "mode "+mode+" "+batch)
@@ -129,7 +129,7 @@ func TestRequireExtensionBatch(t *testing.T) {
 			}
 		}
 	}
-	h := f.handler(t, func(h *Handler) { h.RequestProof, h.RequireExtension = "required", true })
+	h := f.handler(t, func(c *setup) { c.RequestProof, c.RequireExtension = "required", true })
 	batch := "[" + signed(t, f.agent, testAudience, decl) + "]"
 	res := polServe(t, h, polPost(batch, tok), nil)
 	rtNotForwarded(t, res, "required, batch")

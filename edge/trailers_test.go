@@ -23,7 +23,7 @@ func TestIdentityTrailersStripped(t *testing.T) {
 		{name: "body carriers on (body read and restored)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := f.handler(t, func(h *Handler) { h.Carriers = tc.carriers })
+			h := f.handler(t, func(c *setup) { c.Carriers = tc.carriers })
 			var got http.Header
 			var called bool
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
+	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 )
 
 // TestHostDerivedDocumentsVaryHost (review 2, G2): a cacheable document the
@@ -31,9 +32,9 @@ func TestHostDerivedDocumentsVaryHost(t *testing.T) {
 		path string
 		vary bool
 	}{
-		{"resource metadata", f.handler(t, nil), wellKnownResource, true},
-		{"/.well-known/mcp, DID from the Host", f.handler(t, func(h *Handler) { h.RequestProof = "required" }), wellKnownMCP, true},
-		{"/.well-known/mcp, edge_did set", f.handler(t, func(h *Handler) { h.RequestProof = "required"; h.EdgeDID = "did:web:edge.example" }), wellKnownMCP, false},
+		{"resource metadata", f.handler(t, nil), site.WellKnownResource, true},
+		{"/.well-known/mcp, DID from the Host", f.handler(t, func(c *setup) { c.RequestProof = "required" }), wellKnownMCP, true},
+		{"/.well-known/mcp, edge_did set", f.handler(t, func(c *setup) { c.RequestProof = "required"; c.EdgeDID = "did:web:edge.example" }), wellKnownMCP, false},
 		{"jwks.json", f.l2Handler(t, nil, nil), identity.JWKSPath, true},
 		{"did.json", f.l2Handler(t, nil, nil), "/.well-known/did.json", true},
 		{"mcp-i.json", f.l3Handler(t, nil), wellKnownMCPI, false},

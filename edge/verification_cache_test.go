@@ -23,8 +23,8 @@ func TestVerificationCache(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, reg := obsContext(t)
-			h, _ := obsHandler(t, ctx, f, func(h *Handler) {
-				h.VerificationCacheSize = tc.size
+			h, _ := obsHandler(t, ctx, f, func(c *setup) {
+				c.VerificationCacheSize = tc.size
 			})
 			for i := 0; i < 2; i++ {
 				r := newRequest(http.MethodPost, "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/mcp/extension"
 )
 
@@ -63,7 +64,7 @@ func (h *Handler) serveWellKnownMCP(w http.ResponseWriter, r *http.Request) bool
 		ClockSkewSeconds:    clockSkewSeconds(h.proofs.Skew()),
 		Extensions:          map[string]map[string]any{extension.ID: extension.ServerSettings(h.proofs.RequiresExtension())},
 	})
-	if h.EdgeDID == "" { // the DID and the audience are the Host's
+	if h.cfg.EdgeDID == "" { // the DID and the audience are the Host's
 		varyHost(w)
 	}
 	writeJSON(w, http.StatusOK, body, "public, max-age=300")
@@ -80,8 +81,8 @@ func clockSkewSeconds(d time.Duration) int {
 // edgeDIDFor is the edge's DID for r: edge_did, else did:web of the Host,
 // as the Level 2 identity (edge/identity) derives it.
 func (h *Handler) edgeDIDFor(r *http.Request) string {
-	if h.EdgeDID != "" {
-		return h.EdgeDID
+	if h.cfg.EdgeDID != "" {
+		return h.cfg.EdgeDID
 	}
-	return requestAudiences(h.serviceHost(r))[0]
+	return site.Audiences(h.site.Host(r))[0]
 }

@@ -15,15 +15,15 @@ func TestWellKnownMCP(t *testing.T) {
 	f := newFixture(t)
 	for _, c := range []struct {
 		name     string
-		mod      func(*Handler)
+		mod      func(*setup)
 		served   bool
 		did, aud string
 		required bool
 	}{
 		{"default", nil, false, "", "", false},
-		{"required proofs", func(h *Handler) { h.RequestProof = "required" }, true, testAudience, testAudience, false},
-		{"require_extension", func(h *Handler) { h.RequireExtension = true; h.EdgeDID = "did:web:edge.example" }, true, "did:web:edge.example", "did:web:edge.example", true},
-		{"sign", func(h *Handler) { h.Level = 2; h.ResponseProof = "sign"; h.EdgeDID = "did:web:edge.example" }, true, "did:web:edge.example", "did:web:edge.example", false},
+		{"required proofs", func(c *setup) { c.RequestProof = "required" }, true, testAudience, testAudience, false},
+		{"require_extension", func(c *setup) { c.RequireExtension = true; c.EdgeDID = "did:web:edge.example" }, true, "did:web:edge.example", "did:web:edge.example", true},
+		{"sign", func(c *setup) { c.Level = 2; c.ResponseProof = "sign"; c.EdgeDID = "did:web:edge.example" }, true, "did:web:edge.example", "did:web:edge.example", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := f.handler(t, c.mod)

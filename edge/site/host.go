@@ -1,4 +1,4 @@
-package edge
+package site
 
 import (
 	"net"
@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// serviceHost is the name the edge answers r under, for every identifier
+// Host is the name the edge answers r under, for every identifier
 // it derives from the request (audiences, its own did:web DID, the URLs it
 // publishes, per-Host caches): the Host, lower-cased, with the port of the
 // listener that took the connection. Host matchers (Caddy's among them)
@@ -18,8 +18,8 @@ import (
 // and a request through a proxy the host trusts keeps the Host the proxy
 // forwarded (the listener's port is not the public one there), as does any
 // request whose listener is not known.
-func (h *Handler) serviceHost(r *http.Request) string {
-	return serviceHost(r, h.hooks.TrustedProxy != nil && h.hooks.TrustedProxy(r))
+func (s *Site) Host(r *http.Request) string {
+	return serviceHost(r, s.viaTrustedProxy(r))
 }
 
 func serviceHost(r *http.Request, viaTrustedProxy bool) string {
