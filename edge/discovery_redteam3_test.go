@@ -2,6 +2,7 @@ package edge
 
 import (
 	"encoding/json"
+	"github.com/mcpi-edge/caddy-mcpi/edge/wellknown"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -18,7 +19,7 @@ import (
 func hostUpstream(t *testing.T, docs map[string]map[string]string) *fakeUpstream {
 	up := newFakeUpstream(t, defaultHandshakePath, defaultVerifyPath)
 	up.override = func(w http.ResponseWriter, r *http.Request) bool {
-		if r.URL.Path != wellKnownMCPI {
+		if r.URL.Path != wellknown.WellKnownMCPI {
 			return false
 		}
 		up.reqs <- recordedReq{Path: r.URL.Path, Header: r.Header.Clone()}

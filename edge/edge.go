@@ -28,6 +28,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/proof"
 	"github.com/mcpi-edge/caddy-mcpi/edge/site"
+	"github.com/mcpi-edge/caddy-mcpi/edge/wellknown"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -109,6 +110,8 @@ type Handler struct {
 	hooks Hooks
 	// site derives the names the edge answers r under (edge/site).
 	site *site.Site
+	// docs are the documents the edge serves (edge/wellknown).
+	docs *wellknown.Documents
 
 	ident  *identity.Identity // nil below level 2
 	l3     level3
@@ -183,6 +186,9 @@ func (h *Handler) init() error {
 // build applies the defaults and builds every part, in dependency order.
 func (h *Handler) build() error {
 	h.cfg.applyDefaults()
+	// Filled in last; Level 2's did.json asks it for the handshake's
+	// service entries.
+	h.docs = &wellknown.Documents{Site: h.site}
 	if err := h.provisionObservability(); err != nil {
 		return err
 	}
@@ -235,6 +241,7 @@ func (h *Handler) build() error {
 		return err
 	}
 	h.provisionProofs()
+	h.provisionDocuments()
 	return h.provisionPolicy()
 }
 

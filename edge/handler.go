@@ -24,18 +24,10 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	// The ancestors of a chain are read now and never travel on.
 	chain := h.carriers.TakeChain(r)
 
-	// 2. The RFC 9728 document is how a client learns what to present, so
-	// it needs no credential.
-	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && site.IsResourceMetadataPath(r.URL.Path) {
-		h.serveResourceMetadata(w, r)
-		return nil
-	}
-	// The KYA-OS server document (wellknown_mcp.go) needs none either.
-	if h.serveWellKnownMCP(w, r) {
-		return nil
-	}
-	if handled, err := h.serveIdentityDocuments(w, r); handled {
-		return err
+	// 2. The edge's documents (edge/wellknown) are how a client learns
+	// what to present, so they need no credential.
+	if handled, err := h.docs.Serve(w, r); handled {
+		return documentError(err)
 	}
 	// 2b. The front door (frontdoor.go): OAuth metadata, registration,
 	// consent, tokens, revocation and the users' DID documents.

@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"errors"
 	"net/http"
 
 	"go.uber.org/zap"
@@ -68,34 +67,12 @@ func (h *Handler) provisionIdentity() error {
 		identity.WithScheme(h.site.Scheme),
 		identity.WithUpstreamHeader(h.hooks.UpstreamHeader),
 		// At level 3 the did.json also announces the handshake endpoints.
-		identity.WithServices(h.handshakeServices))
+		identity.WithServices(h.docs.Services))
 	if err != nil {
 		return err
 	}
 	h.ident = id
 	return nil
-}
-
-// serveIdentityDocuments answers the edge's JWKS and did.json (Level 2 and
-// 3) and reports whether it did.
-func (h *Handler) serveIdentityDocuments(w http.ResponseWriter, r *http.Request) (handled bool, err error) {
-	if h.ident == nil {
-		return false, nil
-	}
-	body, handled, err := h.ident.WellKnown(r)
-	switch {
-	case !handled:
-		return false, nil
-	case errors.Is(err, identity.ErrNoHost):
-		return true, httpError(http.StatusBadRequest, err)
-	case err != nil:
-		return true, httpError(http.StatusInternalServerError, identity.ErrUnavailable)
-	}
-	// The DID, key ids and handshake URLs are the Host's unless edge_did
-	// fixes the DID; even then a level 3 did.json names the Host's URLs.
-	varyHost(w)
-	writeJSON(w, http.StatusOK, body, "public, max-age=60")
-	return true, nil
 }
 
 // closeIdentity stops Level 2's background work.

@@ -54,10 +54,7 @@ func (h *Handler) signedChallenge(w http.ResponseWriter, r *http.Request, batch 
 	// The challenge holds resultType besides content: like any such result
 	// it is signed under the envelope profile, which binds all of it.
 	s.Envelope = true
-	aud, err := h.callerAudience(r, d)
-	if err != nil {
-		return nil, false
-	}
+	aud := h.callerAudience(r, d)
 	result, err := s.SignChallenge(m.Raw, aud, kyaos.Challenge{
 		Tool: tool, ScopeID: dec.Missing[0], Scopes: dec.Missing,
 		AuthorizationURL: link, ResumeToken: token, ExpiresAt: exp.Unix(),
@@ -96,10 +93,7 @@ func (h *Handler) signedDenial(w http.ResponseWriter, r *http.Request, batch boo
 		return nil, false
 	}
 	s.Envelope = h.proofs.SignsEnvelope() || !kyaos.ContentOnly(result)
-	aud, err := h.callerAudience(r, d)
-	if err != nil {
-		return nil, false
-	}
+	aud := h.callerAudience(r, d)
 	signed, err := s.SignResult(result, m.Raw, aud, kyaos.ResponseMeta{Outcome: kyaos.OutcomeDenied, Reason: reason}, time.Now().Unix())
 	if err != nil {
 		return nil, false
@@ -110,9 +104,9 @@ func (h *Handler) signedDenial(w http.ResponseWriter, r *http.Request, batch boo
 
 // callerAudience is the audience of the edge's response proofs: the
 // caller's DID (§9.7), else the route's.
-func (h *Handler) callerAudience(r *http.Request, d *vc.Delegation) (string, error) {
+func (h *Handler) callerAudience(r *http.Request, d *vc.Delegation) string {
 	if d != nil && d.AgentDID != "" {
-		return d.AgentDID, nil
+		return d.AgentDID
 	}
 	return h.proofAudience(r)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
 	"github.com/mcpi-edge/caddy-mcpi/edge/site"
+	"github.com/mcpi-edge/caddy-mcpi/edge/wellknown"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -327,7 +328,7 @@ func (cfg *Config) validateLevel3() error {
 		if !strings.HasPrefix(p, "/") || strings.ContainsAny(p, "?# \t") {
 			return fmt.Errorf("mcpi: handshake path %q must be an absolute path", p)
 		}
-		if p == wellKnownMCPI || site.IsResourceMetadataPath(p) {
+		if p == wellknown.WellKnownMCPI || site.IsResourceMetadataPath(p) {
 			return fmt.Errorf("mcpi: handshake path %q is reserved", p)
 		}
 	}
@@ -381,9 +382,6 @@ func (h *Handler) serveLevel3(w http.ResponseWriter, r *http.Request, next Next,
 	}
 	p := r.URL.Path
 	switch {
-	case p == wellKnownMCPI && (r.Method == http.MethodGet || r.Method == http.MethodHead):
-		h.serveMCPIDocument(w, r)
-		return true, nil
 	case p == h.l3.hsPath || p == h.l3.vfPath:
 		if r.Method == http.MethodPost {
 			return h.serveHandshakeCall(w, r, next, chain)
@@ -433,4 +431,11 @@ type routeSessions struct{ l *level3 }
 
 func (s routeSessions) IssueSession(ctx context.Context, d *vc.Delegation, agentDID string) (string, time.Time, error) {
 	return s.l.sessions.IssueSession(ctx, d, agentDID)
+}
+
+// ValidEndpoint checks a handshake_endpoint or verify_endpoint setting: a
+// path, or an absolute http(s) URL.
+func ValidEndpoint(s string) error {
+	_, err := handshake.ParseEndpoint(s)
+	return err
 }

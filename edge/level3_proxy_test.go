@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
+	"github.com/mcpi-edge/caddy-mcpi/edge/wellknown"
 )
 
 // TestProxyThroughRoute: handshake proxy with the endpoints discovered from
@@ -31,7 +32,7 @@ func TestProxyThroughRoute(t *testing.T) {
 	r.Header.Set("Accept-Encoding", "gzip")
 	rec, _ := l3Serve(t, h, r, next)
 	got := up.drain()
-	if len(got) != 2 || got[0].Path != wellKnownMCPI || got[1].Path != "/rpc/hs" || string(got[1].Body) != string(body) {
+	if len(got) != 2 || got[0].Path != wellknown.WellKnownMCPI || got[1].Path != "/rpc/hs" || string(got[1].Body) != string(body) {
 		t.Fatalf("upstream got %+v", got)
 	}
 	if got[1].Header.Get("X-Agent-Did") != "" {
@@ -211,7 +212,7 @@ func TestProxyDiscoveryDID(t *testing.T) {
 	if rep.Error != nil || rep.Header.Get("X-Upstream") != "verify" {
 		t.Fatalf("verify: %s", rep.Raw)
 	}
-	if got := route.drain(); len(got) != 1 || got[0].Path != wellKnownMCPI {
+	if got := route.drain(); len(got) != 1 || got[0].Path != wellknown.WellKnownMCPI {
 		t.Errorf("route got %+v, want only the mcp-i.json probe", got)
 	}
 	got := up.drain()
@@ -237,7 +238,7 @@ func TestProxyDiscoveryUpstreamOrigin(t *testing.T) {
 	if rep.Error != nil || !rep.Next {
 		t.Fatalf("verify: %s", rep.Raw)
 	}
-	if got := origin.drain(); len(got) != 1 || got[0].Path != wellKnownMCPI {
+	if got := origin.drain(); len(got) != 1 || got[0].Path != wellknown.WellKnownMCPI {
 		t.Errorf("origin got %+v, want only the mcp-i.json", got)
 	}
 	if got := route.drain(); len(got) != 2 || got[0].Path != "/rpc/hs" || got[1].Path != "/rpc/vf" {

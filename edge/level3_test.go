@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
+	"github.com/mcpi-edge/caddy-mcpi/edge/wellknown"
 	"github.com/mcpi-edge/caddy-mcpi/internal/redistest"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
@@ -510,7 +511,7 @@ func TestMCPIDocument(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := f.l3Handler(t, tc.mod)
-			rec, called := l3Serve(t, h, newRequest(http.MethodGet, wellKnownMCPI, ""), nil)
+			rec, called := l3Serve(t, h, newRequest(http.MethodGet, wellknown.WellKnownMCPI, ""), nil)
 			if called || rec.Code != http.StatusOK {
 				t.Fatalf("called=%t %d", called, rec.Code)
 			}
@@ -526,27 +527,8 @@ func TestMCPIDocument(t *testing.T) {
 	}
 	// Below level 3 the document is the upstream's business.
 	h := f.handler(t, nil)
-	if _, called := l3Serve(t, h, newRequest(http.MethodGet, wellKnownMCPI, ""), nil); called {
+	if _, called := l3Serve(t, h, newRequest(http.MethodGet, wellknown.WellKnownMCPI, ""), nil); called {
 		t.Error("level 1 answered mcp-i.json without a credential")
-	}
-}
-
-func TestHandshakeServices(t *testing.T) {
-	f := newFixture(t)
-	h := f.l3Handler(t, nil)
-	r := newRequest(http.MethodGet, "/.well-known/did.json", "")
-	svcs := h.handshakeServices(r, "did:web:mcp.example.com")
-	if len(svcs) != 1 {
-		t.Fatalf("services %+v", svcs)
-	}
-	s := svcs[0]
-	ep, _ := s.ServiceEndpoint.(map[string]string)
-	if s.ID != "did:web:mcp.example.com#mcp-i" || s.Type != "mcp-i" ||
-		ep["handshake"] != "http://mcp.example.com/api/mcp/handshake" || ep["verify"] != "http://mcp.example.com/api/mcp/verify" {
-		t.Errorf("service %+v", s)
-	}
-	if got := f.handler(t, nil).handshakeServices(r, "did:web:x"); got != nil {
-		t.Errorf("level 1 services %+v", got)
 	}
 }
 

@@ -12,7 +12,9 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
+	"github.com/mcpi-edge/caddy-mcpi/edge/internal/reply"
 	"github.com/mcpi-edge/caddy-mcpi/edge/site"
+	"github.com/mcpi-edge/caddy-mcpi/edge/wellknown"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
@@ -145,6 +147,19 @@ func hostError(err error) error {
 	return err
 }
 
+// documentError maps a failure to serve one of the edge's documents to
+// the status the host answers with.
+func documentError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, wellknown.ErrNoHost):
+		return httpError(http.StatusBadRequest, err)
+	default:
+		return httpError(http.StatusInternalServerError, wellknown.ErrUnavailable)
+	}
+}
+
 // errorBody is the JSON body of a rejection (RFC 6750 §3 names).
 type errorBody struct {
 	Error            string   `json:"error"`
@@ -226,60 +241,10 @@ func quoteEscape(s string) string {
 	return b.String()
 }
 
-// varyHost marks a cacheable answer whose body is derived from the Host
-// (serviceHost): a shared cache must not serve one Host's document, its
-// DID or resource URL, to a request for another.
-func varyHost(w http.ResponseWriter) { w.Header().Add("Vary", "Host") }
+// varyHost and writeJSON are edge/internal/reply's, for the handler's own
+// answers.
+func varyHost(w http.ResponseWriter) { reply.VaryHost(w) }
 
 func writeJSON(w http.ResponseWriter, status int, body []byte, cacheControl string) {
-	hdr := w.Header()
-	hdr.Set("Content-Type", "application/json")
-	hdr.Set("X-Content-Type-Options", "nosniff")
-	if cacheControl != "" {
-		hdr.Set("Cache-Control", cacheControl)
-	}
-	w.WriteHeader(status)
-	_, _ = w.Write(body) // a write error means the client left; nothing to do
-}
-
-// RFC 9728 protected resource metadata.
-
-type resourceMetadata struct {
-	Resource               string   `json:"resource"`
-	AuthorizationServers   []string `json:"authorization_servers,omitempty"`
-	ScopesSupported        []string `json:"scopes_supported,omitempty"`
-	BearerMethodsSupported []string `json:"bearer_methods_supported"`
-	MCPILevelsSupported    []int    `json:"mcpi_levels_supported"`
-}
-
-// serveResourceMetadata answers the RFC 9728 document. The resource is the
-// origin of the request; for the per-path form it is origin + path, because
-// RFC 9728 §3.3 requires the resource to match the URL the document was
-// fetched for.
-func (h *Handler) serveResourceMetadata(w http.ResponseWriter, r *http.Request) {
-	_, u := h.site.Original(r)
-	origin := h.site.Scheme(r) + "://" + h.site.Host(r)
-	resource := origin + strings.TrimPrefix(u.Path, site.WellKnownResource)
-	servers := h.cfg.AuthorizationServers
-	var scopes []string
-	if h.front != nil {
-		// The edge is the authorization server of its own routes.
-		servers = append([]string{origin}, servers...)
-		scopes = h.front.ScopesSupported()
-	}
-	levels := make([]int, 0, h.cfg.Level)
-	for l := 1; l <= h.cfg.Level; l++ {
-		levels = append(levels, l)
-	}
-	body, _ := json.Marshal(resourceMetadata{
-		Resource:               resource,
-		AuthorizationServers:   servers,
-		ScopesSupported:        scopes,
-		BearerMethodsSupported: []string{"header"},
-		MCPILevelsSupported:    levels,
-	})
-	// Public and the same for every client of a Host, but short-lived so a
-	// config change shows up quickly.
-	varyHost(w)
-	writeJSON(w, http.StatusOK, body, "public, max-age=300")
+	reply.JSON(w, status, body, cacheControl)
 }

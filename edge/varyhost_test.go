@@ -6,6 +6,7 @@ import (
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
 	"github.com/mcpi-edge/caddy-mcpi/edge/site"
+	"github.com/mcpi-edge/caddy-mcpi/edge/wellknown"
 )
 
 // TestHostDerivedDocumentsVaryHost (review 2, G2): a cacheable document the
@@ -33,11 +34,11 @@ func TestHostDerivedDocumentsVaryHost(t *testing.T) {
 		vary bool
 	}{
 		{"resource metadata", f.handler(t, nil), site.WellKnownResource, true},
-		{"/.well-known/mcp, DID from the Host", f.handler(t, func(c *setup) { c.RequestProof = "required" }), wellKnownMCP, true},
-		{"/.well-known/mcp, edge_did set", f.handler(t, func(c *setup) { c.RequestProof = "required"; c.EdgeDID = "did:web:edge.example" }), wellKnownMCP, false},
+		{"/.well-known/mcp, DID from the Host", f.handler(t, func(c *setup) { c.RequestProof = "required" }), wellknown.WellKnownMCP, true},
+		{"/.well-known/mcp, edge_did set", f.handler(t, func(c *setup) { c.RequestProof = "required"; c.EdgeDID = "did:web:edge.example" }), wellknown.WellKnownMCP, false},
 		{"jwks.json", f.l2Handler(t, nil, nil), identity.JWKSPath, true},
 		{"did.json", f.l2Handler(t, nil, nil), "/.well-known/did.json", true},
-		{"mcp-i.json", f.l3Handler(t, nil), wellKnownMCPI, false},
+		{"mcp-i.json", f.l3Handler(t, nil), wellknown.WellKnownMCPI, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			body, hdr := get(t, c.h, c.path, "")

@@ -1,0 +1,43 @@
+package edge
+
+import (
+	"net/http"
+
+	"github.com/mcpi-edge/caddy-mcpi/edge/wellknown"
+)
+
+// provisionDocuments fills in the documents the edge serves, once the
+// parts they describe are built.
+func (h *Handler) provisionDocuments() {
+	d := h.docs
+	d.Resource = wellknown.Resource{Level: h.cfg.Level, AuthorizationServers: h.cfg.AuthorizationServers}
+	if h.front != nil {
+		d.Resource.FrontDoorScopes = h.front.ScopesSupported
+	}
+	if h.proofs.Enforces() {
+		d.MCP = &wellknown.MCP{
+			EdgeDID:           h.cfg.EdgeDID,
+			Audience:          h.proofAudience,
+			Proof:             h.proofs.Enabled(),
+			ResponseProof:     h.proofs.SignsResponses(),
+			RequiresExtension: h.proofs.RequiresExtension(),
+			Skew:              h.proofs.Skew(),
+		}
+	}
+	d.Identity = h.ident
+	if h.l3.enabled {
+		d.Handshake = &wellknown.Handshake{HandshakePath: h.l3.hsPath, VerifyPath: h.l3.vfPath, Methods: h.l3.service.SupportedMethods()}
+	}
+}
+
+// proofAudience is the DID a request proof must name: upstream_did, else
+// edge_did, else did:web of the Host.
+func (h *Handler) proofAudience(r *http.Request) string {
+	if h.cfg.UpstreamDID != "" {
+		return h.cfg.UpstreamDID
+	}
+	if h.cfg.EdgeDID != "" {
+		return h.cfg.EdgeDID
+	}
+	return h.proofHostDID.of(h.site.Host(r))
+}
