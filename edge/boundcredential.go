@@ -11,6 +11,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/dpop"
+	"github.com/mcpi-edge/caddy-mcpi/edge/refusal"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -98,9 +99,10 @@ func dpopRejection(err error) (rejection, bool) {
 	return rej, true
 }
 
-// dpopChallenge is the DPoP WWW-Authenticate challenge of rej.
-func dpopChallenge(rej rejection) string {
-	return `DPoP error="` + rej.dpopError + `", error_description="` + quoteEscape(rej.tag) + `", algs="` + dpopAlgs + `"`
+// dpopChallenge is the DPoP WWW-Authenticate challenge of a refused
+// DPoP-bound credential.
+func dpopChallenge(o *refusal.OAuth, reason string) string {
+	return `DPoP error="` + o.DPoPError + `", error_description="` + quoteEscape(reason) + `", algs="` + dpopAlgs + `"`
 }
 
 // dpopReplayStore keeps the proofs' jti markers in the nonce store: as

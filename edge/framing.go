@@ -5,11 +5,8 @@ import (
 	"net/http"
 	"strings"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
-	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
+	"github.com/mcpi-edge/caddy-mcpi/edge/refusal"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 )
 
@@ -22,14 +19,15 @@ import (
 // tool in the headers. It reuses the body the carriers read (found.Body);
 // a body they did not read is read here once and left in found.Body for the
 // policy. A 2025 request costs a header lookup and a byte search.
-func (h *Handler) checkFraming(w http.ResponseWriter, r *http.Request, found *carrier.Found, rb *rpcBody) (handled bool, err error) {
+func (h *Handler) checkFraming(w http.ResponseWriter, r *http.Request, found *carrier.Found, rb *rpcBody) error {
 	if !strings.EqualFold(r.Method, http.MethodPost) || !mcp.NeedsFraming(r.Header, found.Body) {
-		return false, nil
+		return nil
 	}
 	body := found.Body
 	if body == nil && hasRequestBody(r) && mcp.HeaderEra(r.Header) == mcp.Era2026 {
+		var err error
 		if body, err = carrier.ReadBody(w, r, h.cfg.MaxBodySize); err != nil {
-			return true, h.reject(w, r, err, nil)
+			return err
 		}
 		found.Body = body
 	}
@@ -46,8 +44,7 @@ func (h *Handler) checkFraming(w http.ResponseWriter, r *http.Request, found *ca
 	}
 	msgs, batch, perr := read()
 	if errors.Is(perr, mcp.ErrAmbiguous) {
-		h.writeAmbiguous(w, r, perr)
-		return true, nil
+		return ambiguous(perr)
 	}
 	if perr != nil {
 		msgs, batch = nil, false
@@ -59,21 +56,18 @@ func (h *Handler) checkFraming(w http.ResponseWriter, r *http.Request, found *ca
 		ferr = h.checkParamHeaders(r, msgs[0])
 	}
 	if ferr != nil {
-		h.refuseFraming(w, r, msgs, ferr)
-		return true, nil
+		return framingRefusal(msgs, ferr)
 	}
-	return false, nil
+	return nil
 }
 
-// refuseFraming answers a request whose framing CheckFraming refused.
-func (h *Handler) refuseFraming(w http.ResponseWriter, r *http.Request, msgs []mcp.Message, err error) {
+// framingRefusal answers a request whose framing CheckFraming refused.
+func framingRefusal(msgs []mcp.Message, err error) *refusal.Refusal {
 	var id []byte
 	if len(msgs) == 1 {
 		id = msgs[0].ID
 	}
-	h.obs.Decision(r, observe.Decision{Outcome: "rejected", Reason: "header_mismatch", Status: http.StatusBadRequest})
-	if c := h.logger.Check(zapcore.DebugLevel, "request refused: MCP framing headers"); c != nil {
-		c.Write(zap.Error(err))
-	}
-	writeJSON(w, http.StatusBadRequest, mcp.ErrorResponse(id, mcp.ErrorCode(err), err.Error()), "no-store")
+	rf := refusal.JSONRPC(http.StatusBadRequest, "header_mismatch", id, mcp.ErrorCode(err), err.Error(), err)
+	rf.Log = "request refused: MCP framing headers"
+	return rf
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/authserver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/dpop"
+	"github.com/mcpi-edge/caddy-mcpi/edge/refusal"
 	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
@@ -255,8 +256,9 @@ func (h *Handler) stepUpScope(msgs []mcp.Message, batch bool, decisions []mcp.De
 	return strings.Join(scopes, " "), true
 }
 
-func (h *Handler) stepUp(w http.ResponseWriter, r *http.Request, scope string) {
-	h.writeRejection(w, r, rejection{status: http.StatusForbidden, code: "insufficient_scope",
-		description: "the delegation lacks a scope this tool needs: authorize again with the scopes named in WWW-Authenticate",
-		scope:       scope, challenge: true, tag: "insufficient_scope"})
+// stepUp is the refusal asking an OAuth client to authorize scope.
+func stepUp(scope string) *refusal.Refusal {
+	return &refusal.Refusal{Status: http.StatusForbidden, Reason: "insufficient_scope", OAuth: &refusal.OAuth{Code: "insufficient_scope",
+		Description: "the delegation lacks a scope this tool needs: authorize again with the scopes named in WWW-Authenticate",
+		Scope:       scope, Challenge: true}}
 }

@@ -4,9 +4,6 @@ import (
 	"net/http"
 	"sync"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/site"
@@ -40,71 +37,74 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 
 	// 3. An MCP POST is JSON (mediatype.go); then every enabled carrier.
 	if notJSONPost(r) {
-		return h.reject(w, r, errNotJSONMediaType, nil)
+		return h.refuse(w, r, errNotJSONMediaType, nil)
 	}
 	found, err := h.carriers.Find(w, r)
 	if err != nil && (h.policy.pol == nil || err != carrier.ErrBodyNotJSON) {
 		// A tool policy reads every body and refuses what is not JSON
 		// itself (its 400 or 415), after the credential.
-		return h.reject(w, r, err, nil)
+		return h.refuse(w, r, err, nil)
 	}
 	// The one strict reading of the JSON-RPC body, shared by every step
 	// that decides on it (rpcbody.go).
 	var rb rpcBody
 	// MCP framing (2026-07-28): headers that disagree with the body stop
 	// here, before any credential or policy decision.
-	if handled, err := h.checkFraming(w, r, &found, &rb); handled {
-		return err
+	if err := h.checkFraming(w, r, &found, &rb); err != nil {
+		return h.refuse(w, r, err, nil)
 	}
 	if found.Conflicting() {
-		return h.reject(w, r, carrier.ErrConflict, &found.Credentials[0])
+		return h.refuse(w, r, carrier.ErrConflict, &found.Credentials[0])
 	}
 	if found.ForeignBearer && h.cfg.NonDelegationBearer == BearerReject {
-		return h.reject(w, r, carrier.ErrForeignBearer, nil)
+		return h.refuse(w, r, carrier.ErrForeignBearer, nil)
 	}
 	// KYA-OS (kyaos.go): the declaration gate comes before admission.
 	body, err := h.proofBody(w, r, &found)
 	if err != nil {
-		return h.reject(w, r, err, nil)
+		return h.refuse(w, r, err, nil)
 	}
 	rb.use(body)
-	if h.refuseAmbiguous(w, r, &rb) || h.negotiate(w, r, &rb) {
-		return nil
+	if err := h.checkAmbiguous(&rb); err != nil {
+		return h.refuse(w, r, err, nil)
+	}
+	if err := h.negotiate(r, &rb); err != nil {
+		return h.refuse(w, r, err, nil)
 	}
 	// 4. Without a credential, only an edge-issued handshake session admits.
 	var d *vc.Delegation
 	var cred *carrier.Credential
-	var proved, handled bool
+	var proved bool
 	if len(found.Credentials) == 0 {
 		d, err = h.sessionDelegation(r)
 		if err != nil {
-			return h.reject(w, r, err, nil)
+			return h.refuse(w, r, err, nil)
 		}
 		if d == nil {
 			if h.admitAnonymous(r, &rb) {
 				// request_proof holds for anonymous tools too.
-				if _, handled = h.admitProof(w, r, &rb, nil); handled {
-					return nil
+				if _, err := h.admitProof(r, &rb, nil); err != nil {
+					return h.refuse(w, r, err, nil)
 				}
 				return h.serveProved(w, r, next, nil, &rb, observe.Decision{Outcome: "admitted", Reason: "anonymous", Status: http.StatusOK})
 			}
-			return h.reject(w, r, carrier.ErrNoCredential, nil)
+			return h.refuse(w, r, carrier.ErrNoCredential, nil)
 		}
 	} else {
 		// 5. One verification path for every carrier and format.
 		cred = &found.Credentials[0]
 		if d, err = h.verify(r, cred.Raw, chain); err != nil {
-			return h.reject(w, r, err, cred)
+			return h.refuse(w, r, err, cred)
 		}
 		// A DPoP-bound credential, only with its proof (boundcredential.go).
 		if err = h.checkBinding(r, cred, d); err != nil {
-			return h.reject(w, r, err, cred)
+			return h.refuse(w, r, err, cred)
 		}
 	}
 	// The request proof, bound to the credential's (or the handshake
 	// session's) subject.
-	if proved, handled = h.admitProof(w, r, &rb, d); handled {
-		return nil
+	if proved, err = h.admitProof(r, &rb, d); err != nil {
+		return h.refuse(w, r, err, nil)
 	}
 
 	// 6. The credential was for the edge; it does not travel on (unless
@@ -121,7 +121,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 
 	if h.ident != nil {
 		if err := h.ident.Inject(r, d); err != nil {
-			return h.reject(w, r, err, cred)
+			return h.refuse(w, r, err, cred)
 		}
 	}
 
@@ -144,13 +144,14 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 // denied tools/call, or a body it could not read), so that a denial is
 // not counted and logged as an admission too.
 func (h *Handler) serveAdmitted(w http.ResponseWriter, r *http.Request, next Next, d *vc.Delegation, rb *rpcBody, adm observe.Decision) error {
-	w, handled, recorded, err := h.enforcePolicy(w, r, d, rb, adm)
+	pw, recorded, err := h.enforcePolicy(w, r, d, rb, adm)
+	if err != nil {
+		return h.refuse(w, r, err, nil)
+	}
 	if !recorded {
 		h.obs.Decision(r, adm)
 	}
-	if handled {
-		return err
-	}
+	w = pw
 	err = next(w, r)
 	finishResponse(w) // a checked answer without a body is sent as it came
 	return err
@@ -223,28 +224,6 @@ func (c *checkCache) get(host string) []vc.CheckOption {
 	c.byHost[host] = opts
 	c.mu.Unlock()
 	return opts
-}
-
-// reject answers the request with the rejection for err and logs why, at
-// Debug: a bad credential is the client's problem, not the operator's.
-func (h *Handler) reject(w http.ResponseWriter, r *http.Request, err error, cred *carrier.Credential) error {
-	rej := h.withAudiences(r, h.cfg.rejectionFor(err))
-	dec := observe.Decision{Outcome: "rejected", Reason: rej.tag, Status: rej.status}
-	if cred != nil {
-		dec.Carrier = cred.Carrier.String()
-	}
-	h.obs.Decision(r, dec)
-	if c := h.logger.Check(zapcore.DebugLevel, "request rejected"); c != nil {
-		fields := []zap.Field{zap.Int("status", rej.status), zap.String("reason", rej.tag)}
-		if cred != nil {
-			// The issuer is read from the unverified credential: it tells the
-			// operator whom to trust or ask, and is never the token itself.
-			fields = append(fields, zap.String("carrier", cred.Carrier.String()), zap.String("issuer", observe.ClaimedIssuer(cred.Raw)))
-		}
-		c.Write(fields...)
-	}
-	h.writeRejection(w, r, rej)
-	return nil
 }
 
 // carrierSession is the carrier of a decision admitted by a handshake

@@ -21,7 +21,7 @@ import (
 func (h *Handler) serveHandshakeCall(w http.ResponseWriter, r *http.Request, next Next, chain []string) (bool, error) {
 	body, err := carrier.ReadBody(w, r, h.cfg.MaxBodySize)
 	if err != nil {
-		return true, h.reject(w, r, err, nil)
+		return true, h.refuse(w, r, err, nil)
 	}
 	out, err := h.l3.calls.Serve(w, r, next, body, chain)
 	if out == handshake.Answered {

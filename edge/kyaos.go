@@ -10,6 +10,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/proof"
+	"github.com/mcpi-edge/caddy-mcpi/edge/refusal"
 	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
@@ -96,25 +97,24 @@ func (h *Handler) proofBody(w http.ResponseWriter, r *http.Request, found *carri
 	return b, err
 }
 
-// negotiate applies the declaration gate; handled: the refusal is written.
-func (h *Handler) negotiate(w http.ResponseWriter, r *http.Request, rb *rpcBody) bool {
+// negotiate applies the declaration gate.
+func (h *Handler) negotiate(r *http.Request, rb *rpcBody) error {
 	if !h.proofs.RequiresExtension() {
-		return false
+		return nil
 	}
 	if rf := h.proofs.Negotiate(r.Context(), rb.forGate(), r.Header.Get("Mcp-Session-Id")); rf != nil {
-		h.refuseProof(w, r, rb, rf)
-		return true
+		return proofRefusal(rb, rf)
 	}
-	return false
+	return nil
 }
 
 // admitProof checks the request proof of a request whose credential
-// verified as d; handled: the refusal is written. d is nil for a request
+// verified as d. d is nil for a request
 // admitted without a credential (anonymous tools): its proof, by whichever
 // agent, is checked all the same, only bound to no subject.
-func (h *Handler) admitProof(w http.ResponseWriter, r *http.Request, rb *rpcBody, d *vc.Delegation) (verified, handled bool) {
+func (h *Handler) admitProof(r *http.Request, rb *rpcBody, d *vc.Delegation) (verified bool, err error) {
 	if !h.proofs.Inspects(rb.raw) {
-		return false, false
+		return false, nil
 	}
 	aud := h.proofAudience(r)
 	if !h.proofHostNamed(r) {
@@ -126,10 +126,9 @@ func (h *Handler) admitProof(w http.ResponseWriter, r *http.Request, rb *rpcBody
 	}
 	ok, rf := h.proofs.Admit(r.Context(), rb.forGate(), aud, agent, jkt)
 	if rf != nil {
-		h.refuseProof(w, r, rb, rf)
-		return false, true
+		return false, proofRefusal(rb, rf)
 	}
-	return ok, false
+	return ok, nil
 }
 
 // proofHostNamed reports whether the proof audience may come from the
@@ -163,13 +162,11 @@ func (m *hostDID) of(host string) string {
 	return m.last.Get(host, func(host string) string { return site.Audiences(host)[0] })
 }
 
-// refuseProof answers a refused proof or declaration (project decision
-// §9.6): a JSON-RPC request gets a JSON-RPC error (code and data.reason);
-// anything else {"error": reason}. The status is the refusal's.
-func (h *Handler) refuseProof(w http.ResponseWriter, r *http.Request, rb *rpcBody, rf *proof.Refusal) {
-	h.obs.Decision(r, observe.Decision{Outcome: "rejected", Reason: rf.Tag, Status: rf.Status})
-	// A JSON-RPC error for a request, a batch or a body the edge could not
-	// read (id null unless one request); {"error": reason} otherwise.
+// proofRefusal answers a refused proof or declaration: a JSON-RPC request
+// gets a JSON-RPC error (code and data.reason), as do a batch and a body
+// the edge could not read (id null); anything else {"error": reason}. The
+// status is the gate's.
+func proofRefusal(rb *rpcBody, rf *proof.Refusal) *refusal.Refusal {
 	var id json.RawMessage
 	jsonRPC := false
 	if rb.raw != nil {
@@ -181,16 +178,14 @@ func (h *Handler) refuseProof(w http.ResponseWriter, r *http.Request, rb *rpcBod
 			id, jsonRPC = json.RawMessage("null"), true
 		}
 	}
-	writeRefusal(w, id, jsonRPC, rf)
+	return &refusal.Refusal{Status: rf.Status, Reason: rf.Tag, Body: proofAnswer(id, jsonRPC, rf)}
 }
 
-// writeRefusal writes the answer of refuseProof, for a caller that
-// recorded the decision itself: a JSON-RPC error with id when jsonRPC
-// (and the refusal has one), {"error": reason} otherwise.
-func writeRefusal(w http.ResponseWriter, id json.RawMessage, jsonRPC bool, rf *proof.Refusal) {
+// proofAnswer is the body of a refused proof: a JSON-RPC error with id
+// when jsonRPC (and the refusal has one), {"error": reason} otherwise.
+func proofAnswer(id json.RawMessage, jsonRPC bool, rf *proof.Refusal) []byte {
 	var out []byte
-	jsonRPC = jsonRPC && rf.RPC != nil
-	if jsonRPC {
+	if jsonRPC && rf.RPC != nil {
 		out, _ = json.Marshal(struct {
 			JSONRPC string          `json:"jsonrpc"`
 			ID      json.RawMessage `json:"id"`
@@ -199,7 +194,7 @@ func writeRefusal(w http.ResponseWriter, id json.RawMessage, jsonRPC bool, rf *p
 	} else {
 		out, _ = json.Marshal(map[string]string{"error": rf.Reason})
 	}
-	writeJSON(w, rf.Status, out, "no-store")
+	return out
 }
 
 // proofOK is the decision reason of a request admitted with a verified

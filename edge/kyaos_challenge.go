@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/proof"
+	"github.com/mcpi-edge/caddy-mcpi/edge/refusal"
 	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
@@ -113,27 +114,25 @@ func (h *Handler) callerAudience(r *http.Request, d *vc.Delegation) string {
 
 // checkResume checks the resumeToken a retried tools/call m of tool
 // carries, when it is one of the edge's, and consumes it; handled: the
-// refusal is written and nothing is forwarded. A token of the upstream's
+// refusal is returned and nothing is forwarded. A token of the upstream's
 // (without the edge's prefix) passes on unchecked.
-func (h *Handler) checkResume(w http.ResponseWriter, r *http.Request, m mcp.Message, tool string, d *vc.Delegation, adm observe.Decision) (handled bool) {
+func (h *Handler) checkResume(r *http.Request, m mcp.Message, tool string, d *vc.Delegation, adm observe.Decision) error {
 	token, ok, err := proof.ResumeToken(m.Params)
 	var rf *proof.Refusal
 	switch {
 	case err != nil:
 		rf = proof.ResumeMalformedRefusal()
 	case !ok || !proof.IsEdgeResume(token):
-		return false
+		return nil
 	default:
 		agent := ""
 		if d != nil {
 			agent = d.AgentDID
 		}
 		if rf = h.proofs.RedeemResume(r.Context(), token, delegationOwner(d), agent, tool, time.Now()); rf == nil {
-			return false
+			return nil
 		}
 	}
-	h.obs.Decision(r, observe.Decision{Outcome: "rejected", Reason: rf.Tag, Status: rf.Status,
-		Delegation: adm.Delegation, Carrier: adm.Carrier, Tool: tool})
-	writeRefusal(w, m.ID, true, rf)
-	return true
+	return &refusal.Refusal{Status: rf.Status, Reason: rf.Tag, Body: proofAnswer(m.ID, true, rf),
+		Decision: &observe.Decision{Outcome: "rejected", Reason: rf.Tag, Status: rf.Status, Delegation: adm.Delegation, Carrier: adm.Carrier, Tool: tool}}
 }

@@ -396,7 +396,7 @@ func (h *Handler) serveLevel3(w http.ResponseWriter, r *http.Request, next Next,
 		// decides about it as it would without this setting.)
 		body, err := carrier.ReadBody(w, r, h.cfg.MaxBodySize)
 		if err != nil {
-			return true, h.reject(w, r, err, nil)
+			return true, h.refuse(w, r, err, nil)
 		}
 		if handshake.IsLegacyForm(body) {
 			return h.passLegacy(w, r, next)

@@ -356,9 +356,10 @@ const reasonHandshakeTool = "handshake_tool"
 
 // enforcePolicy applies the per-tool policy to an admitted request (d is nil
 // for an anonymous one, adm is its admission) and may wrap w to filter or
-// check the response. It returns handled when it answered the request
-// itself, and recorded when it recorded the request's decision (a denial or
-// a rejection) in place of adm.
+// check the response. It returns a *refusal.Refusal (or an error refuse
+// maps) when the request goes no further; the refusal carries the
+// request's decision. recorded: it recorded adm itself, naming the tools
+// called.
 //
 // Methods are compared without regard to case, since a server may route
 // "post" as POST. Every method but GET, HEAD, OPTIONS, DELETE, TRACE and
@@ -373,26 +374,25 @@ const reasonHandshakeTool = "handshake_tool"
 // stream may carry results (replayed after Last-Event-ID, or sent by a
 // server on its standalone stream) to requests the edge has not seen in
 // this request. The stream is rewritten event by event, never buffered.
-func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.Delegation, rb *rpcBody, adm observe.Decision) (_ http.ResponseWriter, handled, recorded bool, err error) {
+func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.Delegation, rb *rpcBody, adm observe.Decision) (_ http.ResponseWriter, recorded bool, err error) {
 	body := rb.raw
 	p := &h.policy
 	if p.pol == nil && p.actions == mcp.ActionsOff {
-		return w, false, false, nil
+		return w, false, nil
 	}
 	method := strings.ToUpper(r.Method)
 	if p.pol != nil {
 		if status, err := h.policeHTTP(r, method, body != nil); err != nil {
-			h.refuseBody(w, status, mcp.CodeInvalidRequest, err)
-			return w, true, false, nil
+			return w, false, bodyRefusal(status, mcp.CodeInvalidRequest, err, adm)
 		}
 	}
 	if bodyless(method) {
 		if method != http.MethodGet {
-			return w, false, false, nil
+			return w, false, nil
 		}
 		c := h.newResponseCheck(r, d, nil, false, p.pol != nil, p.actions != mcp.ActionsOff)
 		c.presented = h.policy.anyPresentation && h.holderBound(r, d, adm)
-		return c.wrap(w, r), false, false, nil
+		return c.wrap(w, r), false, nil
 	}
 
 	if body == nil {
@@ -400,10 +400,10 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 		// content type must not slip past it. Handshake-action checks
 		// alone look at JSON bodies only.
 		if !hasRequestBody(r) || (p.pol == nil && !carrier.WantsBody(r)) {
-			return w, false, false, nil
+			return w, false, nil
 		}
 		if body, err = carrier.ReadBody(w, r, h.cfg.MaxBodySize); err != nil {
-			return w, true, true, h.reject(w, r, err, nil)
+			return w, false, err
 		}
 		rb.use(body)
 	}
@@ -420,22 +420,20 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 	if errors.Is(err, mcp.ErrAmbiguous) {
 		// Whatever the edge decided, the upstream might read another
 		// request: refused with or without a tool policy.
-		h.writeAmbiguous(w, r, err)
-		return w, true, true, nil
+		return w, false, ambiguous(err)
 	}
 	if errors.Is(err, mcp.ErrParse) {
 		// Not JSON at all: the answer the carriers give such a body
 		// (a JSON-RPC parse error), with or without a tool policy.
-		return w, true, true, h.reject(w, r, carrier.ErrBodyNotJSON, nil)
+		return w, false, carrier.ErrBodyNotJSON
 	}
 	if err != nil {
 		if p.pol == nil {
-			return w, false, false, nil // nothing to authorize; not JSON-RPC
+			return w, false, nil // nothing to authorize; not JSON-RPC
 		}
 		// What the edge cannot read, it cannot authorize; an upstream
 		// reading it differently could run a tool the policy denies.
-		h.refuseBody(w, http.StatusBadRequest, mcp.ErrorCode(err), err)
-		return w, true, false, nil
+		return w, false, bodyRefusal(http.StatusBadRequest, mcp.ErrorCode(err), err, adm)
 	}
 
 	var hasList, hasCall, hasRequest bool
@@ -465,11 +463,10 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 			}
 			name, _ := mcp.ToolCallName(m)
 			if err := h.checkRequestState(r, m, name, d); err != nil {
-				h.refuseRequestState(w, r, m, err, adm)
-				return w, true, true, nil
+				return w, false, requestStateRefusal(m, err, adm)
 			}
-			if h.checkResume(w, r, m, name, d, adm) {
-				return w, true, true, nil
+			if err := h.checkResume(r, m, name, d, adm); err != nil {
+				return w, false, err
 			}
 			dec := h.decide(h.site.Host(r), name, d, presented)
 			if d == nil && dec.Allowed && (dec.Rule == nil || !dec.Rule.AllowAnonymous) {
@@ -482,8 +479,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 			h.logDecision(name, d, dec)
 		}
 		if denied {
-			h.answerDenied(w, r, msgs, batch, decisions, d, adm)
-			return w, true, true, nil
+			return w, false, h.denied(w, r, msgs, batch, decisions, d, adm)
 		}
 	}
 	// The admission of a tools/call names its tool in the audit log.
@@ -504,7 +500,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 	// elicitation/create on the stream of any request.
 	actions := p.actions != mcp.ActionsOff
 	if !filter && !actions {
-		return w, false, recorded, nil
+		return w, recorded, nil
 	}
 	c := h.newResponseCheck(r, d, msgs, batch, filter, actions)
 	c.presented = presented
@@ -512,9 +508,9 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 	if filter && hasList {
 		// Learn the listed tools' annotation classes before the filter
 		// decides on them (no-op unless tool_annotations_policy is set).
-		return p.annotations.learnFrom(c.wrap(w, r), c.host, c.ids, h.cfg.MaxResponseSize), false, recorded, nil
+		return p.annotations.learnFrom(c.wrap(w, r), c.host, c.ids, h.cfg.MaxResponseSize), recorded, nil
 	}
-	return c.wrap(w, r), false, recorded, nil
+	return c.wrap(w, r), recorded, nil
 }
 
 // toolCallNames names the tools/call requests of msgs for an audit entry:

@@ -7,37 +7,38 @@ import (
 	"net/http"
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
+	"github.com/mcpi-edge/caddy-mcpi/edge/refusal"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
 
-// recordDenial records the request's one decision, the denial of its first
+// denialDecision is the request's one decision, the denial of its first
 // denied call, in place of its admission adm (whose delegation and carrier
 // it keeps).
-func (h *Handler) recordDenial(r *http.Request, msgs []mcp.Message, decisions []mcp.Decision, adm observe.Decision, status int) {
+func denialDecision(msgs []mcp.Message, decisions []mcp.Decision, adm observe.Decision, status int) *observe.Decision {
 	for i, m := range msgs {
 		if m.Method == mcp.MethodToolsCall && !decisions[i].Allowed {
 			name, _ := mcp.ToolCallName(m)
-			h.obs.Decision(r, observe.Decision{Outcome: "denied", Reason: decisions[i].Reason, Status: status,
-				Delegation: adm.Delegation, Carrier: adm.Carrier, Tool: name})
-			return
+			return &observe.Decision{Outcome: "denied", Reason: decisions[i].Reason, Status: status,
+				Delegation: adm.Delegation, Carrier: adm.Carrier, Tool: name}
 		}
 	}
+	return nil
 }
 
-// answerDenied answers a request holding a denied tools/call at the edge,
-// with HTTP 200: a tool error result for every denied call, a JSON-RPC
+// denied is the answer to a request holding a denied tools/call, given at
+// the edge with HTTP 200: a tool error result for every denied call, a JSON-RPC
 // error for every other request of a batch (none of it was forwarded).
 // Notifications get no answer; with nothing to answer it is 202 Accepted.
-func (h *Handler) answerDenied(w http.ResponseWriter, r *http.Request, msgs []mcp.Message, batch bool, decisions []mcp.Decision, d *vc.Delegation, adm observe.Decision) {
+func (h *Handler) denied(w http.ResponseWriter, r *http.Request, msgs []mcp.Message, batch bool, decisions []mcp.Decision, d *vc.Delegation, adm observe.Decision) *refusal.Refusal {
 	if scope, ok := h.stepUpScope(msgs, batch, decisions, d); ok {
-		h.recordDenial(r, msgs, decisions, adm, http.StatusForbidden)
-		h.stepUp(w, r, scope)
-		return
+		rf := stepUp(scope)
+		rf.Decision = denialDecision(msgs, decisions, adm, http.StatusForbidden)
+		return rf
 	}
-	h.recordDenial(r, msgs, decisions, adm, http.StatusOK)
+	rf := &refusal.Refusal{Status: http.StatusOK, Reason: "denied", Decision: denialDecision(msgs, decisions, adm, http.StatusOK)}
 	era := mcp.HeaderEra(r.Header)
 	var out [][]byte
 	for i, m := range msgs {
@@ -62,13 +63,13 @@ func (h *Handler) answerDenied(w http.ResponseWriter, r *http.Request, msgs []mc
 	}
 	switch {
 	case len(out) == 0:
-		w.Header().Set("Cache-Control", "no-store")
-		w.WriteHeader(http.StatusAccepted)
+		rf.Status = http.StatusAccepted
 	case !batch:
-		writeJSON(w, http.StatusOK, out[0], "no-store")
+		rf.Body = out[0]
 	default:
-		writeJSON(w, http.StatusOK, joinBatch(out), "no-store")
+		rf.Body = joinBatch(out)
 	}
+	return rf
 }
 
 func joinBatch(msgs [][]byte) []byte {

@@ -7,7 +7,8 @@ import (
 	"strings"
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
-	"github.com/mcpi-edge/caddy-mcpi/mcp"
+	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
+	"github.com/mcpi-edge/caddy-mcpi/edge/refusal"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -90,16 +91,17 @@ func (h *Handler) policeHTTP(r *http.Request, method string, read bool) (int, er
 	return 0, nil
 }
 
-// refuseBody answers a request the tool policy will not authorize because
-// it cannot read it, with a JSON-RPC error (id null).
-func (h *Handler) refuseBody(w http.ResponseWriter, status, code int, err error) {
-	if c := h.logger.Check(zapcore.DebugLevel, "request body refused by tool policy"); c != nil {
-		c.Write(zap.Int("status", status), zap.Error(err))
-	}
+// bodyRefusal answers a request the tool policy will not authorize because
+// it cannot read it, with a JSON-RPC error (id null). The request stays
+// recorded as its admission adm: the credential was good, the body is
+// what the policy cannot read.
+func bodyRefusal(status, code int, err error, adm observe.Decision) *refusal.Refusal {
+	rf := refusal.JSONRPC(status, "body_unreadable", nil, code, err.Error(), err)
+	rf.Decision, rf.Log = &adm, "request body refused by tool policy"
 	if errors.Is(err, errBodyEncoded) {
-		w.Header().Set("Accept-Encoding", "identity")
+		rf.Header = http.Header{"Accept-Encoding": {"identity"}}
 	}
-	writeJSON(w, status, mcp.ErrorResponse(nil, code, err.Error()), "no-store")
+	return rf
 }
 
 // hasRequestBody: r may carry a body.

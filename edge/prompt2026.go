@@ -3,10 +3,8 @@ package edge
 import (
 	"net/http"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
+	"github.com/mcpi-edge/caddy-mcpi/edge/refusal"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
@@ -46,15 +44,14 @@ func (h *Handler) checkRequestState(r *http.Request, m mcp.Message, tool string,
 	return h.policy.states.open(state, agent, tool)
 }
 
-// refuseRequestState answers a call whose requestState failed: a JSON-RPC
+// requestStateRefusal answers a call whose requestState failed: a JSON-RPC
 // invalid-params error saying why (HTTP 200, as other JSON-RPC errors of
 // the policy), and nothing forwarded.
-func (h *Handler) refuseRequestState(w http.ResponseWriter, r *http.Request, m mcp.Message, err error, adm observe.Decision) {
+func requestStateRefusal(m mcp.Message, err error, adm observe.Decision) *refusal.Refusal {
 	tool, _ := mcp.ToolCallName(m)
-	h.obs.Decision(r, observe.Decision{Outcome: "rejected", Reason: "bad_request_state", Status: http.StatusOK,
-		Delegation: adm.Delegation, Carrier: adm.Carrier, Tool: tool})
-	if c := h.logger.Check(zapcore.DebugLevel, "requestState refused"); c != nil {
-		c.Write(zap.String("tool", h.toolLabel(tool)), zap.Error(err))
-	}
-	writeJSON(w, http.StatusOK, mcp.ErrorResponse(m.ID, mcp.CodeInvalidParams, "mcpi: "+err.Error()), "no-store")
+	rf := refusal.JSONRPC(http.StatusOK, "bad_request_state", m.ID, mcp.CodeInvalidParams, "mcpi: "+err.Error(), err)
+	rf.Log = "requestState refused"
+	rf.Decision = &observe.Decision{Outcome: "rejected", Reason: "bad_request_state", Status: http.StatusOK,
+		Delegation: adm.Delegation, Carrier: adm.Carrier, Tool: tool}
+	return rf
 }

@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
 	"github.com/mcpi-edge/caddy-mcpi/edge/internal/reply"
+	"github.com/mcpi-edge/caddy-mcpi/edge/refusal"
 	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/edge/wellknown"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
@@ -53,6 +53,17 @@ type rejection struct {
 	// dpopError, for a refused DPoP-bound credential, is the error of the
 	// DPoP challenge sent beside the Bearer one (RFC 9449 §7.1).
 	dpopError string
+}
+
+// refusal is rej as the refusal the handler writes.
+func (rej rejection) refusal() *refusal.Refusal {
+	if rej.rpc != 0 {
+		return &refusal.Refusal{Status: rej.status, Reason: rej.tag, Body: mcp.ErrorResponse(nil, rej.rpc, "mcpi: "+rej.description)}
+	}
+	return &refusal.Refusal{Status: rej.status, Reason: rej.tag, OAuth: &refusal.OAuth{
+		Code: rej.code, Description: rej.description, VCReason: rej.reason, Scope: rej.scope,
+		Audiences: rej.audiences, Challenge: rej.challenge, DPoPError: rej.dpopError,
+	}}
 }
 
 // vcSentinels are vc's errors; the first one an error wraps gives the
@@ -160,33 +171,6 @@ func documentError(err error) error {
 	}
 }
 
-// errorBody is the JSON body of a rejection (RFC 6750 §3 names).
-type errorBody struct {
-	Error            string   `json:"error"`
-	ErrorDescription string   `json:"error_description"`
-	Reason           string   `json:"reason,omitempty"`
-	Scope            string   `json:"scope,omitempty"`
-	Audiences        []string `json:"audiences,omitempty"`
-}
-
-// writeRejection answers the request with rej. The response is complete, so
-// the handler returns nil after it.
-func (h *Handler) writeRejection(w http.ResponseWriter, r *http.Request, rej rejection) {
-	if rej.rpc != 0 {
-		writeJSON(w, rej.status, mcp.ErrorResponse(nil, rej.rpc, "mcpi: "+rej.description), "no-store")
-		return
-	}
-	hdr := w.Header()
-	if rej.challenge {
-		hdr.Set("WWW-Authenticate", h.challengeHeader(r, rej))
-		if rej.dpopError != "" {
-			hdr.Add("WWW-Authenticate", dpopChallenge(rej))
-		}
-	}
-	body, _ := json.Marshal(errorBody{rej.code, rej.description, rej.reason, rej.scope, rej.audiences})
-	writeJSON(w, rej.status, body, "no-store")
-}
-
 // withAudiences adds to a wrong_audience refusal the audiences the route
 // accepts for r, so that the client can ask for a credential naming one.
 func (h *Handler) withAudiences(r *http.Request, rej rejection) rejection {
@@ -199,25 +183,6 @@ func (h *Handler) withAudiences(r *http.Request, rej rejection) rejection {
 	}
 	rej.description += "; this route accepts the audiences " + strings.Join(rej.audiences, ", ")
 	return rej
-}
-
-// challengeHeader builds the Bearer challenge. Without a presented
-// credential it carries no error code (RFC 6750 §3.1: a request without
-// credentials is just asked for them).
-func (h *Handler) challengeHeader(r *http.Request, rej rejection) string {
-	var b strings.Builder
-	b.WriteString("Bearer ")
-	if rej.reason != "" || rej.code == "insufficient_scope" {
-		b.WriteString(`error="` + quoteEscape(rej.code) + `", `)
-		if rej.scope != "" {
-			b.WriteString(`scope="` + quoteEscape(rej.scope) + `", `)
-		}
-		if rej.reason != "" {
-			b.WriteString(`error_description="` + quoteEscape(rej.reason) + `", `)
-		}
-	}
-	b.WriteString(`resource_metadata="` + quoteEscape(h.site.ResourceMetadataURL(r)) + `"`)
-	return b.String()
 }
 
 // quoteEscape makes s safe inside an RFC 9110 quoted-string: backslash and

@@ -4,11 +4,8 @@ import (
 	"errors"
 	"net/http"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-
-	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/proof"
+	"github.com/mcpi-edge/caddy-mcpi/edge/refusal"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 )
 
@@ -74,34 +71,30 @@ func (h *Handler) decidesOnBody(raw []byte) bool {
 	return h.policy.pol != nil || h.proofs.RequiresExtension() || h.proofs.Inspects(raw)
 }
 
-// refuseAmbiguous answers 400 with a JSON-RPC error (-32600) when a step
+// checkAmbiguous refuses with 400 and a JSON-RPC error (-32600) when a step
 // decides on the body and the body is one parsers read differently (see
 // rpcBody), or one whose proof they read differently (a proof key in
-// another case, or both keys: proof.Gate.AmbiguousProof); handled: the
-// refusal is written. Nothing is forwarded, and no exemption is decided
-// on such a body.
-func (h *Handler) refuseAmbiguous(w http.ResponseWriter, r *http.Request, b *rpcBody) bool {
+// another case, or both keys: proof.Gate.AmbiguousProof). Nothing is
+// forwarded, and no exemption is decided on such a body.
+func (h *Handler) checkAmbiguous(b *rpcBody) error {
 	if b.raw == nil || !h.decidesOnBody(b.raw) {
-		return false
+		return nil
 	}
 	_, _, err := b.messages()
 	if !errors.Is(err, mcp.ErrAmbiguous) {
 		if !h.proofs.AmbiguousProof(b.forGate()) {
-			return false
+			return nil
 		}
 		err = mcp.ErrAmbiguous
 	}
-	h.writeAmbiguous(w, r, err)
-	return true
+	return ambiguous(err)
 }
 
-// writeAmbiguous writes the refusal of an ambiguous body; err (an
-// mcp.ErrAmbiguous, such as mcp.ErrRequestAndResponse) says why, and
-// names no content of the body.
-func (h *Handler) writeAmbiguous(w http.ResponseWriter, r *http.Request, err error) {
-	h.obs.Decision(r, observe.Decision{Outcome: "rejected", Reason: "ambiguous_body", Status: http.StatusBadRequest})
-	if c := h.logger.Check(zapcore.DebugLevel, "request refused: ambiguous JSON-RPC body"); c != nil {
-		c.Write(zap.Error(err))
-	}
-	writeJSON(w, http.StatusBadRequest, mcp.ErrorResponse(nil, mcp.CodeInvalidRequest, err.Error()), "no-store")
+// ambiguous is the refusal of an ambiguous body; err (an mcp.ErrAmbiguous,
+// such as mcp.ErrRequestAndResponse) says why, and names no content of the
+// body.
+func ambiguous(err error) *refusal.Refusal {
+	rf := refusal.JSONRPC(http.StatusBadRequest, "ambiguous_body", nil, mcp.CodeInvalidRequest, err.Error(), err)
+	rf.Log = "request refused: ambiguous JSON-RPC body"
+	return rf
 }
