@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 )
 
 // measuredBinder times every binding operation, in the same histogram as
@@ -15,13 +16,13 @@ import (
 type measuredBinder struct {
 	binder challenge.SessionBinder
 	name   string
-	h      *Handler
+	obs    *observe.Recorder
 }
 
 func (m *measuredBinder) Bind(ctx context.Context, key string, value []byte, ttl time.Duration) error {
 	start := time.Now()
 	err := m.binder.Bind(ctx, key, value, ttl)
-	m.h.obs.NonceStore(m.name, "bind", time.Since(start), err)
+	m.obs.NonceStore(m.name, "bind", time.Since(start), err)
 	return err
 }
 
@@ -34,7 +35,7 @@ func (m *measuredBinder) BindOwned(ctx context.Context, kind, owner, key string,
 	}
 	start := time.Now()
 	err := ob.BindOwned(ctx, kind, owner, key, value, ttl, max)
-	m.h.obs.NonceStore(m.name, "bind", time.Since(start), err)
+	m.obs.NonceStore(m.name, "bind", time.Since(start), err)
 	return err
 }
 
@@ -50,7 +51,7 @@ func (m *measuredBinder) Take(ctx context.Context, key string) ([]byte, error) {
 	if errors.Is(err, challenge.ErrBindingNotFound) {
 		failure = nil
 	}
-	m.h.obs.NonceStore(m.name, "take", time.Since(start), failure)
+	m.obs.NonceStore(m.name, "take", time.Since(start), failure)
 	return val, err
 }
 
@@ -61,7 +62,7 @@ func (m *measuredBinder) Lookup(ctx context.Context, key string) ([]byte, error)
 	if errors.Is(err, challenge.ErrBindingNotFound) {
 		failure = nil // a normal answer
 	}
-	m.h.obs.NonceStore(m.name, "lookup", time.Since(start), failure)
+	m.obs.NonceStore(m.name, "lookup", time.Since(start), failure)
 	return val, err
 }
 

@@ -326,7 +326,7 @@ func (h *Handler) Close() error {
 		if h.cancel != nil {
 			h.cancel()
 		}
-		err = errors.Join(h.cleanupLevel3(), h.closeIdentity())
+		err = errors.Join(h.l3.close(), h.closeIdentity())
 		if h.ownStore != nil {
 			err = errors.Join(err, h.ownStore.Close())
 		}

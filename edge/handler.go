@@ -6,6 +6,7 @@ import (
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
+	"github.com/mcpi-edge/caddy-mcpi/edge/refusal"
 	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
@@ -31,8 +32,11 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	if h.serveFrontDoor(w, r) {
 		return nil
 	}
-	if handled, err := h.serveLevel3(w, r, next, chain); handled {
-		return err
+	if handled, err := h.l3.serve(w, r, next, chain); handled {
+		if _, refused := refusal.As(err); refused {
+			return h.refuse(w, r, err, nil)
+		}
+		return err // the upstream's, or a handshake upstream's failure
 	}
 
 	// 3. An MCP POST is JSON (mediatype.go); then every enabled carrier.
@@ -76,7 +80,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	var cred *carrier.Credential
 	var proved bool
 	if len(found.Credentials) == 0 {
-		d, err = h.sessionDelegation(r)
+		d, err = h.l3.session(r)
 		if err != nil {
 			return h.refuse(w, r, err, nil)
 		}

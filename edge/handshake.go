@@ -17,45 +17,44 @@ import (
 // themselves are handshake.Calls; here the route hands them its parts and
 // maps what they return.
 
-// serveHandshakeCall takes a POST on a handshake path.
-func (h *Handler) serveHandshakeCall(w http.ResponseWriter, r *http.Request, next Next, chain []string) (bool, error) {
-	body, err := carrier.ReadBody(w, r, h.cfg.MaxBodySize)
+// serveCall takes a POST on a handshake path.
+func (l *level3) serveCall(w http.ResponseWriter, r *http.Request, next Next, chain []string) (bool, error) {
+	body, err := carrier.ReadBody(w, r, l.cfg.MaxBodySize)
 	if err != nil {
-		return true, h.refuse(w, r, err, nil)
+		return true, l.cfg.rejectionFor(err).refusal()
 	}
-	out, err := h.l3.calls.Serve(w, r, next, body, chain)
+	out, err := l.calls.Serve(w, r, next, body, chain)
 	if out == handshake.Answered {
 		return true, hostError(err)
 	}
-	if h.cfg.LegacyHandshake == LegacyPass && handshake.IsLegacyForm(body) {
-		return h.passLegacy(w, r, next)
+	if l.cfg.LegacyHandshake == LegacyPass && handshake.IsLegacyForm(body) {
+		return l.passLegacy(w, r, next)
 	}
 	return false, nil
 }
 
 // newCalls builds the route's handshake.Calls from its parts; the
 // functions read the route's state when called (tests swap sessions).
-func (h *Handler) newCalls() *handshake.Calls {
-	l := &h.l3
+func (l *level3) newCalls(checks func(*http.Request, []string) ([]vc.CheckOption, error), identified func(*http.Request, *vc.Delegation), inject func(*http.Request, *vc.Delegation) error) *handshake.Calls {
 	c := &handshake.Calls{
 		Mode:            l.mode,
 		Service:         l.service,
-		HandshakeMethod: h.cfg.HandshakeMethod,
-		VerifyMethod:    h.cfg.VerifyMethod,
-		MaxBody:         h.cfg.MaxBodySize,
+		HandshakeMethod: l.cfg.HandshakeMethod,
+		VerifyMethod:    l.cfg.VerifyMethod,
+		MaxBody:         l.cfg.MaxBodySize,
 		ReservedPrefix:  replayKeyPrefix,
-		Checks:          h.verifyCallChecks,
-		Identified:      h.setIdentity,
-		Inject:          h.injectIdentity,
-		RemoveCarriers:  h.carriers.RemoveHeaders,
-		Forward:         h.forwardCall,
+		Checks:          checks,
+		Identified:      identified,
+		Inject:          inject,
+		RemoveCarriers:  l.carriers.RemoveHeaders,
+		Forward:         l.forwardCall,
 		WriteJSON:       writeJSON,
-		Recorder:        h.obs,
-		Logger:          h.logger,
+		Recorder:        l.obs,
+		Logger:          l.logger,
 	}
 	if l.mode == HandshakeProxy {
 		c.Endpoints = func(r *http.Request, next handshake.Next) *handshake.Endpoints {
-			return l.discovery.Endpoints(r, h.site.Host(r), next)
+			return l.discovery.Endpoints(r, l.site.Host(r), next)
 		}
 		c.Bindings = routeBindings{l}
 	}
@@ -80,15 +79,15 @@ func (h *Handler) verifyCallChecks(r *http.Request, chain []string) ([]vc.CheckO
 // when it presents neither a credential nor an edge session
 // (`legacy_handshake pass`). When it does present one, the regular path
 // verifies it (and adds the identity) instead.
-func (h *Handler) passLegacy(w http.ResponseWriter, r *http.Request, next Next) (bool, error) {
-	found, err := h.carriers.Find(w, r)
-	if err != nil || len(found.Credentials) > 0 || (found.ForeignBearer && h.cfg.NonDelegationBearer == BearerReject) {
+func (l *level3) passLegacy(w http.ResponseWriter, r *http.Request, next Next) (bool, error) {
+	found, err := l.carriers.Find(w, r)
+	if err != nil || len(found.Credentials) > 0 || (found.ForeignBearer && l.cfg.NonDelegationBearer == BearerReject) {
 		return false, nil
 	}
-	if d, err := h.sessionDelegation(r); d != nil || err != nil {
+	if d, err := l.session(r); d != nil || err != nil {
 		return false, nil
 	}
-	if c := h.logger.Check(zapcore.DebugLevel, "legacy KYA handshake passed through without a credential"); c != nil {
+	if c := l.logger.Check(zapcore.DebugLevel, "legacy KYA handshake passed through without a credential"); c != nil {
 		c.Write(zap.String("path", r.URL.Path))
 	}
 	return true, next(w, r)

@@ -16,6 +16,6 @@ var forwardedToOrigins = append([]string{
 
 // forwardCall sends a handshake call to ep (handshake.Forwarder.Forward)
 // with the scheme the client used.
-func (h *Handler) forwardCall(w http.ResponseWriter, r *http.Request, next handshake.Next, ep handshake.Endpoint, body []byte, capture bool) (*handshake.Captured, error) {
-	return h.l3.forwarder.Forward(w, r, next, ep, body, capture, h.site.Scheme(r))
+func (l *level3) forwardCall(w http.ResponseWriter, r *http.Request, next handshake.Next, ep handshake.Endpoint, body []byte, capture bool) (*handshake.Captured, error) {
+	return l.forwarder.Forward(w, r, next, ep, body, capture, l.site.Scheme(r))
 }

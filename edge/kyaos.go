@@ -67,7 +67,7 @@ func (h *Handler) provisionProofs() {
 	// declarations are kept where the store keeps bindings (shared by
 	// replicas with Redis). A store without bindings: they must declare
 	// per request.
-	if b, err := h.proxySessionBinder(); err == nil {
+	if b, err := h.l3.proxySessionBinder(); err == nil {
 		h.proofs.WithSessions(b)
 	}
 }

@@ -9,13 +9,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpi-edge/caddy-mcpi/assertion"
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
+	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/edge/wellknown"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
+	"go.uber.org/zap"
 )
 
 // Level 3 defaults.
@@ -99,7 +102,10 @@ type Level3Config struct {
 	LegacyHandshake string
 }
 
-// level3 is the Level 3 runtime state of a Handler.
+// level3 is the Level 3 step of the pipeline: it answers or proxies the
+// handshake calls, and finds the delegation a handshake session stands
+// for. It is built by provisionLevel3 and knows the route only through
+// the fields below.
 type level3 struct {
 	enabled bool
 	mode    string
@@ -128,6 +134,14 @@ type level3 struct {
 	// proxySessions binds the upstream's handshake sessions
 	// (proxysession.go).
 	proxySessions *handshake.Bindings
+
+	// What the step reads of the route, set when it is built: the
+	// configuration (read-only from then on) and the route's parts.
+	cfg      *Config
+	site     *site.Site
+	carriers *carrier.Reader
+	logger   *zap.Logger
+	obs      *observe.Recorder
 }
 
 // provisionNonceStore sets up h.l3.store: the store given to New, else
@@ -143,7 +157,7 @@ func (h *Handler) provisionNonceStore() {
 		name = "other"
 	}
 	// Measured as the store's name ("memory", "redis").
-	h.l3.store = &measuredNonceStore{store: s, name: name, h: h}
+	h.l3.store = &measuredNonceStore{store: s, name: name, obs: h.obs}
 }
 
 // provisionLevel3 runs at the end of Provision (after provisionLevel2),
@@ -154,6 +168,7 @@ func (h *Handler) provisionLevel3() error {
 	}
 	l := &h.l3
 	l.enabled = true
+	l.cfg, l.site, l.carriers, l.logger, l.obs = &h.cfg, h.site, h.carriers, h.logger, h.obs
 	l.mode = h.cfg.Handshake
 	if l.mode == "" {
 		l.mode = HandshakeTerminate
@@ -192,7 +207,7 @@ func (h *Handler) provisionLevel3() error {
 
 	switch l.mode {
 	case HandshakeTerminate:
-		stored, err := h.sessionKey()
+		stored, err := l.sessionKey(h.ctx, h.keyStorage)
 		if err != nil {
 			return fmt.Errorf("mcpi: handshake session key: %v", err)
 		}
@@ -244,7 +259,7 @@ func (h *Handler) provisionLevel3() error {
 			dv.Explicit = eps.Localize(dv.Upstream)
 		}
 		l.discovery = dv
-		binder, err := h.proxySessionBinder()
+		binder, err := h.l3.proxySessionBinder()
 		if err != nil {
 			return err
 		}
@@ -256,7 +271,7 @@ func (h *Handler) provisionLevel3() error {
 		return fmt.Errorf("mcpi: handshake: %v", err)
 	}
 	l.service = svc
-	l.calls = h.newCalls()
+	l.calls = l.newCalls(h.verifyCallChecks, h.setIdentity, h.injectIdentity)
 	return nil
 }
 
@@ -265,11 +280,11 @@ func (h *Handler) provisionLevel3() error {
 // storage (and the acceptance policy) accept each other's sessions and a
 // restart keeps them valid. Without configured storage (a bare context, as
 // in unit tests) a random key lives as long as this handler.
-func (h *Handler) sessionKey() ([]byte, error) {
-	if st := h.keyStorage; st != nil {
-		return handshake.LoadKey(h.ctx, st)
+func (l *level3) sessionKey(ctx context.Context, st assertion.Storage) ([]byte, error) {
+	if st != nil {
+		return handshake.LoadKey(ctx, st)
 	}
-	h.logger.Debug("no Caddy storage; handshake sessions are signed with a key that lasts until the next config load")
+	l.logger.Debug("no Caddy storage; handshake sessions are signed with a key that lasts until the next config load")
 	key := make([]byte, handshake.SessionKeySize)
 	_, err := rand.Read(key)
 	return key, err
@@ -359,9 +374,9 @@ func (cfg *Config) validateLevel3() error {
 	return nil
 }
 
-// cleanupLevel3 runs from Cleanup, also after a partial Provision.
-func (h *Handler) cleanupLevel3() error {
-	if f := h.l3.forwarder; f != nil {
+// close runs from Cleanup, also after a partial Provision.
+func (l *level3) close() error {
+	if f := l.forwarder; f != nil {
 		for _, c := range []*http.Client{f.Client, f.Guarded} {
 			if c != nil {
 				c.CloseIdleConnections()
@@ -371,55 +386,55 @@ func (h *Handler) cleanupLevel3() error {
 	return nil
 }
 
-// serveLevel3 answers or proxies handshake traffic (the handshake/verify
+// serve answers or proxies handshake traffic (the handshake/verify
 // endpoints, /.well-known/mcp-i.json) and reports whether it did. Runs after
 // the identity headers were stripped and before any credential is required.
 // chain holds the values of the chain header, already taken off r: a
 // verify call's credential may need its ancestors like any other.
-func (h *Handler) serveLevel3(w http.ResponseWriter, r *http.Request, next Next, chain []string) (handled bool, err error) {
-	if !h.l3.enabled {
+func (l *level3) serve(w http.ResponseWriter, r *http.Request, next Next, chain []string) (handled bool, err error) {
+	if !l.enabled {
 		return false, nil
 	}
 	p := r.URL.Path
 	switch {
-	case p == h.l3.hsPath || p == h.l3.vfPath:
+	case p == l.hsPath || p == l.vfPath:
 		if r.Method == http.MethodPost {
-			return h.serveHandshakeCall(w, r, next, chain)
+			return l.serveCall(w, r, next, chain)
 		}
-		if h.l3.mode == HandshakeTerminate {
+		if l.mode == HandshakeTerminate {
 			w.Header().Set("Allow", http.MethodPost)
 			writeJSON(w, http.StatusMethodNotAllowed, []byte(`{"error":"method_not_allowed","error_description":"handshake endpoints take JSON-RPC over POST"}`), "no-store")
 			return true, nil
 		}
-	case h.cfg.LegacyHandshake == LegacyPass && r.Method == http.MethodPost && carrier.WantsBody(r) && r.ContentLength <= h.cfg.MaxBodySize:
+	case l.cfg.LegacyHandshake == LegacyPass && r.Method == http.MethodPost && carrier.WantsBody(r) && r.ContentLength <= l.cfg.MaxBodySize:
 		// (A body announced as larger is no legacy handshake; Level 1
 		// decides about it as it would without this setting.)
-		body, err := carrier.ReadBody(w, r, h.cfg.MaxBodySize)
+		body, err := carrier.ReadBody(w, r, l.cfg.MaxBodySize)
 		if err != nil {
-			return true, h.refuse(w, r, err, nil)
+			return true, l.cfg.rejectionFor(err).refusal()
 		}
 		if handshake.IsLegacyForm(body) {
-			return h.passLegacy(w, r, next)
+			return l.passLegacy(w, r, next)
 		}
 	}
 	return false, nil
 }
 
-// sessionDelegation returns the delegation bound to a handshake session
+// session returns the delegation bound to a handshake session
 // presented by r (Mcp-Session-Id or X-Mcpi-Handshake-Session), or nil when
 // r presents none: an edge-issued session in terminate mode, the
 // upstream's session bound at its verify in proxy mode (proxysession.go).
 // It is consulted only when the request carries no credential.
-func (h *Handler) sessionDelegation(r *http.Request) (*vc.Delegation, error) {
-	if !h.l3.enabled {
+func (l *level3) session(r *http.Request) (*vc.Delegation, error) {
+	if !l.enabled {
 		return nil, nil
 	}
 	// A rejected session is logged by reject, like a credential.
 	switch {
-	case h.l3.sessions != nil:
-		return h.sessionFrom(r)
-	case h.l3.proxySessions != nil:
-		return h.boundSession(r)
+	case l.sessions != nil:
+		return l.sessionFrom(r)
+	case l.proxySessions != nil:
+		return l.boundSession(r)
 	}
 	return nil, nil
 }

@@ -21,21 +21,20 @@ import (
 // TestMeasuredStorePeek: the measured store peeks when what it measures
 // can, and says unsupported (the handshake then consumes first) when not.
 func TestMeasuredStorePeek(t *testing.T) {
-	h := &Handler{}
 	mem := challenge.NewMemoryStore(bareContext(t))
 	bg := context.Background()
 	rec := challenge.Record{Challenge: "c", ExpiresAt: time.Now().Add(time.Minute)}
 	if err := mem.Put(bg, "p1", rec, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	m := &measuredNonceStore{store: mem, name: "memory", h: h}
+	m := &measuredNonceStore{store: mem, name: "memory"}
 	if got, err := m.Peek(bg, "p1"); err != nil || got.Challenge != "c" {
 		t.Fatalf("Peek = %+v, %v", got, err)
 	}
 	if _, err := m.Peek(bg, "none"); !errors.Is(err, challenge.ErrNonceNotFound) {
 		t.Fatalf("Peek unknown = %v", err)
 	}
-	plain := &measuredNonceStore{store: struct{ challenge.NonceStore }{mem}, name: "custom", h: h}
+	plain := &measuredNonceStore{store: struct{ challenge.NonceStore }{mem}, name: "custom"}
 	if _, err := plain.Peek(bg, "p1"); !errors.Is(err, errors.ErrUnsupported) {
 		t.Fatalf("Peek through a store without Peek = %v, want errors.ErrUnsupported", err)
 	}

@@ -211,7 +211,7 @@ func TestNonceStoreMetrics(t *testing.T) {
 	if _, err := s.Consume(bg, "n1"); !errors.Is(err, challenge.ErrNonceNotFound) {
 		t.Fatalf("second Consume = %v", err)
 	}
-	down := &measuredNonceStore{store: failingStore{}, name: "redis", h: h}
+	down := &measuredNonceStore{store: failingStore{}, name: "redis", obs: h.obs}
 	if err := down.Put(bg, "n2", rec, time.Minute); !errors.Is(err, challenge.ErrStoreUnavailable) {
 		t.Fatalf("Put on a failing store = %v", err)
 	}

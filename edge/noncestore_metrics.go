@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 )
 
 // measuredNonceStore times every operation of the Level 3 nonce store
@@ -17,20 +18,20 @@ type measuredNonceStore struct {
 	store challenge.NonceStore
 	// name is the store's label: "memory", "redis" (the module name).
 	name string
-	h    *Handler
+	obs  *observe.Recorder
 }
 
 func (m *measuredNonceStore) Put(ctx context.Context, nonce string, rec challenge.Record, ttl time.Duration) error {
 	start := time.Now()
 	err := m.store.Put(ctx, nonce, rec, ttl)
-	m.h.obs.NonceStore(m.name, "put", time.Since(start), storeFailure(err))
+	m.obs.NonceStore(m.name, "put", time.Since(start), storeFailure(err))
 	return err
 }
 
 func (m *measuredNonceStore) Consume(ctx context.Context, nonce string) (challenge.Record, error) {
 	start := time.Now()
 	rec, err := m.store.Consume(ctx, nonce)
-	m.h.obs.NonceStore(m.name, "consume", time.Since(start), storeFailure(err))
+	m.obs.NonceStore(m.name, "consume", time.Since(start), storeFailure(err))
 	return rec, err
 }
 
@@ -44,7 +45,7 @@ func (m *measuredNonceStore) Peek(ctx context.Context, nonce string) (challenge.
 	start := time.Now()
 	rec, err := p.Peek(ctx, nonce)
 	if !errors.Is(err, errors.ErrUnsupported) {
-		m.h.obs.NonceStore(m.name, "peek", time.Since(start), storeFailure(err))
+		m.obs.NonceStore(m.name, "peek", time.Since(start), storeFailure(err))
 	}
 	return rec, err
 }
@@ -60,7 +61,7 @@ func (m *measuredNonceStore) UseOnce(ctx context.Context, digest [32]byte, ttl t
 	}
 	start := time.Now()
 	err := su.UseOnce(ctx, digest, ttl)
-	m.h.obs.NonceStore(m.name, "put", time.Since(start), storeFailure(err))
+	m.obs.NonceStore(m.name, "put", time.Since(start), storeFailure(err))
 	return err
 }
 

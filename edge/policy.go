@@ -550,7 +550,7 @@ func (h *Handler) holderBound(r *http.Request, d *vc.Delegation, adm observe.Dec
 	if !h.l3.enabled {
 		return false
 	}
-	s, err := h.sessionDelegation(r)
+	s, err := h.l3.session(r)
 	return err == nil && s != nil && s.Hash == d.Hash && s.AgentDID == d.AgentDID
 }
 

@@ -18,8 +18,8 @@ import (
 
 // proxySessionBinder returns the nonce store as a SessionBinder (measured),
 // or an error when the configured store module cannot hold bindings.
-func (h *Handler) proxySessionBinder() (challenge.OwnedBinder, error) {
-	var store challenge.NonceStore = h.l3.store
+func (l *level3) proxySessionBinder() (challenge.OwnedBinder, error) {
+	var store challenge.NonceStore = l.store
 	name := "nonce_store"
 	if m, ok := store.(*measuredNonceStore); ok {
 		store, name = m.store, m.name
@@ -28,7 +28,7 @@ func (h *Handler) proxySessionBinder() (challenge.OwnedBinder, error) {
 	if !ok {
 		return nil, fmt.Errorf("mcpi: nonce store %s cannot keep handshake sessions (`handshake proxy` needs memory or redis)", name)
 	}
-	return &measuredBinder{binder: b, name: name, h: h}, nil
+	return &measuredBinder{binder: b, name: name, obs: l.obs}, nil
 }
 
 // routeBindings binds with the route's current Bindings (handshake.Calls),
@@ -43,12 +43,12 @@ func (b routeBindings) Bind(ctx context.Context, s handshake.UpstreamSession, v 
 // boundSession returns the delegation bound to the upstream session r
 // presents, checked against this route (trust, audience, required scopes),
 // or nil when r presents none that is bound (handshake.Bindings.Lookup).
-func (h *Handler) boundSession(r *http.Request) (*vc.Delegation, error) {
-	d, err := h.l3.proxySessions.Lookup(r)
+func (l *level3) boundSession(r *http.Request) (*vc.Delegation, error) {
+	d, err := l.proxySessions.Lookup(r)
 	if err != nil || d == nil {
 		return nil, err
 	}
-	if err := h.checkSessionRoute(r, d); err != nil {
+	if err := l.checkSessionRoute(r, d); err != nil {
 		return nil, err
 	}
 	return d, nil

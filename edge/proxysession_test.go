@@ -475,13 +475,13 @@ func TestProxySessionRedis(t *testing.T) {
 type plainStore struct{ challenge.NonceStore }
 
 func TestProxySessionNeedsBinder(t *testing.T) {
-	h := &Handler{}
-	h.l3.store = &measuredNonceStore{store: plainStore{}, name: "custom", h: h}
-	if _, err := h.proxySessionBinder(); err == nil || !strings.Contains(err.Error(), "custom") {
+	var l level3
+	l.store = &measuredNonceStore{store: plainStore{}, name: "custom"}
+	if _, err := l.proxySessionBinder(); err == nil || !strings.Contains(err.Error(), "custom") {
 		t.Fatalf("proxySessionBinder = %v, want an error naming the store", err)
 	}
-	h.l3.store = &measuredNonceStore{store: challenge.NewMemoryStore(bareContext(t)), name: "memory", h: h}
-	if _, err := h.proxySessionBinder(); err != nil {
+	l.store = &measuredNonceStore{store: challenge.NewMemoryStore(bareContext(t)), name: "memory"}
+	if _, err := l.proxySessionBinder(); err != nil {
 		t.Fatal(err)
 	}
 }

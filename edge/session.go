@@ -14,8 +14,8 @@ import (
 
 // sessionFrom finds an edge session on r (handshake.Sessions.Lookup) and
 // applies this route's rules to it.
-func (h *Handler) sessionFrom(r *http.Request) (*vc.Delegation, error) {
-	s := h.l3.sessions
+func (l *level3) sessionFrom(r *http.Request) (*vc.Delegation, error) {
+	s := l.sessions
 	if s == nil {
 		return nil, nil
 	}
@@ -23,7 +23,7 @@ func (h *Handler) sessionFrom(r *http.Request) (*vc.Delegation, error) {
 	if err != nil || d == nil {
 		return nil, err
 	}
-	if err := h.checkSessionRoute(r, d); err != nil {
+	if err := l.checkSessionRoute(r, d); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -36,18 +36,18 @@ func (h *Handler) sessionFrom(r *http.Request) (*vc.Delegation, error) {
 // it; this route may be stricter. (A route with another trust list or
 // audiences derives another session key and does not get this far; the
 // trust and audience checks here are the second line.)
-func (h *Handler) checkSessionRoute(r *http.Request, d *vc.Delegation) error {
-	if !h.cfg.trustsRoot(d.RootIssuer) {
+func (l *level3) checkSessionRoute(r *http.Request, d *vc.Delegation) error {
+	if !l.cfg.trustsRoot(d.RootIssuer) {
 		return fmt.Errorf("%w: session's issuer not trusted on this route", vc.ErrUntrustedIssuer)
 	}
 	if len(d.Audience) == 0 {
-		if h.cfg.RequireAudience {
+		if l.cfg.RequireAudience {
 			return fmt.Errorf("%w: credential names no audience", vc.ErrAudience)
 		}
 	} else {
-		auds := h.cfg.Audiences
+		auds := l.cfg.Audiences
 		if len(auds) == 0 {
-			auds = site.Audiences(h.site.Host(r))
+			auds = site.Audiences(l.site.Host(r))
 		}
 		ok := false
 		for _, a := range d.Audience {
@@ -60,7 +60,7 @@ func (h *Handler) checkSessionRoute(r *http.Request, d *vc.Delegation) error {
 			return fmt.Errorf("%w: session is for another audience", vc.ErrAudience)
 		}
 	}
-	if !d.HasScopes(h.cfg.RequiredScopes...) {
+	if !d.HasScopes(l.cfg.RequiredScopes...) {
 		return fmt.Errorf("%w: session lacks a required scope", vc.ErrMissingScope)
 	}
 	return nil
