@@ -17,7 +17,7 @@ func (h *Handler) provisionDocuments() {
 	if h.proofs.Enforces() {
 		d.MCP = &wellknown.MCP{
 			EdgeDID:           h.cfg.EdgeDID,
-			Audience:          h.proofAudience,
+			Audience:          h.proofs.audience,
 			Proof:             h.proofs.Enabled(),
 			ResponseProof:     h.proofs.SignsResponses(),
 			RequiresExtension: h.proofs.RequiresExtension(),
@@ -30,14 +30,14 @@ func (h *Handler) provisionDocuments() {
 	}
 }
 
-// proofAudience is the DID a request proof must name: upstream_did, else
+// audience is the DID a request proof must name: upstream_did, else
 // edge_did, else did:web of the Host.
-func (h *Handler) proofAudience(r *http.Request) string {
-	if h.cfg.UpstreamDID != "" {
-		return h.cfg.UpstreamDID
+func (p *proofStep) audience(r *http.Request) string {
+	if p.cfg.UpstreamDID != "" {
+		return p.cfg.UpstreamDID
 	}
-	if h.cfg.EdgeDID != "" {
-		return h.cfg.EdgeDID
+	if p.cfg.EdgeDID != "" {
+		return p.cfg.EdgeDID
 	}
-	return h.proofHostDID.of(h.site.Host(r))
+	return p.hostDID.of(p.site.Host(r))
 }

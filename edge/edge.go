@@ -26,7 +26,6 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/dpop"
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
-	"github.com/mcpi-edge/caddy-mcpi/edge/proof"
 	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/edge/wellknown"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
@@ -117,12 +116,10 @@ type Handler struct {
 	l3     level3
 	policy policyState
 	obs    *observe.Recorder
-	// proofs is the KYA-OS gate: declarations, request and response proofs.
-	proofs *proof.Gate
+	// proofs is the KYA-OS step: declarations, request and response proofs.
+	proofs *proofStep
 	// dpop checks the proofs of DPoP-bound credentials (boundcredential.go).
 	dpop *dpop.Checker
-	// proofHostDID is the proofs' audience by Host (kyaos.go).
-	proofHostDID hostDID
 	// front is the authorization server (frontdoor.go); nil when off.
 	front *authserver.Server
 

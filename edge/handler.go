@@ -64,7 +64,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 		return h.refuse(w, r, carrier.ErrForeignBearer, nil)
 	}
 	// KYA-OS (kyaos.go): the declaration gate comes before admission.
-	body, err := h.proofBody(w, r, &found)
+	body, err := h.proofs.proofBody(w, r, &found)
 	if err != nil {
 		return h.refuse(w, r, err, nil)
 	}
@@ -72,7 +72,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	if err := h.checkAmbiguous(&rb); err != nil {
 		return h.refuse(w, r, err, nil)
 	}
-	if err := h.negotiate(r, &rb); err != nil {
+	if err := h.proofs.negotiate(r, &rb); err != nil {
 		return h.refuse(w, r, err, nil)
 	}
 	// 4. Without a credential, only an edge-issued handshake session admits.
@@ -87,10 +87,10 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 		if d == nil {
 			if h.admitAnonymous(r, &rb) {
 				// request_proof holds for anonymous tools too.
-				if _, err := h.admitProof(r, &rb, nil); err != nil {
+				if _, err := h.proofs.admitProof(r, &rb, nil); err != nil {
 					return h.refuse(w, r, err, nil)
 				}
-				return h.serveProved(w, r, next, nil, &rb, observe.Decision{Outcome: "admitted", Reason: "anonymous", Status: http.StatusOK})
+				return h.handOn(w, r, next, nil, &rb, observe.Decision{Outcome: "admitted", Reason: "anonymous", Status: http.StatusOK})
 			}
 			return h.refuse(w, r, carrier.ErrNoCredential, nil)
 		}
@@ -107,7 +107,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	}
 	// The request proof, bound to the credential's (or the handshake
 	// session's) subject.
-	if proved, err = h.admitProof(r, &rb, d); err != nil {
+	if proved, err = h.proofs.admitProof(r, &rb, d); err != nil {
 		return h.refuse(w, r, err, nil)
 	}
 
@@ -139,26 +139,35 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	if proved {
 		reason = proofOK
 	}
-	return h.serveProved(w, r, next, d, &rb, observe.Decision{Outcome: "admitted", Reason: reason, Status: http.StatusOK, Delegation: d, Carrier: carrierName})
+	return h.handOn(w, r, next, d, &rb, observe.Decision{Outcome: "admitted", Reason: reason, Status: http.StatusOK, Delegation: d, Carrier: carrierName})
 }
 
-// serveAdmitted applies the per-tool policy to an admitted request (d is nil
-// when it was admitted anonymously) and hands it on. A request has one
-// decision: adm is recorded unless the policy recorded another one (a
-// denied tools/call, or a body it could not read), so that a denial is
-// not counted and logged as an admission too.
-func (h *Handler) serveAdmitted(w http.ResponseWriter, r *http.Request, next Next, d *vc.Delegation, rb *rpcBody, adm observe.Decision) error {
+// handOn serves an admitted request (d is nil when it was admitted
+// anonymously): it installs the response chain, in this one place, and
+// hands the request on. The chain, outermost first: the proof step's
+// signing of the answer (and its declaration of the extension), its
+// memory of the session's declaration, then the tool policy's check of
+// the answer (list filtering, consent URLs). Neither buffers an SSE
+// stream. A request has one decision: adm is recorded unless the policy
+// recorded it itself (naming the tools called) or refused the request (a
+// refusal carries its own decision).
+func (h *Handler) handOn(w http.ResponseWriter, r *http.Request, next Next, d *vc.Delegation, rb *rpcBody, adm observe.Decision) error {
+	w, finish := h.proofs.wrap(w, r, rb.raw, d)
+	w = h.proofs.RememberSession(r.Context(), w, rb.raw, delegationOwner(d))
 	pw, recorded, err := h.enforcePolicy(w, r, d, rb, adm)
 	if err != nil {
-		return h.refuse(w, r, err, nil)
+		_ = h.refuse(w, r, err, nil)
+		return finish() // the refusal went through the proof step's writer
 	}
 	if !recorded {
 		h.obs.Decision(r, adm)
 	}
-	w = pw
-	err = next(w, r)
-	finishResponse(w) // a checked answer without a body is sent as it came
-	return err
+	err = next(pw, r)
+	finishResponse(pw) // a checked answer without a body is sent as it came
+	if err != nil {
+		return err
+	}
+	return finish()
 }
 
 // checksFor returns the verification rules for r: the configured ones plus

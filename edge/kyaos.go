@@ -8,13 +8,13 @@ import (
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
-	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/proof"
 	"github.com/mcpi-edge/caddy-mcpi/edge/refusal"
 	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 	"github.com/mcpi-edge/caddy-mcpi/vc/kyaos"
+	"go.uber.org/zap"
 )
 
 // ProofConfig holds the KYA-OS extension settings (org.kya-os/
@@ -56,9 +56,24 @@ func (cfg *Config) validateProofs() error {
 
 var errResponseProofLevel = errors.New("mcpi: response_proof needs `level 2` or 3 (the edge's signing key and did.json)")
 
-// provisionProofs builds the gate; the nonce store is the route's.
+// proofStep is the KYA-OS step of the pipeline: the declaration gate
+// before admission, the request proof after it, and the edge's signed
+// answers (response proofs, consent challenges, resume tokens). It knows
+// the route through the fields below, set by provisionProofs.
+type proofStep struct {
+	*proof.Gate
+	cfg  *Config
+	site *site.Site
+	// ident signs the edge's answers; nil below level 2.
+	ident  *identity.Identity
+	logger *zap.Logger
+	// hostDID is the proofs' audience by Host.
+	hostDID hostDID
+}
+
+// provisionProofs builds the step; the nonce store is the route's.
 func (h *Handler) provisionProofs() {
-	h.proofs = proof.New(proof.Config{
+	gate := proof.New(proof.Config{
 		RequestProof:     h.cfg.RequestProof,
 		RequireExtension: h.cfg.RequireExtension,
 		ResponseProof:    h.cfg.ResponseProof,
@@ -68,8 +83,9 @@ func (h *Handler) provisionProofs() {
 	// replicas with Redis). A store without bindings: they must declare
 	// per request.
 	if b, err := h.l3.proxySessionBinder(); err == nil {
-		h.proofs.WithSessions(b)
+		gate.WithSessions(b)
 	}
+	h.proofs = &proofStep{Gate: gate, cfg: &h.cfg, site: h.site, ident: h.ident, logger: h.logger}
 }
 
 // proofBody returns the JSON-RPC body the gate reads: the one the carriers
@@ -79,18 +95,18 @@ func (h *Handler) provisionProofs() {
 // application/json, but an upstream need not check either, and a
 // proof-bearing body sent as text/plain or with PUT must not pass unread
 // under optional (review 6 F3c, review 7 finding 4).
-func (h *Handler) proofBody(w http.ResponseWriter, r *http.Request, found *carrier.Found) ([]byte, error) {
+func (p *proofStep) proofBody(w http.ResponseWriter, r *http.Request, found *carrier.Found) ([]byte, error) {
 	switch {
 	case found.Body != nil:
 		return found.Body, nil
-	case h.proofs.Enabled() && !bodyless(r.Method) && hasRequestBody(r):
+	case p.Enabled() && !bodyless(r.Method) && hasRequestBody(r):
 		// Any method that may carry a body, not only POST: an upstream
 		// may take a PUT or a "post" for one (review 7, finding 4).
-	case h.proofs.SignsResponses() && carrier.WantsBody(r):
+	case p.SignsResponses() && carrier.WantsBody(r):
 	default:
 		return nil, nil
 	}
-	b, err := carrier.ReadBody(w, r, h.cfg.MaxBodySize)
+	b, err := carrier.ReadBody(w, r, p.cfg.MaxBodySize)
 	if err == nil {
 		found.Body = b
 	}
@@ -98,11 +114,11 @@ func (h *Handler) proofBody(w http.ResponseWriter, r *http.Request, found *carri
 }
 
 // negotiate applies the declaration gate.
-func (h *Handler) negotiate(r *http.Request, rb *rpcBody) error {
-	if !h.proofs.RequiresExtension() {
+func (p *proofStep) negotiate(r *http.Request, rb *rpcBody) error {
+	if !p.RequiresExtension() {
 		return nil
 	}
-	if rf := h.proofs.Negotiate(r.Context(), rb.forGate(), r.Header.Get("Mcp-Session-Id")); rf != nil {
+	if rf := p.Negotiate(r.Context(), rb.forGate(), r.Header.Get("Mcp-Session-Id")); rf != nil {
 		return proofRefusal(rb, rf)
 	}
 	return nil
@@ -112,19 +128,19 @@ func (h *Handler) negotiate(r *http.Request, rb *rpcBody) error {
 // verified as d. d is nil for a request
 // admitted without a credential (anonymous tools): its proof, by whichever
 // agent, is checked all the same, only bound to no subject.
-func (h *Handler) admitProof(r *http.Request, rb *rpcBody, d *vc.Delegation) (verified bool, err error) {
-	if !h.proofs.Inspects(rb.raw) {
+func (p *proofStep) admitProof(r *http.Request, rb *rpcBody, d *vc.Delegation) (verified bool, err error) {
+	if !p.Inspects(rb.raw) {
 		return false, nil
 	}
-	aud := h.proofAudience(r)
-	if !h.proofHostNamed(r) {
+	aud := p.audience(r)
+	if !p.proofHostNamed(r) {
 		aud = "" // matches no proof: audience_mismatch
 	}
 	agent, jkt := "", ""
 	if d != nil {
 		agent, jkt = d.AgentDID, d.CnfJKT
 	}
-	ok, rf := h.proofs.Admit(r.Context(), rb.forGate(), aud, agent, jkt)
+	ok, rf := p.Admit(r.Context(), rb.forGate(), aud, agent, jkt)
 	if rf != nil {
 		return false, proofRefusal(rb, rf)
 	}
@@ -138,12 +154,12 @@ func (h *Handler) admitProof(r *http.Request, rb *rpcBody, d *vc.Delegation) (ve
 // one those audiences name (its did:web, https:// origin or bare host):
 // else a catch-all site would take a proof addressed to any server the
 // client names in Host, and redeem it against a store that never saw it.
-func (h *Handler) proofHostNamed(r *http.Request) bool {
-	if h.cfg.UpstreamDID != "" || h.cfg.EdgeDID != "" || len(h.cfg.Audiences) == 0 {
+func (p *proofStep) proofHostNamed(r *http.Request) bool {
+	if p.cfg.UpstreamDID != "" || p.cfg.EdgeDID != "" || len(p.cfg.Audiences) == 0 {
 		return true
 	}
-	for _, name := range site.Audiences(h.site.Host(r)) {
-		for _, a := range h.cfg.Audiences {
+	for _, name := range site.Audiences(p.site.Host(r)) {
+		for _, a := range p.cfg.Audiences {
 			if strings.EqualFold(a, name) {
 				return true
 			}
@@ -201,18 +217,6 @@ func proofAnswer(id json.RawMessage, jsonRPC bool, rf *proof.Refusal) []byte {
 // request proof.
 const proofOK = "proof_ok"
 
-// serveProved serves an admitted request (serveAdmitted) through the
-// response rewriting of wrapProofResponse. body is the JSON-RPC body the
-// gate read (nil when it read none).
-func (h *Handler) serveProved(w http.ResponseWriter, r *http.Request, next Next, d *vc.Delegation, rb *rpcBody, adm observe.Decision) error {
-	w, finish := h.wrapProofResponse(w, r, rb.raw, d)
-	w = h.proofs.RememberSession(r.Context(), w, rb.raw, delegationOwner(d))
-	if err := h.serveAdmitted(w, r, next, d, rb, adm); err != nil {
-		return err
-	}
-	return finish()
-}
-
 // delegationOwner is who the records a delegated request leaves in the
 // shared store (session declarations, resumeTokens) count against: the
 // user who delegated, not the agent, since an agent can mint agents of its
@@ -229,26 +233,26 @@ func delegationOwner(d *vc.Delegation) string {
 	}
 }
 
-// wrapProofResponse signs the answer to an admitted request, and declares
+// wrap signs the answer to an admitted request, and declares
 // the extension in server/discover, when configured; finish writes the
 // buffered answer after next returned.
-func (h *Handler) wrapProofResponse(w http.ResponseWriter, r *http.Request, body []byte, d *vc.Delegation) (http.ResponseWriter, func() error) {
-	if body == nil || !h.proofs.Rewrites(body) {
+func (p *proofStep) wrap(w http.ResponseWriter, r *http.Request, body []byte, d *vc.Delegation) (http.ResponseWriter, func() error) {
+	if body == nil || !p.Rewrites(body) {
 		return w, func() error { return nil }
 	}
-	aud := h.callerAudience(r, d)
-	rw := h.proofs.WrapResponse(w, body, h.responseSigner(r), aud)
+	aud := p.callerAudience(r, d)
+	rw := p.WrapResponse(w, body, p.responseSigner(r), aud)
 	return rw, rw.Finish
 }
 
 // responseSigner signs with the edge's current Level 2 key under its DID,
 // the key published in its did.json.
-func (h *Handler) responseSigner(r *http.Request) proof.Signer {
+func (p *proofStep) responseSigner(r *http.Request) proof.Signer {
 	return func() (kyaos.ResponseSigner, error) {
-		if h.ident == nil {
+		if p.ident == nil {
 			return kyaos.ResponseSigner{}, identity.ErrUnavailable
 		}
-		did, kid, key, err := h.ident.SigningKey(h.site.Host(r))
+		did, kid, key, err := p.ident.SigningKey(p.site.Host(r))
 		if err != nil {
 			return kyaos.ResponseSigner{}, err
 		}

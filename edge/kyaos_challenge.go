@@ -29,39 +29,39 @@ import (
 // call m of tool; ok is false when the edge does not sign responses, the
 // caller is anonymous, no consent URL is usable, the call is one of a batch (2026 clients send
 // none), or signing failed: the unsigned prompt of today answers then.
-func (h *Handler) signedChallenge(w http.ResponseWriter, r *http.Request, batch bool, m mcp.Message, tool string, dec mcp.Decision, d *vc.Delegation) ([]byte, bool) {
+func (p *proofStep) signedChallenge(w http.ResponseWriter, r *http.Request, batch bool, m mcp.Message, tool string, dec mcp.Decision, d *vc.Delegation) ([]byte, bool) {
 	// An anonymous caller gets the unsigned prompt: a resumeToken is a
 	// record in the shared store, which no anonymous request may write.
-	if batch || d == nil || !h.proofs.SignsResponses() || h.cfg.ConsentURL == "" || len(dec.Missing) == 0 ||
+	if batch || d == nil || !p.SignsResponses() || p.cfg.ConsentURL == "" || len(dec.Missing) == 0 ||
 		(dec.Reason != mcp.ReasonInsufficientScope && dec.Reason != mcp.ReasonAnonymous) {
 		return nil, false
 	}
 	agent := d.AgentDID
 	now := time.Now()
-	token, exp, err := h.proofs.IssueResume(r.Context(), delegationOwner(d), agent, tool, now)
+	token, exp, err := p.IssueResume(r.Context(), delegationOwner(d), agent, tool, now)
 	if err != nil {
-		h.logger.Warn("issuing a resumeToken failed; answering the unsigned consent prompt", zap.Error(err))
+		p.logger.Warn("issuing a resumeToken failed; answering the unsigned consent prompt", zap.Error(err))
 		return nil, false
 	}
-	link, ok := mcp.ConsentLink(mcp.NeedsAuthorization{Tool: tool, Missing: dec.Missing, ConsentURL: h.cfg.ConsentURL, AgentDID: agent, ResumeToken: token})
+	link, ok := mcp.ConsentLink(mcp.NeedsAuthorization{Tool: tool, Missing: dec.Missing, ConsentURL: p.cfg.ConsentURL, AgentDID: agent, ResumeToken: token})
 	if !ok {
 		return nil, false
 	}
-	s, err := h.responseSigner(r)()
+	s, err := p.responseSigner(r)()
 	if err != nil {
-		h.logger.Warn("signing the consent challenge failed; answering the unsigned prompt", zap.Error(err))
+		p.logger.Warn("signing the consent challenge failed; answering the unsigned prompt", zap.Error(err))
 		return nil, false
 	}
 	// The challenge holds resultType besides content: like any such result
 	// it is signed under the envelope profile, which binds all of it.
 	s.Envelope = true
-	aud := h.callerAudience(r, d)
+	aud := p.callerAudience(r, d)
 	result, err := s.SignChallenge(m.Raw, aud, kyaos.Challenge{
 		Tool: tool, ScopeID: dec.Missing[0], Scopes: dec.Missing,
 		AuthorizationURL: link, ResumeToken: token, ExpiresAt: exp.Unix(),
 	}, now.Unix())
 	if err != nil {
-		h.logger.Warn("signing the consent challenge failed; answering the unsigned prompt", zap.Error(err))
+		p.logger.Warn("signing the consent challenge failed; answering the unsigned prompt", zap.Error(err))
 		return nil, false
 	}
 	out, err := json.Marshal(struct {
@@ -81,20 +81,20 @@ func (h *Handler) signedChallenge(w http.ResponseWriter, r *http.Request, batch 
 // §4.1 has a server state what it decided (no responseHash); ok is false
 // when the edge does not sign responses or resp is not one result (the
 // response writer then signs or passes it as any answer).
-func (h *Handler) signedDenial(w http.ResponseWriter, r *http.Request, batch bool, m mcp.Message, resp []byte, reason string, d *vc.Delegation) ([]byte, bool) {
-	if batch || !h.proofs.SignsResponses() {
+func (p *proofStep) signedDenial(w http.ResponseWriter, r *http.Request, batch bool, m mcp.Message, resp []byte, reason string, d *vc.Delegation) ([]byte, bool) {
+	if batch || !p.SignsResponses() {
 		return nil, false
 	}
 	result := jsonscan.Member(resp, "result")
 	if len(result) == 0 || result[0] != '{' {
 		return nil, false
 	}
-	s, err := h.responseSigner(r)()
+	s, err := p.responseSigner(r)()
 	if err != nil {
 		return nil, false
 	}
-	s.Envelope = h.proofs.SignsEnvelope() || !kyaos.ContentOnly(result)
-	aud := h.callerAudience(r, d)
+	s.Envelope = p.SignsEnvelope() || !kyaos.ContentOnly(result)
+	aud := p.callerAudience(r, d)
 	signed, err := s.SignResult(result, m.Raw, aud, kyaos.ResponseMeta{Outcome: kyaos.OutcomeDenied, Reason: reason}, time.Now().Unix())
 	if err != nil {
 		return nil, false
@@ -105,18 +105,18 @@ func (h *Handler) signedDenial(w http.ResponseWriter, r *http.Request, batch boo
 
 // callerAudience is the audience of the edge's response proofs: the
 // caller's DID (§9.7), else the route's.
-func (h *Handler) callerAudience(r *http.Request, d *vc.Delegation) string {
+func (p *proofStep) callerAudience(r *http.Request, d *vc.Delegation) string {
 	if d != nil && d.AgentDID != "" {
 		return d.AgentDID
 	}
-	return h.proofAudience(r)
+	return p.audience(r)
 }
 
 // checkResume checks the resumeToken a retried tools/call m of tool
 // carries, when it is one of the edge's, and consumes it; handled: the
 // refusal is returned and nothing is forwarded. A token of the upstream's
 // (without the edge's prefix) passes on unchecked.
-func (h *Handler) checkResume(r *http.Request, m mcp.Message, tool string, d *vc.Delegation, adm observe.Decision) error {
+func (p *proofStep) checkResume(r *http.Request, m mcp.Message, tool string, d *vc.Delegation, adm observe.Decision) error {
 	token, ok, err := proof.ResumeToken(m.Params)
 	var rf *proof.Refusal
 	switch {
@@ -129,7 +129,7 @@ func (h *Handler) checkResume(r *http.Request, m mcp.Message, tool string, d *vc
 		if d != nil {
 			agent = d.AgentDID
 		}
-		if rf = h.proofs.RedeemResume(r.Context(), token, delegationOwner(d), agent, tool, time.Now()); rf == nil {
+		if rf = p.RedeemResume(r.Context(), token, delegationOwner(d), agent, tool, time.Now()); rf == nil {
 			return nil
 		}
 	}

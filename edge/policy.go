@@ -465,7 +465,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 			if err := h.checkRequestState(r, m, name, d); err != nil {
 				return w, false, requestStateRefusal(m, err, adm)
 			}
-			if err := h.checkResume(r, m, name, d, adm); err != nil {
+			if err := h.proofs.checkResume(r, m, name, d, adm); err != nil {
 				return w, false, err
 			}
 			dec := h.decide(h.site.Host(r), name, d, presented)

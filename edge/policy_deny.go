@@ -47,12 +47,12 @@ func (h *Handler) denied(w http.ResponseWriter, r *http.Request, msgs []mcp.Mess
 		}
 		if m.Method == mcp.MethodToolsCall && !decisions[i].Allowed {
 			name, _ := mcp.ToolCallName(m)
-			if b, ok := h.signedChallenge(w, r, batch, m, name, decisions[i], d); ok {
+			if b, ok := h.proofs.signedChallenge(w, r, batch, m, name, decisions[i], d); ok {
 				out = append(out, b)
 				continue
 			}
 			b := h.deniedResult(era, m, name, decisions[i], d)
-			if sb, ok := h.signedDenial(w, r, batch, m, b, decisions[i].Reason, d); ok {
+			if sb, ok := h.proofs.signedDenial(w, r, batch, m, b, decisions[i].Reason, d); ok {
 				b = sb
 			}
 			out = append(out, b)
