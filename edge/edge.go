@@ -114,7 +114,7 @@ type Handler struct {
 
 	ident  *identity.Identity // nil below level 2
 	l3     level3
-	policy policyState
+	policy toolPolicy
 	obs    *observe.Recorder
 	// proofs is the KYA-OS step: declarations, request and response proofs.
 	proofs *proofStep

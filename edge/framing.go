@@ -53,7 +53,7 @@ func (h *Handler) checkFraming(w http.ResponseWriter, r *http.Request, found *ca
 	if ferr == nil && era == mcp.Era2026 && len(msgs) == 1 {
 		// Mcp-Param-* of a tool whose x-mcp-header bindings the edge
 		// learned (paramheaders.go); a tool it has not learned passes.
-		ferr = h.checkParamHeaders(r, msgs[0])
+		ferr = h.policy.checkParamHeaders(r, msgs[0])
 	}
 	if ferr != nil {
 		return framingRefusal(msgs, ferr)

@@ -239,8 +239,8 @@ func (cfg *Config) routeScopes() []authserver.Scope {
 // keeps what it had. stepUp answers it the OAuth way (RFC 6750 §3.1):
 // 403 insufficient_scope with that scope. Other clients get the tool
 // result they always got.
-func (h *Handler) stepUpScope(msgs []mcp.Message, batch bool, decisions []mcp.Decision, d *vc.Delegation) (string, bool) {
-	if h.front == nil || d == nil || batch || len(msgs) != 1 || !authserver.IsUserDID(d.Issuer) {
+func (p *toolPolicy) stepUpScope(msgs []mcp.Message, batch bool, decisions []mcp.Decision, d *vc.Delegation) (string, bool) {
+	if p.front == nil || d == nil || batch || len(msgs) != 1 || !authserver.IsUserDID(d.Issuer) {
 		return "", false
 	}
 	dec := decisions[0]

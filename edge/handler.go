@@ -85,7 +85,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 			return h.refuse(w, r, err, nil)
 		}
 		if d == nil {
-			if h.admitAnonymous(r, &rb) {
+			if h.policy.admitAnonymous(r, &rb) {
 				// request_proof holds for anonymous tools too.
 				if _, err := h.proofs.admitProof(r, &rb, nil); err != nil {
 					return h.refuse(w, r, err, nil)
@@ -154,7 +154,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 func (h *Handler) handOn(w http.ResponseWriter, r *http.Request, next Next, d *vc.Delegation, rb *rpcBody, adm observe.Decision) error {
 	w, finish := h.proofs.wrap(w, r, rb.raw, d)
 	w = h.proofs.RememberSession(r.Context(), w, rb.raw, delegationOwner(d))
-	pw, recorded, err := h.enforcePolicy(w, r, d, rb, adm)
+	pw, recorded, err := h.policy.enforce(w, r, d, rb, adm)
 	if err != nil {
 		_ = h.refuse(w, r, err, nil)
 		return finish() // the refusal went through the proof step's writer

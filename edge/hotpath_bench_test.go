@@ -105,7 +105,6 @@ func BenchmarkHotPath(b *testing.B) {
 			serve := func(w http.ResponseWriter, r *http.Request) error { return next(w, r) }
 			if tc.h != nil {
 				h := tc.h(b)
-				h.logger = logger // provision set a Nop logger after building
 				serve = func(w http.ResponseWriter, r *http.Request) error { return h.ServeNext(w, r, next) }
 			}
 			req, reqBody := hotPathRequest, body

@@ -9,10 +9,13 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/mcpi-edge/caddy-mcpi/edge/authserver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
+	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
+	"go.uber.org/zap"
 )
 
 // MCP-aware authorization (MCPI-WIRE §6 and §7): per-tool policy on
@@ -132,8 +135,12 @@ type PolicyConfig struct {
 	ToolAnnotationsPolicy *ToolAnnotationsPolicy `json:"tool_annotations_policy,omitempty"`
 }
 
-// policyState is the runtime state of the per-tool policy.
-type policyState struct {
+// toolPolicy is the tool policy step of the pipeline: Check on the
+// request (scopes, rules, anonymous tools, requestState and resume
+// tokens) in enforce, Wrap on the answer (list filtering, consent URLs,
+// learned parameter headers) through responseCheck. It knows the route
+// through the fields at the end, set by provisionPolicy.
+type toolPolicy struct {
 	// pol is nil when no per-tool policy applies (no rules, default not
 	// deny): every tool is allowed and tools/list is not filtered.
 	pol             *mcp.Policy
@@ -149,6 +156,17 @@ type policyState struct {
 	// params holds the x-mcp-header bindings learned from tools/list
 	// answers (paramheaders.go).
 	params *paramHeaderStore
+
+	cfg    *Config
+	site   *site.Site
+	obs    *observe.Recorder
+	logger *zap.Logger
+	// proofs signs consent challenges and denials; l3 finds the session
+	// that makes a delegation holder-bound; front, when on, asks OAuth
+	// clients to step up.
+	proofs *proofStep
+	l3     *level3
+	front  *authserver.Server
 }
 
 // policy builds the mcp.Policy of the config; nil when nothing is to be
@@ -210,9 +228,10 @@ func (h *Handler) provisionPolicy() error {
 			return err
 		}
 	}
-	st := policyState{pol: pol, actions: mode, listed: &toolNames{m: make(map[string]struct{})},
+	st := toolPolicy{pol: pol, actions: mode, listed: &toolNames{m: make(map[string]struct{})},
 		annotations: newAnnotationPolicy(h.cfg.ToolAnnotationsPolicy), states: states,
-		params: newParamHeaderStore()}
+		params: newParamHeaderStore(),
+		cfg:    &h.cfg, site: h.site, obs: h.obs, logger: h.logger, proofs: h.proofs, l3: &h.l3, front: h.front}
 	for _, t := range h.cfg.Tools {
 		st.anyAnonymous = st.anyAnonymous || t.AllowAnonymous
 		st.anyPresentation = st.anyPresentation || t.RequirePresentation
@@ -282,8 +301,7 @@ var anonymousMethods = []string{"initialize", "server/discover", "ping", mcp.Met
 // admitAnonymous reports whether r, which presents no credential and no
 // session, may go upstream anyway because everything it calls is allowed
 // anonymously. body is the request body when the carriers read it, else nil.
-func (h *Handler) admitAnonymous(r *http.Request, rb *rpcBody) bool {
-	p := &h.policy
+func (p *toolPolicy) admitAnonymous(r *http.Request, rb *rpcBody) bool {
 	if p.pol == nil || !p.anyAnonymous || r.Method != http.MethodPost {
 		return false
 	}
@@ -291,7 +309,7 @@ func (h *Handler) admitAnonymous(r *http.Request, rb *rpcBody) bool {
 		if !hasRequestBody(r) {
 			return false
 		}
-		body, err := carrier.ReadBody(nil, r, h.cfg.MaxBodySize)
+		body, err := carrier.ReadBody(nil, r, p.cfg.MaxBodySize)
 		if err != nil {
 			return false
 		}
@@ -305,7 +323,7 @@ func (h *Handler) admitAnonymous(r *http.Request, rb *rpcBody) bool {
 		switch {
 		case m.Method == mcp.MethodToolsCall:
 			name, _ := mcp.ToolCallName(m)
-			if !h.toolAllowed(h.site.Host(r), name, nil, false) {
+			if !p.toolAllowed(p.site.Host(r), name, nil, false) {
 				return false
 			}
 		case slices.Contains(anonymousMethods, m.Method), strings.HasPrefix(m.Method, "notifications/"):
@@ -320,16 +338,16 @@ func (h *Handler) admitAnonymous(r *http.Request, rb *rpcBody) bool {
 // (serviceHost), for the caller holding d (nil when anonymous). An
 // anonymous caller gets only tools whose rule allows anonymous callers:
 // tool_default allow is for verified callers.
-func (h *Handler) toolAllowed(host, tool string, d *vc.Delegation, presented bool) bool {
-	dec := h.decide(host, tool, d, presented)
+func (p *toolPolicy) toolAllowed(host, tool string, d *vc.Delegation, presented bool) bool {
+	dec := p.decide(host, tool, d, presented)
 	if d == nil {
 		return dec.Allowed && dec.Rule != nil && dec.Rule.AllowAnonymous
 	}
 	return dec.Allowed
 }
 
-func (h *Handler) decide(host, tool string, d *vc.Delegation, presented bool) mcp.Decision {
-	pol := h.policy.pol
+func (p *toolPolicy) decide(host, tool string, d *vc.Delegation, presented bool) mcp.Decision {
+	pol := p.pol
 	if d == nil {
 		return pol.Decide(tool, nil, true, false)
 	}
@@ -338,7 +356,7 @@ func (h *Handler) decide(host, tool string, d *vc.Delegation, presented bool) mc
 	}
 	dec := pol.Decide(tool, d.Scopes, false, presented)
 	if dec.Rule == nil { // no tool rule: the annotation class, if known, replaces tool_default
-		if ad, ok := h.policy.annotations.decide(host, tool, d.Scopes); ok {
+		if ad, ok := p.annotations.decide(host, tool, d.Scopes); ok {
 			return ad
 		}
 	}
@@ -354,7 +372,7 @@ var handshakeTools = []string{"_mcpi_handshake", "_kyaos_handshake", "_mcpi"}
 // reasonHandshakeTool is the decision reason for a handshakeTools call.
 const reasonHandshakeTool = "handshake_tool"
 
-// enforcePolicy applies the per-tool policy to an admitted request (d is nil
+// enforce applies the per-tool policy to an admitted request (d is nil
 // for an anonymous one, adm is its admission) and may wrap w to filter or
 // check the response. It returns a *refusal.Refusal (or an error refuse
 // maps) when the request goes no further; the refusal carries the
@@ -374,15 +392,14 @@ const reasonHandshakeTool = "handshake_tool"
 // stream may carry results (replayed after Last-Event-ID, or sent by a
 // server on its standalone stream) to requests the edge has not seen in
 // this request. The stream is rewritten event by event, never buffered.
-func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.Delegation, rb *rpcBody, adm observe.Decision) (_ http.ResponseWriter, recorded bool, err error) {
+func (p *toolPolicy) enforce(w http.ResponseWriter, r *http.Request, d *vc.Delegation, rb *rpcBody, adm observe.Decision) (_ http.ResponseWriter, recorded bool, err error) {
 	body := rb.raw
-	p := &h.policy
 	if p.pol == nil && p.actions == mcp.ActionsOff {
 		return w, false, nil
 	}
 	method := strings.ToUpper(r.Method)
 	if p.pol != nil {
-		if status, err := h.policeHTTP(r, method, body != nil); err != nil {
+		if status, err := p.policeHTTP(r, method, body != nil); err != nil {
 			return w, false, bodyRefusal(status, mcp.CodeInvalidRequest, err, adm)
 		}
 	}
@@ -390,8 +407,8 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 		if method != http.MethodGet {
 			return w, false, nil
 		}
-		c := h.newResponseCheck(r, d, nil, false, p.pol != nil, p.actions != mcp.ActionsOff)
-		c.presented = h.policy.anyPresentation && h.holderBound(r, d, adm)
+		c := p.newResponseCheck(r, d, nil, false, p.pol != nil, p.actions != mcp.ActionsOff)
+		c.presented = p.anyPresentation && p.holderBound(r, d, adm)
 		return c.wrap(w, r), false, nil
 	}
 
@@ -402,7 +419,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 		if !hasRequestBody(r) || (p.pol == nil && !carrier.WantsBody(r)) {
 			return w, false, nil
 		}
-		if body, err = carrier.ReadBody(w, r, h.cfg.MaxBodySize); err != nil {
+		if body, err = carrier.ReadBody(w, r, p.cfg.MaxBodySize); err != nil {
 			return w, false, err
 		}
 		rb.use(body)
@@ -444,7 +461,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 	}
 	presented := false
 	if d != nil && p.anyPresentation && (hasCall || hasList) {
-		presented = h.holderBound(r, d, adm)
+		presented = p.holderBound(r, d, adm)
 	}
 
 	if p.pol != nil && hasCall {
@@ -462,13 +479,13 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 				}
 			}
 			name, _ := mcp.ToolCallName(m)
-			if err := h.checkRequestState(r, m, name, d); err != nil {
+			if err := p.checkRequestState(r, m, name, d); err != nil {
 				return w, false, requestStateRefusal(m, err, adm)
 			}
-			if err := h.proofs.checkResume(r, m, name, d, adm); err != nil {
+			if err := p.proofs.checkResume(r, m, name, d, adm); err != nil {
 				return w, false, err
 			}
-			dec := h.decide(h.site.Host(r), name, d, presented)
+			dec := p.decide(p.site.Host(r), name, d, presented)
 			if d == nil && dec.Allowed && (dec.Rule == nil || !dec.Rule.AllowAnonymous) {
 				// Unreachable through admitAnonymous; kept so the rule
 				// holds whatever admits an anonymous request.
@@ -476,16 +493,16 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 			}
 			decisions[i] = dec
 			denied = denied || !dec.Allowed
-			h.logDecision(name, d, dec)
+			p.logDecision(name, d, dec)
 		}
 		if denied {
-			return w, false, h.denied(w, r, msgs, batch, decisions, d, adm)
+			return w, false, p.denied(w, r, msgs, batch, decisions, d, adm)
 		}
 	}
 	// The admission of a tools/call names its tool in the audit log.
 	if hasCall {
 		adm.Tool = toolCallNames(msgs)
-		h.obs.Decision(r, adm)
+		p.obs.Decision(r, adm)
 		recorded = true
 	}
 
@@ -502,13 +519,13 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 	if !filter && !actions {
 		return w, recorded, nil
 	}
-	c := h.newResponseCheck(r, d, msgs, batch, filter, actions)
+	c := p.newResponseCheck(r, d, msgs, batch, filter, actions)
 	c.presented = presented
 	c.sniff = !hasList
 	if filter && hasList {
 		// Learn the listed tools' annotation classes before the filter
 		// decides on them (no-op unless tool_annotations_policy is set).
-		return p.annotations.learnFrom(c.wrap(w, r), c.host, c.ids, h.cfg.MaxResponseSize), recorded, nil
+		return p.annotations.learnFrom(c.wrap(w, r), c.host, c.ids, p.cfg.MaxResponseSize), recorded, nil
 	}
 	return c.wrap(w, r), recorded, nil
 }
@@ -538,7 +555,7 @@ func toolCallNames(msgs []mcp.Message) string {
 // holderBound reports whether d was presented holder-bound: in a VP signed by
 // the agent, or over a Level 3 handshake session (the agent proved its key
 // when the session was issued).
-func (h *Handler) holderBound(r *http.Request, d *vc.Delegation, adm observe.Decision) bool {
+func (p *toolPolicy) holderBound(r *http.Request, d *vc.Delegation, adm observe.Decision) bool {
 	if d == nil {
 		return false
 	}
@@ -547,17 +564,16 @@ func (h *Handler) holderBound(r *http.Request, d *vc.Delegation, adm observe.Dec
 		// looking it up again would cost another MAC or store round trip.
 		return true
 	}
-	if !h.l3.enabled {
+	if !p.l3.enabled {
 		return false
 	}
-	s, err := h.l3.session(r)
+	s, err := p.l3.session(r)
 	return err == nil && s != nil && s.Hash == d.Hash && s.AgentDID == d.AgentDID
 }
 
 // toolLabel is tool as a log or metric label: a name from the configured
 // policy or from the upstream's tool list, else "other".
-func (h *Handler) toolLabel(tool string) string {
-	p := &h.policy
+func (p *toolPolicy) toolLabel(tool string) string {
 	return mcp.LabelForTool(tool, func(n string) bool {
 		return (p.pol != nil && p.pol.KnownTool(n)) || p.listed.has(n)
 	})

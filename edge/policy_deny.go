@@ -32,8 +32,8 @@ func denialDecision(msgs []mcp.Message, decisions []mcp.Decision, adm observe.De
 // the edge with HTTP 200: a tool error result for every denied call, a JSON-RPC
 // error for every other request of a batch (none of it was forwarded).
 // Notifications get no answer; with nothing to answer it is 202 Accepted.
-func (h *Handler) denied(w http.ResponseWriter, r *http.Request, msgs []mcp.Message, batch bool, decisions []mcp.Decision, d *vc.Delegation, adm observe.Decision) *refusal.Refusal {
-	if scope, ok := h.stepUpScope(msgs, batch, decisions, d); ok {
+func (p *toolPolicy) denied(w http.ResponseWriter, r *http.Request, msgs []mcp.Message, batch bool, decisions []mcp.Decision, d *vc.Delegation, adm observe.Decision) *refusal.Refusal {
+	if scope, ok := p.stepUpScope(msgs, batch, decisions, d); ok {
 		rf := stepUp(scope)
 		rf.Decision = denialDecision(msgs, decisions, adm, http.StatusForbidden)
 		return rf
@@ -47,12 +47,12 @@ func (h *Handler) denied(w http.ResponseWriter, r *http.Request, msgs []mcp.Mess
 		}
 		if m.Method == mcp.MethodToolsCall && !decisions[i].Allowed {
 			name, _ := mcp.ToolCallName(m)
-			if b, ok := h.proofs.signedChallenge(w, r, batch, m, name, decisions[i], d); ok {
+			if b, ok := p.proofs.signedChallenge(w, r, batch, m, name, decisions[i], d); ok {
 				out = append(out, b)
 				continue
 			}
-			b := h.deniedResult(era, m, name, decisions[i], d)
-			if sb, ok := h.proofs.signedDenial(w, r, batch, m, b, decisions[i].Reason, d); ok {
+			b := p.deniedResult(era, m, name, decisions[i], d)
+			if sb, ok := p.proofs.signedDenial(w, r, batch, m, b, decisions[i].Reason, d); ok {
 				b = sb
 			}
 			out = append(out, b)
@@ -92,18 +92,18 @@ func joinBatch(msgs [][]byte) []byte {
 // A 2026 client that declared URL-mode elicitation gets the consent prompt
 // as an input-required result (prompt2026.go); every other one the tool
 // result it has always got.
-func (h *Handler) deniedResult(era mcp.Era, m mcp.Message, tool string, dec mcp.Decision, d *vc.Delegation) []byte {
+func (p *toolPolicy) deniedResult(era mcp.Era, m mcp.Message, tool string, dec mcp.Decision, d *vc.Delegation) []byte {
 	id := m.ID
 	switch dec.Reason {
 	case mcp.ReasonInsufficientScope, mcp.ReasonAnonymous:
-		n := mcp.NeedsAuthorization{Tool: tool, Missing: dec.Missing, ConsentURL: h.cfg.ConsentURL, Era: era}
+		n := mcp.NeedsAuthorization{Tool: tool, Missing: dec.Missing, ConsentURL: p.cfg.ConsentURL, Era: era}
 		if d != nil {
 			n.AgentDID = d.AgentDID
 		}
 		if n.ConsentURL != "" {
 			n.ResumeToken = resumeToken()
 		}
-		if b, ok := h.consentInput(era, m, n); ok {
+		if b, ok := p.consentInput(era, m, n); ok {
 			return b
 		}
 		return mcp.NeedsAuthorizationResult(id, n)
@@ -124,17 +124,17 @@ func resumeToken() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-func (h *Handler) logDecision(tool string, d *vc.Delegation, dec mcp.Decision) {
+func (p *toolPolicy) logDecision(tool string, d *vc.Delegation, dec mcp.Decision) {
 	outcome := "denied"
 	if dec.Allowed {
 		outcome = "allowed"
 	}
-	h.obs.ToolDecision(h.toolLabel(tool), outcome)
-	c := h.logger.Check(zapcore.DebugLevel, "tool call decided")
+	p.obs.ToolDecision(p.toolLabel(tool), outcome)
+	c := p.logger.Check(zapcore.DebugLevel, "tool call decided")
 	if c == nil {
 		return
 	}
-	fields := []zap.Field{zap.String("tool", h.toolLabel(tool)), zap.Bool("allowed", dec.Allowed), zap.String("reason", dec.Reason)}
+	fields := []zap.Field{zap.String("tool", p.toolLabel(tool)), zap.Bool("allowed", dec.Allowed), zap.String("reason", dec.Reason)}
 	if len(dec.Missing) > 0 {
 		fields = append(fields, zap.Strings("missing_scopes", dec.Missing))
 	}

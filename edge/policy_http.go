@@ -49,12 +49,12 @@ func bodyless(method string) bool {
 //     as a Node.js server decoding charset=utf-7 or inflating gzip) would
 //     read other JSON than the edge did. read is whether the carriers
 //     already read the body.
-func (h *Handler) policeHTTP(r *http.Request, method string, read bool) (int, error) {
+func (p *toolPolicy) policeHTTP(r *http.Request, method string, read bool) (int, error) {
 	if method == http.MethodConnect {
 		return http.StatusBadRequest, errConnect
 	}
 	if r.Header.Get("Upgrade") != "" {
-		if c := h.logger.Check(zapcore.DebugLevel, "protocol upgrade ignored under the tool policy"); c != nil {
+		if c := p.logger.Check(zapcore.DebugLevel, "protocol upgrade ignored under the tool policy"); c != nil {
 			c.Write(zap.String("upgrade", r.Header.Get("Upgrade")))
 		}
 		r.Header.Del("Upgrade")

@@ -567,8 +567,8 @@ func TestPolicyToolsListJSON(t *testing.T) {
 		t.Error("Accept-Encoding forwarded: the answer could come compressed")
 	}
 	// The names the upstream listed become log labels; others do not.
-	if h.toolLabel("shell") != "shell" || h.toolLabel("never-listed") != "other" {
-		t.Errorf("labels: %q %q", h.toolLabel("shell"), h.toolLabel("never-listed"))
+	if h.policy.toolLabel("shell") != "shell" || h.policy.toolLabel("never-listed") != "other" {
+		t.Errorf("labels: %q %q", h.policy.toolLabel("shell"), h.policy.toolLabel("never-listed"))
 	}
 
 	t.Run("batch with tools/list and other requests", func(t *testing.T) {
@@ -796,16 +796,20 @@ func TestPolicyHandshakeActions(t *testing.T) {
 		foreign = "https://evil.example.net/steal?x=1"
 		own     = "https://auth.example.com/link?state=s1"
 	)
-	observed := func(h *Handler) *observer.ObservedLogs {
+	// observed builds a handler (mod's) whose logs the test reads.
+	observed := func(t *testing.T, mod func(*setup)) (*Handler, *observer.ObservedLogs) {
 		core, logs := observer.New(zapcore.DebugLevel)
-		h.logger = zap.New(core)
-		return logs
+		return f.handler(t, func(c *setup) {
+			c.use(WithLogger(zap.New(core)))
+			if mod != nil {
+				mod(c)
+			}
+		}), logs
 	}
 	call := func() *http.Request { return polPost(polCall(4, "echo"), tok) }
 
 	t.Run("enforce replaces a foreign authUrl", func(t *testing.T) {
-		h := f.handler(t, nil) // handshake actions are checked by default
-		logs := observed(h)
+		h, logs := observed(t, nil) // handshake actions are checked by default
 		res := polServe(t, h, call(), polJSONReply(polActionResult(4, foreign)))
 		m := decodeRPC(t, res.rec.Body.Bytes())
 		if m.Result == nil || !m.Result.IsError || m.Result.StructuredContent["error"] != "handshake_action_rejected" {
@@ -855,8 +859,7 @@ func TestPolicyHandshakeActions(t *testing.T) {
 	})
 
 	t.Run("observe logs only", func(t *testing.T) {
-		h := f.handler(t, func(c *setup) { c.HandshakeActions = "observe" })
-		logs := observed(h)
+		h, logs := observed(t, func(c *setup) { c.HandshakeActions = "observe" })
 		res := polServe(t, h, call(), polJSONReply(polActionResult(4, foreign)))
 		if res.rec.Body.String() != polActionResult(4, foreign) {
 			t.Errorf("observe changed the result: %s", res.rec.Body)

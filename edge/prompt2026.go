@@ -19,18 +19,18 @@ import (
 // consentInput is the input-required consent prompt for the denied call m,
 // when the request is of the 2026 era, the client can show a URL, and a
 // consent URL is configured; ok is false otherwise.
-func (h *Handler) consentInput(era mcp.Era, m mcp.Message, n mcp.NeedsAuthorization) ([]byte, bool) {
-	if era < mcp.Era2026 || n.ConsentURL == "" || h.policy.states == nil || !mcp.DeclaresURLElicitation(m.Params) {
+func (p *toolPolicy) consentInput(era mcp.Era, m mcp.Message, n mcp.NeedsAuthorization) ([]byte, bool) {
+	if era < mcp.Era2026 || n.ConsentURL == "" || p.states == nil || !mcp.DeclaresURLElicitation(m.Params) {
 		return nil, false
 	}
-	return mcp.NeedsAuthorizationInput(m.ID, n, h.policy.states.seal(n.AgentDID, n.Tool))
+	return mcp.NeedsAuthorizationInput(m.ID, n, p.states.seal(n.AgentDID, n.Tool))
 }
 
 // checkRequestState checks the requestState of a 2026 tools/call m of tool
 // by the caller holding d (nil: anonymous). States the edge did not issue
 // (no edge prefix) belong to the upstream and are not its concern.
-func (h *Handler) checkRequestState(r *http.Request, m mcp.Message, tool string, d *vc.Delegation) error {
-	if mcp.HeaderEra(r.Header) < mcp.Era2026 || h.policy.states == nil {
+func (p *toolPolicy) checkRequestState(r *http.Request, m mcp.Message, tool string, d *vc.Delegation) error {
+	if mcp.HeaderEra(r.Header) < mcp.Era2026 || p.states == nil {
 		return nil
 	}
 	state, ok, err := mcp.RequestStateOf(m.Params)
@@ -41,7 +41,7 @@ func (h *Handler) checkRequestState(r *http.Request, m mcp.Message, tool string,
 	if d != nil {
 		agent = d.AgentDID
 	}
-	return h.policy.states.open(state, agent, tool)
+	return p.states.open(state, agent, tool)
 }
 
 // requestStateRefusal answers a call whose requestState failed: a JSON-RPC

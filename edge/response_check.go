@@ -18,7 +18,7 @@ import (
 // rewrite to each complete JSON value that the responseFilter
 // (response_filter.go) hands it.
 type responseCheck struct {
-	h         *Handler
+	p         *toolPolicy
 	host      string         // serviceHost of the request
 	d         *vc.Delegation // nil: anonymous
 	presented bool
@@ -50,11 +50,11 @@ type responseCheck struct {
 	rw responseFilter
 }
 
-func (h *Handler) newResponseCheck(r *http.Request, d *vc.Delegation, msgs []mcp.Message, batch, filter, actions bool) *responseCheck {
-	c := &responseCheck{h: h, host: h.site.Host(r), d: d, msgs: msgs, batch: batch, filter: filter, era: mcp.HeaderEra(r.Header)}
+func (p *toolPolicy) newResponseCheck(r *http.Request, d *vc.Delegation, msgs []mcp.Message, batch, filter, actions bool) *responseCheck {
+	c := &responseCheck{p: p, host: p.site.Host(r), d: d, msgs: msgs, batch: batch, filter: filter, era: mcp.HeaderEra(r.Header)}
 	if actions {
-		c.actions = h.policy.actions
-		c.opts = mcp.ActionOptions{ToolEndpointHost: r.Host, AllowedHosts: h.cfg.HandshakeActionHosts, Era: c.era}
+		c.actions = p.actions
+		c.opts = mcp.ActionOptions{ToolEndpointHost: r.Host, AllowedHosts: p.cfg.HandshakeActionHosts, Era: c.era}
 		if d != nil {
 			c.opts.UserDID = d.UserDID
 		}
@@ -94,7 +94,7 @@ func (c *responseCheck) toolLabel() string {
 	for _, m := range c.msgs {
 		if name, ok := mcp.ToolCallName(m); ok {
 			if calls++; calls == 1 {
-				c.tool = c.h.toolLabel(name)
+				c.tool = c.p.toolLabel(name)
 			} else {
 				c.tool = "batch"
 			}
@@ -110,7 +110,7 @@ func (c *responseCheck) wrap(w http.ResponseWriter, r *http.Request) http.Respon
 	// an encode handler after this one nor the upstream compresses (the
 	// proxy transport negotiates and decodes its own compression).
 	r.Header.Del("Accept-Encoding")
-	c.rw = responseFilter{ResponseWriter: w, check: c, max: int(c.h.cfg.MaxResponseSize)}
+	c.rw = responseFilter{ResponseWriter: w, check: c, max: int(c.p.cfg.MaxResponseSize)}
 	return &c.rw
 }
 
@@ -121,15 +121,15 @@ func (c *responseCheck) mayPassUnchecked() bool {
 }
 
 func (c *responseCheck) allow(tool string) bool {
-	c.h.policy.listed.add(tool)
-	return c.h.toolAllowed(c.host, tool, c.d, c.presented)
+	c.p.listed.add(tool)
+	return c.p.toolAllowed(c.host, tool, c.d, c.presented)
 }
 
 // rewrite applies c to one JSON-RPC body (an application/json answer, or the
 // data of one SSE event).
 func (c *responseCheck) rewrite(data []byte) ([]byte, error) {
 	if c.lists {
-		c.h.policy.params.learn(c.era, data, c.ids)
+		c.p.params.learn(c.era, data, c.ids)
 	}
 	out := data
 	read := false // ParseMessages accepted out: the action check need not again
@@ -166,7 +166,7 @@ func (c *responseCheck) rewrite(data []byte) ([]byte, error) {
 		if c.actions == mcp.ActionsObserve {
 			msg = "invalid handshake action (observe only)"
 		}
-		if ce := c.h.logger.Check(zapcore.WarnLevel, msg); ce != nil {
+		if ce := c.p.logger.Check(zapcore.WarnLevel, msg); ce != nil {
 			ce.Write(zap.String("tool", c.toolLabel()), zap.String("action", is.Action), zap.String("issue", is.Code),
 				zap.String("field", is.Field), zap.String("detail", is.Detail))
 		}
@@ -180,7 +180,7 @@ func (c *responseCheck) rewrite(data []byte) ([]byte, error) {
 func (c *responseCheck) failBody(err error) []byte {
 	msg := "mcpi: the upstream response could not be checked and was withheld"
 	if errors.Is(err, errResponseOversize) || errors.Is(err, mcp.ErrEventTooLarge) {
-		msg = fmt.Sprintf("mcpi: the upstream response is larger than max_response_size (%d bytes), so it could not be checked and was withheld; raise max_response_size on this route", c.h.cfg.MaxResponseSize)
+		msg = fmt.Sprintf("mcpi: the upstream response is larger than max_response_size (%d bytes), so it could not be checked and was withheld; raise max_response_size on this route", c.p.cfg.MaxResponseSize)
 	}
 	var ids []json.RawMessage
 	for _, m := range c.msgs {
@@ -204,13 +204,13 @@ func (c *responseCheck) failBody(err error) []byte {
 // logWithheld logs a response that was not forwarded: the operator's
 // upstream answered something the edge could not check.
 func (c *responseCheck) logWithheld(err error) {
-	if ce := c.h.logger.Check(zapcore.WarnLevel, "upstream response withheld: it could not be checked"); ce != nil {
+	if ce := c.p.logger.Check(zapcore.WarnLevel, "upstream response withheld: it could not be checked"); ce != nil {
 		ce.Write(zap.String("tool", c.toolLabel()), zap.Error(err))
 	}
 }
 
 func (c *responseCheck) logUnchecked(err error) {
-	if ce := c.h.logger.Check(zapcore.DebugLevel, "upstream response passed unchecked"); ce != nil {
+	if ce := c.p.logger.Check(zapcore.DebugLevel, "upstream response passed unchecked"); ce != nil {
 		ce.Write(zap.String("tool", c.toolLabel()), zap.Error(err))
 	}
 }
