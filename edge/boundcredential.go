@@ -47,7 +47,7 @@ func (h *Handler) provisionDPoP() {
 // checkBinding enforces a credential's DPoP binding on r: nothing for an
 // unbound credential sent as a bearer; for a bound one, the DPoP scheme
 // and a valid proof by the bound key.
-func (h *Handler) checkBinding(r *http.Request, cred *carrier.Credential, d *vc.Delegation) error {
+func (a *admission) checkBinding(r *http.Request, cred *carrier.Credential, d *vc.Delegation) error {
 	if d.CnfJKT == "" {
 		if cred.DPoP {
 			return errDPoPNotBound
@@ -61,10 +61,10 @@ func (h *Handler) checkBinding(r *http.Request, cred *carrier.Credential, d *vc.
 	if err != nil {
 		return err
 	}
-	method, u := h.site.Original(r)
-	_, err = h.dpop.Check(r.Context(), proof, dpop.Expect{
+	method, u := a.site.Original(r)
+	_, err = a.dpop.Check(r.Context(), proof, dpop.Expect{
 		Method:      method,
-		URL:         h.site.Scheme(r) + "://" + h.site.Host(r) + u.EscapedPath(),
+		URL:         a.site.Scheme(r) + "://" + a.site.Host(r) + u.EscapedPath(),
 		AccessToken: string(cred.Raw),
 		JKT:         d.CnfJKT,
 	})

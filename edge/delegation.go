@@ -137,18 +137,18 @@ func (cfg *Config) validateDelegation() error {
 // require_presentation is not among checksFor's rules (h.checks), which
 // the handshake's verify call also applies: a handshake is signed with the
 // agent's key, so a bare credential there is holder-bound already.
-func (h *Handler) requestChecks(r *http.Request, raw []byte, chain []string) ([]vc.CheckOption, *nonceBinding, error) {
-	opts := h.checksFor(r)
-	if h.cfg.RequirePresentation {
+func (a *admission) requestChecks(r *http.Request, raw []byte, chain []string) ([]vc.CheckOption, *nonceBinding, error) {
+	opts := a.checksFor(r)
+	if a.cfg.RequirePresentation {
 		opts = append(opts, vc.RequirePresentation())
 	}
-	opts, err := h.cfg.withChain(opts, chain)
+	opts, err := a.cfg.withChain(opts, chain)
 	if err != nil {
 		return nil, nil, err
 	}
 	var bind *nonceBinding
-	if h.l3.enabled && h.l3.store != nil && hasPresentationNonce(raw) {
-		bind = &nonceBinding{ctx: r.Context(), store: h.l3.store}
+	if a.l3.enabled && a.l3.store != nil && hasPresentationNonce(raw) {
+		bind = &nonceBinding{ctx: r.Context(), store: a.l3.store}
 		opts = append(opts, vc.WithPresentationNonce(bind.consume))
 	}
 	return opts, bind, nil

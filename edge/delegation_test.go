@@ -161,7 +161,7 @@ func TestRequirePresentation(t *testing.T) {
 			t.Error("the presentation was forwarded")
 		}
 		// Single use at Level 1 too: the same VP is a replay.
-		if _, err := h.verifier.Verify(context.Background(), []byte(vp), h.checksFor(bearer(vp))...); !errors.Is(err, vc.ErrReplay) {
+		if _, err := h.verifier.Verify(context.Background(), []byte(vp), h.admit.checksFor(bearer(vp))...); !errors.Is(err, vc.ErrReplay) {
 			t.Fatalf("Verify of the same VP again: %v, want vc.ErrReplay", err)
 		}
 	})

@@ -126,11 +126,8 @@ type Handler struct {
 	logger   *zap.Logger
 	verifier *vc.Verifier
 	carriers *carrier.Reader
-	// checks are the per-request verification rules that do not depend on
-	// the request (everything but derived audiences).
-	checks []vc.CheckOption
-	// hostChecks caches checksFor's rules.
-	hostChecks *checkCache
+	// admit is the admission step: every credential's one verification.
+	admit admission
 	// httpOrigin and httpsOrigin cache upstreamName's origins
 	// (observability.go).
 	httpOrigin, httpsOrigin site.LastDerived
@@ -223,14 +220,7 @@ func (h *Handler) build() error {
 		vc.WithTrustedIssuers(h.cfg.TrustedIssuers...),
 	}, append(append(more, h.cfg.lifetimeOptions()...), h.verificationCacheOptions()...)...)...)
 
-	h.checks = nil
-	if h.cfg.RequireAudience {
-		h.checks = append(h.checks, vc.RequireAudience())
-	}
-	if len(h.cfg.RequiredScopes) > 0 {
-		h.checks = append(h.checks, vc.RequireScopes(h.cfg.RequiredScopes...))
-	}
-	h.hostChecks = newCheckCache(h.cfg.Audiences, h.checks)
+	h.admit = newAdmission(h)
 	if err := h.provisionIdentity(); err != nil {
 		return err
 	}

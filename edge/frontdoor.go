@@ -160,8 +160,8 @@ func (h *Handler) serveFrontDoor(w http.ResponseWriter, r *http.Request) bool {
 
 // checkGrantRevoked refuses a delegation any of whose credentials the
 // front door issued and has since revoked (on any replica).
-func (h *Handler) checkGrantRevoked(r *http.Request, d *vc.Delegation) error {
-	if h.front == nil {
+func (a *admission) checkGrantRevoked(r *http.Request, d *vc.Delegation) error {
+	if a.front == nil {
 		return nil
 	}
 	for _, id := range d.Chain {
@@ -170,7 +170,7 @@ func (h *Handler) checkGrantRevoked(r *http.Request, d *vc.Delegation) error {
 			continue
 		}
 		fam, _, _ = strings.Cut(fam, ":")
-		revoked, err := h.front.Revoked(r.Context(), fam)
+		revoked, err := a.front.Revoked(r.Context(), fam)
 		if err != nil {
 			return fmt.Errorf("%w: revocation record: %v", vc.ErrStatusUnavailable, err)
 		}

@@ -97,11 +97,11 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	} else {
 		// 5. One verification path for every carrier and format.
 		cred = &found.Credentials[0]
-		if d, err = h.verify(r, cred.Raw, chain); err != nil {
+		if d, err = h.admit.verify(r, cred.Raw, chain); err != nil {
 			return h.refuse(w, r, err, cred)
 		}
 		// A DPoP-bound credential, only with its proof (boundcredential.go).
-		if err = h.checkBinding(r, cred, d); err != nil {
+		if err = h.admit.checkBinding(r, cred, d); err != nil {
 			return h.refuse(w, r, err, cred)
 		}
 	}
@@ -174,11 +174,11 @@ func (h *Handler) handOn(w http.ResponseWriter, r *http.Request, next Next, d *v
 // the audiences, derived from the Host when none are configured. The slice
 // is shared between requests (its capacity is its length, so a caller's
 // append copies it): callers must not modify its elements.
-func (h *Handler) checksFor(r *http.Request) []vc.CheckOption {
-	if h.hostChecks != nil {
-		return h.hostChecks.get(h.site.Host(r))
+func (a *admission) checksFor(r *http.Request) []vc.CheckOption {
+	if a.hostChecks != nil {
+		return a.hostChecks.get(a.site.Host(r))
 	}
-	return buildChecks(h.cfg.Audiences, h.site.Host(r), h.checks)
+	return buildChecks(a.cfg.Audiences, a.site.Host(r), a.checks)
 }
 
 // buildChecks is checksFor without the cache.

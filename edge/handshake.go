@@ -66,8 +66,8 @@ func (l *level3) newCalls(checks func(*http.Request, []string) ([]vc.CheckOption
 // carries them in the chain header (inside a presentation they need none).
 // require_presentation is not among them: the signed challenge already
 // proves the agent holds its key.
-func (h *Handler) verifyCallChecks(r *http.Request, chain []string) ([]vc.CheckOption, error) {
-	opts, err := h.cfg.withChain(h.checksFor(r), chain)
+func (a *admission) verifyCallChecks(r *http.Request, chain []string) ([]vc.CheckOption, error) {
+	opts, err := a.cfg.withChain(a.checksFor(r), chain)
 	if err != nil {
 		// An unreadable chain leaves the credential unverifiable (-32004).
 		return nil, fmt.Errorf("%w: %w", challenge.ErrUntrustedCredential, err)
