@@ -126,6 +126,8 @@ type Handler struct {
 	logger   *zap.Logger
 	verifier *vc.Verifier
 	carriers *carrier.Reader
+	// framing reads the body once and checks the MCP framing headers.
+	framing framing
 	// admit is the admission step: every credential's one verification.
 	admit admission
 	// httpOrigin and httpsOrigin cache upstreamName's origins
@@ -204,17 +206,24 @@ func (h *Handler) build() error {
 	// The Level 3 nonce store is also the verifier's replay guard.
 	h.provisionNonceStore()
 	h.provisionDPoP()
-	if err := h.provisionFrontDoor(); err != nil {
+	store := h.nonceStore // as given: the front door keeps records in it
+	if store == nil {
+		store = h.ownStore
+	}
+	front, err := newFrontDoor(h.ctx, &h.cfg, frontDoorParts{site: h.site, signedIn: h.hooks.SignedInUser, store: store,
+		keys: h.keyStorage, dpop: h.dpop, obs: h.obs, logger: h.logger})
+	if err != nil {
 		return err
 	}
+	h.front = front
 	more, err := h.delegationOptions()
 	if err != nil {
 		return err
 	}
-	more = append(more, h.frontDoorOptions()...)
+	more = append(more, frontDoorOptions(h.front, &h.cfg)...)
 	// Trust is always given, so that a config that somehow skipped
 	// Validate trusts no issuer rather than every issuer.
-	h.verifier = vc.NewVerifier(h.verifierResolver(), append([]vc.Option{
+	h.verifier = vc.NewVerifier(verifierResolver(h.front, h.didCache), append([]vc.Option{
 		vc.WithClockSkew(h.cfg.ClockSkew),
 		vc.WithMaxSize(int(h.cfg.MaxCredentialSize)),
 		vc.WithTrustedIssuers(h.cfg.TrustedIssuers...),
@@ -229,7 +238,11 @@ func (h *Handler) build() error {
 	}
 	h.provisionProofs()
 	h.provisionDocuments()
-	return h.provisionPolicy()
+	if err := h.provisionPolicy(); err != nil {
+		return err
+	}
+	h.framing = framing{cfg: &h.cfg, policy: &h.policy, proofs: h.proofs}
+	return nil
 }
 
 // applyDefaults fills in what the config left at zero.

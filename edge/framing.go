@@ -10,7 +10,18 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 )
 
-// checkFraming is the MCP framing step of the pipeline: a 2026-07-28 POST
+// framing is step 3 of the pipeline: the reading of the JSON-RPC body
+// that later steps decide on, the refusal of one parsers read
+// differently, and the MCP framing headers checked against it.
+type framing struct {
+	cfg *Config
+	// policy and proofs decide on the body when they are on; policy also
+	// knows the parameter headers of the tools it has seen listed.
+	policy *toolPolicy
+	proofs *proofStep
+}
+
+// check is the MCP framing step of the pipeline: a 2026-07-28 POST
 // whose MCP-Protocol-Version, Mcp-Method or Mcp-Name headers (or the
 // Mcp-Param-* headers of a tool whose bindings the edge learned,
 // paramheaders.go) disagree with its body is answered HTTP 400 with JSON-RPC error -32020 and never
@@ -19,14 +30,14 @@ import (
 // tool in the headers. It reuses the body the carriers read (found.Body);
 // a body they did not read is read here once and left in found.Body for the
 // policy. A 2025 request costs a header lookup and a byte search.
-func (h *Handler) checkFraming(w http.ResponseWriter, r *http.Request, found *carrier.Found, rb *rpcBody) error {
+func (f *framing) check(w http.ResponseWriter, r *http.Request, found *carrier.Found, rb *rpcBody) error {
 	if !strings.EqualFold(r.Method, http.MethodPost) || !mcp.NeedsFraming(r.Header, found.Body) {
 		return nil
 	}
 	body := found.Body
 	if body == nil && hasRequestBody(r) && mcp.HeaderEra(r.Header) == mcp.Era2026 {
 		var err error
-		if body, err = carrier.ReadBody(w, r, h.cfg.MaxBodySize); err != nil {
+		if body, err = carrier.ReadBody(w, r, f.cfg.MaxBodySize); err != nil {
 			return err
 		}
 		found.Body = body
@@ -39,7 +50,7 @@ func (h *Handler) checkFraming(w http.ResponseWriter, r *http.Request, found *ca
 	// on a plain route keeps its one lenient parse.
 	rb.use(body)
 	read := rb.lenient
-	if mcp.HeaderEra(r.Header) == mcp.Era2026 || h.decidesOnBody(body) {
+	if mcp.HeaderEra(r.Header) == mcp.Era2026 || f.decidesOnBody(body) {
 		read = rb.messages
 	}
 	msgs, batch, perr := read()
@@ -53,7 +64,7 @@ func (h *Handler) checkFraming(w http.ResponseWriter, r *http.Request, found *ca
 	if ferr == nil && era == mcp.Era2026 && len(msgs) == 1 {
 		// Mcp-Param-* of a tool whose x-mcp-header bindings the edge
 		// learned (paramheaders.go); a tool it has not learned passes.
-		ferr = h.policy.checkParamHeaders(r, msgs[0])
+		ferr = f.policy.checkParamHeaders(r, msgs[0])
 	}
 	if ferr != nil {
 		return framingRefusal(msgs, ferr)

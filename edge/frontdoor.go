@@ -9,14 +9,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpi-edge/caddy-mcpi/assertion"
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/authserver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/dpop"
+	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/refusal"
 	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
+	"go.uber.org/zap"
 )
 
 // The front door (edge/authserver): where it is on, the edge is the
@@ -52,69 +55,83 @@ func (c *FrontDoorConfig) validateFrontDoor() error {
 	return nil
 }
 
-// provisionFrontDoor builds the authorization server; it runs before the
-// verifier, whose resolver and trust it extends.
-func (h *Handler) provisionFrontDoor() error {
-	if h.cfg.AuthorizationServer == nil {
-		return nil
+// frontDoorParts are what the front door takes from the route.
+type frontDoorParts struct {
+	site *site.Site
+	// signedIn is the host's SignedInUser hook; nil: nobody is.
+	signedIn func(*http.Request) string
+	// store is the nonce store as given (not measured): the front door
+	// keeps its records there.
+	store  challenge.NonceStore
+	keys   assertion.Storage
+	dpop   *dpop.Checker
+	obs    *observe.Recorder
+	logger *zap.Logger
+}
+
+// newFrontDoor builds the authorization server, nil when it is off; it is
+// built before the verifier, whose resolver and trust it extends.
+func newFrontDoor(ctx context.Context, cfg *Config, p frontDoorParts) (*authserver.Server, error) {
+	if cfg.AuthorizationServer == nil {
+		return nil, nil
 	}
-	store, ok := h.rawNonceStore().(authserver.Store)
+	store, ok := p.store.(authserver.Store)
 	if !ok {
-		return fmt.Errorf("mcpi: authorization_server needs a nonce store that keeps bindings (memory or redis), got %T", h.rawNonceStore())
+		return nil, fmt.Errorf("mcpi: authorization_server needs a nonce store that keeps bindings (memory or redis), got %T", p.store)
 	}
-	fetch, err := didresolver.GuardedClient(nil, h.cfg.AllowPrivateDIDWeb, 5*time.Second)
+	fetch, err := didresolver.GuardedClient(nil, cfg.AllowPrivateDIDWeb, 5*time.Second)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	deps := authserver.Deps{
-		Origin: h.site.Origin,
+		Origin: p.site.Origin,
 		Path: func(r *http.Request) string {
-			_, u := h.site.Original(r)
+			_, u := p.site.Original(r)
 			return u.Path
 		},
-		User:         h.signedInUser,
-		EdgeAudience: h.edgeAudience,
-		Scopes:       h.cfg.routeScopes(),
-		Store:        store,
-		FetchClient:  fetch,
-		Event:        h.obs.AuthServer,
-		Logger:       h.logger.Named("authserver"),
+		// The subject the host's authentication established.
+		User: func(r *http.Request) string {
+			if p.signedIn == nil {
+				return ""
+			}
+			return p.signedIn(r)
+		},
+		// The name a credential for r carries beside its resource, so
+		// that the edge's own audience check (per host) accepts it.
+		EdgeAudience: func(r *http.Request) string {
+			if len(cfg.Audiences) > 0 {
+				return cfg.Audiences[0]
+			}
+			return site.DIDWeb(p.site.Host(r))
+		},
+		Scopes:      cfg.routeScopes(),
+		Store:       store,
+		FetchClient: fetch,
+		Event:       p.obs.AuthServer,
+		Logger:      p.logger.Named("authserver"),
 	}
-	if h.keyStorage != nil {
-		deps.Keys = h.keyStorage
+	if p.keys != nil {
+		deps.Keys = p.keys
 	}
 	// DPoP at the token endpoint, with the resource side's checker:
 	// proofs are single-use in the shared store, so a proof replayed to
 	// another replica is refused too.
-	if h.dpop != nil {
-		checker := h.dpop
+	if p.dpop != nil {
+		checker := p.dpop
 		deps.DPoP = func(ctx context.Context, proof, method, url string) (authserver.DPoPProof, error) {
-			p, err := checker.Check(ctx, proof, dpop.Expect{Method: method, URL: url})
-			return authserver.DPoPProof{JKT: p.JKT, Key: p.Public}, err
+			pr, err := checker.Check(ctx, proof, dpop.Expect{Method: method, URL: url})
+			return authserver.DPoPProof{JKT: pr.JKT, Key: pr.Public}, err
 		}
 	}
-	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	as, err := authserver.New(ctx, *h.cfg.AuthorizationServer, deps)
-	if err != nil {
-		return err
-	}
-	h.front = as
-	return nil
-}
-
-// rawNonceStore is the store as given (or the handler's own).
-func (h *Handler) rawNonceStore() challenge.NonceStore {
-	if h.nonceStore != nil {
-		return h.nonceStore
-	}
-	return h.ownStore
+	return authserver.New(ctx, *cfg.AuthorizationServer, deps)
 }
 
 // frontDoorOptions are the verifier options the front door needs: its
 // users' DIDs trusted (with `trust authorization_server`).
-func (h *Handler) frontDoorOptions() []vc.Option {
-	if h.front == nil || !h.cfg.TrustAuthorizationServer {
+func frontDoorOptions(front *authserver.Server, cfg *Config) []vc.Option {
+	if front == nil || !cfg.TrustAuthorizationServer {
 		return nil
 	}
 	return []vc.Option{vc.WithTrustedIssuerFunc(authserver.IsUserDID)}
@@ -144,18 +161,13 @@ func (r resolverWithUsers) Refresh(ctx context.Context, did string) (*didresolve
 	return r.next.Resolve(ctx, did)
 }
 
-// verifierResolver is the resolver the verifier uses.
-func (h *Handler) verifierResolver() didresolver.Resolver {
-	if h.front == nil {
-		return h.didCache
+// verifierResolver is the resolver the verifier uses: the front door's
+// users' DIDs from its own keys, when it is on.
+func verifierResolver(front *authserver.Server, dids didresolver.Resolver) didresolver.Resolver {
+	if front == nil {
+		return dids
 	}
-	return resolverWithUsers{as: h.front, next: h.didCache}
-}
-
-// serveFrontDoor is step 2b: the front door's endpoints need no credential
-// and are not decisions about a request, so they are not audited as ones.
-func (h *Handler) serveFrontDoor(w http.ResponseWriter, r *http.Request) bool {
-	return h.front != nil && h.front.Serve(w, r)
+	return resolverWithUsers{as: front, next: dids}
 }
 
 // checkGrantRevoked refuses a delegation any of whose credentials the
@@ -179,23 +191,6 @@ func (a *admission) checkGrantRevoked(r *http.Request, d *vc.Delegation) error {
 		}
 	}
 	return nil
-}
-
-// edgeAudience is the name a credential for r carries beside its resource,
-// so that the edge's own audience check (per host) accepts it.
-func (h *Handler) edgeAudience(r *http.Request) string {
-	if len(h.cfg.Audiences) > 0 {
-		return h.cfg.Audiences[0]
-	}
-	return site.Audiences(h.site.Host(r))[0]
-}
-
-// signedInUser is the subject the host's authentication established.
-func (h *Handler) signedInUser(r *http.Request) string {
-	if h.hooks.SignedInUser == nil {
-		return ""
-	}
-	return h.hooks.SignedInUser(r)
 }
 
 // routeScopes are the scopes a client may ask for: every scope the tool

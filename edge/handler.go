@@ -29,7 +29,9 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	}
 	// 2b. The front door (frontdoor.go): OAuth metadata, registration,
 	// consent, tokens, revocation and the users' DID documents.
-	if h.serveFrontDoor(w, r) {
+	// Its endpoints need no credential and are not decisions about a
+	// request, so they are not audited as ones.
+	if h.front != nil && h.front.Serve(w, r) {
 		return nil
 	}
 	if handled, err := h.l3.serve(w, r, next, chain); handled {
@@ -54,7 +56,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	var rb rpcBody
 	// MCP framing (2026-07-28): headers that disagree with the body stop
 	// here, before any credential or policy decision.
-	if err := h.checkFraming(w, r, &found, &rb); err != nil {
+	if err := h.framing.check(w, r, &found, &rb); err != nil {
 		return h.refuse(w, r, err, nil)
 	}
 	if found.Conflicting() {
@@ -69,7 +71,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 		return h.refuse(w, r, err, nil)
 	}
 	rb.use(body)
-	if err := h.checkAmbiguous(&rb); err != nil {
+	if err := h.framing.checkAmbiguous(&rb); err != nil {
 		return h.refuse(w, r, err, nil)
 	}
 	if err := h.proofs.negotiate(r, &rb); err != nil {

@@ -67,8 +67,8 @@ func (b *rpcBody) forGate() proof.Body {
 // body: a tool policy, the declaration gate, or the proof gate (under
 // optional only for a body that may hold a proof, so that a plain 2025
 // request on a default route is not parsed).
-func (h *Handler) decidesOnBody(raw []byte) bool {
-	return h.policy.pol != nil || h.proofs.RequiresExtension() || h.proofs.Inspects(raw)
+func (f *framing) decidesOnBody(raw []byte) bool {
+	return f.policy.pol != nil || f.proofs.RequiresExtension() || f.proofs.Inspects(raw)
 }
 
 // checkAmbiguous refuses with 400 and a JSON-RPC error (-32600) when a step
@@ -76,13 +76,13 @@ func (h *Handler) decidesOnBody(raw []byte) bool {
 // rpcBody), or one whose proof they read differently (a proof key in
 // another case, or both keys: proof.Gate.AmbiguousProof). Nothing is
 // forwarded, and no exemption is decided on such a body.
-func (h *Handler) checkAmbiguous(b *rpcBody) error {
-	if b.raw == nil || !h.decidesOnBody(b.raw) {
+func (f *framing) checkAmbiguous(b *rpcBody) error {
+	if b.raw == nil || !f.decidesOnBody(b.raw) {
 		return nil
 	}
 	_, _, err := b.messages()
 	if !errors.Is(err, mcp.ErrAmbiguous) {
-		if !h.proofs.AmbiguousProof(b.forGate()) {
+		if !f.proofs.AmbiguousProof(b.forGate()) {
 			return nil
 		}
 		err = mcp.ErrAmbiguous
