@@ -14,8 +14,9 @@ import (
 // ServeNext admits the request if it carries a valid delegation credential
 // (or a Level 3 session, or calls only anonymous tools), with its request
 // proof where one is required; the numbered steps below are documented in
-// docs/configuration.md §11. Only the per-tool policy and the response
-// proofs may wrap the ResponseWriter, and neither buffers an SSE stream.
+// docs/configuration.md §11, and docs/architecture.md says which file or
+// package each is in. A step that says no returns a refusal, which refuse
+// writes; handOn installs the response chain and records the admission.
 func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) error {
 	// 1. Identity headers are the edge's to set; a client's are lies.
 	h.carriers.StripIdentity(r)
@@ -34,6 +35,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	if h.front != nil && h.front.Serve(w, r) {
 		return nil
 	}
+	// 2c. Level 3 handshake calls (level3.go): answered or proxied.
 	if handled, err := h.l3.serve(w, r, next, chain); handled {
 		if _, refused := refusal.As(err); refused {
 			return h.refuse(w, r, err, nil)
@@ -54,8 +56,8 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	// The one strict reading of the JSON-RPC body, shared by every step
 	// that decides on it (rpcbody.go).
 	var rb rpcBody
-	// MCP framing (2026-07-28): headers that disagree with the body stop
-	// here, before any credential or policy decision.
+	// MCP framing (framing.go, 2026-07-28): headers that disagree with the
+	// body stop here, before any credential or policy decision.
 	if err := h.framing.check(w, r, &found, &rb); err != nil {
 		return h.refuse(w, r, err, nil)
 	}
@@ -97,7 +99,8 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 			return h.refuse(w, r, carrier.ErrNoCredential, nil)
 		}
 	} else {
-		// 5. One verification path for every carrier and format.
+		// 5. One verification path for every carrier and format
+		// (admission, verify.go).
 		cred = &found.Credentials[0]
 		if d, err = h.admit.verify(r, cred.Raw, chain); err != nil {
 			return h.refuse(w, r, err, cred)
@@ -131,8 +134,8 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 		}
 	}
 
-	// 8. The audit log (observe.go) records the admission with its
-	// carrier, unless the per-tool policy denies the request.
+	// 8. The tool policy and the upstream (handOn); the audit log records
+	// the admission with its carrier unless the policy refuses.
 	carrierName := carrierSession
 	if cred != nil {
 		carrierName = cred.Carrier.String()
