@@ -33,7 +33,7 @@ const (
 )
 
 // DelegationConfig holds the settings of revocation checking and Linked
-// Data proofs. It is embedded in Handler, so its fields are top-level JSON
+// Data proofs. It is embedded in Config, so its fields are top-level JSON
 // config fields of http.handlers.mcpi.
 type DelegationConfig struct {
 	// How long a fetched status list (a credential's credentialStatus,

@@ -94,14 +94,14 @@ func (h *Handler) provisionProofs() {
 // ones is read whatever its Content-Type: MCP requires a POST of
 // application/json, but an upstream need not check either, and a
 // proof-bearing body sent as text/plain or with PUT must not pass unread
-// under optional (review 6 F3c, review 7 finding 4).
+// under optional.
 func (p *proofStep) proofBody(w http.ResponseWriter, r *http.Request, found *carrier.Found) ([]byte, error) {
 	switch {
 	case found.Body != nil:
 		return found.Body, nil
 	case p.Enabled() && !bodyless(r.Method) && hasRequestBody(r):
 		// Any method that may carry a body, not only POST: an upstream
-		// may take a PUT or a "post" for one (review 7, finding 4).
+		// may take a PUT or a "post" for one.
 	case p.SignsResponses() && carrier.WantsBody(r):
 	default:
 		return nil, nil

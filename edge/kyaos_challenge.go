@@ -104,7 +104,7 @@ func (p *proofStep) signedDenial(w http.ResponseWriter, r *http.Request, batch b
 }
 
 // callerAudience is the audience of the edge's response proofs: the
-// caller's DID (§9.7), else the route's.
+// caller's DID, else the route's.
 func (p *proofStep) callerAudience(r *http.Request, d *vc.Delegation) string {
 	if d != nil && d.AgentDID != "" {
 		return d.AgentDID

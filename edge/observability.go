@@ -8,7 +8,7 @@ import (
 )
 
 // ObservabilityConfig holds the metrics and audit log settings. It is
-// embedded in Handler, so its fields are top-level JSON config fields of
+// embedded in Config, so its fields are top-level JSON config fields of
 // http.handlers.mcpi.
 type ObservabilityConfig struct {
 	// Turn off the audit log: by default every admission decision is

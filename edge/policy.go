@@ -18,7 +18,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// MCP-aware authorization (MCPI-WIRE §6 and §7): per-tool policy on
+// MCP-aware authorization: per-tool policy on
 // tools/call, tools/list filtering, and handshake-action checks on tool
 // results.
 //
@@ -86,7 +86,7 @@ type ToolPolicy struct {
 }
 
 // PolicyConfig holds the MCP-aware authorization settings (per-tool policy,
-// tools/list filtering, handshake-action checks). It is embedded in Handler,
+// tools/list filtering, handshake-action checks). It is embedded in Config,
 // so its fields are top-level JSON config fields of http.handlers.mcpi.
 type PolicyConfig struct {
 	// Per-tool rules for tools/call, also applied to tools/list answers,
@@ -364,7 +364,7 @@ func (p *toolPolicy) decide(host, tool string, d *vc.Delegation, presented bool)
 }
 
 // handshakeTools are the tools through which older MCP-I and KYA-OS agents
-// run the handshake with an MCP-I-aware upstream (MCPI-WIRE §5). They are
+// run the handshake with an MCP-I-aware upstream. They are
 // protocol, not capabilities: a verified caller may call them unless an
 // exact rule names them (globs and tool_default do not apply).
 var handshakeTools = []string{"_mcpi_handshake", "_kyaos_handshake", "_mcpi"}
@@ -510,7 +510,7 @@ func (p *toolPolicy) enforce(w http.ResponseWriter, r *http.Request, d *vc.Deleg
 	// request id (the TypeScript and Python SDKs) deliver a tools/list
 	// answer on the stream of another request that reused its id. That
 	// holds for the answer to a POST of notifications or responses alone
-	// too (review 7, F2): like a GET's, it is checked.
+	// too: like a GET's, it is checked.
 	filter := p.pol != nil
 	// Any answer may carry a URL elicitation: MCP 2026 input-required results
 	// answer prompts/get and resources/read too, and a 2025 server sends
