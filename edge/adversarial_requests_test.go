@@ -1,8 +1,9 @@
 package edge
 
-// Red-team tests the edge passes: attacks tried against the handler that it
-// correctly refuses (or neutralises). The attacks it does not stop are in
-// redteam_fail_test.go, behind the redteam build tag.
+// Attacks tried against the handler that it refuses (or neutralises):
+// folded member names, method spellings, ambiguous tool names, body forms,
+// carrier tricks, algorithm confusion, forged identity headers, session
+// tokens.
 
 import (
 	"bytes"
@@ -34,11 +35,11 @@ func rtNotForwarded(t *testing.T, res polResult, what string) {
 	}
 }
 
-// TestRedteamFoldedMemberNames: Go's encoding/json folds U+017F (long s) to
+// TestFoldedMemberNames: Go's encoding/json folds U+017F (long s) to
 // "s" and U+212A (Kelvin) to "k" when it matches member names. On the tool
 // policy path mcp.Confusable folds them too (jsonkey.Fold), so
 // "paramſ" next to "params" is refused, for verified and anonymous callers.
-func TestRedteamFoldedMemberNames(t *testing.T) {
+func TestFoldedMemberNames(t *testing.T) {
 	f := newFixture(t)
 	h := polHandler(t, f, nil)
 	tok := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })
@@ -64,10 +65,10 @@ func TestRedteamFoldedMemberNames(t *testing.T) {
 	}
 }
 
-// TestRedteamMethodSpellings: the method is compared after JSON unescaping,
+// TestMethodSpellings: the method is compared after JSON unescaping,
 // so escaped spellings of tools/call are policed; other spellings are not
 // tools/call to any MCP server and not admitted anonymously.
-func TestRedteamMethodSpellings(t *testing.T) {
+func TestMethodSpellings(t *testing.T) {
 	f := newFixture(t)
 	h := polHandler(t, f, nil)
 	tok := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })
@@ -90,9 +91,9 @@ func TestRedteamMethodSpellings(t *testing.T) {
 	}
 }
 
-// TestRedteamToolNameAmbiguity: what the edge cannot read unambiguously as
+// TestToolNameAmbiguity: what the edge cannot read unambiguously as
 // one tool name it refuses.
-func TestRedteamToolNameAmbiguity(t *testing.T) {
+func TestToolNameAmbiguity(t *testing.T) {
 	f := newFixture(t)
 	h := polHandler(t, f, nil)
 	tok := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })
@@ -124,9 +125,9 @@ func TestRedteamToolNameAmbiguity(t *testing.T) {
 	}
 }
 
-// TestRedteamPolicyBodyForms: a tool policy reads every POST body, whatever
+// TestPolicyBodyForms: a tool policy reads every POST body, whatever
 // it claims to be; bodies it cannot parse are refused, never forwarded.
-func TestRedteamPolicyBodyForms(t *testing.T) {
+func TestPolicyBodyForms(t *testing.T) {
 	f := newFixture(t)
 	h := polHandler(t, f, func(c *setup) { c.MaxBodySize = 4096 })
 	tok := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })
@@ -202,10 +203,10 @@ func TestRedteamPolicyBodyForms(t *testing.T) {
 	})
 }
 
-// TestRedteamBodyCarrierTricks: every spelling of a body carrier that a JSON
+// TestBodyCarrierTricks: every spelling of a body carrier that a JSON
 // parser could read is read (and removed), and two credentials are a
 // conflict, whatever the carriers.
-func TestRedteamBodyCarrierTricks(t *testing.T) {
+func TestBodyCarrierTricks(t *testing.T) {
 	f := newFixture(t)
 	h := f.handler(t, nil)
 	good := f.jwt(t, nil)
@@ -283,9 +284,9 @@ func TestRedteamBodyCarrierTricks(t *testing.T) {
 	}
 }
 
-// TestRedteamAlgorithmConfusion: alg none and HS256 keyed with the issuer's
+// TestAlgorithmConfusion: alg none and HS256 keyed with the issuer's
 // public key, in every header carrier, are refused.
-func TestRedteamAlgorithmConfusion(t *testing.T) {
+func TestAlgorithmConfusion(t *testing.T) {
 	f := newFixture(t)
 	h := f.handler(t, nil)
 	good := f.jwt(t, nil)
@@ -333,11 +334,11 @@ func TestRedteamAlgorithmConfusion(t *testing.T) {
 	}
 }
 
-// TestRedteamIdentityHeadersEveryPath: forged identity headers, in every
+// TestIdentityHeadersEveryPath: forged identity headers, in every
 // spelling an upstream stack could fold into ours, never reach next: not on
 // an anonymous admission, a legacy pass, a proxied handshake, or a verified
 // request (where only the edge's own values arrive).
-func TestRedteamIdentityHeadersEveryPath(t *testing.T) {
+func TestIdentityHeadersEveryPath(t *testing.T) {
 	f := newFixture(t)
 	forged := map[string][]string{
 		"X-Agent-Did":              {"did:key:evil", "did:key:evil2"},
@@ -418,10 +419,10 @@ func TestRedteamIdentityHeadersEveryPath(t *testing.T) {
 	})
 }
 
-// TestRedteamSessionTokens: edge sessions that were tampered with, cut, or
+// TestSessionTokens: edge sessions that were tampered with, cut, or
 // presented twice are refused; a server's own Mcp-Session-Id is not a
 // session; a session is bound to its audience, also across Hosts.
-func TestRedteamSessionTokens(t *testing.T) {
+func TestSessionTokens(t *testing.T) {
 	f := newFixture(t)
 	h := f.l3Handler(t, nil)
 	hr := doHandshake(t, h, defaultHandshakePath, f.agent, nil)
@@ -483,9 +484,9 @@ func TestRedteamSessionTokens(t *testing.T) {
 	}
 }
 
-// TestRedteamLegacyPassStrict: under legacy_handshake pass, only exact
+// TestLegacyPassStrict: under legacy_handshake pass, only exact
 // legacy messages pass without a credential.
-func TestRedteamLegacyPassStrict(t *testing.T) {
+func TestLegacyPassStrict(t *testing.T) {
 	f := newFixture(t)
 	h := f.l3Handler(t, func(c *setup) { c.LegacyHandshake = LegacyPass })
 	for name, body := range map[string]string{

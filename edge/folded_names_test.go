@@ -1,7 +1,8 @@
 package edge
 
-// Red-team round 2: attacks the edge stops today. The ones it does not
-// stop are in redteam2_fail_test.go, behind the redteam2 build tag.
+// Attacks through spellings an upstream reads differently from the edge
+// (case-folded carrier keys, the forms of a proxied verify answer) and
+// proxy sessions across routes: the edge refuses them.
 
 import (
 	"bytes"
@@ -15,12 +16,12 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
-// TestRedteam2FoldedCarrierKeys: encoding/json matches "delegationToKen"
+// TestFoldedCarrierKeys: encoding/json matches "delegationToKen"
 // (U+212A KELVIN SIGN) and "_MCPI_DELEGATION" to the carrier fields, so a
 // Go upstream would read them; the edge reads and removes them too, in
 // raw UTF-8 and escaped, and a second, different credential under such a
 // key is a conflict.
-func TestRedteam2FoldedCarrierKeys(t *testing.T) {
+func TestFoldedCarrierKeys(t *testing.T) {
 	f := newFixture(t)
 	h := f.handler(t, nil)
 	good := f.jwt(t, nil)
@@ -50,12 +51,12 @@ func TestRedteam2FoldedCarrierKeys(t *testing.T) {
 	}
 }
 
-// TestRedteam2ProxyVerifyAnswerForms: the edge binds an upstream session
+// TestProxyVerifyAnswerForms: the edge binds an upstream session
 // only from a plain JSON verify answer it can read. An SSE answer, a
 // second JSON value after the first, or a session id hidden in a
 // case-variant member binds nothing, and presenting that id then admits
 // nothing (the edge fails closed rather than guess).
-func TestRedteam2ProxyVerifyAnswerForms(t *testing.T) {
+func TestProxyVerifyAnswerForms(t *testing.T) {
 	f := newFixture(t)
 	e := newProxySessionEnv(t, f, nil)
 	cred := f.jwt(t, nil)
@@ -93,10 +94,10 @@ func rt2RawVerify(t *testing.T, e *proxySessionEnv, cred string, va verifyAnswer
 	e.up.drain()
 }
 
-// TestRedteam2ProxySessionNotAcrossPolicies: a binding made on one route
+// TestProxySessionNotAcrossPolicies: a binding made on one route
 // is not found by a route with another acceptance policy sharing the same
 // store (a narrower audience here), nor under a case variant of the id.
-func TestRedteam2ProxySessionNotAcrossPolicies(t *testing.T) {
+func TestProxySessionNotAcrossPolicies(t *testing.T) {
 	f := newFixture(t)
 	e := newProxySessionEnv(t, f, nil)
 	const sid = "Cross-Policy-Session-0001"

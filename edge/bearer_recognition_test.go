@@ -1,7 +1,7 @@
 package edge
 
-// Red-team round 2, bearer and body carriers: attacks the edge stops
-// today (they were in redteam2_fail_test.go).
+// Which bearers and body carriers the edge reads as credentials: a
+// foreign bearer, a body behind a BOM, VC 2.0 and case-folded VCs.
 
 import (
 	"bytes"
@@ -42,7 +42,7 @@ func rt2Sign(p party, header, payload string) string {
 	return input + "." + base64.RawURLEncoding.EncodeToString(sig)
 }
 
-// TestRedteam2ForeignBearerReadAsVC: carrier.IsDelegation (edge/carrier) decodes a
+// TestForeignBearerReadAsVC: carrier.IsDelegation (edge/carrier) decodes a
 // bearer's segments with strict base64url and reads them with a strict
 // RFC 8259 walker. A bearer whose payload a JWT library reads as a VC-JWT
 // ("vc" claim) but that the edge cannot decode is classified as someone
@@ -62,7 +62,7 @@ func rt2Sign(p party, header, payload string) string {
 //   - junk characters inside the segment: Python's b64decode(validate=False)
 //     drops them.
 //   - nesting deeper than 10000: V8's JSON.parse is iterative and reads it.
-func TestRedteam2ForeignBearerReadAsVC(t *testing.T) {
+func TestForeignBearerReadAsVC(t *testing.T) {
 	f := newFixture(t)
 	h := f.handler(t, nil)
 	good := f.jwt(t, nil)
@@ -145,7 +145,7 @@ func TestRedteam2ForeignBearerReadAsVC(t *testing.T) {
 	}
 }
 
-// TestRedteam2BodyCarrierBehindBOM: without a tool policy, a body the edge's
+// TestBodyCarrierBehindBOM: without a tool policy, a body the edge's
 // jsonscan finds invalid is neither scanned for carriers nor stripped
 // (the carrier scan finds nothing). Python's json.loads(bytes) (Starlette's
 // request.json(), so FastAPI and the Python MCP SDK) and Express's
@@ -153,7 +153,7 @@ func TestRedteam2ForeignBearerReadAsVC(t *testing.T) {
 // also reads NaN: the upstream gets params.delegationToken, a credential
 // the edge never saw, alongside the Level 2 identity of the header
 // credential the edge did verify. §2.3 says the body carriers are removed.
-func TestRedteam2BodyCarrierBehindBOM(t *testing.T) {
+func TestBodyCarrierBehindBOM(t *testing.T) {
 	f := newFixture(t)
 	h := f.handler(t, nil)
 	good := f.jwt(t, nil)
@@ -178,7 +178,7 @@ func TestRedteam2BodyCarrierBehindBOM(t *testing.T) {
 	}
 }
 
-// TestRedteam2VC20BearerNotRecognized: vc's parseJWS reads a payload with a
+// TestVC20BearerNotRecognized: vc's parseJWS reads a payload with a
 // top-level "@context" and "type" as a VC 2.0 credential "whatever the
 // allowed typ says" (absent, "JWT"), and takes "vc+ld+jwt" for vc+jwt;
 // carrier.IsDelegation (edge/carrier) recognizes only a vc/vp member or a typ of
@@ -188,7 +188,7 @@ func TestRedteam2BodyCarrierBehindBOM(t *testing.T) {
 // upstream as is, a valid trusted credential the upstream can replay
 // elsewhere (§2.3: the credential stays at the edge), or an untrusted one
 // riding along with another carrier's identity.
-func TestRedteam2VC20BearerNotRecognized(t *testing.T) {
+func TestVC20BearerNotRecognized(t *testing.T) {
 	f := newFixture(t)
 	h := f.handler(t, nil)
 	good := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })

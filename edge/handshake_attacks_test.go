@@ -1,7 +1,6 @@
 package edge
 
-// Red-team tests of the Level 3 handshake and of edge sessions: attacks that
-// once got through (they were in redteam_fail_test.go) and that the edge now
+// Attacks on the Level 3 handshake and on edge sessions that the edge
 // refuses.
 
 import (
@@ -18,7 +17,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
-// TestRedteamLegacyPassFoldedParams: with `legacy_handshake pass`,
+// TestLegacyPassFoldedParams: with `legacy_handshake pass`,
 // isLegacyForm (handshake.go) decides that a body is a legacy tools/call of
 // _mcpi by looking at "params". Go's encoding/json, which upstreams such as
 // mark3labs/mcp-go decode with, matches member names with Unicode simple
@@ -30,7 +29,7 @@ import (
 // ran the tool named in "paramſ". Names are now compared by their fold key
 // (internal/jsonkey), and a case variant of a member the edge reads is no
 // legacy form.
-func TestRedteamLegacyPassFoldedParams(t *testing.T) {
+func TestLegacyPassFoldedParams(t *testing.T) {
 	f := newFixture(t)
 	h := f.l3Handler(t, func(c *setup) {
 		c.LegacyHandshake = LegacyPass
@@ -57,7 +56,7 @@ func TestRedteamLegacyPassFoldedParams(t *testing.T) {
 	}
 }
 
-// TestRedteamSessionIgnoresRouteTrust: edge sessions were HMACed with one
+// TestSessionIgnoresRouteTrust: edge sessions were HMACed with one
 // key per Caddy storage (mcpi/handshake_session_key, session.go), shared by
 // every mcpi handler of every site and route using that storage, and
 // sessionFrom / checkSessionRoute re-checked only audience and
@@ -68,7 +67,7 @@ func TestRedteamLegacyPassFoldedParams(t *testing.T) {
 // require_audience does not help. Each handler now derives its session key
 // from the stored one and its acceptance policy, and the session's root
 // issuer is checked against the route's trust on every use.
-func TestRedteamSessionIgnoresRouteTrust(t *testing.T) {
+func TestSessionIgnoresRouteTrust(t *testing.T) {
 	f := newFixture(t)
 	mallory := newParty(t) // self-made issuer, trusted nowhere but on the open route
 	agent := newParty(t)
@@ -76,7 +75,7 @@ func TestRedteamSessionIgnoresRouteTrust(t *testing.T) {
 	strict := provision(t, Config{TrustedIssuers: []string{f.user.did}, Level: 3, RequireAudience: true,
 		Audiences: []string{"https://" + testHost}})
 	// In a real Caddy both handlers derive their session keys from the one
-	// key kept in storage (TestRedteamSessionCrossRouteTrust shows it end
+	// key kept in storage (TestSessionCrossRouteTrust shows it end
 	// to end).
 	useStoredSessionKey(t, open, strict)
 
@@ -158,7 +157,7 @@ func useStoredSessionKey(t *testing.T, hs ...*Handler) {
 	}
 }
 
-// TestRedteamChallengeBurnedByOtherAgent: docs/security.md §4 says "a nonce
+// TestChallengeBurnedByOtherAgent: docs/security.md §4 says "a nonce
 // is consumed only by an answer signed by a key in the agent's
 // authentication". challenge.Service.Verify used to check the signature
 // against the agent DID named in the answer, then consume the nonce, and
@@ -167,7 +166,7 @@ func useStoredSessionKey(t *testing.T, hs ...*Handler) {
 // consumed and A's legitimate answer afterwards refused as a replay. The
 // store is now peeked first (challenge.Peeker) and consumed only by the
 // right answer.
-func TestRedteamChallengeBurnedByOtherAgent(t *testing.T) {
+func TestChallengeBurnedByOtherAgent(t *testing.T) {
 	f := newFixture(t)
 	h := f.l3Handler(t, nil)
 	mallory := newParty(t)
@@ -196,14 +195,14 @@ func TestRedteamChallengeBurnedByOtherAgent(t *testing.T) {
 	}
 }
 
-// TestRedteamProxyVerifyCaseVariantCredential: in handshake proxy mode the
+// TestProxyVerifyCaseVariantCredential: in handshake proxy mode the
 // edge verifies params.credential and forwards the body verbatim, with the
 // Level 2 headers of what it verified. An upstream on encoding/json reads
 // "Credential" (given after "credential") as the credential: it would
 // receive a credential the edge never checked, alongside identity headers
 // that vouch for another one. challenge.ParseRequest now refuses members
 // that repeat or fold together (-32602), so nothing is forwarded.
-func TestRedteamProxyVerifyCaseVariantCredential(t *testing.T) {
+func TestProxyVerifyCaseVariantCredential(t *testing.T) {
 	f := newFixture(t)
 	up := newFakeUpstream(t, "/rpc/hs", "/rpc/vf")
 	next := up.handler()

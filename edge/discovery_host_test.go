@@ -48,7 +48,7 @@ func handshakeAs(t *testing.T, h *Handler, host string, next Next) rpcReply {
 	return rep
 }
 
-func TestRedteam3DiscoveryByHost(t *testing.T) {
+func TestDiscoveryByHost(t *testing.T) {
 	f := newFixture(t)
 	attacker := newFakeUpstream(t, "/rpc", "/rpc")
 	evil := httptest.NewServer(attacker)
@@ -89,10 +89,10 @@ func TestRedteam3DiscoveryByHost(t *testing.T) {
 	}
 }
 
-// TestRedteam3OtherOriginHeaders: a call to an operator-named endpoint on
+// TestOtherOriginHeaders: a call to an operator-named endpoint on
 // another origin carries what a JSON-RPC call needs and the edge's identity
 // headers, never the client's cookies or tokens.
-func TestRedteam3OtherOriginHeaders(t *testing.T) {
+func TestOtherOriginHeaders(t *testing.T) {
 	f := newFixture(t)
 	up := newFakeUpstream(t, "/hs", "/vf")
 	srv := httptest.NewServer(up)

@@ -9,7 +9,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
-// TestRedteam2SessionFingerprintOmitsAcceptanceRules: acceptancePolicy
+// TestSessionFingerprintOmitsAcceptanceRules: acceptancePolicy
 // (session.go) names the session key and the proxy-mode binding key, but
 // leaves out settings that decide whether a credential is accepted:
 // clock_skew (a credential whose nbf is hours ahead), status_stale_if_error
@@ -18,7 +18,7 @@ import (
 // whose parent was never presented). A session (or proxy binding) opened on
 // the lenient route is accepted on the strict one, which would have refused
 // the credential itself.
-func TestRedteam2SessionFingerprintOmitsAcceptanceRules(t *testing.T) {
+func TestSessionFingerprintOmitsAcceptanceRules(t *testing.T) {
 	f := newFixture(t)
 	base := func(c *setup) { c.Level = 3 }
 	strict := f.handler(t, base).cfg.acceptancePolicy()
@@ -37,7 +37,7 @@ func TestRedteam2SessionFingerprintOmitsAcceptanceRules(t *testing.T) {
 	}
 }
 
-// TestRedteam2PresentationNonceDeletesBinding: in Redis, nonce records live
+// TestPresentationNonceDeletesBinding: in Redis, nonce records live
 // under <prefix><nonce> and proxy-mode bindings under
 // <prefix>sess:<bindingKey>. nonceBinding.consume (delegation.go) refuses
 // nonces that name a replay record ("vp:"), but not ones that name a
@@ -49,7 +49,7 @@ func TestRedteam2SessionFingerprintOmitsAcceptanceRules(t *testing.T) {
 // session for everyone holding it. The verify path must keep to its own
 // key space: refuse nonces starting with the binding prefix, or store
 // nonces under a prefix of their own.
-func TestRedteam2PresentationNonceDeletesBinding(t *testing.T) {
+func TestPresentationNonceDeletesBinding(t *testing.T) {
 	f := newFixture(t)
 	redis := redistest.Start(t)
 	e := newProxySessionEnv(t, f, useStore(redisStore(t, redis.Addr(), 0), "redis"))
@@ -71,7 +71,7 @@ func TestRedteam2PresentationNonceDeletesBinding(t *testing.T) {
 	}
 }
 
-// TestRedteam2ProxySessionIDTrimmedUnicode: proxySessionID trims the
+// TestProxySessionIDTrimmedUnicode: proxySessionID trims the
 // header with strings.TrimSpace, which also removes Unicode spaces
 // (U+00A0, U+0085, U+2028: obs-text bytes net/http accepts and leaves in
 // a value). The
@@ -80,7 +80,7 @@ func TestRedteam2PresentationNonceDeletesBinding(t *testing.T) {
 // back" no longer holds: the identity headers vouch for a session the
 // upstream never issued). Trim only SP and HTAB (net/http already did), or
 // forward exactly the id that was looked up.
-func TestRedteam2ProxySessionIDTrimmedUnicode(t *testing.T) {
+func TestProxySessionIDTrimmedUnicode(t *testing.T) {
 	f := newFixture(t)
 	e := newProxySessionEnv(t, f, nil)
 	const sid = "Trim-Unicode-Session-0001"
