@@ -9,10 +9,9 @@ import (
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
-	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
+	"github.com/mcpi-edge/caddy-mcpi/edge/admit"
 	"github.com/mcpi-edge/caddy-mcpi/edge/dpop"
 	"github.com/mcpi-edge/caddy-mcpi/edge/refusal"
-	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
 // DPoP-bound credentials (RFC 9449). A credential whose VC-JWT names a
@@ -24,17 +23,6 @@ import (
 // is useless without the key; a captured proof is useless for any other
 // request, and once used, for this one too.
 
-var (
-	// errDPoPBearer: a bound credential came without the DPoP scheme (as a
-	// bearer, or in another carrier). RFC 9449 §7.2: a resource that also
-	// takes bearer tokens must refuse a bound one used as a bearer.
-	errDPoPBearer = errors.New("credential is bound to a DPoP key: send it as \"Authorization: DPoP <credential>\" with a DPoP proof header (RFC 9449)")
-	// errDPoPNotBound: the DPoP scheme with a credential that names no key.
-	// Accepting it would hide from the client that its credential is a
-	// plain bearer (a binding lost on the way), so it is refused.
-	errDPoPNotBound = errors.New("credential is not DPoP-bound (no cnf.jkt): send it with the Bearer scheme, or get a bound one by proving a key at the token endpoint")
-)
-
 // dpopAlgs is the algs parameter of the DPoP challenge.
 var dpopAlgs = strings.Join(dpop.NewChecker(nil).Algs(), " ")
 
@@ -44,44 +32,17 @@ func (h *Handler) provisionDPoP() {
 	h.dpop = dpop.NewChecker(dpopReplayStore{h.l3.store})
 }
 
-// checkBinding enforces a credential's DPoP binding on r: nothing for an
-// unbound credential sent as a bearer; for a bound one, the DPoP scheme
-// and a valid proof by the bound key.
-func (a *admission) checkBinding(r *http.Request, cred *carrier.Credential, d *vc.Delegation) error {
-	if d.CnfJKT == "" {
-		if cred.DPoP {
-			return errDPoPNotBound
-		}
-		return nil
-	}
-	if cred.Carrier != carrier.Authorization || !cred.DPoP {
-		return errDPoPBearer
-	}
-	proof, err := dpop.ProofHeader(r.Header)
-	if err != nil {
-		return err
-	}
-	method, u := a.site.Original(r)
-	_, err = a.dpop.Check(r.Context(), proof, dpop.Expect{
-		Method:      method,
-		URL:         a.site.Scheme(r) + "://" + a.site.Host(r) + u.EscapedPath(),
-		AccessToken: string(cred.Raw),
-		JKT:         d.CnfJKT,
-	})
-	return err
-}
-
 // dpopRejection is the answer to a DPoP refusal, or false when err is
 // none. The DPoP challenge (RFC 9449 §7.1) goes beside the Bearer one.
 func dpopRejection(err error) (rejection, bool) {
 	rej := rejection{status: http.StatusUnauthorized, code: "invalid_token", challenge: true, dpopError: "invalid_dpop_proof"}
 	switch {
-	case errors.Is(err, errDPoPBearer):
-		rej.description, rej.tag = errDPoPBearer.Error(), "dpop_missing"
+	case errors.Is(err, admit.ErrDPoPBearer):
+		rej.description, rej.tag = admit.ErrDPoPBearer.Error(), "dpop_missing"
 	case errors.Is(err, dpop.ErrMissing):
 		rej.description, rej.tag = dpop.ErrMissing.Error(), "dpop_missing"
-	case errors.Is(err, errDPoPNotBound):
-		rej.description, rej.tag, rej.dpopError = errDPoPNotBound.Error(), "dpop_not_bound", "invalid_token"
+	case errors.Is(err, admit.ErrDPoPNotBound):
+		rej.description, rej.tag, rej.dpopError = admit.ErrDPoPNotBound.Error(), "dpop_not_bound", "invalid_token"
 	case errors.Is(err, dpop.ErrReplayed):
 		rej.description, rej.tag = dpop.ErrReplayed.Error(), "dpop_replayed"
 	case errors.Is(err, dpop.ErrStale):

@@ -1,19 +1,13 @@
 package edge
 
 import (
-	"bytes"
-	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
-	"github.com/mcpi-edge/caddy-mcpi/challenge"
-	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
+	"github.com/mcpi-edge/caddy-mcpi/edge/admit"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 	"github.com/mcpi-edge/caddy-mcpi/vc/ldproof"
 )
@@ -26,10 +20,6 @@ import (
 
 const (
 	defaultStatusListTTL = 60 * time.Second
-
-	// replayKeyPrefix starts every vc replay-guard id ("vp:<hash>"), which
-	// share the Level 3 nonce store with issued challenges.
-	replayKeyPrefix = "vp:"
 )
 
 // DelegationConfig holds the settings of revocation checking and Linked
@@ -87,7 +77,7 @@ func (h *Handler) delegationOptions() ([]vc.Option, error) {
 		vc.WithStatusStaleIfError(time.Duration(h.cfg.StatusStaleIfError)),
 	}
 	if h.l3.store != nil {
-		opts = append(opts, vc.WithReplayGuard(storeReplayGuard{h.l3.store}))
+		opts = append(opts, vc.WithReplayGuard(admit.ReplayGuard(h.l3.store)))
 	}
 	if o := h.chainFetchOption(); o != nil {
 		opts = append(opts, o)
@@ -127,175 +117,4 @@ func (cfg *Config) validateDelegation() error {
 		}
 	}
 	return nil
-}
-
-// requestChecks are the verification rules for the credential raw of r:
-// checksFor's, require_presentation, the ancestors given in chain, and at
-// Level 3 the binding of a presentation nonce to a challenge of the nonce
-// store. The binding's check must run on the verified delegation.
-//
-// require_presentation is not among checksFor's rules (h.checks), which
-// the handshake's verify call also applies: a handshake is signed with the
-// agent's key, so a bare credential there is holder-bound already.
-func (a *admission) requestChecks(r *http.Request, raw []byte, chain []string) ([]vc.CheckOption, *nonceBinding, error) {
-	opts := a.checksFor(r)
-	if a.cfg.RequirePresentation {
-		opts = append(opts, vc.RequirePresentation())
-	}
-	opts, err := a.cfg.withChain(opts, chain)
-	if err != nil {
-		return nil, nil, err
-	}
-	var bind *nonceBinding
-	if a.l3.enabled && a.l3.store != nil && hasPresentationNonce(raw) {
-		bind = &nonceBinding{ctx: r.Context(), store: a.l3.store}
-		opts = append(opts, vc.WithPresentationNonce(bind.consume))
-	}
-	return opts, bind, nil
-}
-
-// withChain adds to opts the ancestors read from the values of the chain
-// header, if any. opts may be checksFor's shared slice: its capacity is its
-// length, so appending copies it.
-func (cfg *Config) withChain(opts []vc.CheckOption, chain []string) ([]vc.CheckOption, error) {
-	if len(chain) == 0 {
-		return opts, nil
-	}
-	ancestors, err := carrier.ParseChain(chain, carrier.MaxAncestors*cfg.MaxCredentialSize)
-	if err != nil {
-		return nil, err
-	}
-	if len(ancestors) > 0 {
-		opts = append(opts, vc.WithAncestors(ancestors...))
-	}
-	return opts, nil
-}
-
-// nonceBinding binds a presentation to a challenge the edge issued (or, in
-// proxy mode, saw the upstream issue): its nonce must be a live challenge
-// of the nonce store, consumed by this use, and issued to the presenting
-// agent. A presentation without a nonce is bound to the edge by its
-// audience and made single-use by the replay guard instead.
-type nonceBinding struct {
-	ctx   context.Context
-	store challenge.NonceStore
-	rec   challenge.Record
-	used  bool
-}
-
-// consume is the vc.WithPresentationNonce check. vc calls it only for a
-// presentation that passed every other check, so forgeries burn no nonce;
-// holder is the agent that signed it. A challenge issued to another agent
-// is refused before it is consumed (when the store can peek), so that an
-// agent knowing another's nonce cannot spend it with a valid presentation
-// of its own.
-func (b *nonceBinding) consume(nonce, holder string) error {
-	if strings.HasPrefix(nonce, replayKeyPrefix) {
-		return challenge.ErrNonceNotFound // a replay record, not a challenge
-	}
-	var peeked *challenge.Record
-	if p, ok := b.store.(challenge.Peeker); ok {
-		rec, err := p.Peek(b.ctx, nonce)
-		switch {
-		case err == nil:
-			if rec.AgentDID != "" && rec.AgentDID != holder {
-				return errNonceOtherAgent
-			}
-			peeked = &rec
-		case !errors.Is(err, errors.ErrUnsupported):
-			return err
-		}
-	}
-	rec, err := b.store.Consume(b.ctx, nonce)
-	if err != nil {
-		return err
-	}
-	if peeked != nil && (rec.AgentDID != peeked.AgentDID || rec.Challenge != peeked.Challenge) {
-		// Consumed and stored again in between: not the challenge checked.
-		return challenge.ErrNonceNotFound
-	}
-	if !time.Now().Before(rec.ExpiresAt) {
-		return challenge.ErrExpired
-	}
-	b.rec, b.used = rec, true
-	return nil
-}
-
-// errNonceOtherAgent: a presentation's nonce is a challenge issued to
-// another agent.
-var errNonceOtherAgent = fmt.Errorf("%w: nonce issued to another agent", vc.ErrPresentation)
-
-// check: a challenge issued to one agent binds only that agent's
-// presentations. Nil-safe.
-func (b *nonceBinding) check(d *vc.Delegation) error {
-	if b == nil || !b.used || b.rec.AgentDID == "" || b.rec.AgentDID == d.AgentDID {
-		return nil
-	}
-	return errNonceOtherAgent
-}
-
-// hasPresentationNonce reports whether raw, unverified, carries a
-// presentation nonce (VP-JWT "nonce", JSON VP proof.challenge). Only then is
-// the nonce checked against the store: vc requires a nonce of every
-// presentation once a nonce check is given. A credential the peek misreads
-// is no risk: a nonce it misses is ignored as it would be at Level 1, one it
-// imagines fails closed.
-func hasPresentationNonce(raw []byte) bool {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return false
-	}
-	if raw[0] == '{' {
-		// The proof by its exact name, as vc reads it (which refuses a
-		// VP with "Proof" beside it).
-		var vp map[string]json.RawMessage
-		if json.Unmarshal(raw, &vp) != nil {
-			return false
-		}
-		p := bytes.TrimSpace(vp["proof"])
-		if len(p) > 0 && p[0] == '[' {
-			var ps []json.RawMessage
-			if json.Unmarshal(p, &ps) != nil || len(ps) != 1 {
-				return false
-			}
-			p = ps[0]
-		}
-		var pf struct {
-			Challenge string `json:"challenge"`
-		}
-		return json.Unmarshal(p, &pf) == nil && pf.Challenge != ""
-	}
-	_, rest, _ := strings.Cut(string(raw), ".")
-	payload, _, ok := strings.Cut(rest, ".")
-	if !ok {
-		return false
-	}
-	pb, err := b64url(payload)
-	if err != nil {
-		return false
-	}
-	var c struct {
-		Nonce string `json:"nonce"`
-	}
-	return json.Unmarshal(pb, &c) == nil && c.Nonce != ""
-}
-
-// storeReplayGuard makes presentations single-use with the Level 3 nonce
-// store (vc.ReplayGuard): a presentation id is stored set-if-absent, so a
-// second use finds it (ErrNonceExists, which vc turns into ErrReplay) on
-// every replica sharing the store. A store outage is an error too: the
-// presentation is refused (503, respond.go), never let through.
-type storeReplayGuard struct{ store challenge.NonceStore }
-
-func (g storeReplayGuard) Consume(ctx context.Context, id string, ttl time.Duration) error {
-	now := time.Now()
-	// ExpiresAt = IssuedAt: the record is no challenge, and a handshake
-	// verify or presentation nonce naming it finds it expired.
-	return g.store.Put(ctx, id, challenge.Record{IssuedAt: now, ExpiresAt: now}, ttl)
-}
-
-var _ vc.ReplayGuard = storeReplayGuard{}
-
-func b64url(s string) ([]byte, error) {
-	return base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
 }

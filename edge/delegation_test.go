@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/edge/admit"
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe/observetest"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
@@ -161,7 +162,7 @@ func TestRequirePresentation(t *testing.T) {
 			t.Error("the presentation was forwarded")
 		}
 		// Single use at Level 1 too: the same VP is a replay.
-		if _, err := h.verifier.Verify(context.Background(), []byte(vp), h.admit.checksFor(bearer(vp))...); !errors.Is(err, vc.ErrReplay) {
+		if _, err := h.verifier.Verify(context.Background(), []byte(vp), h.admit.Checks(bearer(vp))...); !errors.Is(err, vc.ErrReplay) {
 			t.Fatalf("Verify of the same VP again: %v, want vc.ErrReplay", err)
 		}
 	})
@@ -250,7 +251,7 @@ func TestPresentationReplayAndNonce(t *testing.T) {
 		first := vpOf(t, f.agent, "", nil, cred)
 		wantAdmitted(t, serve(t, h, bearer(first)))
 		// Whatever the id, a "vp:" nonce is never taken from the store.
-		vp := vpOf(t, f.agent, replayKeyPrefix+"x", nil, cred)
+		vp := vpOf(t, f.agent, admit.ReplayKeyPrefix+"x", nil, cred)
 		wantRejected(t, serve(t, h, bearer(vp)), http.StatusUnauthorized, "bad_presentation")
 		wantRejected(t, serve(t, h, bearer(first)), http.StatusUnauthorized, "replayed")
 	})
@@ -444,28 +445,6 @@ func TestDelegationChain(t *testing.T) {
 			t.Error("chain header not passed through")
 		}
 	})
-}
-
-func TestHasPresentationNonce(t *testing.T) {
-	p := newParty(t)
-	tests := map[string]struct {
-		raw  string
-		want bool
-	}{
-		"VP-JWT with nonce":    {vpOf(t, p, "n", nil), true},
-		"VP-JWT without nonce": {vpOf(t, p, "", nil), false},
-		"VP-JWT empty nonce":   {vpOf(t, p, "", func(c map[string]any) { c["nonce"] = "" }), false},
-		"JSON VP challenge":    {`{"type":"VerifiablePresentation","proof":{"challenge":"n"}}`, true},
-		"JSON VP proof array":  {`{"proof":[{"challenge":"n"}]}`, true},
-		"JSON VP no challenge": {`{"proof":{"domain":"d"}}`, false},
-		"garbage":              {"a.b", false},
-		"empty":                {"", false},
-	}
-	for name, tt := range tests {
-		if got := hasPresentationNonce([]byte(tt.raw)); got != tt.want {
-			t.Errorf("%s: %v", name, got)
-		}
-	}
 }
 
 // statusServer serves one status list credential over TLS.

@@ -21,6 +21,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/assertion"
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/edge/admit"
 	"github.com/mcpi-edge/caddy-mcpi/edge/authserver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/dpop"
@@ -129,7 +130,7 @@ type Handler struct {
 	// framing reads the body once and checks the MCP framing headers.
 	framing framing
 	// admit is the admission step: every credential's one verification.
-	admit admission
+	admit *admit.Admission
 	// httpOrigin and httpsOrigin cache upstreamName's origins
 	// (observability.go).
 	httpOrigin, httpsOrigin site.LastDerived
@@ -229,7 +230,16 @@ func (h *Handler) build() error {
 		vc.WithTrustedIssuers(h.cfg.TrustedIssuers...),
 	}, append(append(more, h.cfg.lifetimeOptions()...), h.verificationCacheOptions()...)...)...)
 
-	h.admit = newAdmission(h)
+	// Admission: at Level 3 presentation nonces are challenges of the
+	// nonce store; with the front door, its revocations count.
+	parts := admit.Parts{Site: h.site, Verifier: h.verifier, Measure: h.obs.Verification, DPoP: h.dpop}
+	if h.cfg.Level >= 3 {
+		parts.Nonces = h.l3.store
+	}
+	if h.front != nil {
+		parts.Revoked = grantRevoked(h.front)
+	}
+	h.admit = newAdmission(&h.cfg, parts)
 	if err := h.provisionIdentity(); err != nil {
 		return err
 	}

@@ -170,27 +170,17 @@ func verifierResolver(front *authserver.Server, dids didresolver.Resolver) didre
 	return resolverWithUsers{as: front, next: dids}
 }
 
-// checkGrantRevoked refuses a delegation any of whose credentials the
-// front door issued and has since revoked (on any replica).
-func (a *admission) checkGrantRevoked(r *http.Request, d *vc.Delegation) error {
-	if a.front == nil {
-		return nil
-	}
-	for _, id := range d.Chain {
+// grantRevoked reports whether the front door revoked the credential id
+// (on any replica); false for an id it did not issue.
+func grantRevoked(front *authserver.Server) func(ctx context.Context, id string) (bool, error) {
+	return func(ctx context.Context, id string) (bool, error) {
 		fam, ok := strings.CutPrefix(id, grantIDPrefix)
 		if !ok {
-			continue
+			return false, nil
 		}
 		fam, _, _ = strings.Cut(fam, ":")
-		revoked, err := a.front.Revoked(r.Context(), fam)
-		if err != nil {
-			return fmt.Errorf("%w: revocation record: %v", vc.ErrStatusUnavailable, err)
-		}
-		if revoked {
-			return fmt.Errorf("%w: revoked at the authorization server", vc.ErrRevoked)
-		}
+		return front.Revoked(ctx, fam)
 	}
-	return nil
 }
 
 // routeScopes are the scopes a client may ask for: every scope the tool

@@ -2,12 +2,10 @@ package edge
 
 import (
 	"net/http"
-	"sync"
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/refusal"
-	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -100,13 +98,13 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 		}
 	} else {
 		// 5. One verification path for every carrier and format
-		// (admission, verify.go).
+		// (edge/admit).
 		cred = &found.Credentials[0]
-		if d, err = h.admit.verify(r, cred.Raw, chain); err != nil {
+		if d, err = h.admit.Verify(r, cred.Raw, chain); err != nil {
 			return h.refuse(w, r, err, cred)
 		}
 		// A DPoP-bound credential, only with its proof (boundcredential.go).
-		if err = h.admit.checkBinding(r, cred, d); err != nil {
+		if err = h.admit.CheckBinding(r, cred, d); err != nil {
 			return h.refuse(w, r, err, cred)
 		}
 	}
@@ -173,75 +171,6 @@ func (h *Handler) handOn(w http.ResponseWriter, r *http.Request, next Next, d *v
 		return err
 	}
 	return finish()
-}
-
-// checksFor returns the verification rules for r: the configured ones plus
-// the audiences, derived from the Host when none are configured. The slice
-// is shared between requests (its capacity is its length, so a caller's
-// append copies it): callers must not modify its elements.
-func (a *admission) checksFor(r *http.Request) []vc.CheckOption {
-	if a.hostChecks != nil {
-		return a.hostChecks.get(a.site.Host(r))
-	}
-	return buildChecks(a.cfg.Audiences, a.site.Host(r), a.checks)
-}
-
-// buildChecks is checksFor without the cache.
-func buildChecks(configured []string, host string, checks []vc.CheckOption) []vc.CheckOption {
-	auds := configured
-	if len(auds) == 0 {
-		auds = site.Audiences(host)
-	}
-	opts := make([]vc.CheckOption, 0, len(checks)+1)
-	opts = append(opts, vc.ForAudience(auds...))
-	opts = append(opts, checks...)
-	return opts[:len(opts):len(opts)]
-}
-
-// maxCachedHosts bounds checkCache: the Host is the client's choice.
-const maxCachedHosts = 64
-
-// checkCache keeps checksFor's rules per Host, so that a request does not
-// build its audiences and options again. Provision makes a new one, since
-// the rules depend on the configuration. With configured audiences the
-// rules do not depend on the Host and are built once.
-type checkCache struct {
-	configured []string
-	checks     []vc.CheckOption
-	fixed      []vc.CheckOption // with configured audiences
-
-	mu     sync.RWMutex
-	byHost map[string][]vc.CheckOption
-}
-
-func newCheckCache(configured []string, checks []vc.CheckOption) *checkCache {
-	c := &checkCache{configured: configured, checks: checks}
-	if len(configured) > 0 {
-		c.fixed = buildChecks(configured, "", checks)
-	}
-	return c
-}
-
-func (c *checkCache) get(host string) []vc.CheckOption {
-	if c.fixed != nil {
-		return c.fixed
-	}
-	c.mu.RLock()
-	opts, ok := c.byHost[host]
-	c.mu.RUnlock()
-	if ok {
-		return opts
-	}
-	opts = buildChecks(nil, host, c.checks)
-	c.mu.Lock()
-	if len(c.byHost) >= maxCachedHosts || c.byHost == nil {
-		// Many Hosts (or a client making them up): start over rather than
-		// keep the first ones forever.
-		c.byHost = make(map[string][]vc.CheckOption, maxCachedHosts)
-	}
-	c.byHost[host] = opts
-	c.mu.Unlock()
-	return opts
 }
 
 // carrierSession is the carrier of a decision admitted by a handshake

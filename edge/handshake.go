@@ -1,13 +1,12 @@
 package edge
 
 import (
-	"fmt"
 	"net/http"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/edge/admit"
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
@@ -42,7 +41,7 @@ func (l *level3) newCalls(checks func(*http.Request, []string) ([]vc.CheckOption
 		HandshakeMethod: l.cfg.HandshakeMethod,
 		VerifyMethod:    l.cfg.VerifyMethod,
 		MaxBody:         l.cfg.MaxBodySize,
-		ReservedPrefix:  replayKeyPrefix,
+		ReservedPrefix:  admit.ReplayKeyPrefix,
 		Checks:          checks,
 		Identified:      identified,
 		Inject:          inject,
@@ -59,20 +58,6 @@ func (l *level3) newCalls(checks func(*http.Request, []string) ([]vc.CheckOption
 		c.Bindings = routeBindings{l}
 	}
 	return c
-}
-
-// verifyCallChecks are the rules for the credential of a verify call:
-// checksFor's, and the ancestors of a chained credential when the request
-// carries them in the chain header (inside a presentation they need none).
-// require_presentation is not among them: the signed challenge already
-// proves the agent holds its key.
-func (a *admission) verifyCallChecks(r *http.Request, chain []string) ([]vc.CheckOption, error) {
-	opts, err := a.cfg.withChain(a.checksFor(r), chain)
-	if err != nil {
-		// An unreadable chain leaves the credential unverifiable (-32004).
-		return nil, fmt.Errorf("%w: %w", challenge.ErrUntrustedCredential, err)
-	}
-	return opts, nil
 }
 
 // passLegacy forwards a legacy KYA handshake untouched, without identity,

@@ -271,7 +271,7 @@ func (h *Handler) provisionLevel3() error {
 		return fmt.Errorf("mcpi: handshake: %v", err)
 	}
 	l.service = svc
-	l.calls = l.newCalls(h.admit.verifyCallChecks, h.setIdentity, h.injectIdentity)
+	l.calls = l.newCalls(h.admit.CallChecks, h.setIdentity, h.injectIdentity)
 	return nil
 }
 

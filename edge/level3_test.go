@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/edge/admit"
 	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
 	"github.com/mcpi-edge/caddy-mcpi/edge/wellknown"
 	"github.com/mcpi-edge/caddy-mcpi/internal/redistest"
@@ -327,8 +328,8 @@ func TestHandshakeErrors(t *testing.T) {
 	// validly signed, neither reads nor deletes it (which would let the
 	// presentation be used again).
 	t.Run("replay record as nonce", func(t *testing.T) {
-		const id = replayKeyPrefix + "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
-		guard := storeReplayGuard{h.l3.store}
+		const id = admit.ReplayKeyPrefix + "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
+		guard := admit.ReplayGuard(h.l3.store)
 		if err := guard.Consume(context.Background(), id, time.Minute); err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/mcpi-edge/caddy-mcpi/edge/admit"
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/dpop"
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
@@ -139,7 +140,7 @@ func TestDecisionReasonsCovered(t *testing.T) {
 	errs := []error{carrier.ErrNoCredential, carrier.ErrConflict, carrier.ErrBodyTooLarge, carrier.ErrBodyRead, carrier.ErrForeignBearer, identity.ErrUnavailable,
 		carrier.ErrBodyNotJSON, errNotJSONMediaType,
 		fmt.Errorf("wrapped: %w", errors.New("not a sentinel")),
-		errDPoPBearer, errDPoPNotBound, dpop.ErrMissing, dpop.ErrMalformed, dpop.ErrAlg, dpop.ErrStale, dpop.ErrMismatch, dpop.ErrReplayed}
+		admit.ErrDPoPBearer, admit.ErrDPoPNotBound, dpop.ErrMissing, dpop.ErrMalformed, dpop.ErrAlg, dpop.ErrStale, dpop.ErrMismatch, dpop.ErrReplayed}
 	for _, s := range []error{
 		vc.ErrTooLarge, vc.ErrMalformed, vc.ErrUnsupportedFormat, vc.ErrAlgorithm, vc.ErrIssuerUnresolved,
 		vc.ErrUnknownKey, vc.ErrKeyNotAuthorized, vc.ErrSignature, vc.ErrType, vc.ErrExpired, vc.ErrNotYetValid,
