@@ -25,6 +25,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/authserver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/dpop"
+	"github.com/mcpi-edge/caddy-mcpi/edge/framing"
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/site"
@@ -128,7 +129,7 @@ type Handler struct {
 	verifier *vc.Verifier
 	carriers *carrier.Reader
 	// framing reads the body once and checks the MCP framing headers.
-	framing framing
+	framing *framing.Framing
 	// admit is the admission step: every credential's one verification.
 	admit *admit.Admission
 	// httpOrigin and httpsOrigin cache upstreamName's origins
@@ -251,7 +252,15 @@ func (h *Handler) build() error {
 	if err := h.provisionPolicy(); err != nil {
 		return err
 	}
-	h.framing = framing{cfg: &h.cfg, policy: &h.policy, proofs: h.proofs}
+	// Framing reads the body strictly where the policy or the proof step
+	// decides on it.
+	hasPolicy, proofs := h.policy.pol != nil, h.proofs
+	h.framing = &framing.Framing{
+		MaxBody:        h.cfg.MaxBodySize,
+		DecidesOnBody:  func(raw []byte) bool { return hasPolicy || proofs.RequiresExtension() || proofs.Inspects(raw) },
+		AmbiguousProof: proofs.AmbiguousProof,
+		ParamHeaders:   h.policy.checkParamHeaders,
+	}
 	return nil
 }
 

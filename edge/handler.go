@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
+	"github.com/mcpi-edge/caddy-mcpi/edge/framing"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/refusal"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
@@ -52,11 +53,11 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 		return h.refuse(w, r, err, nil)
 	}
 	// The one strict reading of the JSON-RPC body, shared by every step
-	// that decides on it (rpcbody.go).
-	var rb rpcBody
-	// MCP framing (framing.go, 2026-07-28): headers that disagree with the
+	// that decides on it (edge/framing).
+	var rb framing.Body
+	// MCP framing (edge/framing, 2026-07-28): headers that disagree with the
 	// body stop here, before any credential or policy decision.
-	if err := h.framing.check(w, r, &found, &rb); err != nil {
+	if err := h.framing.Check(w, r, &found, &rb); err != nil {
 		return h.refuse(w, r, err, nil)
 	}
 	if found.Conflicting() {
@@ -70,8 +71,8 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	if err != nil {
 		return h.refuse(w, r, err, nil)
 	}
-	rb.use(body)
-	if err := h.framing.checkAmbiguous(&rb); err != nil {
+	rb.Use(body)
+	if err := h.framing.CheckAmbiguous(&rb); err != nil {
 		return h.refuse(w, r, err, nil)
 	}
 	if err := h.proofs.negotiate(r, &rb); err != nil {
@@ -154,9 +155,9 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 // stream. A request has one decision: adm is recorded unless the policy
 // recorded it itself (naming the tools called) or refused the request (a
 // refusal carries its own decision).
-func (h *Handler) handOn(w http.ResponseWriter, r *http.Request, next Next, d *vc.Delegation, rb *rpcBody, adm observe.Decision) error {
-	w, finish := h.proofs.wrap(w, r, rb.raw, d)
-	w = h.proofs.RememberSession(r.Context(), w, rb.raw, delegationOwner(d))
+func (h *Handler) handOn(w http.ResponseWriter, r *http.Request, next Next, d *vc.Delegation, rb *framing.Body, adm observe.Decision) error {
+	w, finish := h.proofs.wrap(w, r, rb.Raw(), d)
+	w = h.proofs.RememberSession(r.Context(), w, rb.Raw(), delegationOwner(d))
 	pw, recorded, err := h.policy.enforce(w, r, d, rb, adm)
 	if err != nil {
 		_ = h.refuse(w, r, err, nil)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
+	"github.com/mcpi-edge/caddy-mcpi/edge/framing"
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
 	"github.com/mcpi-edge/caddy-mcpi/edge/proof"
 	"github.com/mcpi-edge/caddy-mcpi/edge/refusal"
@@ -114,11 +115,11 @@ func (p *proofStep) proofBody(w http.ResponseWriter, r *http.Request, found *car
 }
 
 // negotiate applies the declaration gate.
-func (p *proofStep) negotiate(r *http.Request, rb *rpcBody) error {
+func (p *proofStep) negotiate(r *http.Request, rb *framing.Body) error {
 	if !p.RequiresExtension() {
 		return nil
 	}
-	if rf := p.Negotiate(r.Context(), rb.forGate(), r.Header.Get("Mcp-Session-Id")); rf != nil {
+	if rf := p.Negotiate(r.Context(), rb.ForGate(), r.Header.Get("Mcp-Session-Id")); rf != nil {
 		return proofRefusal(rb, rf)
 	}
 	return nil
@@ -128,8 +129,8 @@ func (p *proofStep) negotiate(r *http.Request, rb *rpcBody) error {
 // verified as d. d is nil for a request
 // admitted without a credential (anonymous tools): its proof, by whichever
 // agent, is checked all the same, only bound to no subject.
-func (p *proofStep) admitProof(r *http.Request, rb *rpcBody, d *vc.Delegation) (verified bool, err error) {
-	if !p.Inspects(rb.raw) {
+func (p *proofStep) admitProof(r *http.Request, rb *framing.Body, d *vc.Delegation) (verified bool, err error) {
+	if !p.Inspects(rb.Raw()) {
 		return false, nil
 	}
 	aud := p.audience(r)
@@ -140,7 +141,7 @@ func (p *proofStep) admitProof(r *http.Request, rb *rpcBody, d *vc.Delegation) (
 	if d != nil {
 		agent, jkt = d.AgentDID, d.CnfJKT
 	}
-	ok, rf := p.Admit(r.Context(), rb.forGate(), aud, agent, jkt)
+	ok, rf := p.Admit(r.Context(), rb.ForGate(), aud, agent, jkt)
 	if rf != nil {
 		return false, proofRefusal(rb, rf)
 	}
@@ -182,11 +183,11 @@ func (m *hostDID) of(host string) string {
 // gets a JSON-RPC error (code and data.reason), as do a batch and a body
 // the edge could not read (id null); anything else {"error": reason}. The
 // status is the gate's.
-func proofRefusal(rb *rpcBody, rf *proof.Refusal) *refusal.Refusal {
+func proofRefusal(rb *framing.Body, rf *proof.Refusal) *refusal.Refusal {
 	var id json.RawMessage
 	jsonRPC := false
-	if rb.raw != nil {
-		msgs, batch, err := rb.messages()
+	if rb.Raw() != nil {
+		msgs, batch, err := rb.Messages()
 		switch {
 		case err == nil && !batch && len(msgs) == 1 && mcp.IsRequest(msgs[0]):
 			id, jsonRPC = msgs[0].ID, true

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/authserver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
+	"github.com/mcpi-edge/caddy-mcpi/edge/framing"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
@@ -301,11 +302,11 @@ var anonymousMethods = []string{"initialize", "server/discover", "ping", mcp.Met
 // admitAnonymous reports whether r, which presents no credential and no
 // session, may go upstream anyway because everything it calls is allowed
 // anonymously. body is the request body when the carriers read it, else nil.
-func (p *toolPolicy) admitAnonymous(r *http.Request, rb *rpcBody) bool {
+func (p *toolPolicy) admitAnonymous(r *http.Request, rb *framing.Body) bool {
 	if p.pol == nil || !p.anyAnonymous || r.Method != http.MethodPost {
 		return false
 	}
-	if rb.raw == nil {
+	if rb.Raw() == nil {
 		if !hasRequestBody(r) {
 			return false
 		}
@@ -313,9 +314,9 @@ func (p *toolPolicy) admitAnonymous(r *http.Request, rb *rpcBody) bool {
 		if err != nil {
 			return false
 		}
-		rb.use(body)
+		rb.Use(body)
 	}
-	msgs, _, err := rb.messages()
+	msgs, _, err := rb.Messages()
 	if err != nil {
 		return false
 	}
@@ -392,8 +393,8 @@ const reasonHandshakeTool = "handshake_tool"
 // stream may carry results (replayed after Last-Event-ID, or sent by a
 // server on its standalone stream) to requests the edge has not seen in
 // this request. The stream is rewritten event by event, never buffered.
-func (p *toolPolicy) enforce(w http.ResponseWriter, r *http.Request, d *vc.Delegation, rb *rpcBody, adm observe.Decision) (_ http.ResponseWriter, recorded bool, err error) {
-	body := rb.raw
+func (p *toolPolicy) enforce(w http.ResponseWriter, r *http.Request, d *vc.Delegation, rb *framing.Body, adm observe.Decision) (_ http.ResponseWriter, recorded bool, err error) {
+	body := rb.Raw()
 	if p.pol == nil && p.actions == mcp.ActionsOff {
 		return w, false, nil
 	}
@@ -422,11 +423,11 @@ func (p *toolPolicy) enforce(w http.ResponseWriter, r *http.Request, d *vc.Deleg
 		if body, err = carrier.ReadBody(w, r, p.cfg.MaxBodySize); err != nil {
 			return w, false, err
 		}
-		rb.use(body)
+		rb.Use(body)
 	}
-	read := rb.messages
+	read := rb.Messages
 	if p.pol == nil {
-		read = rb.lenient
+		read = rb.Lenient
 	}
 	msgs, batch, err := read()
 	if err == nil && p.pol != nil {
@@ -437,7 +438,7 @@ func (p *toolPolicy) enforce(w http.ResponseWriter, r *http.Request, d *vc.Deleg
 	if errors.Is(err, mcp.ErrAmbiguous) {
 		// Whatever the edge decided, the upstream might read another
 		// request: refused with or without a tool policy.
-		return w, false, ambiguous(err)
+		return w, false, framing.Ambiguous(err)
 	}
 	if errors.Is(err, mcp.ErrParse) {
 		// Not JSON at all: the answer the carriers give such a body
