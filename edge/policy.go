@@ -336,7 +336,7 @@ func (p *toolPolicy) admitAnonymous(r *http.Request, rb *framing.Body) bool {
 }
 
 // toolAllowed is the policy's decision on tool, at the site named host
-// (serviceHost), for the caller holding d (nil when anonymous). An
+// (site.Host), for the caller holding d (nil when anonymous). An
 // anonymous caller gets only tools whose rule allows anonymous callers:
 // tool_default allow is for verified callers.
 func (p *toolPolicy) toolAllowed(host, tool string, d *vc.Delegation, presented bool) bool {

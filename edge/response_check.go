@@ -19,7 +19,7 @@ import (
 // (response_filter.go) hands it.
 type responseCheck struct {
 	p         *toolPolicy
-	host      string         // serviceHost of the request
+	host      string         // site.Host of the request
 	d         *vc.Delegation // nil: anonymous
 	presented bool
 	// ids maps IDKey(id) to the method of each request of the request

@@ -29,7 +29,7 @@ import (
 // route with another policy has another session key. A later request that
 // carries no credential but that id in X-Mcpi-Handshake-Session or
 // Mcp-Session-Id is admitted as the bound delegation, exactly like a
-// terminate-mode session (edge's sessionDelegation), after the same route checks
+// terminate-mode session (the edge's level3.session), after the same route checks
 // (edge's checkSessionRoute: the root issuer against the trust list, audience,
 // required scopes). The edge never rewrites either header: the upstream
 // gets its own id back.
