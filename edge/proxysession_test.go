@@ -117,10 +117,8 @@ func withSession(hdr, sid string) *http.Request {
 
 func TestProxySessionBound(t *testing.T) {
 	f := newFixture(t)
-	e := newProxySessionEnv(t, f, nil)
 	core, logs := observer.New(zapcore.DebugLevel)
-	e.h.logger = zap.New(core)
-	e.h.l3.calls.Logger = e.h.logger // the handshake calls log with their own
+	e := newProxySessionEnv(t, f, func(c *setup) { c.use(WithLogger(zap.New(core))) })
 	cred := f.jwt(t, nil)
 	const sid = "3b1f8c0e-a7a4-4d0c-9d4b-0f2b7c1d9e55"
 	exp := time.Now().Add(30 * time.Minute).UTC().Truncate(time.Second)
