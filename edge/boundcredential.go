@@ -5,13 +5,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/edge/admit"
 	"github.com/mcpi-edge/caddy-mcpi/edge/dpop"
-	"github.com/mcpi-edge/caddy-mcpi/edge/refusal"
 )
 
 // DPoP-bound credentials (RFC 9449). A credential whose VC-JWT names a
@@ -22,9 +20,6 @@ import (
 // before by any replica sharing the nonce store. A stolen bound credential
 // is useless without the key; a captured proof is useless for any other
 // request, and once used, for this one too.
-
-// dpopAlgs is the algs parameter of the DPoP challenge.
-var dpopAlgs = strings.Join(dpop.NewChecker(nil).Algs(), " ")
 
 // provisionDPoP makes the proof checker, with the nonce store (shared by
 // replicas when it is Redis) remembering the proofs used.
@@ -58,12 +53,6 @@ func dpopRejection(err error) (rejection, bool) {
 	}
 	rej.reason = rej.tag
 	return rej, true
-}
-
-// dpopChallenge is the DPoP WWW-Authenticate challenge of a refused
-// DPoP-bound credential.
-func dpopChallenge(o *refusal.OAuth, reason string) string {
-	return `DPoP error="` + o.DPoPError + `", error_description="` + quoteEscape(reason) + `", algs="` + dpopAlgs + `"`
 }
 
 // dpopReplayStore keeps the proofs' jti markers in the nonce store: as

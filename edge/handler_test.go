@@ -741,12 +741,6 @@ func TestServeHTTPDoesNotReadGETBody(t *testing.T) {
 	}
 }
 
-func TestQuoteEscape(t *testing.T) {
-	if got := quoteEscape("a\"b\\c\r\nd"); got != `a\"b\\cd` {
-		t.Errorf("quoteEscape = %q", got)
-	}
-}
-
 func BenchmarkServeHTTPValid(b *testing.B) {
 	f := newFixture(b)
 	h := f.handler(b, nil)

@@ -172,38 +172,18 @@ func documentError(err error) error {
 }
 
 // withAudiences adds to a wrong_audience refusal the audiences the route
-// accepts for r, so that the client can ask for a credential naming one.
-func (h *Handler) withAudiences(r *http.Request, rej rejection) rejection {
+// accepts: the configured ones, else those of host, so that the client can
+// ask for a credential naming one.
+func (rej rejection) withAudiences(configured []string, host string) rejection {
 	if rej.reason != vc.Reason(vc.ErrAudience) {
 		return rej
 	}
-	rej.audiences = h.cfg.Audiences
+	rej.audiences = configured
 	if len(rej.audiences) == 0 {
-		rej.audiences = site.Audiences(h.site.Host(r))
+		rej.audiences = site.Audiences(host)
 	}
 	rej.description += "; this route accepts the audiences " + strings.Join(rej.audiences, ", ")
 	return rej
-}
-
-// quoteEscape makes s safe inside an RFC 9110 quoted-string: backslash and
-// quote are escaped, control characters (which could split the header) are
-// dropped.
-func quoteEscape(s string) string {
-	if !strings.ContainsFunc(s, func(c rune) bool { return c == '"' || c == '\\' || c < 0x20 || c == 0x7f }) {
-		return s
-	}
-	var b strings.Builder
-	for _, c := range s {
-		switch {
-		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteRune(c)
-		case c < 0x20 || c == 0x7f:
-		default:
-			b.WriteRune(c)
-		}
-	}
-	return b.String()
 }
 
 // varyHost and writeJSON are edge/internal/reply's, for the handler's own

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -28,4 +29,51 @@ func TestAsAndError(t *testing.T) {
 	if _, ok := As(cause); ok {
 		t.Error("a plain error is a refusal")
 	}
+}
+
+func TestQuoteEscape(t *testing.T) {
+	if got := quoteEscape("a\"b\\c\r\nd"); got != `a\"b\\cd` {
+		t.Errorf("quoteEscape = %q", got)
+	}
+}
+
+// Write answers each kind of refusal as a client sees it.
+func TestWrite(t *testing.T) {
+	const rm = "https://a.test/.well-known/oauth-protected-resource/mcp"
+	t.Run("credential asked for", func(t *testing.T) {
+		w := httptest.NewRecorder()
+		Write(w, &Refusal{Status: 401, Reason: "no_credential", OAuth: &OAuth{Code: "invalid_token", Description: "no credential", Challenge: true}}, rm)
+		if got := w.Header().Get("WWW-Authenticate"); got != `Bearer resource_metadata="`+rm+`"` {
+			t.Errorf("WWW-Authenticate %q", got)
+		}
+		if w.Code != 401 || w.Body.String() != `{"error":"invalid_token","error_description":"no credential"}` || w.Header().Get("Cache-Control") != "no-store" {
+			t.Errorf("%d %s", w.Code, w.Body)
+		}
+	})
+	t.Run("DPoP proof refused", func(t *testing.T) {
+		w := httptest.NewRecorder()
+		Write(w, &Refusal{Status: 401, Reason: "dpop_invalid", OAuth: &OAuth{Code: "invalid_token", Description: "d", VCReason: "dpop_invalid", Challenge: true, DPoPError: "invalid_dpop_proof"}}, rm)
+		ch := w.Header().Values("WWW-Authenticate")
+		if len(ch) != 2 || !strings.HasPrefix(ch[0], `Bearer error="invalid_token", error_description="dpop_invalid", `) ||
+			!strings.HasPrefix(ch[1], `DPoP error="invalid_dpop_proof", error_description="dpop_invalid", algs="`) {
+			t.Errorf("WWW-Authenticate %q", ch)
+		}
+	})
+	t.Run("JSON-RPC error with a header", func(t *testing.T) {
+		w := httptest.NewRecorder()
+		rf := JSONRPC(400, "body_unreadable", nil, -32600, "gzip", nil)
+		rf.Header = http.Header{"Accept-Encoding": {"identity"}}
+		Write(w, rf, "")
+		if w.Code != 400 || w.Header().Get("Accept-Encoding") != "identity" || w.Header().Get("WWW-Authenticate") != "" ||
+			w.Body.String() != `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"gzip"}}` {
+			t.Errorf("%d %v %s", w.Code, w.Header(), w.Body)
+		}
+	})
+	t.Run("nothing to answer", func(t *testing.T) {
+		w := httptest.NewRecorder()
+		Write(w, &Refusal{Status: http.StatusAccepted, Reason: "denied"}, "")
+		if w.Code != http.StatusAccepted || w.Body.Len() != 0 || w.Header().Get("Cache-Control") != "no-store" {
+			t.Errorf("%d %q", w.Code, w.Body)
+		}
+	})
 }
