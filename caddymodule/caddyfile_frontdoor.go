@@ -96,25 +96,53 @@ type AuthorizationServerConfig struct {
 // the signed-in user.
 const defaultUserIDPlaceholder = "{http.auth.user.id}"
 
+// userPlaceholderPrefixes are the placeholders user_id_placeholder may
+// name: only authentication sets them. {http.auth.user.*} is what Caddy's
+// authentication handlers (basic_auth, caddyauth providers) set;
+// {http.reverse_proxy.header.*} holds the headers of a reverse_proxy's
+// answer, which forward_auth's copy_headers reads from the identity
+// provider; {http.request.tls.client.*} is the client certificate, read
+// only when Caddy verified it. Everything else (request headers, cookies,
+// query, vars, map outputs, regexp captures) can carry what the client
+// sent.
+var userPlaceholderPrefixes = []string{"http.auth.user.", "http.reverse_proxy.header.", "http.request.tls.client."}
+
+const tlsClientPrefix = "http.request.tls.client."
+
 // signedInUser reads the signed-in user from placeholder, set by the
 // authentication that ran before mcpi in the route; never from a header of
-// the client.
+// the client. A placeholder that is not set, is empty, or holds placeholder
+// text (an unreplaced one) is nobody: the consent page then answers 401.
+// The value is used as it is, never trimmed or rewritten.
 func signedInUser(placeholder string) func(r *http.Request) string {
 	if placeholder == "" {
 		placeholder = defaultUserIDPlaceholder
 	}
+	key := strings.TrimSuffix(strings.TrimPrefix(placeholder, "{"), "}")
+	tlsClient := strings.HasPrefix(key, tlsClientPrefix)
 	return func(r *http.Request) string {
 		repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 		if !ok {
 			return ""
 		}
-		return strings.TrimSpace(repl.ReplaceKnown(placeholder, ""))
+		// Caddy answers the client certificate's fields with those of an
+		// empty certificate when there is none (a fingerprint included),
+		// and with the fields of an unverified one under client_auth
+		// mode request: only a chain Caddy verified names a user.
+		if tlsClient && (r.TLS == nil || len(r.TLS.VerifiedChains) == 0) {
+			return ""
+		}
+		v, known := repl.GetString(key)
+		if !known || strings.TrimSpace(v) == "" || strings.ContainsAny(v, "{}") {
+			return ""
+		}
+		return v
 	}
 }
 
-// validate refuses a user_id_placeholder that reads the client's request
-// (a header, cookie, query or body the client chose): the signed-in user
-// must come from the authentication that ran, never from the client.
+// validate refuses a user_id_placeholder that authentication does not set:
+// the signed-in user must come from the authentication that ran, never
+// from anything the client sent.
 func (c *AuthorizationServerConfig) validate() error {
 	if c == nil || c.UserIDPlaceholder == "" {
 		return nil
@@ -123,8 +151,14 @@ func (c *AuthorizationServerConfig) validate() error {
 	if len(p) < 3 || p[0] != '{' || p[len(p)-1] != '}' || strings.ContainsAny(p[1:len(p)-1], "{} ") {
 		return fmt.Errorf("mcpi: authorization_server user_id_placeholder must be one placeholder, such as %s", defaultUserIDPlaceholder)
 	}
-	if strings.HasPrefix(p, "{http.request.") {
-		return fmt.Errorf("mcpi: authorization_server user_id_placeholder %s reads the client's request, which the client controls: use %s (basic_auth, caddyauth providers) or {http.reverse_proxy.header.<Name>} (the forward_auth response's header)", p, defaultUserIDPlaceholder)
+	key := p[1 : len(p)-1]
+	for _, prefix := range userPlaceholderPrefixes {
+		if strings.HasPrefix(key, prefix) && len(key) > len(prefix) {
+			return nil
+		}
 	}
-	return nil
+	return fmt.Errorf("mcpi: authorization_server user_id_placeholder %s is not set by authentication, so a client could choose the user it names: "+
+		"use {http.auth.user.id} (basic_auth, caddyauth providers; the default), {http.auth.user.<field>}, "+
+		"{http.reverse_proxy.header.<Name>} (the identity provider's answer header that forward_auth copies) "+
+		"or {http.request.tls.client.<field>} (a client certificate Caddy verified, with client_auth)", p)
 }

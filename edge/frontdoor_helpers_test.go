@@ -144,7 +144,13 @@ func (f *frontDoor) postForm(path string, v url.Values, user bool, hdr http.Head
 // unless the registration is accepted.
 func (f *frontDoor) register(redirects ...string) string {
 	f.t.Helper()
-	b, _ := json.Marshal(map[string]any{"redirect_uris": redirects, "client_name": "Test Agent", "token_endpoint_auth_method": "none"})
+	return f.registerNamed("Test Agent", redirects...)
+}
+
+// registerNamed registers a client that calls itself name.
+func (f *frontDoor) registerNamed(name string, redirects ...string) string {
+	f.t.Helper()
+	b, _ := json.Marshal(map[string]any{"redirect_uris": redirects, "client_name": name, "token_endpoint_auth_method": "none"})
 	req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/oauth/register", strings.NewReader(string(b)))
 	req.Header.Set("Content-Type", "application/json")
 	res, body := f.do(req)
