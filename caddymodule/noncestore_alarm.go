@@ -2,12 +2,12 @@ package caddymodule
 
 import (
 	"errors"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/internal/loglimit"
 )
 
 // alarmInterval is the least time between two ERROR lines about one
@@ -18,20 +18,9 @@ const alarmInterval = 30 * time.Second
 // storeAlarm is one pooled store's outage log limiter; it is shared by
 // every configuration using the store, so a reload does not log again.
 type storeAlarm struct {
-	// last is when the last line was logged, in Unix nanoseconds: of an
-	// outage, and of writes refused for the server's eviction policy.
-	last, evict atomic.Int64
-}
-
-// due reports whether a line may be logged now after the one logged at
-// *last, and claims the slot when it may.
-func due(last *atomic.Int64) bool {
-	now := time.Now().UnixNano()
-	prev := last.Load()
-	if prev != 0 && now-prev < int64(alarmInterval) {
-		return false
-	}
-	return last.CompareAndSwap(prev, now) // else another request logs it
+	// outage limits the lines about an outage; evict those about writes
+	// refused for the server's eviction policy.
+	outage, evict loglimit.Every
 }
 
 // alarmLog is a module's view of its store's alarm: the logger of the
@@ -53,7 +42,7 @@ func (a alarmLog) note(err error) error {
 		return err
 	}
 	if errors.Is(err, challenge.ErrEvictionRisk) {
-		if due(&a.alarm.evict) {
+		if a.alarm.evict.Allow(alarmInterval) {
 			a.logger.Error("nonce store refuses single-use writes (503) because the Redis server may evict keys, "+
 				"which would let a used proof or presentation be used again: set maxmemory-policy noeviction on it "+
 				"(and grant the edge's ACL user INFO, +info, so that the edge can read it), or add accept_eviction "+
@@ -62,7 +51,7 @@ func (a alarmLog) note(err error) error {
 		}
 		return err
 	}
-	if !due(&a.alarm.last) {
+	if !a.alarm.outage.Allow(alarmInterval) {
 		return err
 	}
 	a.logger.Error("nonce store unavailable: requests that need it are refused with 503 until it answers again (logged at most every 30s)",
