@@ -27,6 +27,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/proof"
+	"github.com/mcpi-edge/caddy-mcpi/internal/loglimit"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -118,9 +119,12 @@ type Handler struct {
 	// front is the authorization server (frontdoor.go); nil when off.
 	front *authserver.Server
 
-	logger   *zap.Logger
-	verifier *vc.Verifier
-	carriers *carrier.Reader
+	logger *zap.Logger
+	// resumeWarn limits the warnings that a resumeToken could not be
+	// issued (kyaos_challenge.go).
+	resumeWarn loglimit.Every
+	verifier   *vc.Verifier
+	carriers   *carrier.Reader
 	// checks are the per-request verification rules that do not depend on
 	// the request (everything but derived audiences).
 	checks []vc.CheckOption

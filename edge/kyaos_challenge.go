@@ -24,6 +24,11 @@ import (
 // resumeToken of the edge's it carries must be live, unused, and issued to
 // this agent for this tool.
 
+// resumeWarnInterval is the least time between two warnings that a
+// resumeToken could not be issued: callers cause them, and a store that
+// is down or full fails every one.
+const resumeWarnInterval = 30 * time.Second
+
 // signedChallenge is the signed needs_authorization answer to the denied
 // call m of tool; ok is false when the edge does not sign responses, the
 // caller is anonymous, no consent URL is usable, the call is one of a batch (2026 clients send
@@ -39,7 +44,9 @@ func (h *Handler) signedChallenge(w http.ResponseWriter, r *http.Request, batch 
 	now := time.Now()
 	token, exp, err := h.proofs.IssueResume(r.Context(), delegationOwner(d), agent, tool, now)
 	if err != nil {
-		h.logger.Warn("issuing a resumeToken failed; answering the unsigned consent prompt", zap.Error(err))
+		if h.resumeWarn.Allow(resumeWarnInterval) {
+			h.logger.Warn("issuing a resumeToken failed; answering the unsigned consent prompt (logged at most every 30s)", zap.Error(err))
+		}
 		return nil, false
 	}
 	link, ok := mcp.ConsentLink(mcp.NeedsAuthorization{Tool: tool, Missing: dec.Missing, ConsentURL: h.ConsentURL, AgentDID: agent, ResumeToken: token})
