@@ -172,11 +172,11 @@ func TestSignedDenial(t *testing.T) {
 // as a store that is down or full refuses them.
 type resumeRefusingStore struct{ *challenge.MemoryStore }
 
-func (s resumeRefusingStore) Put(ctx context.Context, nonce string, rec challenge.Record, ttl time.Duration) error {
-	if strings.HasPrefix(nonce, "kyaos-resume:") {
+func (s resumeRefusingStore) BindOwned(ctx context.Context, kind, owner, key string, value []byte, ttl time.Duration, max int) error {
+	if kind == challenge.KindResume {
 		return fmt.Errorf("%w: test store refuses resume tokens", challenge.ErrStoreUnavailable)
 	}
-	return s.MemoryStore.Put(ctx, nonce, rec, ttl)
+	return s.MemoryStore.BindOwned(ctx, kind, owner, key, value, ttl, max)
 }
 
 // TestResumeFailureWarnsOnce: when no resumeToken can be issued, each
