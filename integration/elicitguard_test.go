@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// TestElicitationGuardAnyMethod: review findings F2 and F3 through the real
+// TestElicitationGuardAnyMethod, through the real
 // Caddy, on a route with handshake_actions at its default (enforce) and no
 // tool policy. An upstream sends a javascript: URL elicitation in the answer
 // to prompts/get and resources/read (2026 input_required), on the SSE stream

@@ -106,7 +106,7 @@ func TestMCP2026ParamHeadersCatchAllSite(t *testing.T) {
 	refused(t, call(t, "", tok, "us"))
 	forwarded(t, call(t, "", tok, "eu"))
 
-	// F1: other Hosts reach the same site and the same bindings.
+	// Other Hosts reach the same site and the same bindings.
 	for _, host := range []string{"foo.test:" + port, "localhost:" + port, "127.0.0.1.:" + port} {
 		t.Run("Host "+host, func(t *testing.T) {
 			name, _, _ := strings.Cut(host, ":")
@@ -116,7 +116,7 @@ func TestMCP2026ParamHeadersCatchAllSite(t *testing.T) {
 		})
 	}
 
-	// F3: a 2025 list, whose answer lacks the annotation, forgets nothing.
+	// A 2025 list, whose answer lacks the annotation, forgets nothing.
 	resp := post(t, "", tok, `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`, nil)
 	if resp.Status != http.StatusOK {
 		t.Fatalf("2025 tools/list: HTTP %d %s", resp.Status, resp.Body)

@@ -197,10 +197,10 @@ type handshakeStructured struct {
 }
 
 // NeedsAuthorizationResult returns the JSON-RPC response (HTTP 200) to a
-// tools/call whose credential lacks the tool's scopes (MCPI-WIRE §6). With a
+// tools/call whose credential lacks the tool's scopes (docs/protocol/mcpi.md#tool-policy-answers). With a
 // consent URL it carries both forms agents understand:
 //   - structuredContent._meta.handshakeAction, an auth_required action with
-//     provider "mcp-i" (seed 000), plus status "handshake_required" and
+//     provider "mcp-i", plus status "handshake_required" and
 //     message;
 //   - MCP-I's needs_authorization _meta (reference §4.4): error,
 //     message, authorizationUrl, resumeToken, expiresAt, scopes, errorType
