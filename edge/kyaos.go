@@ -34,7 +34,7 @@ type ProofConfig struct {
 	RequireExtension bool `json:"require_extension,omitempty"`
 
 	// Sign JSON-RPC results with the edge's key under the edge DID,
-	// published in its did.json: "off", "sign" (body profile) or "sign
+	// published in its did.json: "off", "sign" (body profile for content alone, else envelope) or "sign
 	// envelope" (the whole result minus _meta). Needs level 2 or 3 (the
 	// edge's key and did.json). Default: off.
 	ResponseProof string `json:"response_proof,omitempty"`
