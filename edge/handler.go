@@ -17,7 +17,7 @@ import (
 // ServeNext admits the request if it carries a valid delegation credential
 // (or a Level 3 session, or calls only anonymous tools), with its request
 // proof where one is required; the numbered steps below are documented in
-// docs/configuration.md §11. Only the per-tool policy and the response
+// docs/config/request.md. Only the per-tool policy and the response
 // proofs may wrap the ResponseWriter, and neither buffers an SSE stream.
 func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) error {
 	// 1. Identity headers are the edge's to set; a client's are lies.

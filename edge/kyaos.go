@@ -34,7 +34,7 @@ type ProofConfig struct {
 	RequireExtension bool `json:"require_extension,omitempty"`
 
 	// Sign JSON-RPC results with the edge's key under the edge DID,
-	// published in its did.json: "off", "sign" (body profile) or "sign
+	// published in its did.json: "off", "sign" (body profile for content alone, else envelope) or "sign
 	// envelope" (the whole result minus _meta). Needs level 2 or 3 (the
 	// edge's key and did.json). Default: off.
 	ResponseProof string `json:"response_proof,omitempty"`
@@ -76,14 +76,14 @@ func (h *Handler) provisionProofs() {
 // ones is read whatever its Content-Type: MCP requires a POST of
 // application/json, but an upstream need not check either, and a
 // proof-bearing body sent as text/plain or with PUT must not pass unread
-// under optional (review 6 F3c, review 7 finding 4).
+// under optional.
 func (h *Handler) proofBody(w http.ResponseWriter, r *http.Request, found *carrier.Found) ([]byte, error) {
 	switch {
 	case found.Body != nil:
 		return found.Body, nil
 	case h.proofs.Enabled() && !bodyless(r.Method) && hasRequestBody(r):
 		// Any method that may carry a body, not only POST: an upstream
-		// may take a PUT or a "post" for one (review 7, finding 4).
+		// may take a PUT or a "post" for one.
 	case h.proofs.SignsResponses() && carrier.WantsBody(r):
 	default:
 		return nil, nil
@@ -135,7 +135,7 @@ func (h *Handler) admitProof(w http.ResponseWriter, r *http.Request, rb *rpcBody
 	return ok, false
 }
 
-// proofAudience is the route's DID (project decision §9.3).
+// proofAudience is the route's DID (docs/protocol/kyaos.md#audience).
 func (h *Handler) proofAudience(r *http.Request) (string, error) {
 	if h.UpstreamDID != "" {
 		return h.UpstreamDID, nil
@@ -177,8 +177,8 @@ func (m *hostDID) of(host string) string {
 	return m.last.get(host, func(host string) string { return requestAudiences(host)[0] })
 }
 
-// refuseProof answers a refused proof or declaration (project decision
-// §9.6): a JSON-RPC request gets a JSON-RPC error (code and data.reason);
+// refuseProof answers a refused proof or declaration (docs/protocol/kyaos.md#refusals):
+// a JSON-RPC request gets a JSON-RPC error (code and data.reason);
 // anything else {"error": reason}. The status is the refusal's.
 func (h *Handler) refuseProof(w http.ResponseWriter, r *http.Request, rb *rpcBody, rf *proof.Refusal) {
 	h.obs.Decision(r, observe.Decision{Outcome: "rejected", Reason: rf.Tag, Status: rf.Status})

@@ -15,7 +15,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/vc/kyaos"
 )
 
-// The signed consent challenge (KYA-OS §5): with response_proof sign, a
+// The signed consent challenge (docs/protocol/kyaos.md#signed-consent-challenge): with response_proof sign, a
 // tools/call refused for a missing scope is answered with the
 // needs_authorization result, signed by the edge (outcome
 // needs_authorization, its responseHash binding the challenge and so the
@@ -116,7 +116,7 @@ func (h *Handler) signedDenial(w http.ResponseWriter, r *http.Request, batch boo
 }
 
 // callerAudience is the audience of the edge's response proofs: the
-// caller's DID (§9.7), else the route's.
+// caller's DID (docs/protocol/kyaos.md#response-proofs), else the route's.
 func (h *Handler) callerAudience(r *http.Request, d *vc.Delegation) (string, error) {
 	if d != nil && d.AgentDID != "" {
 		return d.AgentDID, nil

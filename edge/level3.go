@@ -30,7 +30,7 @@ const (
 )
 
 // Level3Config holds the Level 3 settings (the JSON-RPC challenge-response
-// handshake, MCPI-WIRE §5). It is embedded in Handler, so its fields are
+// handshake, docs/protocol/mcpi.md#level-3-the-handshake). It is embedded in Handler, so its fields are
 // top-level JSON config fields of http.handlers.mcpi. They apply only at
 // level 3; Validate refuses them at a lower level.
 type Level3Config struct {

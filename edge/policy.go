@@ -15,7 +15,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
-// MCP-aware authorization (MCPI-WIRE §6 and §7): per-tool policy on
+// MCP-aware authorization (docs/protocol/mcpi.md#tool-policy-answers): per-tool policy on
 // tools/call, tools/list filtering, and handshake-action checks on tool
 // results.
 //
@@ -346,7 +346,7 @@ func (h *Handler) decide(host, tool string, d *vc.Delegation, presented bool) mc
 }
 
 // handshakeTools are the tools through which older MCP-I and KYA-OS agents
-// run the handshake with an MCP-I-aware upstream (MCPI-WIRE §5). They are
+// run the handshake with an MCP-I-aware upstream (docs/protocol/mcpi.md#level-3-the-handshake). They are
 // protocol, not capabilities: a verified caller may call them unless an
 // exact rule names them (globs and tool_default do not apply).
 var handshakeTools = []string{"_mcpi_handshake", "_kyaos_handshake", "_mcpi"}
@@ -497,7 +497,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 	// request id (the TypeScript and Python SDKs) deliver a tools/list
 	// answer on the stream of another request that reused its id. That
 	// holds for the answer to a POST of notifications or responses alone
-	// too (review 7, F2): like a GET's, it is checked.
+	// too: like a GET's, it is checked.
 	filter := p.pol != nil
 	// Any answer may carry a URL elicitation: MCP 2026 input-required results
 	// answer prompts/get and resources/read too, and a 2025 server sends

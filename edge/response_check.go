@@ -65,7 +65,7 @@ func (h *Handler) newResponseCheck(r *http.Request, d *vc.Delegation, msgs []mcp
 	for _, m := range msgs {
 		// Only a list asked for in the 2026 era by the body as well as the
 		// header teaches: one asked with the header alone may be answered
-		// as to an older client, without x-mcp-header (review 4, F2).
+		// as to an older client, without x-mcp-header.
 		c.lists = c.lists || (m.Method == mcp.MethodToolsList && c.era == mcp.Era2026 && mcp.CarriesMetaVersion(m))
 	}
 	return c

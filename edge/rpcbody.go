@@ -17,9 +17,9 @@ import (
 // shared by every step that decides on the body: the framing check, the
 // declaration and proof gates and the tool policy. No step reads a member
 // of the raw body by name: on a body with repeated or case-variant member
-// names, an exact-name lookup and the upstream's decoder disagree (review
-// finding F1: "method":"ping","Method":"tools/call" was exempt from the
-// gates as a ping and ran as a tools/call).
+// names, an exact-name lookup and the upstream's decoder disagree (a
+// "method":"ping","Method":"tools/call" body would pass the gates as a
+// ping and run as a tools/call).
 type rpcBody struct {
 	raw    []byte
 	parsed bool

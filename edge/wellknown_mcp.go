@@ -8,7 +8,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/mcp/extension"
 )
 
-// wellKnownMCP is the KYA-OS server document (SPEC.md §10): how a client
+// wellKnownMCP is the KYA-OS server document (docs/protocol/kyaos.md#the-server-document): how a client
 // learns, before its first call, what the route requires.
 const wellKnownMCP = "/.well-known/mcp"
 
@@ -16,7 +16,7 @@ const wellKnownMCP = "/.well-known/mcp"
 // the edge has them: no handshake or status-list endpoints (the 2026
 // extension has neither; Level 3's handshake is announced in did.json), and
 // the extension's settings as server/discover declares them. Audience is
-// ours: the DID a request proof must name (§9.3), which is not the edge's
+// ours: the DID a request proof must name (docs/protocol/kyaos.md#audience), which is not the edge's
 // own when upstream_did is set.
 type mcpDocument struct {
 	DID                 string                    `json:"did"`
@@ -70,7 +70,7 @@ func (h *Handler) serveWellKnownMCP(w http.ResponseWriter, r *http.Request) bool
 	return true
 }
 
-// clockSkewSeconds is the skew as SPEC.md §10.1 bounds the field (30 to
+// clockSkewSeconds is the skew as KYA-OS bounds the field (30 to
 // 600): a client uses it to check the edge's timestamps, and the edge's are
 // fresh, so the lower bound costs nothing.
 func clockSkewSeconds(d time.Duration) int {

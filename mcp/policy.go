@@ -83,7 +83,7 @@ type Policy struct {
 }
 
 // DefaultScopeForTool is the KYA-OS default scope of a tool, "<tool>:execute"
-// (reference §5).
+// (docs/protocol/mcpi.md#tool-policy-answers).
 func DefaultScopeForTool(tool string) string { return tool + ":execute" }
 
 // Decision reasons: a short, bounded set, usable as metric label values.

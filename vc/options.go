@@ -23,7 +23,7 @@ const (
 	defaultMaxSize = 64 << 10
 
 	// MaxChainDepth is the most credentials a chain may have, root and
-	// leaf included (MCPI-WIRE §2: depth ≤ 10). WithMaxChainDepth can only
+	// leaf included (docs/protocol/mcpi.md#chains). WithMaxChainDepth can only
 	// lower it.
 	MaxChainDepth = 10
 	// maxPooled bounds the credentials given for one chain (ancestors and

@@ -16,7 +16,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
-// The JSON-RPC handshake at the edge (MCPI-WIRE §5): the calls on the
+// The JSON-RPC handshake at the edge (docs/protocol/mcpi.md#level-3-the-handshake): the calls on the
 // edge's handshake paths, answered (terminate) or checked and forwarded
 // (proxy).
 //

@@ -11,7 +11,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 )
 
-// Level 2 defaults (MCPI-WIRE §4).
+// Level 2 defaults (docs/protocol/mcpi.md#level-2-what-the-upstream-is-told).
 const (
 	defaultAssertionTTL = assertion.DefaultLifetime
 	// DefaultKeyStorageKey is where a generated key set is kept.
