@@ -80,6 +80,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			continue
 		}
+		if handled, err := h.unmarshalRateLimit(d, name); handled || err != nil {
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		if handled, err := h.unmarshalObservability(d, name); handled || err != nil {
 			if err != nil {
 				return err

@@ -131,6 +131,8 @@ type Handler struct {
 	DelegationConfig
 	// Per-tool policy settings.
 	PolicyConfig
+	// Rate limits and quotas.
+	RateLimitConfig
 	// Metrics and audit log settings.
 	ObservabilityConfig
 	// KYA-OS request proofs, response proofs and declarations.

@@ -375,11 +375,13 @@ func (s *RedisStore) Peek(ctx context.Context, nonce string) (Record, error) {
 	return decodeRecord(val)
 }
 
-// isReservedName reports whether a nonce would name a session binding's or
-// a single-use marker's key: both share the key prefix, and a nonce chosen
-// by a client must never read, consume (GETDEL) or take the place of one.
+// isReservedName reports whether a nonce would name a session binding's, a
+// single-use marker's or a rate limit counter's key: they share the key
+// prefix, and a nonce chosen by a client must never read, consume (GETDEL)
+// or take the place of one.
 func isReservedName(nonce string) bool {
-	return strings.HasPrefix(nonce, redisBindingPrefix) || strings.HasPrefix(nonce, redisSingleUsePrefix)
+	return strings.HasPrefix(nonce, redisBindingPrefix) || strings.HasPrefix(nonce, redisSingleUsePrefix) ||
+		strings.HasPrefix(nonce, redisRateLimitPrefix)
 }
 
 // redisSingleUsePrefix follows the store's key prefix for single-use

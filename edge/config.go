@@ -134,6 +134,8 @@ type Config struct {
 	DelegationConfig
 	// Per-tool policy settings (policy.go).
 	PolicyConfig
+	// Rate limits and quotas (ratelimits.go).
+	RateLimitConfig
 	// Metrics and audit log settings (observe.go).
 	ObservabilityConfig
 	// KYA-OS extension settings (kyaos.go).
@@ -206,6 +208,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := h.validateProofs(); err != nil {
+		return err
+	}
+	if err := h.validateRateLimits(); err != nil {
 		return err
 	}
 	return h.validatePolicy()

@@ -109,6 +109,8 @@ type Handler struct {
 	ident  *identity.Identity // nil below level 2
 	l3     level3
 	policy policyState
+	// limits is nil without rate limits (ratelimits.go).
+	limits *rateLimits
 	obs    *observe.Recorder
 	// proofs is the KYA-OS gate: declarations, request and response proofs.
 	proofs *proof.Gate
@@ -233,6 +235,9 @@ func (h *Handler) build() error {
 		return err
 	}
 	h.provisionProofs()
+	if err := h.provisionRateLimits(); err != nil {
+		return err
+	}
 	return h.provisionPolicy()
 }
 

@@ -376,7 +376,7 @@ const reasonHandshakeTool = "handshake_tool"
 func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.Delegation, rb *rpcBody, adm observe.Decision) (_ http.ResponseWriter, handled, recorded bool, err error) {
 	body := rb.raw
 	p := &h.policy
-	if p.pol == nil && p.actions == mcp.ActionsOff {
+	if p.pol == nil && p.actions == mcp.ActionsOff && h.limits == nil {
 		return w, false, false, nil
 	}
 	method := strings.ToUpper(r.Method)
@@ -387,7 +387,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 		}
 	}
 	if bodyless(method) {
-		if method != http.MethodGet {
+		if method != http.MethodGet || (p.pol == nil && p.actions == mcp.ActionsOff) {
 			return w, false, false, nil
 		}
 		c := h.newResponseCheck(r, d, nil, false, p.pol != nil, p.actions != mcp.ActionsOff)
@@ -399,7 +399,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 		// A tool policy reads every body: a tools/call sent with another
 		// content type must not slip past it. Handshake-action checks
 		// alone look at JSON bodies only.
-		if !hasRequestBody(r) || (p.pol == nil && !carrier.WantsBody(r)) {
+		if !hasRequestBody(r) || (!h.readsBody() && !carrier.WantsBody(r)) {
 			return w, false, false, nil
 		}
 		if body, err = carrier.ReadBody(w, r, h.MaxBodySize); err != nil {
@@ -408,7 +408,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 		rb.use(body)
 	}
 	read := rb.messages
-	if p.pol == nil {
+	if !h.readsBody() {
 		read = rb.lenient
 	}
 	msgs, batch, err := read()
@@ -429,7 +429,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 		return w, true, true, h.reject(w, r, carrier.ErrBodyNotJSON, nil)
 	}
 	if err != nil {
-		if p.pol == nil {
+		if !h.readsBody() {
 			return w, false, false, nil // nothing to authorize; not JSON-RPC
 		}
 		// What the edge cannot read, it cannot authorize; an upstream
@@ -485,6 +485,9 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 			h.answerDenied(w, r, msgs, batch, decisions, d, adm)
 			return w, true, true, nil
 		}
+	}
+	if h.limitRate(w, r, d, msgs, batch, adm) {
+		return w, true, true, nil
 	}
 	// The admission of a tools/call names its tool in the audit log.
 	if hasCall {

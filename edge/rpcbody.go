@@ -67,11 +67,11 @@ func (b *rpcBody) forGate() proof.Body {
 }
 
 // decidesOnBody reports whether a step after admission decides on the
-// body: a tool policy, the declaration gate, or the proof gate (under
+// body: a tool policy or rate limits (readsBody), the declaration gate, or the proof gate (under
 // optional only for a body that may hold a proof, so that a plain 2025
 // request on a default route is not parsed).
 func (h *Handler) decidesOnBody(raw []byte) bool {
-	return h.policy.pol != nil || h.proofs.RequiresExtension() || h.proofs.Inspects(raw)
+	return h.readsBody() || h.proofs.RequiresExtension() || h.proofs.Inspects(raw)
 }
 
 // refuseAmbiguous answers 400 with a JSON-RPC error (-32600) when a step

@@ -41,6 +41,7 @@ type rpcError struct {
 	Error   struct {
 		Code    int    `json:"code"`
 		Message string `json:"message"`
+		Data    any    `json:"data,omitempty"`
 	} `json:"error"`
 }
 
