@@ -117,6 +117,9 @@ func (s *Server) exchangeCode(w http.ResponseWriter, r *http.Request, form url.V
 	g.Challenge = ""
 	g.Family = randomToken()[:22]
 	g.FamilyExpires = time.Now().Add(s.cfg.RefreshLifetime).Unix()
+	if !s.startDelegation(w, r, g, proof) {
+		return
+	}
 	s.issue(w, r, g, g.Scopes, proof)
 }
 
