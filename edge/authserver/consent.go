@@ -82,7 +82,7 @@ func (s *Server) showConsent(w http.ResponseWriter, r *http.Request, c checked) 
 		agent = "the did:jwk of the key the application proves (DPoP thumbprint " + c.req.DPoPJKT + ")"
 	}
 	v := consentView{
-		Nonce: n, ClientName: name, Resource: c.resource, User: c.user, RedirectHost: ru.Host,
+		Nonce: n, ClientName: name, Resource: c.resource, User: s.userName(r, c.user), RedirectHost: ru.Host,
 		AgentDID: agent, UserDID: userDID(s.issuer(r), s.users.opaqueID(c.user)),
 		Lifetime: s.cfg.CredentialLifetime.String(), RefreshLifetime: s.cfg.RefreshLifetime.String(),
 		CSRF: s.csrfToken(c, time.Now()),
