@@ -131,6 +131,10 @@ func TestSignInFlow(t *testing.T) {
 	if c := cookieNamed(res, "__Host-mcpi-session"); res.StatusCode != http.StatusOK || c == nil || c.MaxAge >= 0 {
 		t.Fatalf("logout: %d, cookie %+v; want 200 and the session cookie cleared", res.StatusCode, c)
 	}
+	// A copy of the cookie kept after signing out is no session.
+	if res := f.getWith(f.srv.URL+"/oauth/delegations", sess); res.StatusCode != http.StatusFound {
+		t.Fatalf("page with the cookie of a signed-out session: %d, want the redirect to the login", res.StatusCode)
+	}
 }
 
 // TestSignInExpiredSession: a session cookie past its lifetime is no

@@ -10,21 +10,29 @@ import (
 	"errors"
 	"net/http"
 	"time"
+
+	"github.com/mcpi-edge/caddy-mcpi/challenge"
 )
 
 // The built-in sign-in's session: a cookie sealed (AES-256-GCM) under a key
 // every replica derives from the shared secret, so any replica reads it
 // and nobody else can make or change one. It holds the login subject, the
-// name to show and its expiry; an expired or altered cookie is no session.
+// name to show, a random id and its expiry; an expired or altered cookie
+// is no session. Signing out records the id in the shared store until the
+// cookie would expire, so a copy of the cookie dies with the sign-out on
+// every replica. Only the sign-in pages read the session, never the MCP
+// path, so that lookup is rare.
 
 const (
-	sessionCookie = "__Host-mcpi-session"
+	signedOutPrefix = "oauth-signed-out:"
+	sessionCookie   = "__Host-mcpi-session"
 	maxCookieLen  = 2048
 )
 
 type session struct {
 	Subject string `json:"s"`
 	Name    string `json:"n,omitempty"`
+	ID      string `json:"i"`
 	Expires int64  `json:"e"` // Unix seconds
 }
 
@@ -69,6 +77,7 @@ func (s *sealer) open(name, v string) ([]byte, bool) {
 func (s *Server) setSession(w http.ResponseWriter, sess session) {
 	life := s.signIn.cfg.SessionLifetime
 	sess.Expires = time.Now().Add(life).Unix()
+	sess.ID = randomToken()
 	b, _ := json.Marshal(sess)
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: s.signIn.seal.seal(sessionCookie, b), Path: "/",
 		MaxAge: int(life / time.Second), Secure: true, HttpOnly: true, SameSite: http.SameSiteLaxMode})
@@ -94,14 +103,24 @@ func (s *Server) session(r *http.Request, now time.Time) (session, bool) {
 		}
 		found = true
 		raw, ok := s.signIn.seal.open(sessionCookie, c.Value)
-		if !ok || readStrict(raw, &sess, "s", "n", "e") != nil || sess.Subject == "" {
+		if !ok || readStrict(raw, &sess, "s", "n", "i", "e") != nil || sess.Subject == "" || sess.ID == "" {
 			return session{}, false
 		}
 	}
 	if !found || now.Unix() >= sess.Expires {
 		return session{}, false
 	}
+	// Signed out, or the store cannot tell: no session.
+	if _, err := s.deps.Store.Lookup(r.Context(), digest(signedOutPrefix, sess.ID)); !errors.Is(err, challenge.ErrBindingNotFound) {
+		return session{}, false
+	}
 	return sess, true
+}
+
+// endSession records that sess was signed out, until it would expire.
+func (s *Server) endSession(r *http.Request, sess session) error {
+	ttl := time.Until(time.Unix(sess.Expires, 0)) + time.Minute
+	return s.deps.Store.Bind(r.Context(), digest(signedOutPrefix, sess.ID), []byte{1}, ttl)
 }
 
 // user is the signed-in user's login subject: the host's authentication

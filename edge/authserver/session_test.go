@@ -41,7 +41,7 @@ func TestSessionCookies(t *testing.T) {
 	now := time.Now()
 	seal := func(name, json string) string { return s.signIn.seal.seal(name, []byte(json)) }
 	exp := func(d time.Duration) string { return itoa(now.Add(d).Unix()) }
-	good := seal(sessionCookie, `{"s":"oidc:https://idp.example#1","e":`+exp(time.Hour)+`}`)
+	good := seal(sessionCookie, `{"s":"oidc:https://idp.example#1","i":"x","e":`+exp(time.Hour)+`}`)
 	for name, tc := range map[string]struct {
 		cookie string
 		ok     bool
@@ -52,13 +52,14 @@ func TestSessionCookies(t *testing.T) {
 		"too short":              {"AAAA", false},
 		"too long":               {strings.Repeat("A", maxCookieLen+1), false},
 		"one bit changed":        {flip(good), false},
-		"sealed for the login":   {seal(loginCookie, `{"s":"x","e":`+exp(time.Hour)+`}`), false},
-		"expired":                {seal(sessionCookie, `{"s":"x","e":`+exp(-time.Second)+`}`), false},
+		"sealed for the login":   {seal(loginCookie, `{"s":"x","i":"x","e":`+exp(time.Hour)+`}`), false},
+		"no id":                  {seal(sessionCookie, `{"s":"x","e":`+exp(time.Hour)+`}`), false},
+		"expired":                {seal(sessionCookie, `{"s":"x","i":"x","e":`+exp(-time.Second)+`}`), false},
 		"no subject":             {seal(sessionCookie, `{"s":"","e":`+exp(time.Hour)+`}`), false},
 		"not JSON":               {seal(sessionCookie, `x`), false},
 		"member twice":           {seal(sessionCookie, `{"s":"a","S":"b","e":`+exp(time.Hour)+`}`), false},
 		"expiry a string":        {seal(sessionCookie, `{"s":"a","e":"9999999999"}`), false},
-		"another server's":       {newSignInServer(t).signIn.seal.seal(sessionCookie, []byte(`{"s":"x","e":`+exp(time.Hour)+`}`)), false},
+		"another server's":       {newSignInServer(t).signIn.seal.seal(sessionCookie, []byte(`{"s":"x","i":"x","e":`+exp(time.Hour)+`}`)), false},
 		"sealed under no key at": {base64.RawURLEncoding.EncodeToString(make([]byte, 64)), false},
 	} {
 		if _, ok := s.session(withCookie(tc.cookie), now); ok != tc.ok {
@@ -113,7 +114,7 @@ func TestReturnPaths(t *testing.T) {
 func FuzzSessionCookie(f *testing.F) {
 	s := newSignInServer(f)
 	// Sealed but expired at the fuzzed time: mutations must not revive it.
-	f.Add(s.signIn.seal.seal(sessionCookie, []byte(`{"s":"a","e":1}`)))
+	f.Add(s.signIn.seal.seal(sessionCookie, []byte(`{"s":"a","i":"x","e":1}`)))
 	f.Add("")
 	f.Add("AAAA")
 	f.Fuzz(func(t *testing.T, v string) {

@@ -209,6 +209,13 @@ func (s *Server) serveLogout(w http.ResponseWriter, r *http.Request) {
 		s.errorPage(w, r, http.StatusForbidden, "the form expired: reload your delegations page and sign out there")
 		return
 	}
+	if ok {
+		if err := s.endSession(r, sess); err != nil {
+			s.deps.Logger.Error("sign-out not recorded", zapErr(err))
+			s.errorPage(w, r, http.StatusServiceUnavailable, "signing out could not be recorded; try again shortly")
+			return
+		}
+	}
 	clearSession(w)
 	pageHeaders(w, "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
 	w.WriteHeader(http.StatusOK)
