@@ -26,7 +26,7 @@ import (
 const (
 	signedOutPrefix = "oauth-signed-out:"
 	sessionCookie   = "__Host-mcpi-session"
-	maxCookieLen  = 2048
+	maxCookieLen    = 2048
 )
 
 type session struct {
