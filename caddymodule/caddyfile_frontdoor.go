@@ -115,12 +115,20 @@ func signedInUser(placeholder string) func(r *http.Request) string {
 	if placeholder == "" {
 		placeholder = defaultUserIDPlaceholder
 	}
+	key := strings.TrimSuffix(strings.TrimPrefix(placeholder, "{"), "}")
 	return func(r *http.Request) string {
 		repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 		if !ok {
 			return ""
 		}
-		return strings.TrimSpace(repl.ReplaceKnown(placeholder, ""))
+		// Get, not ReplaceKnown: with no authentication run, the
+		// placeholder is unknown and ReplaceKnown would keep its text,
+		// one "user" every anonymous visitor would be.
+		v, ok := repl.GetString(key)
+		if !ok {
+			return ""
+		}
+		return strings.TrimSpace(v)
 	}
 }
 
