@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -104,6 +105,7 @@ func TestReturnPaths(t *testing.T) {
 		"//evil.example/":              "/oauth/delegations",
 		"/oauth/authorize":             "/oauth/delegations",
 		"":                             "/oauth/delegations",
+		"/oauth/authorize?" + strings.Repeat("x", maxReturnLen): "/oauth/delegations",
 	} {
 		if got := returnPath(in); got != want {
 			t.Errorf("returnPath(%q) = %q, want %q", in, got, want)
@@ -131,3 +133,50 @@ func flip(s string) string {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestLoginCallbacks: the callback goes on only in the browser holding the
+// sealed login cookie of that state, within 10 minutes; anything else is
+// refused before the provider is asked for anything.
+func TestLoginCallbacks(t *testing.T) {
+	s := newSignInServer(t)
+	now := time.Now()
+	login := func(state string, exp time.Time) string {
+		return s.signIn.seal.seal(loginCookie, []byte(`{"t":"`+state+`","v":"v","n":"n","r":"/oauth/delegations","e":`+itoa(exp.Unix())+`}`))
+	}
+	good := login("st", now.Add(time.Minute))
+	for name, tc := range map[string]struct{ cookie, state string }{
+		"no cookie":               {"", "st"},
+		"another state":           {good, "st2"},
+		"no state":                {good, ""},
+		"expired":                 {login("st", now.Add(-time.Second)), "st"},
+		"changed cookie":          {flip(good), "st"},
+		"a session cookie's seal": {s.signIn.seal.seal(sessionCookie, []byte(`{"t":"st","v":"v","n":"n","r":"/","e":9999999999}`)), "st"},
+		"member twice":            {s.signIn.seal.seal(loginCookie, []byte(`{"t":"x","T":"st","v":"v","n":"n","r":"/","e":9999999999}`)), "st"},
+	} {
+		r := httptest.NewRequest(http.MethodGet, "https://edge.example/oauth/callback?code=c&state="+tc.state, nil)
+		if tc.cookie != "" {
+			r.Header.Set("Cookie", loginCookie+"="+tc.cookie)
+		}
+		w := httptest.NewRecorder()
+		s.serveCallback(w, r)
+		if w.Code != http.StatusForbidden || strings.Contains(w.Header().Get("Set-Cookie"), sessionCookie+"=") {
+			t.Errorf("%s: %d %q, want 403 and no session", name, w.Code, w.Header().Get("Set-Cookie"))
+		}
+	}
+}
+
+func FuzzLoginCookie(f *testing.F) {
+	s := newSignInServer(f)
+	f.Add(s.signIn.seal.seal(loginCookie, []byte(`{"t":"st","v":"v","n":"n","r":"/","e":1}`)), "st")
+	f.Add("", "")
+	f.Fuzz(func(t *testing.T, cookie, state string) {
+		r := httptest.NewRequest(http.MethodGet, "https://edge.example/oauth/callback?code=c", nil)
+		r.URL.RawQuery = url.Values{"code": {"c"}, "state": {state}}.Encode()
+		r.Header.Set("Cookie", loginCookie+"="+cookie)
+		w := httptest.NewRecorder()
+		s.serveCallback(w, r)
+		if w.Code != http.StatusForbidden && w.Code != http.StatusBadRequest {
+			t.Fatalf("a login cookie the server did not seal (or expired) went on: %d", w.Code)
+		}
+	})
+}

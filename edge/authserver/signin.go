@@ -13,17 +13,14 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
-
-	"github.com/mcpi-edge/caddy-mcpi/challenge"
 )
 
 // Built-in sign-in, for sites that run no Caddy authentication module: the
 // edge is an OpenID Connect relying party of the operator's identity
 // provider (authorization code with PKCE and a nonce). The pending login
-// lives in the shared store (any replica may take the callback) and is
-// bound to the browser that started it by a cookie, so that nobody can
-// make another browser finish their login. The session is a sealed cookie
-// (session.go). The user's login subject is the provider's issuer and
+// is sealed in a cookie of the browser that started it (any replica may
+// take the callback, and nobody can make another browser finish their
+// login). The session is a sealed cookie too (session.go). The user's login subject is the provider's issuer and
 // subject together: the same sub at another provider is another user.
 
 // SignInConfig is the built-in sign-in.
@@ -45,7 +42,6 @@ const (
 	pathLogin              = "/oauth/login"
 	pathCallback           = "/oauth/callback"
 	pathLogout             = "/oauth/logout"
-	loginPrefix            = "oauth-login:"
 )
 
 func (c *SignInConfig) validate() error {
@@ -117,18 +113,25 @@ func (si *signIn) oauth(p *oidc.Provider, origin string) *oauth2.Config {
 	}
 }
 
-// pendingLogin is what the callback needs, kept in the shared store under
-// the state.
+// pendingLogin is what the callback needs, sealed in the login cookie of
+// the browser that started the login: an unauthenticated request writes
+// nothing shared, and only that browser can finish the login.
 type pendingLogin struct {
+	State    string `json:"t"`
 	Verifier string `json:"v"`
 	Nonce    string `json:"n"`
-	Browser  string `json:"b"` // digest of the login cookie
 	Return   string `json:"r"`
+	Expires  int64  `json:"e"`
 }
+
+// maxReturnLen keeps the login cookie under browsers' 4 KiB: a longer
+// return address (a very long client_id) is dropped, and the user starts
+// again from the application, now signed in.
+const maxReturnLen = 2500
 
 // returnPath accepts only the edge's own pages as where to go after login.
 func returnPath(p string) string {
-	if strings.HasPrefix(p, pathAuthorize+"?") || p == pathDelegations {
+	if len(p) <= maxReturnLen && (strings.HasPrefix(p, pathAuthorize+"?") || p == pathDelegations) {
 		return p
 	}
 	return pathDelegations
@@ -140,36 +143,25 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 		methodNotAllowed(w, "GET")
 		return
 	}
-	ret := r.URL.Query().Get("return")
-	if len(ret) > maxParamLen*2 {
-		s.errorPage(w, r, http.StatusBadRequest, "the return address is too long")
-		return
-	}
 	p, err := s.signIn.discover(r.Context())
 	if err != nil {
 		s.deps.Logger.Warn("identity provider discovery", zapErr(err))
 		s.errorPage(w, r, http.StatusBadGateway, "the identity provider could not be reached; try again shortly")
 		return
 	}
-	state, nonce, browser := randomToken(), randomToken(), randomToken()
-	pl := pendingLogin{Verifier: oauth2.GenerateVerifier(), Nonce: nonce, Browser: digest("", browser), Return: returnPath(ret)}
+	pl := pendingLogin{State: randomToken(), Verifier: oauth2.GenerateVerifier(), Nonce: randomToken(),
+		Return: returnPath(r.URL.Query().Get("return")), Expires: time.Now().Add(loginLifetime).Unix()}
 	body, _ := json.Marshal(pl)
-	now := time.Now()
-	rec := challenge.Record{Challenge: string(body), IssuedAt: now, ExpiresAt: now.Add(loginLifetime)}
-	if err := s.deps.Store.Put(r.Context(), digest(loginPrefix, state), rec, loginLifetime); err != nil {
-		s.errorPage(w, r, http.StatusServiceUnavailable, "the shared store is unavailable; try again shortly")
-		return
-	}
-	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: browser, Path: "/", MaxAge: int(loginLifetime / time.Second),
-		Secure: true, HttpOnly: true, SameSite: http.SameSiteLaxMode})
-	to := s.signIn.oauth(p, s.issuer(r)).AuthCodeURL(state, oauth2.S256ChallengeOption(pl.Verifier), oidc.Nonce(nonce))
+	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: s.signIn.seal.seal(loginCookie, body), Path: "/",
+		MaxAge: int(loginLifetime / time.Second), Secure: true, HttpOnly: true, SameSite: http.SameSiteLaxMode})
+	to := s.signIn.oauth(p, s.issuer(r)).AuthCodeURL(pl.State, oauth2.S256ChallengeOption(pl.Verifier), oidc.Nonce(pl.Nonce))
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Referrer-Policy", "no-referrer")
 	http.Redirect(w, r, to, http.StatusFound)
 }
 
 // serveCallback finishes a login: the provider's redirect with code and
-// state.
+// state, in the browser holding the login cookie of that state.
 func (s *Server) serveCallback(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
 		methodNotAllowed(w, "GET")
@@ -177,28 +169,24 @@ func (s *Server) serveCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	state, code := q.Get("state"), q.Get("code")
-	if state == "" || len(state) > 128 {
-		s.errorPage(w, r, http.StatusBadRequest, "the sign-in answer has no state: start again from your application")
-		return
-	}
-	rec, err := s.deps.Store.Consume(r.Context(), digest(loginPrefix, state))
-	if errors.Is(err, challenge.ErrNonceNotFound) {
-		s.errorPage(w, r, http.StatusBadRequest, "this sign-in is unknown, expired (10 minutes) or already finished: start again from your application")
-		return
-	}
-	if err != nil {
-		s.errorPage(w, r, http.StatusServiceUnavailable, "the shared store is unavailable; try again shortly")
-		return
-	}
 	var pl pendingLogin
 	ck, cerr := r.Cookie(loginCookie)
-	if json.Unmarshal([]byte(rec.Challenge), &pl) != nil || cerr != nil || !macEqualString(digest("", ck.Value), pl.Browser) {
-		s.errorPage(w, r, http.StatusForbidden, "this sign-in was started in another browser: start again from your application in this one")
+	var raw []byte
+	ok := cerr == nil
+	if ok {
+		raw, ok = s.signIn.seal.open(loginCookie, ck.Value)
+	}
+	if !ok || readStrict(raw, &pl, "t", "v", "n", "r", "e") != nil || state == "" || !macEqualString(state, pl.State) {
+		s.errorPage(w, r, http.StatusForbidden, "this sign-in was not started in this browser: start again from your application in this one")
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: "", Path: "/", MaxAge: -1, Secure: true, HttpOnly: true, SameSite: http.SameSiteLaxMode})
+	if time.Now().Unix() >= pl.Expires {
+		s.errorPage(w, r, http.StatusForbidden, "this sign-in took more than 10 minutes: start again from your application")
+		return
+	}
 	if e := q.Get("error"); e != "" {
-		s.errorPage(w, r, http.StatusForbidden, "the identity provider refused the sign-in ("+e+")")
+		s.errorPage(w, r, http.StatusForbidden, "the identity provider refused the sign-in: start again from your application")
 		return
 	}
 	if code == "" {
@@ -217,8 +205,8 @@ func (s *Server) serveCallback(w http.ResponseWriter, r *http.Request) {
 		s.errorPage(w, r, http.StatusBadGateway, "the identity provider did not accept the sign-in code: start again from your application")
 		return
 	}
-	raw, _ := tok.Extra("id_token").(string)
-	idt, err := p.VerifierContext(ctx, &oidc.Config{ClientID: s.signIn.cfg.ClientID}).Verify(ctx, raw)
+	rawID, _ := tok.Extra("id_token").(string)
+	idt, err := p.VerifierContext(ctx, &oidc.Config{ClientID: s.signIn.cfg.ClientID}).Verify(ctx, rawID)
 	if err != nil || !macEqualString(idt.Nonce, pl.Nonce) || idt.Subject == "" {
 		if err != nil {
 			s.deps.Logger.Warn("ID token refused", zapErr(err))
