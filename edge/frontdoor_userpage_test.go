@@ -40,6 +40,25 @@ func (s *sharedKeys) Delete(_ context.Context, k string) error {
 	return nil
 }
 
+// replicaPair is two edges sharing Redis and key storage behind one name,
+// as replicas behind a load balancer.
+func replicaPair(t *testing.T) (a, b *frontDoor) {
+	t.Helper()
+	redis := redistest.Start(t)
+	keys := &sharedKeys{}
+	replica := func() *frontDoor {
+		st, err := challenge.NewRedisStore(challenge.RedisOptions{URL: redis.URL()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		return newFrontDoor(t, st, nil, edge.WithKeyStorage(keys))
+	}
+	a, b = replica(), replica()
+	b.host = strings.TrimPrefix(a.srv.URL, "http://") // one name, two replicas
+	return a, b
+}
+
 var (
 	familyRE = regexp.MustCompile(`name="family" value="([^"]+)"`)
 	csrfRE   = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
@@ -67,18 +86,7 @@ func (f *frontDoor) userPage() (body string, csrf string, families []string) {
 // it there, and replica a refuses its credential within seconds; its
 // refresh token is dead too.
 func TestUserPageRevokeAcrossReplicas(t *testing.T) {
-	redis := redistest.Start(t)
-	keys := &sharedKeys{}
-	replica := func() *frontDoor {
-		st, err := challenge.NewRedisStore(challenge.RedisOptions{URL: redis.URL()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = st.Close() })
-		return newFrontDoor(t, st, nil, edge.WithKeyStorage(keys))
-	}
-	a, b := replica(), replica()
-	b.host = strings.TrimPrefix(a.srv.URL, "http://")
+	a, b := replicaPair(t)
 	_, tok := a.flow("echo:execute")
 	if res, body := a.call(tok.AccessToken, "Bearer", echoCall, nil); res.StatusCode != 200 {
 		t.Fatalf("call before revocation: %d %s", res.StatusCode, body)
