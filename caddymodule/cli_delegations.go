@@ -63,6 +63,7 @@ revocations: revoke from the user's page (/oauth/delegations) instead.`,
 				return err
 			}
 			if t.store != nil {
+				ds = authserver.DropRevoked(ctx, t.keys, t.store, ds)
 				authserver.WithLastUse(ctx, t.store, ds)
 			}
 			if ds == nil {

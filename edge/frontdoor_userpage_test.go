@@ -163,6 +163,23 @@ func TestUserPageRefusals(t *testing.T) {
 	}
 }
 
+// TestUserPageHidesRevoked: a delegation the client revoked at
+// /oauth/revoke leaves the user's page.
+func TestUserPageHidesRevoked(t *testing.T) {
+	f := newFrontDoor(t, nil, nil)
+	_, tok := f.flow("echo:execute")
+	f.flow("echo:execute")
+	if _, _, fams := f.userPage(); len(fams) != 2 {
+		t.Fatalf("want 2 delegations listed, got %v", fams)
+	}
+	if res, _ := f.postForm("/oauth/revoke", url.Values{"token": {tok.RefreshToken}}, false, nil); res.StatusCode != 200 {
+		t.Fatalf("revoke: %d", res.StatusCode)
+	}
+	if _, _, fams := f.userPage(); len(fams) != 1 {
+		t.Fatalf("after the client revoked one, the page lists %v, want 1", fams)
+	}
+}
+
 // TestUserPageBound: a user holds at most MaxDelegationsPerUser live
 // delegations; one more is refused at the token endpoint, telling where to
 // revoke.

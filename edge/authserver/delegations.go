@@ -231,3 +231,19 @@ func (s *Server) startDelegation(w http.ResponseWriter, r *http.Request, g grant
 	}
 	return true
 }
+
+// DropRevoked removes from ds the delegations revoked in store (by the
+// client at /oauth/revoke, or a reused refresh token), deleting their
+// records from st; a store failure keeps them listed.
+func DropRevoked(ctx context.Context, st ListingStorage, store Store, ds []Delegation) []Delegation {
+	out := ds[:0]
+	for _, d := range ds {
+		_, err := store.Lookup(ctx, revokedPrefix+d.Family)
+		if err == nil {
+			_ = st.Delete(ctx, grantKey(d.UserID, d.Family))
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
+}

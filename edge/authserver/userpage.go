@@ -138,6 +138,7 @@ func (s *Server) serveDelegations(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	ds = DropRevoked(r.Context(), st, s.deps.Store, ds)
 	WithLastUse(r.Context(), s.deps.Store, ds)
 	nonce := make([]byte, 16)
 	_, _ = rand.Read(nonce)
