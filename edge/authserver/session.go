@@ -53,15 +53,16 @@ func newSealer(key []byte) (*sealer, error) {
 	return &sealer{aead: a}, nil
 }
 
-// seal encrypts v for the cookie name (bound as associated data, so a
-// value made for one cookie is refused as another).
-func (s *sealer) seal(name string, v []byte) string {
+// seal encrypts v with aad as associated data (the cookie's name and
+// where it is valid), so a value made for one cookie or site is refused as
+// another.
+func (s *sealer) seal(aad string, v []byte) string {
 	nonce := make([]byte, s.aead.NonceSize())
 	_, _ = rand.Read(nonce)
-	return base64.RawURLEncoding.EncodeToString(s.aead.Seal(nonce, nonce, v, []byte(name)))
+	return base64.RawURLEncoding.EncodeToString(s.aead.Seal(nonce, nonce, v, []byte(aad)))
 }
 
-func (s *sealer) open(name, v string) ([]byte, bool) {
+func (s *sealer) open(aad, v string) ([]byte, bool) {
 	if len(v) > maxCookieLen {
 		return nil, false
 	}
@@ -70,16 +71,24 @@ func (s *sealer) open(name, v string) ([]byte, bool) {
 		return nil, false
 	}
 	n := s.aead.NonceSize()
-	out, err := s.aead.Open(nil, raw[:n], raw[n:], []byte(name))
+	out, err := s.aead.Open(nil, raw[:n], raw[n:], []byte(aad))
 	return out, err == nil
 }
 
-func (s *Server) setSession(w http.ResponseWriter, sess session) {
+// cookieAAD binds a sealed cookie to its name, the site (origin) and the
+// identity provider: a session made on one site of the edge, or under
+// another provider's configuration, is refused on another, even though
+// every site sharing the storage derives the same key.
+func (s *Server) cookieAAD(r *http.Request, name string) string {
+	return name + " " + s.issuer(r) + " " + s.signIn.cfg.Issuer
+}
+
+func (s *Server) setSession(w http.ResponseWriter, r *http.Request, sess session) {
 	life := s.signIn.cfg.SessionLifetime
 	sess.Expires = time.Now().Add(life).Unix()
 	sess.ID = randomToken()
 	b, _ := json.Marshal(sess)
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: s.signIn.seal.seal(sessionCookie, b), Path: "/",
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: s.signIn.seal.seal(s.cookieAAD(r, sessionCookie), b), Path: "/",
 		MaxAge: int(life / time.Second), Secure: true, HttpOnly: true, SameSite: http.SameSiteLaxMode})
 }
 
@@ -102,7 +111,7 @@ func (s *Server) session(r *http.Request, now time.Time) (session, bool) {
 			return session{}, false // two: one may be planted
 		}
 		found = true
-		raw, ok := s.signIn.seal.open(sessionCookie, c.Value)
+		raw, ok := s.signIn.seal.open(s.cookieAAD(r, sessionCookie), c.Value)
 		if !ok || readStrict(raw, &sess, "s", "n", "i", "e") != nil || sess.Subject == "" || sess.ID == "" {
 			return session{}, false
 		}

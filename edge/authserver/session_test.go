@@ -40,7 +40,7 @@ func withCookie(v string) *http.Request {
 func TestSessionCookies(t *testing.T) {
 	s := newSignInServer(t)
 	now := time.Now()
-	seal := func(name, json string) string { return s.signIn.seal.seal(name, []byte(json)) }
+	seal := func(name, json string) string { return s.signIn.seal.seal(aad(name), []byte(json)) }
 	exp := func(d time.Duration) string { return itoa(now.Add(d).Unix()) }
 	good := seal(sessionCookie, `{"s":"oidc:https://idp.example#1","i":"x","e":`+exp(time.Hour)+`}`)
 	for name, tc := range map[string]struct {
@@ -60,7 +60,9 @@ func TestSessionCookies(t *testing.T) {
 		"not JSON":               {seal(sessionCookie, `x`), false},
 		"member twice":           {seal(sessionCookie, `{"s":"a","S":"b","e":`+exp(time.Hour)+`}`), false},
 		"expiry a string":        {seal(sessionCookie, `{"s":"a","e":"9999999999"}`), false},
-		"another server's":       {newSignInServer(t).signIn.seal.seal(sessionCookie, []byte(`{"s":"x","i":"x","e":`+exp(time.Hour)+`}`)), false},
+		"another site's":         {s.signIn.seal.seal(sessionCookie+" https://other.example https://idp.example", []byte(`{"s":"x","i":"x","e":`+exp(time.Hour)+`}`)), false},
+		"another provider's":     {s.signIn.seal.seal(sessionCookie+" https://edge.example https://idp2.example", []byte(`{"s":"x","i":"x","e":`+exp(time.Hour)+`}`)), false},
+		"another server's":       {newSignInServer(t).signIn.seal.seal(aad(sessionCookie), []byte(`{"s":"x","i":"x","e":`+exp(time.Hour)+`}`)), false},
 		"sealed under no key at": {base64.RawURLEncoding.EncodeToString(make([]byte, 64)), false},
 	} {
 		if _, ok := s.session(withCookie(tc.cookie), now); ok != tc.ok {
@@ -116,7 +118,7 @@ func TestReturnPaths(t *testing.T) {
 func FuzzSessionCookie(f *testing.F) {
 	s := newSignInServer(f)
 	// Sealed but expired at the fuzzed time: mutations must not revive it.
-	f.Add(s.signIn.seal.seal(sessionCookie, []byte(`{"s":"a","i":"x","e":1}`)))
+	f.Add(s.signIn.seal.seal(aad(sessionCookie), []byte(`{"s":"a","i":"x","e":1}`)))
 	f.Add("")
 	f.Add("AAAA")
 	f.Fuzz(func(t *testing.T, v string) {
@@ -125,6 +127,9 @@ func FuzzSessionCookie(f *testing.F) {
 		}
 	})
 }
+
+// aad is what the test server binds a cookie named name to.
+func aad(name string) string { return name + " https://edge.example https://idp.example" }
 
 func flip(s string) string {
 	b := []byte(s)
@@ -141,7 +146,7 @@ func TestLoginCallbacks(t *testing.T) {
 	s := newSignInServer(t)
 	now := time.Now()
 	login := func(state string, exp time.Time) string {
-		return s.signIn.seal.seal(loginCookie, []byte(`{"t":"`+state+`","v":"v","n":"n","r":"/oauth/delegations","e":`+itoa(exp.Unix())+`}`))
+		return s.signIn.seal.seal(aad(loginCookie), []byte(`{"t":"`+state+`","v":"v","n":"n","r":"/oauth/delegations","e":`+itoa(exp.Unix())+`}`))
 	}
 	good := login("st", now.Add(time.Minute))
 	for name, tc := range map[string]struct{ cookie, state string }{
@@ -150,8 +155,8 @@ func TestLoginCallbacks(t *testing.T) {
 		"no state":                {good, ""},
 		"expired":                 {login("st", now.Add(-time.Second)), "st"},
 		"changed cookie":          {flip(good), "st"},
-		"a session cookie's seal": {s.signIn.seal.seal(sessionCookie, []byte(`{"t":"st","v":"v","n":"n","r":"/","e":9999999999}`)), "st"},
-		"member twice":            {s.signIn.seal.seal(loginCookie, []byte(`{"t":"x","T":"st","v":"v","n":"n","r":"/","e":9999999999}`)), "st"},
+		"a session cookie's seal": {s.signIn.seal.seal(aad(sessionCookie), []byte(`{"t":"st","v":"v","n":"n","r":"/","e":9999999999}`)), "st"},
+		"member twice":            {s.signIn.seal.seal(aad(loginCookie), []byte(`{"t":"x","T":"st","v":"v","n":"n","r":"/","e":9999999999}`)), "st"},
 	} {
 		r := httptest.NewRequest(http.MethodGet, "https://edge.example/oauth/callback?code=c&state="+tc.state, nil)
 		if tc.cookie != "" {
@@ -167,7 +172,7 @@ func TestLoginCallbacks(t *testing.T) {
 
 func FuzzLoginCookie(f *testing.F) {
 	s := newSignInServer(f)
-	f.Add(s.signIn.seal.seal(loginCookie, []byte(`{"t":"st","v":"v","n":"n","r":"/","e":1}`)), "st")
+	f.Add(s.signIn.seal.seal(aad(loginCookie), []byte(`{"t":"st","v":"v","n":"n","r":"/","e":1}`)), "st")
 	f.Add("", "")
 	f.Fuzz(func(t *testing.T, cookie, state string) {
 		r := httptest.NewRequest(http.MethodGet, "https://edge.example/oauth/callback?code=c", nil)

@@ -152,7 +152,7 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 	pl := pendingLogin{State: randomToken(), Verifier: oauth2.GenerateVerifier(), Nonce: randomToken(),
 		Return: returnPath(r.URL.Query().Get("return")), Expires: time.Now().Add(loginLifetime).Unix()}
 	body, _ := json.Marshal(pl)
-	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: s.signIn.seal.seal(loginCookie, body), Path: "/",
+	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: s.signIn.seal.seal(s.cookieAAD(r, loginCookie), body), Path: "/",
 		MaxAge: int(loginLifetime / time.Second), Secure: true, HttpOnly: true, SameSite: http.SameSiteLaxMode})
 	to := s.signIn.oauth(p, s.issuer(r)).AuthCodeURL(pl.State, oauth2.S256ChallengeOption(pl.Verifier), oidc.Nonce(pl.Nonce))
 	w.Header().Set("Cache-Control", "no-store")
@@ -174,7 +174,7 @@ func (s *Server) serveCallback(w http.ResponseWriter, r *http.Request) {
 	var raw []byte
 	ok := cerr == nil
 	if ok {
-		raw, ok = s.signIn.seal.open(loginCookie, ck.Value)
+		raw, ok = s.signIn.seal.open(s.cookieAAD(r, loginCookie), ck.Value)
 	}
 	if !ok || readStrict(raw, &pl, "t", "v", "n", "r", "e") != nil || state == "" || !macEqualString(state, pl.State) {
 		s.errorPage(w, r, http.StatusForbidden, "this sign-in was not started in this browser: start again from your application in this one")
@@ -221,7 +221,7 @@ func (s *Server) serveCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	_ = idt.Claims(&claims)
 	display := firstNonEmpty(claims.Email, claims.Pref, claims.Name, idt.Subject)
-	s.setSession(w, session{Subject: oidcSubject(idt.Issuer, idt.Subject), Name: display})
+	s.setSession(w, r, session{Subject: oidcSubject(idt.Issuer, idt.Subject), Name: display})
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, pl.Return, http.StatusSeeOther)
 }
