@@ -51,6 +51,14 @@ func (h *Handler) unmarshalFrontDoor(d *caddyfile.Dispenser, name string) (bool,
 		as := &AuthorizationServerConfig{}
 		for nesting := d.Nesting(); d.NextBlock(nesting); {
 			sub := d.Val()
+			if sub == "sign_in" {
+				si, err := unmarshalSignIn(d)
+				if err != nil {
+					return true, err
+				}
+				as.SignIn = si
+				continue
+			}
 			var v string
 			if !d.AllArgs(&v) {
 				return true, d.ArgErr()
@@ -69,7 +77,7 @@ func (h *Handler) unmarshalFrontDoor(d *caddyfile.Dispenser, name string) (bool,
 			case "user_id_placeholder":
 				as.UserIDPlaceholder = v
 			default:
-				return true, d.Errf("unrecognized authorization_server option %q (credential_lifetime, refresh_lifetime, user_id_placeholder)", sub)
+				return true, d.Errf("unrecognized authorization_server option %q (credential_lifetime, refresh_lifetime, user_id_placeholder, sign_in)", sub)
 			}
 		}
 		h.AuthorizationServer = as
@@ -89,6 +97,10 @@ type AuthorizationServerConfig struct {
 	// authentication handler that runs before mcpi on the authorize path.
 	// Default: {http.auth.user.id}.
 	UserIDPlaceholder string `json:"user_id_placeholder,omitempty"`
+	// Built-in sign-in (OIDC) for sites without an authentication
+	// module; the signed-in user is then the session's when the
+	// placeholder is empty.
+	SignIn *SignInConfig `json:"sign_in,omitempty"`
 }
 
 // defaultUserIDPlaceholder is where Caddy's authentication handlers

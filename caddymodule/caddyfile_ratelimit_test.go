@@ -65,10 +65,10 @@ func TestRateLimitEdgeConfig(t *testing.T) {
 }
 
 // TestRateLimitCaddyfilesInDocs adapts each Caddyfile of
-// docs/configuration.md marked "rate-limit-example", as `caddy adapt`
+// docs/config/ratelimit.md marked "rate-limit-example", as `caddy adapt`
 // does, and checks the limits in its JSON.
 func TestRateLimitCaddyfilesInDocs(t *testing.T) {
-	doc, err := os.ReadFile("../docs/configuration.md")
+	doc, err := os.ReadFile("../docs/config/ratelimit.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestRateLimitCaddyfilesInDocs(t *testing.T) {
 	}
 	for name := range want {
 		if !seen[name] {
-			t.Errorf("docs/configuration.md has no Caddyfile marked rate-limit-example: %s", name)
+			t.Errorf("docs/config/ratelimit.md has no Caddyfile marked rate-limit-example: %s", name)
 		}
 	}
 }

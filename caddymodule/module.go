@@ -184,6 +184,9 @@ func (pooledCache) Destruct() error { return nil }
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	cfg := h.edgeConfig()
+	if err := resolveSignIn(&cfg); err != nil {
+		return err
+	}
 	// A bad config must not load a store or touch the storage first.
 	if err := h.Validate(); err != nil {
 		return err
@@ -272,6 +275,9 @@ func (h *Handler) Validate() error {
 		return err
 	}
 	cfg := h.edgeConfig()
+	if err := resolveSignIn(&cfg); err != nil {
+		return err
+	}
 	return cfg.Validate()
 }
 

@@ -93,7 +93,7 @@ func newFrontDoor(t *testing.T, store challenge.NonceStore, mod func(*edge.Confi
 	})
 	inner := h.Wrap(upstream)
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/oauth/authorize" {
+		if r.URL.Path == "/oauth/authorize" || r.URL.Path == "/oauth/delegations" {
 			if u, p, ok := r.BasicAuth(); ok && u == "alice" && p == "secret" {
 				r = r.WithContext(context.WithValue(r.Context(), userKey{}, "alice@example.com"))
 			}

@@ -59,7 +59,7 @@ type checked struct {
 // client.
 func (s *Server) check(r *http.Request, q authzRequest) (c checked, status int, code, desc string, page bool) {
 	c.req = q
-	c.user = s.deps.User(r)
+	c.user = s.user(r)
 	if c.user == "" {
 		return c, http.StatusUnauthorized, "login_required", "sign in first: the authorization endpoint needs the route's authentication (basic_auth, forward_auth, …) in front of it", true
 	}
@@ -185,6 +185,10 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 	c, status, code, desc, page := s.check(r, q)
 	switch {
 	case page && code != "":
+		if status == http.StatusUnauthorized && s.signIn != nil && r.Method == http.MethodGet {
+			s.redirectToLogin(w, r)
+			return
+		}
 		if status == http.StatusUnauthorized {
 			// Not Basic: the edge checks no password itself, and a
 			// browser prompt would only loop. The route's authentication

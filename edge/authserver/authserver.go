@@ -43,6 +43,9 @@ type Config struct {
 	// RefreshLifetime is how long a refresh token family lives from the
 	// consent. Default: 720h.
 	RefreshLifetime time.Duration `json:"refresh_lifetime,omitempty"`
+	// SignIn is the built-in sign-in (OIDC) for sites without a Caddy
+	// authentication module; nil: the host signs users in.
+	SignIn *SignInConfig `json:"sign_in,omitempty"`
 }
 
 // Validate checks c; zero values mean the defaults.
@@ -53,7 +56,7 @@ func (c Config) Validate() error {
 	if c.CredentialLifetime > 24*time.Hour {
 		return errors.New("mcpi: authorization_server credential_lifetime must be at most 24h (the refresh token renews it)")
 	}
-	return nil
+	return c.SignIn.validate()
 }
 
 // Scope is one scope a client may ask for, with the tools it opens (tool
@@ -142,6 +145,9 @@ type Server struct {
 	clients *cimdCache
 	revoked *revocations
 	scopes  map[string]Scope
+	grants  grantRecords
+	lastUse *lastUses
+	signIn  *signIn // nil: the host signs users in
 }
 
 // New builds the server; ctx bounds the loading of its secret.
@@ -172,6 +178,10 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	s.users = newUserKeys(deps.Keys, sec)
 	s.clients = newCIMDCache(deps.FetchClient)
 	s.revoked = newRevocations(deps.Store)
+	s.lastUse = newLastUses()
+	if s.signIn, err = newSignIn(cfg.SignIn, sec); err != nil {
+		return nil, err
+	}
 	for _, sc := range deps.Scopes {
 		s.scopes[sc.Name] = sc
 	}
@@ -212,7 +222,7 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request) bool {
 	case strings.HasPrefix(p, pathUsers) && strings.HasSuffix(p, "/did.json"):
 		s.serveUserDocument(w, r, strings.TrimSuffix(strings.TrimPrefix(p, pathUsers), "/did.json"))
 	default:
-		return false
+		return s.serveUserPages(w, r, p)
 	}
 	return true
 }

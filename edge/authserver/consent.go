@@ -85,7 +85,7 @@ func (s *Server) showConsent(w http.ResponseWriter, r *http.Request, c checked) 
 		agent = "the did:jwk of the key the application proves (DPoP thumbprint " + c.req.DPoPJKT + ")"
 	}
 	v := consentView{
-		Nonce: n, ClientName: name, Resource: c.resource, Host: hostOf(s.issuer(r)), User: c.user, RedirectHost: ru.Host,
+		Nonce: n, ClientName: name, Resource: c.resource, Host: hostOf(s.issuer(r)), User: s.userName(r, c.user), RedirectHost: ru.Host,
 		AgentDID: agent, UserDID: userDID(s.issuer(r), s.users.opaqueID(c.user)),
 		Lifetime: humanDuration(s.cfg.CredentialLifetime), RefreshLifetime: humanDuration(s.cfg.RefreshLifetime),
 		CSRF: s.csrfToken(c, time.Now()),

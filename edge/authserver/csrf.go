@@ -31,11 +31,27 @@ func (s *Server) csrfToken(c checked, now time.Time) string {
 }
 
 func (s *Server) csrfOK(tok string, c checked, now time.Time) bool {
-	parts := strings.Split(tok, ".")
-	if len(parts) != 3 || len(tok) > 128 {
+	at, rest, ok := strings.Cut(tok, ".")
+	if !ok || len(tok) > 128 {
 		return false
 	}
-	at, nonce, sum := parts[0], parts[1], parts[2]
+	nonce, _, ok := strings.Cut(rest, ".")
+	if !ok || nonce == "" || strings.Contains(nonce, ".") {
+		return false
+	}
+	// timedMACOK reads "<time>.<MAC>": the nonce travels inside the MAC's
+	// part, checked by the MAC itself.
+	return timedMACOK(at+"."+rest[len(nonce)+1:], now, func(at string) string { return s.csrfMAC(c, at, nonce) })
+}
+
+// timedMACOK checks a token "<unix time>.<MAC>" made within csrfLifetime
+// (and at most a minute ahead, for clock skew between replicas), whose MAC
+// for that time is mk(at).
+func timedMACOK(tok string, now time.Time, mk func(at string) string) bool {
+	at, sum, ok := strings.Cut(tok, ".")
+	if !ok || len(tok) > 128 || strings.Contains(sum, ".") {
+		return false
+	}
 	t, err := strconv.ParseInt(at, 10, 64)
 	if err != nil {
 		return false
@@ -44,5 +60,5 @@ func (s *Server) csrfOK(tok string, c checked, now time.Time) bool {
 	if now.Before(made.Add(-time.Minute)) || now.After(made.Add(csrfLifetime)) {
 		return false
 	}
-	return hmac.Equal([]byte(sum), []byte(s.csrfMAC(c, at, nonce)))
+	return hmac.Equal([]byte(sum), []byte(mk(at)))
 }

@@ -119,6 +119,9 @@ func (s *Server) exchangeCode(w http.ResponseWriter, r *http.Request, form url.V
 	g.Family = randomToken()[:22]
 	g.FamilyExpires = time.Now().Add(s.cfg.RefreshLifetime).Unix()
 	// The code is spent: no answer from here on invites a retry with it.
+	if !s.startDelegation(w, r, g, proof) {
+		return
+	}
 	cred, terr := s.mint(r.Context(), g, g.Scopes, proof)
 	if terr != nil {
 		if terr.status == http.StatusServiceUnavailable {
