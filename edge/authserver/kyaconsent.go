@@ -58,7 +58,7 @@ button{font-size:1rem;padding:.5rem 1.2rem;margin-right:1rem}
 
 var agentDoneTmpl = template.Must(template.New("agent-done").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{{.}}</title></head>
-<body><main><h1>{{.}}</h1><p>You can close this page and return to your agent.</p></main></body></html>
+<body><main id="agent-consent-done"><h1>{{.}}</h1><p>You can close this page and return to your agent.</p></main></body></html>
 `))
 
 type agentConsentView struct {
