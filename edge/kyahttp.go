@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -25,6 +26,20 @@ import (
 // user, polls pickup_uri (edge/authserver kyapickup.go) until the
 // delegation is ready, and retries with it. Anything else gets the MCP
 // prompt as before.
+
+// kyaAcceptKey marks, in the request's context, a caller that sent
+// KYA-Accept-Challenge: the header is a kya-* name, which the first step
+// strips with every other before anything reads it.
+type kyaAcceptKey struct{}
+
+// noteKYAAccept remembers KYA-Accept-Challenge (any non-empty value) on a
+// route that offers the challenge.
+func (h *Handler) noteKYAAccept(r *http.Request) *http.Request {
+	if h.front == nil || !h.front.KYAHTTP() || r.Header.Get("KYA-Accept-Challenge") == "" {
+		return r
+	}
+	return r.WithContext(context.WithValue(r.Context(), kyaAcceptKey{}, true))
+}
 
 // kyaChallengeBody is the challenge's JSON body.
 type kyaChallengeBody struct {
@@ -63,7 +78,7 @@ func (h *Handler) kyaHTTPChallenge(w http.ResponseWriter, r *http.Request, m mcp
 	if dec.Allowed || h.front == nil || !h.front.KYAHTTP() || d == nil || dec.Reason != mcp.ReasonInsufficientScope || len(dec.Missing) == 0 {
 		return 0
 	}
-	fetcher := r.Header.Get("KYA-Accept-Challenge") != ""
+	fetcher, _ := r.Context().Value(kyaAcceptKey{}).(bool)
 	if !fetcher && !hasKYASignatureLabel(r.Header.Values("Signature-Input")) {
 		return 0
 	}
