@@ -96,14 +96,9 @@ func (s *stateSealer) sealResume(agentDID, tool, resume string) string {
 	return requestStatePrefix + base64.RawURLEncoding.EncodeToString(sealed)
 }
 
-// open checks a requestState the edge issued against the retrying agent and
-// the tool it calls.
-func (s *stateSealer) open(state, agentDID, tool string) error {
-	_, err := s.openResume(state, agentDID, tool)
-	return err
-}
-
-// openResume is open, returning the resume token sealed inside ("" if none).
+// openResume checks a requestState the edge issued against the retrying
+// agent and the tool it calls, and returns the resume token sealed inside
+// ("" if none).
 func (s *stateSealer) openResume(state, agentDID, tool string) (string, error) {
 	enc, ok := strings.CutPrefix(state, requestStatePrefix)
 	if !ok || len(enc) > maxRequestState {

@@ -148,6 +148,7 @@ func (s *Server) serveAgentConsent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.event(r, Event{Kind: "consent_approved", UserDID: did, AgentDID: t.AgentDID, Scopes: t.Grant})
+	s.event(r, Event{Kind: "issued", UserDID: did, AgentDID: t.AgentDID, Scopes: t.Grant})
 	s.donePage(w, http.StatusOK, "You allowed the agent")
 }
 
