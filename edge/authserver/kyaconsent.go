@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -74,19 +73,7 @@ func (s *Server) agentCSRFMAC(t ticket, user string, at string) []byte {
 }
 
 func (s *Server) agentCSRFOK(tok string, t ticket, user string, now time.Time) bool {
-	at, sum, ok := strings.Cut(tok, ".")
-	if !ok || len(tok) > 128 {
-		return false
-	}
-	n, err := strconv.ParseInt(at, 10, 64)
-	if err != nil {
-		return false
-	}
-	made := time.Unix(n, 0)
-	if now.Before(made.Add(-time.Minute)) || now.After(made.Add(csrfLifetime)) {
-		return false
-	}
-	return macEqual(sum, s.agentCSRFMAC(t, user, at))
+	return timedTokenOK(tok, now, func(at string) string { return encodeMAC(s.agentCSRFMAC(t, user, at)) })
 }
 
 // serveAgentConsent shows the agent consent page (GET) or takes its
@@ -97,13 +84,7 @@ func (s *Server) serveAgentConsent(w http.ResponseWriter, r *http.Request) {
 	case http.MethodGet, http.MethodHead:
 		v = r.URL.Query()
 	case http.MethodPost:
-		r.Body = http.MaxBytesReader(w, r.Body, maxFormBody)
-		if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/x-www-form-urlencoded") {
-			s.errorPage(w, r, http.StatusUnsupportedMediaType, "the consent form must be posted as application/x-www-form-urlencoded")
-			return
-		}
-		if err := r.ParseForm(); err != nil {
-			s.errorPage(w, r, http.StatusBadRequest, "the consent form could not be read")
+		if !s.readConsentForm(w, r) {
 			return
 		}
 		v = r.PostForm
