@@ -112,6 +112,14 @@ func TestAgentConsent2026(t *testing.T) {
 	for _, m := range hiddenRE.FindAllStringSubmatch(string(body), -1) {
 		form.Set(m[1], html.UnescapeString(m[2]))
 	}
+	denied := cloneValues(form)
+	denied.Set("deny", "1")
+	if res, body := f.postForm("/oauth/authorize?kya_consent=1", denied, true, nil); res.StatusCode != http.StatusOK || !strings.Contains(string(body), "You denied") {
+		t.Fatalf("deny: %d %s", res.StatusCode, body)
+	}
+	if _, body := f.call2026(agent.tok, ir.Result.RequestState); !strings.Contains(string(body), "input_required") || f.upstreams != 0 {
+		t.Fatalf("retry after a denial: upstream called %d times; %s", f.upstreams, body)
+	}
 	form.Set("approve", "1")
 	bad := cloneValues(form)
 	bad.Set("csrf", form.Get("csrf")+"x")
