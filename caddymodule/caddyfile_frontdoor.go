@@ -19,6 +19,8 @@ const trustAuthorizationServer = "authorization_server"
 //	    credential_lifetime 1h
 //	    refresh_lifetime 720h
 //	    user_id_placeholder {http.auth.user.id}
+//	    kya_http 10m           # draft-kya-http-02 challenge and pickup, sessions of 10m
+//	    kya_http_interval 3s
 //	}
 //	trust authorization_server
 func (h *Handler) unmarshalFrontDoor(d *caddyfile.Dispenser, name string) (bool, error) {
@@ -76,9 +78,25 @@ func (h *Handler) unmarshalFrontDoor(d *caddyfile.Dispenser, name string) (bool,
 				}
 			case "user_id_placeholder":
 				as.UserIDPlaceholder = v
+			case "kya_http", "kya_http_interval":
+				dur, err := caddy.ParseDuration(v)
+				if err != nil || dur <= 0 {
+					return true, d.Errf("%s must be a positive duration (e.g. 10m), got %q", sub, v)
+				}
+				if as.KYAHTTP == nil {
+					as.KYAHTTP = &KYAHTTPConfig{}
+				}
+				if sub == "kya_http" {
+					as.KYAHTTP.TTL = caddy.Duration(dur)
+				} else {
+					as.KYAHTTP.Interval = caddy.Duration(dur)
+				}
 			default:
-				return true, d.Errf("unrecognized authorization_server option %q (credential_lifetime, refresh_lifetime, user_id_placeholder, sign_in)", sub)
+				return true, d.Errf("unrecognized authorization_server option %q (credential_lifetime, refresh_lifetime, user_id_placeholder, sign_in, kya_http, kya_http_interval)", sub)
 			}
+		}
+		if as.KYAHTTP != nil && as.KYAHTTP.TTL == 0 {
+			return true, d.Errf("kya_http_interval needs kya_http <session lifetime> (e.g. kya_http 10m), which turns the challenge on")
 		}
 		h.AuthorizationServer = as
 		return true, nil
@@ -101,6 +119,18 @@ type AuthorizationServerConfig struct {
 	// module; the signed-in user is then the session's when the
 	// placeholder is empty.
 	SignIn *SignInConfig `json:"sign_in,omitempty"`
+	// KYAHTTP, when set, answers KYA-OS agents that ask for it with the
+	// draft-kya-http-02 challenge and serves its pickup endpoint.
+	KYAHTTP *KYAHTTPConfig `json:"kya_http,omitempty"`
+}
+
+// KYAHTTPConfig is the draft-kya-http-02 challenge of the front door.
+type KYAHTTPConfig struct {
+	// How long a challenge's session lasts (consent, then pickup).
+	// Default and maximum: 10m.
+	TTL caddy.Duration `json:"ttl,omitempty"`
+	// The poll interval the challenge asks for. Default: 3s.
+	Interval caddy.Duration `json:"interval,omitempty"`
 }
 
 // defaultUserIDPlaceholder is where Caddy's authentication handlers

@@ -207,6 +207,9 @@ func (c *Config) Validate() error {
 	if err := h.validateFrontDoor(); err != nil {
 		return err
 	}
+	if h.AuthorizationServer != nil && h.AuthorizationServer.KYAHTTP != nil && h.Level < 2 {
+		return errors.New("mcpi: authorization_server kya_http signs its challenge with the edge's key: set level 2 or 3")
+	}
 	if err := h.validateProofs(); err != nil {
 		return err
 	}

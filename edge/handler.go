@@ -21,6 +21,7 @@ import (
 // proofs may wrap the ResponseWriter, and neither buffers an SSE stream.
 func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) error {
 	// 1. Identity headers are the edge's to set; a client's are lies.
+	r = h.noteKYAAccept(r) // an opt-in among the kya-* names (kyahttp.go)
 	h.carriers.StripIdentity(r)
 	// The ancestors of a chain are read now and never travel on.
 	chain := h.carriers.TakeChain(r)

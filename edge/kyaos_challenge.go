@@ -36,7 +36,7 @@ const resumeWarnInterval = 30 * time.Second
 func (h *Handler) signedChallenge(w http.ResponseWriter, r *http.Request, batch bool, m mcp.Message, tool string, dec mcp.Decision, d *vc.Delegation) ([]byte, bool) {
 	// An anonymous caller gets the unsigned prompt: a resumeToken is a
 	// record in the shared store, which no anonymous request may write.
-	if batch || d == nil || !h.proofs.SignsResponses() || h.ConsentURL == "" || len(dec.Missing) == 0 ||
+	if batch || d == nil || !h.proofs.SignsResponses() || (h.ConsentURL == "" && !h.frontConsents()) || len(dec.Missing) == 0 ||
 		(dec.Reason != mcp.ReasonInsufficientScope && dec.Reason != mcp.ReasonAnonymous) {
 		return nil, false
 	}
@@ -49,7 +49,7 @@ func (h *Handler) signedChallenge(w http.ResponseWriter, r *http.Request, batch 
 		}
 		return nil, false
 	}
-	link, ok := mcp.ConsentLink(mcp.NeedsAuthorization{Tool: tool, Missing: dec.Missing, ConsentURL: h.ConsentURL, AgentDID: agent, ResumeToken: token})
+	link, ok := mcp.ConsentLink(mcp.NeedsAuthorization{Tool: tool, Missing: dec.Missing, ConsentURL: h.consentURLFor(r, tool, dec, d, token), AgentDID: agent, ResumeToken: token})
 	if !ok {
 		return nil, false
 	}

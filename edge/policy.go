@@ -464,7 +464,8 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 				}
 			}
 			name, _ := mcp.ToolCallName(m)
-			if err := h.checkRequestState(r, m, name, d); err != nil {
+			stateResume, err := h.checkRequestState(r, m, name, d)
+			if err != nil {
 				h.refuseRequestState(w, r, m, err, adm)
 				return w, true, true, nil
 			}
@@ -472,6 +473,14 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 				return w, true, true, nil
 			}
 			dec := h.decide(h.serviceHost(r), name, d, presented)
+			// A retry after the user approved at the edge's consent page
+			// goes on with the delegation approved (agentconsent.go).
+			if !batch {
+				if nd, ok := h.consented(r, m, stateResume, d, dec); ok {
+					d, dec = nd, h.decide(h.serviceHost(r), name, nd, presented)
+					adm.Delegation = nd
+				}
+			}
 			if d == nil && dec.Allowed && (dec.Rule == nil || !dec.Rule.AllowAnonymous) {
 				// Unreachable through admitAnonymous; kept so the rule
 				// holds whatever admits an anonymous request.

@@ -32,6 +32,11 @@ func (h *Handler) recordDenial(r *http.Request, msgs []mcp.Message, decisions []
 // error for every other request of a batch (none of it was forwarded).
 // Notifications get no answer; with nothing to answer it is 202 Accepted.
 func (h *Handler) answerDenied(w http.ResponseWriter, r *http.Request, msgs []mcp.Message, batch bool, decisions []mcp.Decision, d *vc.Delegation, adm observe.Decision) {
+	// A KYA-OS agent that asked for the draft-kya-http-02 challenge gets it
+	// (kyahttp.go), whoever issued its delegation.
+	if h.answerKYAHTTP(w, r, msgs, batch, decisions, d, adm) {
+		return
+	}
 	if scope, ok := h.stepUpScope(msgs, batch, decisions, d); ok {
 		h.recordDenial(r, msgs, decisions, adm, http.StatusForbidden)
 		h.stepUp(w, r, scope)
@@ -50,7 +55,7 @@ func (h *Handler) answerDenied(w http.ResponseWriter, r *http.Request, msgs []mc
 				out = append(out, b)
 				continue
 			}
-			b := h.deniedResult(era, m, name, decisions[i], d)
+			b := h.deniedResult(r, era, m, name, decisions[i], d)
 			if sb, ok := h.signedDenial(w, r, batch, m, b, decisions[i].Reason, d); ok {
 				b = sb
 			}
@@ -91,16 +96,16 @@ func joinBatch(msgs [][]byte) []byte {
 // A 2026 client that declared URL-mode elicitation gets the consent prompt
 // as an input-required result (prompt2026.go); every other one the tool
 // result it has always got.
-func (h *Handler) deniedResult(era mcp.Era, m mcp.Message, tool string, dec mcp.Decision, d *vc.Delegation) []byte {
+func (h *Handler) deniedResult(r *http.Request, era mcp.Era, m mcp.Message, tool string, dec mcp.Decision, d *vc.Delegation) []byte {
 	id := m.ID
 	switch dec.Reason {
 	case mcp.ReasonInsufficientScope, mcp.ReasonAnonymous:
-		n := mcp.NeedsAuthorization{Tool: tool, Missing: dec.Missing, ConsentURL: h.ConsentURL, Era: era}
+		n := mcp.NeedsAuthorization{Tool: tool, Missing: dec.Missing, Era: era, ResumeToken: resumeToken()}
 		if d != nil {
 			n.AgentDID = d.AgentDID
 		}
-		if n.ConsentURL != "" {
-			n.ResumeToken = resumeToken()
+		if n.ConsentURL = h.consentURLFor(r, tool, dec, d, n.ResumeToken); n.ConsentURL == "" {
+			n.ResumeToken = ""
 		}
 		if b, ok := h.consentInput(era, m, n); ok {
 			return b

@@ -25,25 +25,26 @@ func (h *Handler) consentInput(era mcp.Era, m mcp.Message, n mcp.NeedsAuthorizat
 	if era < mcp.Era2026 || n.ConsentURL == "" || h.policy.states == nil || !mcp.DeclaresURLElicitation(m.Params) {
 		return nil, false
 	}
-	return mcp.NeedsAuthorizationInput(m.ID, n, h.policy.states.seal(n.AgentDID, n.Tool))
+	return mcp.NeedsAuthorizationInput(m.ID, n, h.policy.states.sealResume(n.AgentDID, n.Tool, n.ResumeToken))
 }
 
 // checkRequestState checks the requestState of a 2026 tools/call m of tool
-// by the caller holding d (nil: anonymous). States the edge did not issue
-// (no edge prefix) belong to the upstream and are not its concern.
-func (h *Handler) checkRequestState(r *http.Request, m mcp.Message, tool string, d *vc.Delegation) error {
+// by the caller holding d (nil: anonymous), and returns the resume token of
+// the prompt it answers. States the edge did not issue (no edge prefix)
+// belong to the upstream and are not its concern.
+func (h *Handler) checkRequestState(r *http.Request, m mcp.Message, tool string, d *vc.Delegation) (string, error) {
 	if mcp.HeaderEra(r.Header) < mcp.Era2026 || h.policy.states == nil {
-		return nil
+		return "", nil
 	}
 	state, ok, err := mcp.RequestStateOf(m.Params)
 	if err != nil || !ok || !isEdgeState(state) {
-		return err
+		return "", err
 	}
 	agent := ""
 	if d != nil {
 		agent = d.AgentDID
 	}
-	return h.policy.states.open(state, agent, tool)
+	return h.policy.states.openResume(state, agent, tool)
 }
 
 // refuseRequestState answers a call whose requestState failed: a JSON-RPC

@@ -156,13 +156,7 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 	case http.MethodGet, http.MethodHead:
 		v = r.URL.Query()
 	case http.MethodPost:
-		r.Body = http.MaxBytesReader(w, r.Body, maxFormBody)
-		if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/x-www-form-urlencoded") {
-			s.errorPage(w, r, http.StatusUnsupportedMediaType, "the consent form must be posted as application/x-www-form-urlencoded")
-			return
-		}
-		if err := r.ParseForm(); err != nil {
-			s.errorPage(w, r, http.StatusBadRequest, "the consent form could not be read")
+		if !s.readConsentForm(w, r) {
 			return
 		}
 		// The checkboxes post the ticked scopes as "scope"; the scope of

@@ -46,6 +46,9 @@ type Config struct {
 	// SignIn is the built-in sign-in (OIDC) for sites without a Caddy
 	// authentication module; nil: the host signs users in.
 	SignIn *SignInConfig `json:"sign_in,omitempty"`
+	// KYAHTTP, when set, answers KYA-OS agents that ask for it with the
+	// draft-kya-http-02 challenge and serves its pickup endpoint (kya.go).
+	KYAHTTP *KYAHTTPConfig `json:"kya_http,omitempty"`
 }
 
 // Validate checks c; zero values mean the defaults.
@@ -56,7 +59,10 @@ func (c Config) Validate() error {
 	if c.CredentialLifetime > 24*time.Hour {
 		return errors.New("mcpi: authorization_server credential_lifetime must be at most 24h (the refresh token renews it)")
 	}
-	return c.SignIn.validate()
+	if err := c.SignIn.validate(); err != nil {
+		return err
+	}
+	return c.KYAHTTP.Validate()
 }
 
 // Scope is one scope a client may ask for, with the tools it opens (tool
@@ -213,12 +219,16 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request) bool {
 		s.serveMetadata(w, r)
 	case p == pathRegister:
 		s.serveRegister(w, r)
+	case p == pathAuthorize && isAgentConsent(r):
+		s.serveAgentConsent(w, r)
 	case p == pathAuthorize:
 		s.serveAuthorize(w, r)
 	case p == pathToken:
 		s.serveToken(w, r)
 	case p == pathRevoke:
 		s.serveRevoke(w, r)
+	case strings.HasPrefix(p, pathPickup):
+		s.servePickup(w, r, strings.TrimPrefix(p, pathPickup))
 	case strings.HasPrefix(p, pathUsers) && strings.HasSuffix(p, "/did.json"):
 		s.serveUserDocument(w, r, strings.TrimSuffix(strings.TrimPrefix(p, pathUsers), "/did.json"))
 	default:
