@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/mcpi-edge/caddy-mcpi/edge/authserver"
 )
 
 // trustAuthorizationServer is the trust entry for the users whose DIDs the
@@ -89,6 +92,17 @@ type AuthorizationServerConfig struct {
 	// authentication handler that runs before mcpi on the authorize path.
 	// Default: {http.auth.user.id}.
 	UserIDPlaceholder string `json:"user_id_placeholder,omitempty"`
+}
+
+// edgeConfig is c as the edge's authorization server takes it; nil is off.
+func (c *AuthorizationServerConfig) edgeConfig() *authserver.Config {
+	if c == nil {
+		return nil
+	}
+	return &authserver.Config{
+		CredentialLifetime: time.Duration(c.CredentialLifetime),
+		RefreshLifetime:    time.Duration(c.RefreshLifetime),
+	}
 }
 
 // defaultUserIDPlaceholder is where Caddy's authentication handlers
