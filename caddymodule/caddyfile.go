@@ -268,7 +268,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 
 // parseDuration reads one duration argument (caddy.ParseDuration: Go
 // durations plus "d" for days).
-func parseDuration(d *caddyfile.Dispenser, dst *caddy.Duration) error {
+func parseDuration(d *caddyfile.Dispenser, dst *edge.Duration) error {
 	name := d.Val()
 	var v string
 	if !d.AllArgs(&v) {
@@ -281,7 +281,7 @@ func parseDuration(d *caddyfile.Dispenser, dst *caddy.Duration) error {
 	if dur <= 0 {
 		return d.Errf("%s: duration must be positive, got %q", name, v)
 	}
-	*dst = caddy.Duration(dur)
+	*dst = edge.Duration(dur)
 	return nil
 }
 

@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/mcpi-edge/caddy-mcpi/edge/authserver"
 )
 
 // trustAuthorizationServer is the trust entry for the users whose DIDs the
@@ -131,6 +134,25 @@ type KYAHTTPConfig struct {
 	TTL caddy.Duration `json:"ttl,omitempty"`
 	// The poll interval the challenge asks for. Default: 3s.
 	Interval caddy.Duration `json:"interval,omitempty"`
+}
+
+// edgeConfig is c as the edge's authorization server takes it; nil is off.
+func (c *AuthorizationServerConfig) edgeConfig() *authserver.Config {
+	if c == nil {
+		return nil
+	}
+	cfg := &authserver.Config{
+		CredentialLifetime: time.Duration(c.CredentialLifetime),
+		RefreshLifetime:    time.Duration(c.RefreshLifetime),
+	}
+	if si := c.SignIn; si != nil {
+		cfg.SignIn = &authserver.SignInConfig{Issuer: si.Issuer, ClientID: si.ClientID, ClientSecret: si.ClientSecret,
+			SessionLifetime: time.Duration(si.SessionLifetime)}
+	}
+	if k := c.KYAHTTP; k != nil {
+		cfg.KYAHTTP = &authserver.KYAHTTPConfig{TTL: time.Duration(k.TTL), Interval: time.Duration(k.Interval)}
+	}
+	return cfg
 }
 
 // defaultUserIDPlaceholder is where Caddy's authentication handlers

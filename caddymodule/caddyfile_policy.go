@@ -18,10 +18,10 @@ import (
 // Prefixes are checked by Validate; one is required unless off.
 func (h *Handler) unmarshalChainFetch(d *caddyfile.Dispenser) error {
 	c := &h.DelegationConfig
-	if c.chainFetchSet {
+	if h.chainFetchSet {
 		return d.Err("chain_fetch already specified")
 	}
-	c.chainFetchSet = true
+	h.chainFetchSet = true
 	args := d.RemainingArgs()
 	if len(args) == 1 && args[0] == "off" {
 		if d.NextBlock(d.Nesting()) {
@@ -99,10 +99,10 @@ func (h *Handler) unmarshalDelegation(d *caddyfile.Dispenser, name string) (hand
 		return true, parseDuration(d, dst)
 
 	case "jsonld":
-		if c.jsonldSet {
+		if h.jsonldSet {
 			return true, d.Errf("%s already specified", name)
 		}
-		c.jsonldSet = true
+		h.jsonldSet = true
 		var v string
 		if !d.AllArgs(&v) {
 			return true, d.ArgErr()

@@ -2,37 +2,12 @@ package caddymodule
 
 import (
 	"strconv"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/ratelimit"
 )
-
-// RateLimitConfig is the JSON form of edge.RateLimitConfig, which
-// documents each field (and docs/configuration.md each setting).
-type RateLimitConfig struct {
-	// Rate limits and quotas on admitted MCP calls, each per agent DID,
-	// user DID, tool or a combination. A request over any gets 429.
-	RateLimits []RateLimit `json:"rate_limits,omitempty"`
-	// Let requests through when the limits' store cannot be reached.
-	// Default: refused with 503.
-	RateLimitFailOpen bool `json:"rate_limit_fail_open,omitempty"`
-}
-
-// RateLimit is the JSON form of ratelimit.Limit: rate calls per `per` for
-// each distinct key, burst at most at once.
-type RateLimit struct {
-	// "agent", "user", "tool", or several of them.
-	Key []string `json:"key"`
-	// Calls per period.
-	Rate int `json:"rate"`
-	// The period: "1m", "24h"…
-	Per caddy.Duration `json:"per"`
-	// Most calls at once. Default: rate.
-	Burst int `json:"burst,omitempty"`
-}
 
 // unmarshalRateLimit parses the rate limit subdirectives; handled is false
 // for any other.
@@ -54,7 +29,7 @@ func (h *Handler) unmarshalRateLimit(d *caddyfile.Dispenser, name string) (handl
 		if err != nil {
 			return true, d.Err(err.Error())
 		}
-		l := RateLimit{Key: key, Rate: n, Per: caddy.Duration(per)}
+		l := ratelimit.Limit{Key: key, Rate: n, Per: per}
 		if len(args) == 4 {
 			b, err := strconv.Atoi(args[3])
 			if args[2] != "burst" || err != nil || b < 1 {
@@ -86,8 +61,6 @@ func (h *Handler) unmarshalRateLimit(d *caddyfile.Dispenser, name string) (handl
 }
 
 // sameLimit: a and b count the same thing at the same rate.
-func sameLimit(a, b RateLimit) bool {
-	la := ratelimit.Limit{Key: a.Key, Rate: a.Rate, Per: time.Duration(a.Per), Burst: a.Burst}
-	lb := ratelimit.Limit{Key: b.Key, Rate: b.Rate, Per: time.Duration(b.Per), Burst: b.Burst}
-	return la.String() == lb.String()
+func sameLimit(a, b ratelimit.Limit) bool {
+	return a.String() == b.String()
 }

@@ -8,24 +8,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 
+	"github.com/mcpi-edge/caddy-mcpi/edge"
 	"github.com/mcpi-edge/caddy-mcpi/edge/ratelimit"
 )
 
 func TestCaddyfileRateLimit(t *testing.T) {
 	for _, tt := range []struct {
 		name, input, wantErr string
-		want                 RateLimitConfig
+		want                 edge.RateLimitConfig
 	}{
 		{name: "one", input: "mcpi {\n trust any\n rate_limit agent 100/1m\n}",
-			want: RateLimitConfig{RateLimits: []RateLimit{{Key: []string{"agent"}, Rate: 100, Per: caddy.Duration(time.Minute)}}}},
+			want: edge.RateLimitConfig{RateLimits: []ratelimit.Limit{{Key: []string{"agent"}, Rate: 100, Per: time.Minute}}}},
 		{name: "several, burst, days, fail open", input: "mcpi {\n trust any\n rate_limit agent+tool 10/s burst 5\n rate_limit user 10000/1d\n rate_limit tool 50/1m\n rate_limit_fail_open\n}",
-			want: RateLimitConfig{RateLimitFailOpen: true, RateLimits: []RateLimit{
-				{Key: []string{"agent", "tool"}, Rate: 10, Per: caddy.Duration(time.Second), Burst: 5},
-				{Key: []string{"user"}, Rate: 10000, Per: caddy.Duration(24 * time.Hour)},
-				{Key: []string{"tool"}, Rate: 50, Per: caddy.Duration(time.Minute)},
+			want: edge.RateLimitConfig{RateLimitFailOpen: true, RateLimits: []ratelimit.Limit{
+				{Key: []string{"agent", "tool"}, Rate: 10, Per: time.Second, Burst: 5},
+				{Key: []string{"user"}, Rate: 10000, Per: 24 * time.Hour},
+				{Key: []string{"tool"}, Rate: 50, Per: time.Minute},
 			}}},
 		{name: "no args", input: "mcpi {\n rate_limit\n}", wantErr: "takes a key and a rate"},
 		{name: "no rate", input: "mcpi {\n rate_limit agent\n}", wantErr: "takes a key and a rate"},
@@ -56,7 +56,7 @@ func TestCaddyfileRateLimit(t *testing.T) {
 
 // The limits reach the edge's configuration with their periods.
 func TestRateLimitEdgeConfig(t *testing.T) {
-	h := Handler{RateLimitConfig: RateLimitConfig{RateLimits: []RateLimit{{Key: []string{"agent", "tool"}, Rate: 10, Per: caddy.Duration(time.Minute), Burst: 3}}}}
+	h := Handler{Config: edge.Config{RateLimitConfig: edge.RateLimitConfig{RateLimits: []ratelimit.Limit{{Key: []string{"agent", "tool"}, Rate: 10, Per: time.Minute, Burst: 3}}}}}
 	got := h.edgeConfig().RateLimits
 	want := []ratelimit.Limit{{Key: []string{"agent", "tool"}, Rate: 10, Per: time.Minute, Burst: 3}}
 	if !reflect.DeepEqual(got, want) {

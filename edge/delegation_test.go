@@ -608,8 +608,8 @@ func TestStatusList(t *testing.T) {
 		h := f.handler(t, func(h *Handler) {
 			h.AllowPrivateDIDWeb = true
 			h.statusClient = flaky.Client()
-			h.StatusListTTL = time.Duration(time.Millisecond)
-			h.StatusStaleIfError = time.Duration(time.Hour)
+			h.StatusListTTL = Duration(time.Millisecond)
+			h.StatusStaleIfError = Duration(time.Hour)
 		})
 		cred := withStatus(t, f, flaky.listURL(), "6")
 		wantAdmitted(t, serve(t, h, bearer(cred)))

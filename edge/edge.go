@@ -194,11 +194,11 @@ func (h *Handler) build() error {
 
 	if h.didCache == nil {
 		res := didresolver.New(
-			didresolver.WithTimeout(h.DIDWebTimeout),
+			didresolver.WithTimeout(time.Duration(h.DIDWebTimeout)),
 			didresolver.WithAllowPrivateAddresses(h.AllowPrivateDIDWeb),
 			didresolver.WithAllowHTTP(h.AllowPrivateDIDWeb),
 		)
-		h.didCache = didresolver.NewCache(res, didresolver.WithTTL(h.DIDCacheTTL))
+		h.didCache = didresolver.NewCache(res, didresolver.WithTTL(time.Duration(h.DIDCacheTTL)))
 	}
 
 	// The Level 3 nonce store is also the verifier's replay guard.
@@ -215,7 +215,7 @@ func (h *Handler) build() error {
 	// Trust is always given, so that a config that somehow skipped
 	// Validate trusts no issuer rather than every issuer.
 	h.verifier = vc.NewVerifier(h.verifierResolver(), append([]vc.Option{
-		vc.WithClockSkew(h.ClockSkew),
+		vc.WithClockSkew(time.Duration(h.ClockSkew)),
 		vc.WithMaxSize(int(h.MaxCredentialSize)),
 		vc.WithTrustedIssuers(h.TrustedIssuers...),
 	}, append(append(more, h.lifetimeOptions()...), h.verificationCacheOptions()...)...)...)
@@ -250,7 +250,7 @@ func (h *Handler) applyDefaults() {
 		h.NonDelegationBearer = BearerPass
 	}
 	if h.ClockSkew == 0 {
-		h.ClockSkew = DefaultClockSkew
+		h.ClockSkew = Duration(DefaultClockSkew)
 	}
 	if h.MaxCredentialSize == 0 {
 		h.MaxCredentialSize = DefaultMaxCredentialSize
@@ -259,10 +259,10 @@ func (h *Handler) applyDefaults() {
 		h.MaxBodySize = DefaultMaxBodySize
 	}
 	if h.DIDCacheTTL == 0 {
-		h.DIDCacheTTL = DefaultDIDCacheTTL
+		h.DIDCacheTTL = Duration(DefaultDIDCacheTTL)
 	}
 	if h.DIDWebTimeout == 0 {
-		h.DIDWebTimeout = DefaultDIDWebTimeout
+		h.DIDWebTimeout = Duration(DefaultDIDWebTimeout)
 	}
 }
 
@@ -273,7 +273,7 @@ func (h *Handler) lifetimeOptions() []vc.Option {
 		opts = append(opts, vc.WithAllowNoExpiry())
 	}
 	if h.MaxCredentialLifetime > 0 {
-		opts = append(opts, vc.WithMaxLifetime(h.MaxCredentialLifetime))
+		opts = append(opts, vc.WithMaxLifetime(time.Duration(h.MaxCredentialLifetime)))
 	}
 	return opts
 }
@@ -347,7 +347,7 @@ func (e *HTTPError) Unwrap() error { return e.Err }
 func httpError(status int, err error) error { return &HTTPError{Status: status, Err: err} }
 
 // durationsNonNegative is Validate's check of every duration of c.
-func durationsNonNegative(ds ...time.Duration) bool {
+func durationsNonNegative(ds ...Duration) bool {
 	for _, d := range ds {
 		if d < 0 {
 			return false

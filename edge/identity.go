@@ -3,6 +3,7 @@ package edge
 import (
 	"errors"
 	"net/http"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -63,7 +64,7 @@ func (h *Handler) provisionIdentity() error {
 		identity.WithStorage(h.keyStorage),
 		// The assertion for a credential ends when the verifier stops
 		// accepting it, not before: both apply the same skew.
-		identity.WithClockSkew(h.ClockSkew),
+		identity.WithClockSkew(time.Duration(h.ClockSkew)),
 		identity.WithHost(h.serviceHost),
 		identity.WithScheme(h.requestScheme),
 		identity.WithUpstreamHeader(h.hooks.UpstreamHeader),

@@ -374,7 +374,7 @@ func TestUpstreamAuto(t *testing.T) {
 	h := f.l2Handler(t, nil, func(h *Handler) {
 		h.UpstreamMCPI = UpstreamMCPIAuto
 		h.Upstream = up.URL
-		h.MCPIProbeTTL = time.Duration(100 * time.Millisecond)
+		h.MCPIProbeTTL = Duration(100 * time.Millisecond)
 	})
 	// Provisioning fired the first probe.
 	eventually(t, "first probe", func() bool { return doc.probes.Load() > 0 })

@@ -13,6 +13,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
+	"github.com/mcpi-edge/caddy-mcpi/internal/duration"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -41,7 +42,7 @@ type Level3Config struct {
 	// upstream's challenges in its nonce store on the way back, and checks
 	// every verify (signature, single use, credential) before the upstream
 	// sees it, adding the Level 2 identity headers. Default: terminate.
-	Handshake string
+	Handshake string `json:"handshake,omitempty"`
 
 	// Proxy mode: the upstream's handshake endpoint, a path on the
 	// route's upstream (forwarded through the rest of the route, normally
@@ -52,40 +53,40 @@ type Level3Config struct {
 	// `upstream` origin when set, else through the route), else the
 	// services of upstream_did's document, else the edge's own handshake
 	// paths on the route's upstream.
-	HandshakeEndpoint string
+	HandshakeEndpoint string `json:"handshake_endpoint,omitempty"`
 	// Proxy mode: the upstream's verify endpoint, as handshake_endpoint.
 	// Default: handshake_endpoint when that is set (one JSON-RPC endpoint
 	// for both methods).
-	VerifyEndpoint string
+	VerifyEndpoint string `json:"verify_endpoint,omitempty"`
 	// Proxy mode: DID of the upstream; its document's services of type
 	// mcp-i or JSON-RPC name the endpoints when /.well-known/mcp-i.json
 	// does not.
-	UpstreamDID string
+	UpstreamDID string `json:"upstream_did,omitempty"`
 	// Proxy mode: how long discovered endpoints are cached. Default: 5m.
-	DiscoveryTTL time.Duration
+	DiscoveryTTL duration.Duration `json:"discovery_ttl,omitempty"`
 
 	// Path at which the edge takes handshake calls. Default:
 	// /api/mcp/handshake.
-	HandshakePath string
+	HandshakePath string `json:"handshake_path,omitempty"`
 	// Path at which the edge takes verify calls. Default: /api/mcp/verify.
 	// Either path takes either method; the JSON-RPC method decides.
-	VerifyPath string
+	VerifyPath string `json:"verify_path,omitempty"`
 	// JSON-RPC method name of the handshake call. Default: handshake.
-	HandshakeMethod string
+	HandshakeMethod string `json:"handshake_method,omitempty"`
 	// JSON-RPC method name of the verify call. Default: verify.
-	VerifyMethod string
+	VerifyMethod string `json:"verify_method,omitempty"`
 
 	// Lifetime of a challenge. Default: 5m.
-	ChallengeTTL time.Duration
+	ChallengeTTL duration.Duration `json:"challenge_ttl,omitempty"`
 	// Tolerated difference between the signed timestamp and the edge's
 	// clock. Default: 2m.
-	HandshakeSkew time.Duration
+	HandshakeSkew duration.Duration `json:"handshake_skew,omitempty"`
 	// Lifetime of a handshake session, never beyond the credential's
 	// expiry. Terminate mode: of the edge's session token. Proxy mode: of
 	// the edge's binding of the upstream's session id to the verified
 	// delegation (never beyond the upstream's expiresAt either). Default:
 	// 15m.
-	SessionTTL time.Duration
+	SessionTTL duration.Duration `json:"session_ttl,omitempty"`
 
 	// The older KYA handshake forms (JSON-RPC handshake with {nonce,
 	// audience, timestamp, agentDid}, tools/call of _mcpi_handshake,
@@ -94,7 +95,7 @@ type Level3Config struct {
 	// session. "pass": without either, they are forwarded anyway, with no
 	// identity (this is how a KYA agent obtains its credential). Default:
 	// verify.
-	LegacyHandshake string
+	LegacyHandshake string `json:"legacy_handshake,omitempty"`
 }
 
 // level3 is the Level 3 runtime state of a Handler.
@@ -164,16 +165,16 @@ func (h *Handler) provisionLevel3() error {
 		l.vfPath = defaultVerifyPath
 	}
 	if h.ChallengeTTL == 0 {
-		h.ChallengeTTL = time.Duration(challenge.DefaultChallengeTTL)
+		h.ChallengeTTL = Duration(challenge.DefaultChallengeTTL)
 	}
 	if h.HandshakeSkew == 0 {
-		h.HandshakeSkew = time.Duration(challenge.DefaultSkew)
+		h.HandshakeSkew = Duration(challenge.DefaultSkew)
 	}
 	if h.LegacyHandshake == "" {
 		h.LegacyHandshake = LegacyVerify
 	}
 	if h.SessionTTL == 0 {
-		h.SessionTTL = time.Duration(handshake.DefaultSessionTTL)
+		h.SessionTTL = Duration(handshake.DefaultSessionTTL)
 	}
 
 	// The agent DIDs resolve through the handler's DID cache.
@@ -198,12 +199,12 @@ func (h *Handler) provisionLevel3() error {
 		if err != nil {
 			return fmt.Errorf("mcpi: handshake session key: %v", err)
 		}
-		l.sessions = handshake.NewSessions(key, time.Duration(h.SessionTTL)).WithSkew(h.ClockSkew)
+		l.sessions = handshake.NewSessions(key, time.Duration(h.SessionTTL)).WithSkew(time.Duration(h.ClockSkew))
 		opts = append(opts, challenge.WithSessionIssuer(routeSessions{l}))
 
 	case HandshakeProxy:
 		if h.DiscoveryTTL == 0 {
-			h.DiscoveryTTL = time.Duration(defaultDiscoveryTTL)
+			h.DiscoveryTTL = Duration(defaultDiscoveryTTL)
 		}
 		client := handshake.NewClient()
 		guarded, err := didresolver.GuardedClient(client, h.AllowPrivateDIDWeb, handshake.Timeout)
@@ -246,7 +247,7 @@ func (h *Handler) provisionLevel3() error {
 		if err != nil {
 			return err
 		}
-		l.proxySessions = handshake.NewBindings(binder, l.policy, time.Duration(h.SessionTTL)).WithSkew(h.ClockSkew)
+		l.proxySessions = handshake.NewBindings(binder, l.policy, time.Duration(h.SessionTTL)).WithSkew(time.Duration(h.ClockSkew))
 	}
 
 	svc, err := challenge.New(opts...)

@@ -33,12 +33,12 @@ type RateLimitConfig struct {
 	// over any of them gets 429. With a redis nonce store the counters are
 	// shared by every replica using it; otherwise each replica counts on
 	// its own, in memory.
-	RateLimits []ratelimit.Limit
+	RateLimits []ratelimit.Limit `json:"rate_limits,omitempty"`
 
 	// Let requests through when the limits' store cannot be reached (or
 	// the in-memory one is full). Off: they are refused with 503, as the
 	// edge refuses whatever it cannot check.
-	RateLimitFailOpen bool
+	RateLimitFailOpen bool `json:"rate_limit_fail_open,omitempty"`
 }
 
 // codeRateLimited is the JSON-RPC error (implementation-defined server

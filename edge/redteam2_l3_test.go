@@ -23,8 +23,8 @@ func TestRedteam2SessionFingerprintOmitsAcceptanceRules(t *testing.T) {
 	base := func(h *Handler) { h.Level = 3 }
 	strict := f.handler(t, base).acceptancePolicy()
 	for name, mod := range map[string]func(*Handler){
-		"clock_skew 24h":           func(h *Handler) { h.ClockSkew = time.Duration(24 * time.Hour) },
-		"status_stale_if_error 1h": func(h *Handler) { h.StatusStaleIfError = time.Duration(time.Hour) },
+		"clock_skew 24h":           func(h *Handler) { h.ClockSkew = Duration(24 * time.Hour) },
+		"status_stale_if_error 1h": func(h *Handler) { h.StatusStaleIfError = Duration(time.Hour) },
 		"allow_private_did_web":    func(h *Handler) { h.AllowPrivateDIDWeb = true },
 		"chain_fetch":              func(h *Handler) { h.ChainFetch = &ChainFetchConfig{Allow: []string{"https://creds.example.com/"}} },
 	} {

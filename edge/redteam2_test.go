@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
@@ -112,7 +113,7 @@ func TestRedteam2ProxySessionNotAcrossPolicies(t *testing.T) {
 		}
 	}
 	other := newProxySessionEnv(t, f, func(h *Handler) { h.Audiences = []string{"https://" + testHost} })
-	other.h.l3.proxySessions = handshake.NewBindings(e.h.l3.proxySessions.Binder(), other.h.l3.policy, other.h.SessionTTL) // one store
+	other.h.l3.proxySessions = handshake.NewBindings(e.h.l3.proxySessions.Binder(), other.h.l3.policy, time.Duration(other.h.SessionTTL)) // one store
 	if other.h.l3.policy == e.h.l3.policy {
 		t.Fatal("test setup: same policy")
 	}

@@ -9,12 +9,15 @@
 package ratelimit
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/duration"
 )
 
 // Key parts a limit may be keyed by.
@@ -49,6 +52,22 @@ type Limit struct {
 	// Most calls allowed at once, after a quiet spell. Default: Rate (the
 	// whole period's allowance).
 	Burst int `json:"burst,omitempty"`
+}
+
+// UnmarshalJSON reads a limit from a config: per as Caddy writes
+// durations ("1m", "24h", "1d") or as nanoseconds.
+func (l *Limit) UnmarshalJSON(b []byte) error {
+	type plain Limit
+	var aux struct {
+		plain
+		Per duration.Duration `json:"per"`
+	}
+	if err := json.Unmarshal(b, &aux); err != nil {
+		return err
+	}
+	*l = Limit(aux.plain)
+	l.Per = time.Duration(aux.Per)
+	return nil
 }
 
 // Validate checks l and says how to fix it.
