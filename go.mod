@@ -3,6 +3,7 @@ module github.com/mcpi-edge/caddy-mcpi
 go 1.26.8
 
 require (
+	cel.dev/cel-go v0.32.0
 	filippo.io/edwards25519 v1.2.0
 	github.com/caddyserver/caddy/v2 v2.11.9
 	github.com/caddyserver/certmagic v0.25.6
@@ -30,7 +31,6 @@ require (
 )
 
 require (
-	cel.dev/cel-go v0.32.0 // indirect
 	cel.dev/expr v0.25.3 // indirect
 	cloud.google.com/go/auth v0.23.3 // indirect
 	cloud.google.com/go/auth/oauth2adapt v0.2.8 // indirect
