@@ -80,6 +80,10 @@ type ToolPolicy struct {
 	// Presentation signed by the agent, or over a Level 3 handshake
 	// session. A bare bearer credential is refused.
 	RequirePresentation bool `json:"require_presentation,omitempty"`
+
+	// Rules the calls of the tool must meet besides its scopes
+	// (policy_rules.go).
+	Rules []RuleConfig `json:"rules,omitempty"`
 }
 
 // PolicyConfig holds the MCP-aware authorization settings (per-tool policy,
@@ -130,6 +134,9 @@ type PolicyConfig struct {
 	// tools/list annotations; see ToolAnnotationsPolicy. Off when unset.
 	// With it, tool_default defaults to deny even without tool rules.
 	ToolAnnotationsPolicy *ToolAnnotationsPolicy `json:"tool_annotations_policy,omitempty"`
+
+	// Rules every tools/call of the route must meet (policy_rules.go).
+	Rules []RuleConfig `json:"rules,omitempty"`
 }
 
 // policyState is the runtime state of the per-tool policy.
@@ -149,6 +156,8 @@ type policyState struct {
 	// params holds the x-mcp-header bindings learned from tools/list
 	// answers (paramheaders.go).
 	params *paramHeaderStore
+	// rules is nil without operator rules (policy_rules.go).
+	rules *toolRules
 }
 
 // policy builds the mcp.Policy of the config; nil when nothing is to be
@@ -161,7 +170,7 @@ func (c *PolicyConfig) policy() (*mcp.Policy, error) {
 	if c.ToolAnnotationsPolicy != nil && def == mcp.DefaultUnset {
 		def = mcp.DefaultDeny // an unseen tool never gets more than tool_default
 	}
-	if len(c.Tools) == 0 && def != mcp.DefaultDeny && c.ToolAnnotationsPolicy == nil {
+	if len(c.Tools) == 0 && def != mcp.DefaultDeny && c.ToolAnnotationsPolicy == nil && len(c.Rules) == 0 {
 		return nil, nil
 	}
 	p := &mcp.Policy{Default: def, Rules: make([]mcp.ToolRule, len(c.Tools))}
@@ -213,6 +222,9 @@ func (h *Handler) provisionPolicy() error {
 	st := policyState{pol: pol, actions: mode, listed: &toolNames{m: make(map[string]struct{})},
 		annotations: newAnnotationPolicy(h.ToolAnnotationsPolicy), states: states,
 		params: newParamHeaderStore()}
+	if st.rules, err = h.compileRules(); err != nil {
+		return err
+	}
 	for _, t := range h.Tools {
 		st.anyAnonymous = st.anyAnonymous || t.AllowAnonymous
 		st.anyPresentation = st.anyPresentation || t.RequirePresentation
@@ -254,6 +266,9 @@ func (h *Handler) validatePolicy() error {
 		if !ValidActionHost(host) {
 			return fmt.Errorf("mcpi: handshake_action_hosts: %q is not a host name or *.domain", host)
 		}
+	}
+	if _, err := c.compileRules(); err != nil {
+		return err
 	}
 	if err := c.ToolAnnotationsPolicy.Validate(); err != nil {
 		return err
@@ -392,6 +407,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 		}
 		c := h.newResponseCheck(r, d, nil, false, p.pol != nil, p.actions != mcp.ActionsOff)
 		c.presented = h.policy.anyPresentation && h.holderBound(r, d, adm)
+		c.ruleIn = h.rulesInput(r, mcp.MethodToolsList, d, adm, c.presented)
 		return c.wrap(w, r), false, false, nil
 	}
 
@@ -486,6 +502,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 				// holds whatever admits an anonymous request.
 				dec = mcp.Decision{Rule: dec.Rule, Reason: mcp.ReasonAnonymous}
 			}
+			dec = h.applyRules(h.rulesInput(r, mcp.MethodToolsCall, d, adm, presented), &m, name, dec)
 			decisions[i] = dec
 			denied = denied || !dec.Allowed
 			h.logDecision(name, d, dec)
@@ -520,6 +537,7 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 	}
 	c := h.newResponseCheck(r, d, msgs, batch, filter, actions)
 	c.presented = presented
+	c.ruleIn = h.rulesInput(r, mcp.MethodToolsList, d, adm, presented)
 	c.sniff = !hasList
 	if filter && hasList {
 		// Learn the listed tools' annotation classes before the filter

@@ -21,7 +21,7 @@ func (h *Handler) recordDenial(r *http.Request, msgs []mcp.Message, decisions []
 		if m.Method == mcp.MethodToolsCall && !decisions[i].Allowed {
 			name, _ := mcp.ToolCallName(m)
 			h.obs.Decision(r, observe.Decision{Outcome: "denied", Reason: decisions[i].Reason, Status: status,
-				Delegation: adm.Delegation, Carrier: adm.Carrier, Tool: name})
+				Delegation: adm.Delegation, Carrier: adm.Carrier, Tool: name, Rule: decisions[i].RuleName})
 			return
 		}
 	}
@@ -111,6 +111,8 @@ func (h *Handler) deniedResult(r *http.Request, era mcp.Era, m mcp.Message, tool
 			return b
 		}
 		return mcp.NeedsAuthorizationResult(id, n)
+	case mcp.ReasonRuleDenied, mcp.ReasonPolicyError:
+		return ruleDeniedResult(era, id, tool, dec)
 	case mcp.ReasonPresentationRequired:
 		return mcp.ToolErrorResultFor(era, id, fmt.Sprintf("Tool %q requires the delegation to be presented in a Verifiable Presentation signed by the agent, or over an MCP-I handshake session.", tool),
 			map[string]any{"error": "presentation_required", "toolName": tool})

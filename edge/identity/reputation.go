@@ -282,3 +282,19 @@ func reputationScore(body []byte) (string, error) {
 	}
 	return string(v), nil
 }
+
+// Reputation returns the score of the agent did, 0 to 100, as the
+// X-Agent-Reputation-Score header would carry it; false when there is no
+// reputation source or no score (a failed lookup, like the header, is no
+// score).
+func (id *Identity) Reputation(ctx context.Context, did string) (float64, bool) {
+	if id == nil || id.rep == nil || did == "" {
+		return 0, false
+	}
+	s, ok := id.rep.score(ctx, did)
+	if !ok {
+		return 0, false
+	}
+	v, err := ParseReputationScore(s)
+	return v, err == nil
+}

@@ -48,7 +48,7 @@ var auditFields = sync.Pool{New: func() any {
 }}
 
 // maxAuditFields is the most fields an entry has.
-const maxAuditFields = 19
+const maxAuditFields = 20
 
 // auditEntry is what an audit entry says, taken from the request while it
 // is still being served: the request may be gone when the entry is
@@ -68,7 +68,7 @@ type auditEntry struct {
 	// (zaptest's observer does) after the entry's own memory is cleared.
 	scopes *[]string
 
-	carrier, tool string
+	carrier, tool, rule string
 
 	// The request's fields, when there was a request.
 	hasRequest                              bool
@@ -81,7 +81,7 @@ type auditEntry struct {
 func (e *auditEntry) size() int {
 	n := len(e.outcome) + len(e.reason) + len(e.handshake) + len(e.call) +
 		len(e.agentDID) + len(e.userDID) + len(e.delegationID) + len(e.issuer) +
-		len(e.carrier) + len(e.tool) + len(e.upstream) + len(e.method) + len(e.host) +
+		len(e.carrier) + len(e.tool) + len(e.rule) + len(e.upstream) + len(e.method) + len(e.host) +
 		len(e.path) + len(e.requestID) + len(e.remoteIP) + len(e.clientIP)
 	if e.scopes != nil {
 		for _, s := range *e.scopes {
@@ -111,7 +111,7 @@ func (rec *Recorder) newAuditEntry(r *http.Request, d Decision) auditEntry {
 		at:      time.Now(),
 		outcome: d.Outcome, reason: d.Reason, status: d.Status,
 		handshake: d.Handshake, call: d.Call,
-		carrier: d.Carrier, tool: d.Tool,
+		carrier: d.Carrier, tool: d.Tool, rule: d.Rule,
 	}
 	if len(e.tool) > MaxAuditTool {
 		e.tool = e.tool[:MaxAuditTool]
@@ -168,6 +168,9 @@ func (rec *Recorder) writeAuditEntry(e *auditEntry) {
 	}
 	if e.tool != "" {
 		fields = append(fields, zap.String("tool", e.tool))
+	}
+	if e.rule != "" {
+		fields = append(fields, zap.String("rule", e.rule))
 	}
 	if e.hasRequest {
 		if rec.req.Upstream != nil {

@@ -36,6 +36,8 @@ type Decision struct {
 	Carrier string
 	// Tool is the tools/call name, if any.
 	Tool string
+	// Rule names the operator's rule that refused the call, if one did.
+	Rule string
 	// Handshake is the Level 3 mode ("terminate", "proxy") of a handshake
 	// or verify call the edge answered or forwarded, Call its kind
 	// ("handshake", "verify"); both "" for any other request.
