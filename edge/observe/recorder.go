@@ -150,6 +150,7 @@ func (rec *Recorder) Decision(r *http.Request, d Decision) {
 			m.decisions.WithLabelValues(fromSet(decisionOutcomes, d.Outcome), fromSet(decisionReasons, d.Reason)).Inc()
 		}
 	}
+	traceDecision(r, d)
 	rec.writeAudit(r, d)
 }
 
@@ -192,6 +193,7 @@ func (rec *Recorder) Handshake(r *http.Request, mode, call, result string, statu
 	if result == "issued" || result == "verified" {
 		dec.Outcome = "admitted"
 	}
+	traceDecision(r, dec)
 	rec.writeAudit(r, dec)
 }
 
