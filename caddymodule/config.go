@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 
@@ -46,17 +47,22 @@ func (h *Handler) edgeConfig() edge.Config {
 	return cfg
 }
 
+// caddyUUIDVar is the request variable in which Caddy keeps the value of
+// {http.request.uuid} once made (caddyhttp's replacer; pinned by
+// TestRequestIDHook).
+const caddyUUIDVar = "uuid"
+
 // caddyHooks give the edge what Caddy knows of a request.
 // Identity is set per handler (placeholders.go).
 var caddyHooks = edge.Hooks{
 	RequestID: func(r *http.Request) string {
-		// {http.request.uuid} is generated on first use and kept for the
-		// request; using it also adds it to the access log entry as
-		// "uuid", which is how an audit entry and an access log entry are
-		// matched.
-		if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-			id, _ := repl.GetString("http.request.uuid")
-			return id
+		// {http.request.uuid} is generated on first use (seven allocations)
+		// and then kept in the request's "uuid" variable and added to the
+		// access log entry. The audit entry reuses it when something before
+		// the edge made it, so that the two logs join, and does not make
+		// it otherwise: the edge then gives the entry an id of its own.
+		if id, ok := caddyhttp.GetVar(r.Context(), caddyUUIDVar).(fmt.Stringer); ok {
+			return id.String()
 		}
 		return ""
 	},

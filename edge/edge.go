@@ -218,6 +218,7 @@ func (h *Handler) build() error {
 		vc.WithClockSkew(time.Duration(h.ClockSkew)),
 		vc.WithMaxSize(int(h.MaxCredentialSize)),
 		vc.WithTrustedIssuers(h.TrustedIssuers...),
+		vc.WithTrace(observe.StartVerify),
 	}, append(append(more, h.lifetimeOptions()...), h.verificationCacheOptions()...)...)...)
 
 	h.checks = nil

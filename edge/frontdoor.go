@@ -13,6 +13,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/authserver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/dpop"
+	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
@@ -145,9 +146,9 @@ func (r resolverWithUsers) Refresh(ctx context.Context, did string) (*didresolve
 // verifierResolver is the resolver the verifier uses.
 func (h *Handler) verifierResolver() didresolver.Resolver {
 	if h.front == nil {
-		return h.didCache
+		return observe.TraceResolver(h.didCache)
 	}
-	return resolverWithUsers{as: h.front, next: h.didCache}
+	return observe.TraceResolver(resolverWithUsers{as: h.front, next: h.didCache})
 }
 
 // serveFrontDoor is step 2b: the front door's endpoints need no credential

@@ -60,7 +60,7 @@ func (h *Handler) provisionProofs() {
 		RequestProof:     h.RequestProof,
 		RequireExtension: h.RequireExtension,
 		ResponseProof:    h.ResponseProof,
-	}, h.didCache, h.l3.store)
+	}, observe.TraceResolver(h.didCache), h.l3.store)
 	// 2025-11-25 clients declare once, in initialize: their sessions'
 	// declarations are kept where the store keeps bindings (shared by
 	// replicas with Redis). A store without bindings: they must declare

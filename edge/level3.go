@@ -13,6 +13,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
+	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/internal/duration"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
@@ -178,7 +179,7 @@ func (h *Handler) provisionLevel3() error {
 	}
 
 	// The agent DIDs resolve through the handler's DID cache.
-	l.resolver = h.didCache
+	l.resolver = observe.TraceResolver(h.didCache)
 	l.policy = h.acceptancePolicy()
 
 	opts := []challenge.Option{

@@ -87,6 +87,7 @@ type Verifier struct {
 	resultCfg  resultCacheConfig
 	fetch      *chainFetcher // nil: parents are never fetched (see chainfetch.go)
 	fetchCfg   *ChainFetch
+	trace      func(context.Context) (context.Context, func(error)) // nil: none (see trace.go)
 
 	// maxLifetime bounds a credential's validity window (0: no bound);
 	// allowNoExpiry accepts credentials without an end (see checkLifetime).

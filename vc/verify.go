@@ -153,6 +153,11 @@ type outcome struct {
 // verify verifies the trimmed, non-empty raw, whose SHA-256 is sum, under
 // c.
 func (v *Verifier) verify(ctx context.Context, raw []byte, sum *[sha256.Size]byte, c *checks) (d *Delegation, out outcome, err error) {
+	if v.trace != nil {
+		var end func(error)
+		ctx, end = v.trace(ctx)
+		defer func() { end(err) }()
+	}
 	leaf, vp, err := parseAny(raw, sum, v.ld)
 	if err != nil {
 		return nil, out, err

@@ -1,12 +1,16 @@
 package observe
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 	"unsafe"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -74,6 +78,11 @@ type auditEntry struct {
 	hasRequest                              bool
 	upstream, method, host, path, requestID string
 	remoteIP, clientIP                      string
+	// seq numbers an entry whose request has no host id (requestID ""):
+	// its request_id is then the recorder's, made by the writer (auditID).
+	seq uint64
+	// traceID is the trace of the request's span, when it has one.
+	traceID trace.TraceID
 }
 
 // size is about the bytes the entry keeps alive: what auditQueue's byte
@@ -183,6 +192,11 @@ func (rec *Recorder) writeAuditEntry(e *auditEntry) {
 		)
 		if e.requestID != "" {
 			fields = append(fields, zap.String("request_id", e.requestID))
+		} else {
+			fields = append(fields, zap.String("request_id", rec.auditID(e.seq)))
+		}
+		if e.traceID.IsValid() {
+			fields = append(fields, zap.String("trace_id", hex.EncodeToString(e.traceID[:])))
 		}
 		fields = append(fields, zap.String("remote_ip", e.remoteIP))
 		if e.clientIP != "" {
@@ -221,13 +235,19 @@ func (rec *Recorder) takeRequestFields(e *auditEntry, r *http.Request) {
 		}
 	}
 	e.host = r.Host
-	// {http.request.uuid} is generated on first use and kept for the
-	// request; using it also adds it to the access log entry as "uuid",
-	// which is how an audit entry and an access log entry are matched.
-	// So it is taken here, while the request is served.
+	// The host's id of the request, when it already has one (Caddy: the
+	// access log's uuid, once something used {http.request.uuid}), so
+	// that the two logs join; otherwise a number, which the writer turns
+	// into the recorder's own id. Taken here, while the request is served.
 	if rec.req.RequestID != nil {
 		e.requestID = rec.req.RequestID(r)
 	}
+	if e.requestID == "" {
+		e.seq = rec.seq.Add(1)
+	}
+	// With tracing on, the entry joins the request's trace (and the
+	// access log, which has the same trace id).
+	e.traceID = trace.SpanContextFromContext(r.Context()).TraceID()
 	ip, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		ip = r.RemoteAddr
@@ -238,4 +258,27 @@ func (rec *Recorder) takeRequestFields(e *auditEntry, r *http.Request) {
 			e.clientIP = clientIP
 		}
 	}
+}
+
+// auditID is the request_id of the entry numbered seq, whose request had
+// no id of the host's: the recorder's random prefix and the number, which
+// no other recorder (process, config) makes. It is made by the writer,
+// off the request path.
+func (rec *Recorder) auditID(seq uint64) string {
+	var buf [len(auditIDPrefixSample) + 1 + 16]byte
+	b := append(buf[:0], rec.idPrefix...)
+	b = append(b, '-')
+	b = strconv.AppendUint(b, seq, 16)
+	return string(b)
+}
+
+// auditIDPrefixSample has the length of a recorder's id prefix: 16 hex
+// digits, 64 random bits.
+const auditIDPrefixSample = "0123456789abcdef"
+
+// newAuditIDPrefix is a recorder's random id prefix.
+func newAuditIDPrefix() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail (Go 1.24+)
+	return hex.EncodeToString(b[:])
 }
