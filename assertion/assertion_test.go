@@ -742,7 +742,7 @@ func TestReuseCache(t *testing.T) {
 	}
 	// One credential, another verdict (with or without the ancestors of a
 	// KYA-OS-Delegation-Chain): the token states the first verdict, so it
-	// is not reused for the second (review 6 F4). On a signer of its own:
+	// is not reused for the second. On a signer of its own:
 	// each variant replaces the credential's entry.
 	for name, change := range map[string]func(*vc.Delegation){
 		"user":       func(d *vc.Delegation) { d.UserDID = "did:key:z6MkOtherUser" },

@@ -1,4 +1,4 @@
-// Package assertion is the edge side of MCP-I Level 2 (MCPI-WIRE §4): after
+// Package assertion is the edge side of MCP-I Level 2 (docs/protocol/mcpi.md#level-2-what-the-upstream-is-told): after
 // the edge has verified an agent's delegation credential it tells an
 // MCP-I-aware upstream who is calling with an X-Verified-Delegation header,
 // a compact JWS signed by the edge's own key, which the upstream verifies

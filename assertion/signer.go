@@ -406,7 +406,7 @@ type cacheEntry struct {
 // credential's hash. The hash names the presented credential alone, but
 // one credential can verify two ways (with the ancestors of a
 // KYA-OS-Delegation-Chain, and without them: another user, another expiry),
-// so a token is reused only for the verdict it states (review 6 F4).
+// so a token is reused only for the verdict it states.
 type stated struct {
 	user, agent, delegationID string
 	scopes                    []string

@@ -41,6 +41,12 @@ const accessLogNote = "Caddy logs request headers as they arrived and redacts on
 	"A credential sent inside a per-request presentation (require_presentation at level 3, " +
 	"where each presentation is single-use) is useless alone once logged."
 
+// accessLogCodeNote adds to the note on a route with the front door: the
+// log keeps response headers too, among them the consent page's redirect.
+const accessLogCodeNote = "With authorization_server, the log also records the consent page's 302 Location " +
+	"(resp_headers), which holds an authorization code: single-use, valid 60 s and useless without the client's " +
+	"PKCE verifier, so of little value; delete resp_headers>Location with the filter to keep it out."
+
 // warnAccessLog warns, once, when a request this handler admits can be
 // written to an access log with a credential header in full. It needs the
 // server being provisioned (caddyhttp puts it in the context), so it does
@@ -90,12 +96,16 @@ func (h *Handler) warnAccessLog(ctx caddy.Context) {
 	// Headers in the order of carrierLogHeaders, logs by name.
 	leaking = slices.DeleteFunc(slices.Clone(headers), func(hd string) bool { return !slices.Contains(leaking, hd) })
 	slices.Sort(kept)
+	note := accessLogNote
+	if h.AuthorizationServer != nil {
+		note += " " + accessLogCodeNote
+	}
 	fields := []zap.Field{
 		zap.Strings("headers", leaking),
 		zap.String("caddyfile", filterSnippet(leaking)),
 		// An object, not a string, so that it can be copied from a JSON log.
 		zap.Reflect("json", json.RawMessage(filterJSON(leaking))),
-		zap.String("note", accessLogNote),
+		zap.String("note", note),
 	}
 	if known {
 		fields = append(fields, zap.Strings("logs", kept))

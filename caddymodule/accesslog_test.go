@@ -262,6 +262,16 @@ func checkWarnings(t *testing.T, got []accessLogWarning, want []string) {
 	}
 }
 
+// TestAccessLogWarningFrontDoor: with the front door on, the warning also
+// says that the consent redirect's code reaches the log, and why it is of
+// little value there.
+func TestAccessLogWarningFrontDoor(t *testing.T) {
+	got := caddyfileWarnings(t, "", "http://mcp.example.com {\n\tlog\n\tmcpi {\n\t\tauthorization_server\n\t\ttrust authorization_server\n\t}\n\trespond ok\n}")
+	if len(got) != 1 || !strings.Contains(got[0].Note, "authorization code") || !strings.Contains(got[0].Note, "resp_headers>Location") {
+		t.Fatalf("warnings %+v", got)
+	}
+}
+
 // indent indents a Caddyfile block by one tab.
 func indent(s string) string {
 	return "\t" + strings.ReplaceAll(s, "\n", "\n\t")

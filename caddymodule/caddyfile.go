@@ -80,6 +80,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			continue
 		}
+		if handled, err := h.unmarshalRateLimit(d, name); handled || err != nil {
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		if handled, err := h.unmarshalObservability(d, name); handled || err != nil {
 			if err != nil {
 				return err
@@ -262,7 +268,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 
 // parseDuration reads one duration argument (caddy.ParseDuration: Go
 // durations plus "d" for days).
-func parseDuration(d *caddyfile.Dispenser, dst *caddy.Duration) error {
+func parseDuration(d *caddyfile.Dispenser, dst *edge.Duration) error {
 	name := d.Val()
 	var v string
 	if !d.AllArgs(&v) {
@@ -275,7 +281,7 @@ func parseDuration(d *caddyfile.Dispenser, dst *caddy.Duration) error {
 	if dur <= 0 {
 		return d.Errf("%s: duration must be positive, got %q", name, v)
 	}
-	*dst = caddy.Duration(dur)
+	*dst = edge.Duration(dur)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/mcpi-edge/caddy-mcpi/edge"
+	"github.com/mcpi-edge/caddy-mcpi/edge/rules"
 )
 
 // unmarshalChainFetch parses the chain_fetch subdirective:
@@ -18,10 +19,10 @@ import (
 // Prefixes are checked by Validate; one is required unless off.
 func (h *Handler) unmarshalChainFetch(d *caddyfile.Dispenser) error {
 	c := &h.DelegationConfig
-	if c.chainFetchSet {
+	if h.chainFetchSet {
 		return d.Err("chain_fetch already specified")
 	}
-	c.chainFetchSet = true
+	h.chainFetchSet = true
 	args := d.RemainingArgs()
 	if len(args) == 1 && args[0] == "off" {
 		if d.NextBlock(d.Nesting()) {
@@ -99,10 +100,10 @@ func (h *Handler) unmarshalDelegation(d *caddyfile.Dispenser, name string) (hand
 		return true, parseDuration(d, dst)
 
 	case "jsonld":
-		if c.jsonldSet {
+		if h.jsonldSet {
 			return true, d.Errf("%s already specified", name)
 		}
-		c.jsonldSet = true
+		h.jsonldSet = true
 		var v string
 		if !d.AllArgs(&v) {
 			return true, d.ArgErr()
@@ -173,9 +174,11 @@ func (h *Handler) unmarshalObservability(d *caddyfile.Dispenser, name string) (h
 //
 //	tool <name|glob> [{             # repeatable, once per name or glob
 //		scopes <scope>...
+//		rule <name> <expression> [<message>]   # repeatable
 //		allow_anonymous
 //		require_presentation
 //	}]
+//	rule <name> <expression> [<message>]   # repeatable: every tools/call
 //	tool_default allow|deny          # default: deny once a tool rule exists
 //	tool_scope_convention            # rules without scopes need <tool>:execute
 //	consent_url <url>
@@ -198,6 +201,11 @@ func (h *Handler) unmarshalPolicy(d *caddyfile.Dispenser, name string) (handled 
 	switch name {
 	case "tool":
 		err = h.unmarshalTool(d)
+	case "rule":
+		var rc edge.RuleConfig
+		if rc, err = unmarshalRule(d); err == nil {
+			c.Rules = append(c.Rules, rc)
+		}
 	case "tool_default":
 		err = oneOf(d, name, &c.ToolDefault, "allow", "deny")
 	case "tool_scope_convention":
@@ -278,6 +286,13 @@ func (h *Handler) unmarshalTool(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			t.RequirePresentation = true
+		case "rule":
+			delete(seen, opt) // repeatable
+			rc, err := unmarshalRule(d)
+			if err != nil {
+				return err
+			}
+			t.Rules = append(t.Rules, rc)
 		default:
 			return d.Errf("tool %q: unrecognized setting %q", t.Name, opt)
 		}
@@ -333,4 +348,23 @@ func (h *Handler) unmarshalToolAnnotationsPolicy(d *caddyfile.Dispenser) error {
 	}
 	h.ToolAnnotationsPolicy = a
 	return nil
+}
+
+// unmarshalRule parses `rule <name> <expression> [<message>]` and compiles
+// the expression, so that a rule that does not compile fails `caddy adapt`
+// at its line.
+func unmarshalRule(d *caddyfile.Dispenser) (edge.RuleConfig, error) {
+	var rc edge.RuleConfig
+	args := d.RemainingArgs()
+	if len(args) < 2 || len(args) > 3 {
+		return rc, d.Err("rule takes a name, a CEL expression and maybe a message: rule amount_cap `arguments.amount <= 100` \"transfers are limited to 100\"")
+	}
+	rc.Name, rc.Expression = args[0], args[1]
+	if len(args) == 3 {
+		rc.Message = args[2]
+	}
+	if _, err := rules.Compile(rc.Name, rc.Expression, rc.Message); err != nil {
+		return rc, d.Errf("%v", err)
+	}
+	return rc, nil
 }

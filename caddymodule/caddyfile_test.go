@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/mcpi-edge/caddy-mcpi/edge"
@@ -26,7 +25,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{
 			name:  "trust any",
 			input: "mcpi {\n trust any\n}",
-			want:  Handler{TrustedIssuers: []string{"*"}},
+			want:  Handler{Config: edge.Config{TrustedIssuers: []string{"*"}}},
 		},
 		{
 			name: "every subdirective",
@@ -48,26 +47,28 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 				passthrough_credential
 			}`,
 			want: Handler{
-				Level:                 1,
-				TrustedIssuers:        []string{testDID, "did:web:issuer.example.com"},
-				Audiences:             []string{"did:web:api.example.com", "https://api.example.com"},
-				RequireAudience:       true,
-				RequiredScopes:        []string{"tools:read", "echo:execute"},
-				Carriers:              []string{"authorization", "kya_delegation", "delegation_token"},
-				NonDelegationBearer:   "reject",
-				ClockSkew:             caddy.Duration(30 * time.Second),
-				MaxCredentialSize:     32 << 10,
-				MaxBodySize:           2_000_000,
-				DIDCacheTTL:           caddy.Duration(10 * time.Minute),
-				DIDWebTimeout:         caddy.Duration(2 * time.Second),
-				AllowPrivateDIDWeb:    true,
-				AuthorizationServers:  []string{"https://auth.example.com", "https://auth2.example.com"},
-				PassthroughCredential: true,
+				Config: edge.Config{
+					Level:                 1,
+					TrustedIssuers:        []string{testDID, "did:web:issuer.example.com"},
+					Audiences:             []string{"did:web:api.example.com", "https://api.example.com"},
+					RequireAudience:       true,
+					RequiredScopes:        []string{"tools:read", "echo:execute"},
+					Carriers:              []string{"authorization", "kya_delegation", "delegation_token"},
+					NonDelegationBearer:   "reject",
+					ClockSkew:             edge.Duration(30 * time.Second),
+					MaxCredentialSize:     32 << 10,
+					MaxBodySize:           2_000_000,
+					DIDCacheTTL:           edge.Duration(10 * time.Minute),
+					DIDWebTimeout:         edge.Duration(2 * time.Second),
+					AllowPrivateDIDWeb:    true,
+					AuthorizationServers:  []string{"https://auth.example.com", "https://auth2.example.com"},
+					PassthroughCredential: true,
+				},
 			},
 		},
-		{name: "sizes in plain bytes", input: "mcpi {\n trust any\n max_body_size 4096\n}", want: Handler{TrustedIssuers: []string{"*"}, MaxBodySize: 4096}},
-		{name: "durations with days", input: "mcpi {\n trust any\n did_cache_ttl 1d\n}", want: Handler{TrustedIssuers: []string{"*"}, DIDCacheTTL: caddy.Duration(24 * time.Hour)}},
-		{name: "level 2 parses, Validate refuses", input: "mcpi {\n trust any\n level 2\n}", want: Handler{TrustedIssuers: []string{"*"}, Level: 2}},
+		{name: "sizes in plain bytes", input: "mcpi {\n trust any\n max_body_size 4096\n}", want: Handler{Config: edge.Config{TrustedIssuers: []string{"*"}, MaxBodySize: 4096}}},
+		{name: "durations with days", input: "mcpi {\n trust any\n did_cache_ttl 1d\n}", want: Handler{Config: edge.Config{TrustedIssuers: []string{"*"}, DIDCacheTTL: edge.Duration(24 * time.Hour)}}},
+		{name: "level 2 parses, Validate refuses", input: "mcpi {\n trust any\n level 2\n}", want: Handler{Config: edge.Config{TrustedIssuers: []string{"*"}, Level: 2}}},
 		{name: "no block", input: "mcpi", want: Handler{}},
 
 		{name: "argument on the directive", input: "mcpi foo {\n trust any\n}", wantErr: "wrong argument count"},
@@ -97,8 +98,8 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{name: "size two args", input: "mcpi {\n max_body_size 1 MB\n}", wantErr: "wrong argument count"},
 		{name: "authorization_servers without args", input: "mcpi {\n authorization_servers\n}", wantErr: "wrong argument count"},
 		{name: "passthrough with arg", input: "mcpi {\n passthrough_credential on\n}", wantErr: "wrong argument count"},
-		{name: "verification cache size", input: "mcpi {\n trust any\n verification_cache 500\n}", want: Handler{TrustedIssuers: []string{"*"}, VerificationCacheSize: 500}},
-		{name: "verification cache off", input: "mcpi {\n trust any\n verification_cache off\n}", want: Handler{TrustedIssuers: []string{"*"}, VerificationCacheSize: -1}},
+		{name: "verification cache size", input: "mcpi {\n trust any\n verification_cache 500\n}", want: Handler{Config: edge.Config{TrustedIssuers: []string{"*"}, VerificationCacheSize: 500}}},
+		{name: "verification cache off", input: "mcpi {\n trust any\n verification_cache off\n}", want: Handler{Config: edge.Config{TrustedIssuers: []string{"*"}, VerificationCacheSize: -1}}},
 		{name: "verification cache zero", input: "mcpi {\n verification_cache 0\n}", wantErr: "positive number of entries or off"},
 		{name: "verification cache no arg", input: "mcpi {\n verification_cache\n}", wantErr: "wrong argument count"},
 		{name: "allow_private_did_web with arg", input: "mcpi {\n allow_private_did_web true\n}", wantErr: "wrong argument count"},
@@ -171,13 +172,13 @@ func TestValidate(t *testing.T) {
 
 	// JSON configs skip the parser: Validate checks what it would have.
 	for _, h := range []Handler{
-		{TrustedIssuers: []string{"*"}, NonDelegationBearer: "drop"},
-		{TrustedIssuers: []string{"*"}, Carriers: []string{"cookie"}},
-		{TrustedIssuers: []string{"*", testDID}},
-		{TrustedIssuers: []string{"*"}, Level: 7},
-		{TrustedIssuers: []string{"*"}, ClockSkew: -1},
-		{TrustedIssuers: []string{"*"}, MaxBodySize: -1},
-		{TrustedIssuers: []string{"*"}, RequiredScopes: []string{""}},
+		{Config: edge.Config{TrustedIssuers: []string{"*"}, NonDelegationBearer: "drop"}},
+		{Config: edge.Config{TrustedIssuers: []string{"*"}, Carriers: []string{"cookie"}}},
+		{Config: edge.Config{TrustedIssuers: []string{"*", testDID}}},
+		{Config: edge.Config{TrustedIssuers: []string{"*"}, Level: 7}},
+		{Config: edge.Config{TrustedIssuers: []string{"*"}, ClockSkew: -1}},
+		{Config: edge.Config{TrustedIssuers: []string{"*"}, MaxBodySize: -1}},
+		{Config: edge.Config{TrustedIssuers: []string{"*"}, RequiredScopes: []string{""}}},
 	} {
 		if err := h.Validate(); err == nil {
 			t.Errorf("Validate(%+v) = nil", h)

@@ -11,7 +11,7 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "mcpi",
-		Usage: "keygen|issue|verify|rotate-key|sign-request [flags]",
+		Usage: "keygen|issue|verify|rotate-key|sign-request|delegations [flags]",
 		Short: "Issue and check MCP-I delegation credentials",
 		Long: `
 Operator tools for caddy-mcpi:
@@ -21,10 +21,11 @@ Operator tools for caddy-mcpi:
   verify   verify a delegation credential the way the mcpi handler does
   rotate-key  rotate the edge's Level 2 signing key in Caddy's storage
   sign-request  add a KYA-OS request proof to a JSON-RPC request
+  delegations   list or revoke the delegations users gave (front door)
 
 Keys are JWK files; keep them private.`,
 		CobraFunc: func(cmd *cobra.Command) {
-			cmd.AddCommand(mcpicli.Keygen(), mcpicli.Issue(), verifyCommand(), rotateKeyCommand(), mcpicli.SignRequest(), mcpicli.DPoPProof())
+			cmd.AddCommand(mcpicli.Keygen(), mcpicli.Issue(), verifyCommand(), rotateKeyCommand(), mcpicli.SignRequest(), mcpicli.DPoPProof(), delegationsCommand())
 		},
 	})
 }

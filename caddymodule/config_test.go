@@ -42,8 +42,8 @@ func TestChainFetchCaddyfile(t *testing.T) {
 	}
 	cf := h.ChainFetch
 	want := []string{"https://creds.example.com/", "https://registry.example.com/delegations/", "https://b.example.com:8443/v1/", "https://c.example.com/"}
-	if cf == nil || strings.Join(cf.Allow, " ") != strings.Join(want, " ") || cf.Timeout != caddy.Duration(2*time.Second) ||
-		cf.MaxSize != 32<<10 || cf.CacheTTL != caddy.Duration(10*time.Minute) {
+	if cf == nil || strings.Join(cf.Allow, " ") != strings.Join(want, " ") || cf.Timeout != edge.Duration(2*time.Second) ||
+		cf.MaxSize != 32<<10 || cf.CacheTTL != edge.Duration(10*time.Minute) {
 		t.Fatalf("parsed %+v", cf)
 	}
 	if err := h.Validate(); err != nil {
@@ -106,7 +106,7 @@ func TestChainFetchCaddyfile(t *testing.T) {
 		{Allow: []string{"https://a.example/"}, CacheTTL: -1},
 		{Allow: []string{"https://a.example/"}, MaxSize: -1},
 	} {
-		h := &Handler{TrustedIssuers: []string{"*"}, DelegationConfig: DelegationConfig{ChainFetch: bad}}
+		h := &Handler{Config: edge.Config{TrustedIssuers: []string{"*"}, DelegationConfig: DelegationConfig{ChainFetch: bad}}}
 		if err := h.Validate(); err == nil {
 			t.Errorf("%+v validated", bad)
 		}
@@ -131,8 +131,8 @@ func TestDelegationCaddyfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !h.RequirePresentation || h.StatusListTTL != caddy.Duration(2*time.Minute) ||
-		h.StatusStaleIfError != caddy.Duration(time.Hour) || h.DisableJSONLD ||
+	if !h.RequirePresentation || h.StatusListTTL != edge.Duration(2*time.Minute) ||
+		h.StatusStaleIfError != edge.Duration(time.Hour) || h.DisableJSONLD ||
 		len(h.JSONLDContexts) != 2 || h.JSONLDContexts["https://example.com/b/v1"] != "/etc/b.jsonld" {
 		t.Fatalf("parsed %+v", h.DelegationConfig)
 	}
@@ -172,9 +172,9 @@ func TestDelegationCaddyfile(t *testing.T) {
 		}
 	}
 	for _, bad := range []Handler{
-		{TrustedIssuers: []string{"*"}, DelegationConfig: DelegationConfig{StatusListTTL: -1}},
-		{TrustedIssuers: []string{"*"}, DelegationConfig: DelegationConfig{JSONLDContexts: map[string]string{"relative/ctx": "/a"}}},
-		{TrustedIssuers: []string{"*"}, DelegationConfig: DelegationConfig{JSONLDContexts: map[string]string{"https://example.com/a": ""}}},
+		{Config: edge.Config{TrustedIssuers: []string{"*"}, DelegationConfig: DelegationConfig{StatusListTTL: -1}}},
+		{Config: edge.Config{TrustedIssuers: []string{"*"}, DelegationConfig: DelegationConfig{JSONLDContexts: map[string]string{"relative/ctx": "/a"}}}},
+		{Config: edge.Config{TrustedIssuers: []string{"*"}, DelegationConfig: DelegationConfig{JSONLDContexts: map[string]string{"https://example.com/a": ""}}}},
 	} {
 		if err := bad.Validate(); err == nil {
 			t.Errorf("%+v validated", bad.DelegationConfig)
@@ -222,22 +222,22 @@ func TestLevel2Caddyfile(t *testing.T) {
 			want: Level2Config{
 				EdgeDID:           "did:web:edge.example.com",
 				SigningAlg:        "ES256",
-				AssertionTTL:      caddy.Duration(2 * time.Minute),
+				AssertionTTL:      edge.Duration(2 * time.Minute),
 				AssertionForm:     "hash",
 				AssertionReuse:    &off,
 				HeaderProfile:     "both",
 				Upstream:          "http://127.0.0.1:9000",
 				UpstreamMCPI:      "auto",
-				MCPIProbeTTL:      caddy.Duration(30 * time.Second),
+				MCPIProbeTTL:      edge.Duration(30 * time.Second),
 				KeyStorageKey:     "mcpi/other.json",
-				KeyReloadInterval: caddy.Duration(10 * time.Second),
-				KeyRetention:      caddy.Duration(10 * time.Minute),
-				KeyPublishDelay:   caddy.Duration(45 * time.Second),
+				KeyReloadInterval: edge.Duration(10 * time.Second),
+				KeyRetention:      edge.Duration(10 * time.Minute),
+				KeyPublishDelay:   edge.Duration(45 * time.Second),
 				Reputation: &ReputationConfig{
 					Scores:   map[string]float64{testDID: 87, "did:web:agent.example.com": 50},
 					Endpoint: "https://rep.example.com/score/{did}",
-					CacheTTL: caddy.Duration(time.Minute),
-					Timeout:  caddy.Duration(500 * time.Millisecond),
+					CacheTTL: edge.Duration(time.Minute),
+					Timeout:  edge.Duration(500 * time.Millisecond),
 				},
 			},
 		},
@@ -331,24 +331,24 @@ func TestLevel2CaddyfileAdapt(t *testing.T) {
 func TestValidateLevel2(t *testing.T) {
 	ok := []Level2Config{
 		{},
-		{AssertionTTL: caddy.Duration(300 * time.Second)},
+		{AssertionTTL: edge.Duration(300 * time.Second)},
 		{UpstreamMCPI: "auto", Upstream: "https://api.example.com"},
-		{KeyRetention: caddy.Duration(91 * time.Second)},
+		{KeyRetention: edge.Duration(91 * time.Second)},
 		{Reputation: &ReputationConfig{Endpoint: "https://rep.example.com/x?did={did}"}},
 	}
 	bad := map[string]Level2Config{
 		"edge DID":          {EdgeDID: "edge.example.com"},
 		"edge DID fragment": {EdgeDID: "did:web:edge.example.com#key"},
 		"alg":               {SigningAlg: "HS256"},
-		"ttl too long":      {AssertionTTL: caddy.Duration(301 * time.Second)},
-		"ttl fraction":      {AssertionTTL: caddy.Duration(1500 * time.Millisecond)},
+		"ttl too long":      {AssertionTTL: edge.Duration(301 * time.Second)},
+		"ttl fraction":      {AssertionTTL: edge.Duration(1500 * time.Millisecond)},
 		"form":              {AssertionForm: "vc"},
 		"profile":           {HeaderProfile: "x"},
 		"auto without url":  {UpstreamMCPI: "auto"},
 		"upstream path":     {Upstream: "https://api.example.com/mcp"},
 		"mode":              {UpstreamMCPI: "yes"},
-		"retention short":   {KeyRetention: caddy.Duration(89 * time.Second)},
-		"reload short":      {KeyReloadInterval: caddy.Duration(time.Millisecond)},
+		"retention short":   {KeyRetention: edge.Duration(89 * time.Second)},
+		"reload short":      {KeyReloadInterval: edge.Duration(time.Millisecond)},
 		"key and storage":   {SigningKey: "/k.jwk", KeyStorageKey: "k.json"},
 		"storage key":       {KeyStorageKey: "../k.json"},
 		"reputation empty":  {Reputation: &ReputationConfig{}},
@@ -358,13 +358,13 @@ func TestValidateLevel2(t *testing.T) {
 		"endpoint relative": {Reputation: &ReputationConfig{Endpoint: "/score/{did}"}},
 	}
 	for i, c := range ok {
-		h := Handler{Level: 2, TrustedIssuers: []string{"*"}, Level2Config: c}
+		h := Handler{Config: edge.Config{Level: 2, TrustedIssuers: []string{"*"}, Level2Config: c}}
 		if err := h.Validate(); err != nil {
 			t.Errorf("ok[%d]: %v", i, err)
 		}
 	}
 	for name, c := range bad {
-		h := Handler{Level: 2, TrustedIssuers: []string{"*"}, Level2Config: c}
+		h := Handler{Config: edge.Config{Level: 2, TrustedIssuers: []string{"*"}, Level2Config: c}}
 		if err := h.Validate(); err == nil {
 			t.Errorf("%s: Validate = nil", name)
 		}
@@ -376,6 +376,7 @@ func TestLevel3Caddyfile(t *testing.T) {
 		name    string
 		input   string
 		want    Level3Config
+		store   json.RawMessage // nonce_store
 		wantErr string
 	}{
 		{name: "terminate", input: "handshake terminate", want: Level3Config{Handshake: "terminate"}},
@@ -387,21 +388,21 @@ func TestLevel3Caddyfile(t *testing.T) {
 		{name: "methods", input: "handshake_methods mcpi/handshake mcpi/verify", want: Level3Config{HandshakeMethod: "mcpi/handshake", VerifyMethod: "mcpi/verify"}},
 		{name: "one method", input: "handshake_methods hs", wantErr: "wrong argument count"},
 		{name: "upstream_did", input: "upstream_did did:web:up.example", want: Level3Config{UpstreamDID: "did:web:up.example"}},
-		{name: "memory store", input: "nonce_store memory", want: Level3Config{NonceStoreRaw: json.RawMessage(`{"backend":"memory"}`)}},
-		{name: "memory store bounded", input: "nonce_store memory 500", want: Level3Config{NonceStoreRaw: json.RawMessage(`{"backend":"memory","max_entries":500}`)}},
-		{name: "memory store block", input: "nonce_store memory {\n max_entries 7\n}", want: Level3Config{NonceStoreRaw: json.RawMessage(`{"backend":"memory","max_entries":7}`)}},
+		{name: "memory store", input: "nonce_store memory", store: json.RawMessage(`{"backend":"memory"}`)},
+		{name: "memory store bounded", input: "nonce_store memory 500", store: json.RawMessage(`{"backend":"memory","max_entries":500}`)},
+		{name: "memory store block", input: "nonce_store memory {\n max_entries 7\n}", store: json.RawMessage(`{"backend":"memory","max_entries":7}`)},
 		{name: "redis url", input: "nonce_store redis redis://:pw@127.0.0.1:6379/2",
-			want: Level3Config{NonceStoreRaw: json.RawMessage(`{"backend":"redis","url":"redis://:pw@127.0.0.1:6379/2"}`)}},
+			store: json.RawMessage(`{"backend":"redis","url":"redis://:pw@127.0.0.1:6379/2"}`)},
 		{name: "redis block", input: "nonce_store redis {\n address 10.0.0.1:6380\n password {env.REDIS_PW}\n db 3\n tls\n key_prefix edge:\n timeout 250ms\n}",
-			want: Level3Config{NonceStoreRaw: json.RawMessage(`{"backend":"redis","address":"10.0.0.1:6380","password":"{env.REDIS_PW}","db":3,"tls":true,"key_prefix":"edge:","timeout":250000000}`)}},
+			store: json.RawMessage(`{"backend":"redis","address":"10.0.0.1:6380","password":"{env.REDIS_PW}","db":3,"tls":true,"key_prefix":"edge:","timeout":250000000}`)},
 		{name: "redis sentinel", input: "nonce_store redis {\n sentinel mymaster 10.0.0.1:26379 10.0.0.2:26379\n sentinel_password {env.SENTINEL_PW}\n wait_replicas 2 100ms\n pool_size 50\n}",
-			want: Level3Config{NonceStoreRaw: json.RawMessage(`{"backend":"redis","addresses":["10.0.0.1:26379","10.0.0.2:26379"],"sentinel_master":"mymaster","sentinel_password":"{env.SENTINEL_PW}","pool_size":50,"wait_replicas":"2","wait_timeout":100000000}`)}},
+			store: json.RawMessage(`{"backend":"redis","addresses":["10.0.0.1:26379","10.0.0.2:26379"],"sentinel_master":"mymaster","sentinel_password":"{env.SENTINEL_PW}","pool_size":50,"wait_replicas":"2","wait_timeout":100000000}`)},
 		{name: "redis cluster", input: "nonce_store redis {\n cluster 10.0.0.1:6379 10.0.0.2:6379\n tls\n tls_ca /etc/redis/ca.pem\n wait_replicas off\n}",
-			want: Level3Config{NonceStoreRaw: json.RawMessage(`{"backend":"redis","addresses":["10.0.0.1:6379","10.0.0.2:6379"],"cluster":true,"tls":true,"tls_ca":"/etc/redis/ca.pem","wait_replicas":"off"}`)}},
-		{name: "challenge_ttl", input: "challenge_ttl 2m", want: Level3Config{ChallengeTTL: caddy.Duration(2 * time.Minute)}},
-		{name: "handshake_skew", input: "handshake_skew 30s", want: Level3Config{HandshakeSkew: caddy.Duration(30 * time.Second)}},
-		{name: "session_ttl", input: "session_ttl 5m", want: Level3Config{SessionTTL: caddy.Duration(5 * time.Minute)}},
-		{name: "discovery_ttl", input: "discovery_ttl 1h", want: Level3Config{DiscoveryTTL: caddy.Duration(time.Hour)}},
+			store: json.RawMessage(`{"backend":"redis","addresses":["10.0.0.1:6379","10.0.0.2:6379"],"cluster":true,"tls":true,"tls_ca":"/etc/redis/ca.pem","wait_replicas":"off"}`)},
+		{name: "challenge_ttl", input: "challenge_ttl 2m", want: Level3Config{ChallengeTTL: edge.Duration(2 * time.Minute)}},
+		{name: "handshake_skew", input: "handshake_skew 30s", want: Level3Config{HandshakeSkew: edge.Duration(30 * time.Second)}},
+		{name: "session_ttl", input: "session_ttl 5m", want: Level3Config{SessionTTL: edge.Duration(5 * time.Minute)}},
+		{name: "discovery_ttl", input: "discovery_ttl 1h", want: Level3Config{DiscoveryTTL: edge.Duration(time.Hour)}},
 		{name: "legacy pass", input: "legacy_handshake pass", want: Level3Config{LegacyHandshake: "pass"}},
 		{name: "legacy verify", input: "legacy_handshake verify", want: Level3Config{LegacyHandshake: "verify"}},
 
@@ -448,10 +449,9 @@ func TestLevel3Caddyfile(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := h.Level3Config
-			if !sameJSON(got.NonceStoreRaw, tt.want.NonceStoreRaw) {
-				t.Errorf("nonce_store = %s, want %s", got.NonceStoreRaw, tt.want.NonceStoreRaw)
+			if !sameJSON(h.NonceStoreRaw, tt.store) {
+				t.Errorf("nonce_store = %s, want %s", h.NonceStoreRaw, tt.store)
 			}
-			got.NonceStoreRaw, tt.want.NonceStoreRaw = nil, nil
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got  %+v\nwant %+v", got, tt.want)
 			}
@@ -461,10 +461,10 @@ func TestLevel3Caddyfile(t *testing.T) {
 
 func TestLevel3Validate(t *testing.T) {
 	ok := []Handler{
-		{TrustedIssuers: []string{"*"}, Level: 3},
-		{TrustedIssuers: []string{"*"}, Level: 3, Level3Config: Level3Config{Handshake: "proxy", HandshakeEndpoint: "/hs", UpstreamDID: "did:web:up.example"}},
-		{TrustedIssuers: []string{"*"}, Level: 3, Level3Config: Level3Config{Handshake: "terminate", SessionTTL: caddy.Duration(time.Minute), LegacyHandshake: "pass"}},
-		{TrustedIssuers: []string{"*"}, Level: 3, Level3Config: Level3Config{Handshake: "proxy", SessionTTL: caddy.Duration(time.Minute)}},
+		{Config: edge.Config{TrustedIssuers: []string{"*"}, Level: 3}},
+		{Config: edge.Config{TrustedIssuers: []string{"*"}, Level: 3, Level3Config: Level3Config{Handshake: "proxy", HandshakeEndpoint: "/hs", UpstreamDID: "did:web:up.example"}}},
+		{Config: edge.Config{TrustedIssuers: []string{"*"}, Level: 3, Level3Config: Level3Config{Handshake: "terminate", SessionTTL: edge.Duration(time.Minute), LegacyHandshake: "pass"}}},
+		{Config: edge.Config{TrustedIssuers: []string{"*"}, Level: 3, Level3Config: Level3Config{Handshake: "proxy", SessionTTL: edge.Duration(time.Minute)}}},
 	}
 	for _, h := range ok {
 		if err := h.Validate(); err != nil {
@@ -475,20 +475,20 @@ func TestLevel3Validate(t *testing.T) {
 		h       Handler
 		wantErr string
 	}{
-		{Handler{Level3Config: Level3Config{Handshake: "terminate"}}, "need `level 3`"},
-		{Handler{Level: 2, Level3Config: Level3Config{ChallengeTTL: caddy.Duration(time.Minute)}}, "need `level 3`"},
-		{Handler{Level: 3, Level3Config: Level3Config{Handshake: "relay"}}, "terminate or proxy"},
-		{Handler{Level: 3, Level3Config: Level3Config{UpstreamDID: "did:web:x"}}, "apply to `handshake proxy`"},
-		{Handler{Level: 3, Level3Config: Level3Config{Handshake: "proxy", VerifyEndpoint: "/vf"}}, "needs handshake_endpoint"},
-		{Handler{Level: 3, Level3Config: Level3Config{Handshake: "proxy", HandshakeEndpoint: "rpc"}}, "handshake endpoint"},
-		{Handler{Level: 3, Level3Config: Level3Config{Handshake: "proxy", UpstreamDID: "web:x"}}, "upstream_did"},
-		{Handler{Level: 3, Level3Config: Level3Config{HandshakePath: "/same", VerifyPath: "/same"}}, "must differ"},
-		{Handler{Level: 3, Level3Config: Level3Config{HandshakePath: "hs"}}, "absolute path"},
-		{Handler{Level: 3, Level3Config: Level3Config{HandshakeMethod: "verify"}}, "methods must differ"},
-		{Handler{Level: 3, Level3Config: Level3Config{VerifyPath: "/.well-known/mcp-i.json"}}, "reserved"},
-		{Handler{Level: 3, Level3Config: Level3Config{ChallengeTTL: caddy.Duration(time.Millisecond)}}, "at least 1s"},
-		{Handler{Level: 3, Level3Config: Level3Config{HandshakeSkew: -1}}, "negative"},
-		{Handler{Level: 3, Level3Config: Level3Config{LegacyHandshake: "allow"}}, "pass or verify"},
+		{Handler{Config: edge.Config{Level3Config: Level3Config{Handshake: "terminate"}}}, "need `level 3`"},
+		{Handler{Config: edge.Config{Level: 2, Level3Config: Level3Config{ChallengeTTL: edge.Duration(time.Minute)}}}, "need `level 3`"},
+		{Handler{Config: edge.Config{Level: 3, Level3Config: Level3Config{Handshake: "relay"}}}, "terminate or proxy"},
+		{Handler{Config: edge.Config{Level: 3, Level3Config: Level3Config{UpstreamDID: "did:web:x"}}}, "apply to `handshake proxy`"},
+		{Handler{Config: edge.Config{Level: 3, Level3Config: Level3Config{Handshake: "proxy", VerifyEndpoint: "/vf"}}}, "needs handshake_endpoint"},
+		{Handler{Config: edge.Config{Level: 3, Level3Config: Level3Config{Handshake: "proxy", HandshakeEndpoint: "rpc"}}}, "handshake endpoint"},
+		{Handler{Config: edge.Config{Level: 3, Level3Config: Level3Config{Handshake: "proxy", UpstreamDID: "web:x"}}}, "upstream_did"},
+		{Handler{Config: edge.Config{Level: 3, Level3Config: Level3Config{HandshakePath: "/same", VerifyPath: "/same"}}}, "must differ"},
+		{Handler{Config: edge.Config{Level: 3, Level3Config: Level3Config{HandshakePath: "hs"}}}, "absolute path"},
+		{Handler{Config: edge.Config{Level: 3, Level3Config: Level3Config{HandshakeMethod: "verify"}}}, "methods must differ"},
+		{Handler{Config: edge.Config{Level: 3, Level3Config: Level3Config{VerifyPath: "/.well-known/mcp-i.json"}}}, "reserved"},
+		{Handler{Config: edge.Config{Level: 3, Level3Config: Level3Config{ChallengeTTL: edge.Duration(time.Millisecond)}}}, "at least 1s"},
+		{Handler{Config: edge.Config{Level: 3, Level3Config: Level3Config{HandshakeSkew: -1}}}, "negative"},
+		{Handler{Config: edge.Config{Level: 3, Level3Config: Level3Config{LegacyHandshake: "allow"}}}, "pass or verify"},
 	}
 	for _, tt := range bad {
 		tt.h.TrustedIssuers = []string{"*"}
@@ -585,7 +585,7 @@ func TestToolAnnotationsPolicyCaddyfile(t *testing.T) {
 
 	t.Run("JSON", func(t *testing.T) {
 		for _, bad := range []*ToolAnnotationsPolicy{{}, {ReadOnly: []string{""}}} {
-			h := Handler{TrustedIssuers: []string{"did:example:x"}}
+			h := Handler{Config: edge.Config{TrustedIssuers: []string{"did:example:x"}}}
 			h.ToolAnnotationsPolicy = bad
 			if err := h.Validate(); err == nil || !strings.Contains(err.Error(), "tool_annotations_policy") {
 				t.Errorf("%+v: %v", bad, err)
@@ -863,7 +863,7 @@ func TestRotateKeyCommand(t *testing.T) {
 
 func TestProvisionSharesDIDCache(t *testing.T) {
 	handler := func(mod func(*Handler)) *Handler {
-		h := &Handler{TrustedIssuers: []string{edge.AnyIssuer}}
+		h := &Handler{Config: edge.Config{TrustedIssuers: []string{edge.AnyIssuer}}}
 		if mod != nil {
 			mod(h)
 		}
@@ -884,7 +884,7 @@ func TestProvisionSharesDIDCache(t *testing.T) {
 	if err := a.Cleanup(); err != nil { // idempotent: Caddy may call it after a failed Provision
 		t.Fatal(err)
 	}
-	c := handler(func(h *Handler) { h.DIDCacheTTL = caddy.Duration(time.Minute) })
+	c := handler(func(h *Handler) { h.DIDCacheTTL = edge.Duration(time.Minute) })
 	if c.cacheKey == b.cacheKey {
 		t.Error("different settings share a cache")
 	}
@@ -938,7 +938,7 @@ func TestPolicyJSONConfig(t *testing.T) {
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
-			h := Handler{TrustedIssuers: []string{edge.AnyIssuer}, PolicyConfig: tt.cfg}
+			h := Handler{Config: edge.Config{TrustedIssuers: []string{edge.AnyIssuer}, PolicyConfig: tt.cfg}}
 			if err := h.Validate(); err == nil || !strings.Contains(err.Error(), tt.err) {
 				t.Fatalf("Validate = %v, want an error containing %q", err, tt.err)
 			}

@@ -103,7 +103,7 @@ func (h *Handler) unmarshalLevel3(d *caddyfile.Dispenser, name string) (handled 
 		}
 
 	case "nonce_store":
-		if err := dup(c.NonceStoreRaw != nil); err != nil {
+		if err := dup(h.NonceStoreRaw != nil); err != nil {
 			return true, err
 		}
 		if !d.NextArg() {
@@ -114,7 +114,7 @@ func (h *Handler) unmarshalLevel3(d *caddyfile.Dispenser, name string) (handled 
 		if err != nil {
 			return true, err
 		}
-		c.NonceStoreRaw = caddyconfig.JSONModuleObject(unm, "backend", backend, nil)
+		h.NonceStoreRaw = caddyconfig.JSONModuleObject(unm, "backend", backend, nil)
 
 	case "challenge_ttl":
 		if err := dup(c.ChallengeTTL != 0); err != nil {

@@ -5,6 +5,7 @@
 package caddymodule
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -33,116 +34,23 @@ func init() {
 // user are through placeholders. It strips identity headers that clients
 // could forge, and removes the credential before the request goes upstream.
 type Handler struct {
-	// MCP-I level enforced by the edge: 1 verifies the delegation; 2 also
-	// tells MCP-I-aware upstreams who is calling; 3 also handles the
-	// challenge-response handshake. Default: 1.
-	Level int `json:"level,omitempty"`
+	// What the edge enforces. edge.Config documents each setting (and
+	// docs/configuration.md each directive); its fields are the handler's
+	// top-level JSON fields, its durations read "5m" or nanoseconds as
+	// caddy.Duration does.
+	edge.Config
 
-	// DIDs of the issuers (delegators) whose credentials are accepted; ["*"]
-	// accepts every issuer whose DID resolves. Required: there is no default,
-	// so that trusting everyone is always a written decision.
-	TrustedIssuers []string `json:"trusted_issuers,omitempty"`
-
-	// Audiences this edge answers to. A credential that names an audience
-	// must name one of these. Default: derived from each request's Host:
-	// did:web:<host> (port %3A-encoded), https://<host> and <host>.
-	Audiences []string `json:"audiences,omitempty"`
-
-	// Reject credentials that name no audience. Off by default because the
-	// credentials minted by KYA-OS carry no aud.
-	RequireAudience bool `json:"require_audience,omitempty"`
-
-	// Accept the credential only inside a Verifiable Presentation signed
-	// by the agent (VP-JWT or JSON VP), which proves it holds the agent's
-	// key; a bare credential gets 401 presentation_required. A Level 3
-	// handshake proves possession too: its verify call takes a bare
-	// credential, and its session admits.
-	RequirePresentation bool `json:"require_presentation,omitempty"`
-
-	// Scopes every request on this route needs (exact match). A verified
-	// credential lacking one gets 403 insufficient_scope.
-	RequiredScopes []string `json:"required_scopes,omitempty"`
-
-	// Carriers read for the credential: authorization, kya_delegation,
-	// kya_os_delegation_credential, mcp_i_credential, delegation_token,
-	// mcpi_delegation; and kya_os_delegation_chain, the
-	// KYA-OS-Delegation-Chain header, which carries the ancestors of a
-	// delegation chain, not a credential. Default: all of them.
-	Carriers []string `json:"carriers,omitempty"`
-
-	// What to do with an Authorization bearer that is not a VC/VP JWT (an
-	// OAuth token meant for the upstream): "pass" leaves it untouched and
-	// looks for the delegation in the other carriers; "reject" answers 401.
-	// Default: pass.
-	NonDelegationBearer string `json:"non_delegation_bearer,omitempty"`
-
-	// Tolerance on every date check of the credential. Default: 60s.
-	ClockSkew caddy.Duration `json:"clock_skew,omitempty"`
-
-	// Largest credential accepted, in bytes. Default: 65536.
-	MaxCredentialSize int64 `json:"max_credential_size,omitempty"`
-
-	// Largest JSON-RPC request body read when looking for body carriers, in
-	// bytes; a larger body gets 413. Default: 1048576.
-	MaxBodySize int64 `json:"max_body_size,omitempty"`
-
-	// How long a resolved DID document is cached. Default: 5m.
-	DIDCacheTTL caddy.Duration `json:"did_cache_ttl,omitempty"`
-
-	// Timeout of one did:web document fetch. Default: 5s.
-	DIDWebTimeout caddy.Duration `json:"did_web_timeout,omitempty"`
-
-	// Let did:web reach loopback and private addresses, over plain http.
-	// For tests and development only: it opens the resolver to SSRF.
-	AllowPrivateDIDWeb bool `json:"allow_private_did_web,omitempty"`
-
-	// Authorization servers listed in the RFC 9728 protected resource
-	// metadata served at /.well-known/oauth-protected-resource.
-	AuthorizationServers []string `json:"authorization_servers,omitempty"`
-
-	// Forward the credential carriers upstream. Off by default: the
-	// credential was presented to the edge, and passing it on would let the
-	// upstream (or anyone it leaks to) replay it.
-	PassthroughCredential bool `json:"passthrough_credential,omitempty"`
-
-	// How many verified delegations are kept, keyed by the SHA-256 of the
-	// presented credential and the request's checks, so that a credential
-	// presented again is not parsed or verified again. Entries never outlive
-	// the credential, its revocation-status TTL, or 60s. -1 turns the cache
-	// off. Default: 10000.
-	VerificationCacheSize int `json:"verification_cache_size,omitempty"`
-
-	// Accept credentials that state no end of validity (no exp,
-	// expirationDate or validUntil). Off by default: such credentials are
-	// refused with 401 no_expiry, since nothing else ever retires them.
-	AllowEndlessCredentials bool `json:"allow_endless_credentials,omitempty"`
-
-	// Refuse credentials valid for longer than this, from their start to
-	// their end (401 lifetime_too_long). With allow_endless_credentials, an
-	// endless credential is accepted for this long after its start.
-	// Default: no maximum.
-	MaxCredentialLifetime caddy.Duration `json:"max_credential_lifetime,omitempty"`
-
-	// Level 2 settings (edge/identity).
-	Level2Config
-	// Level 3 settings (level3.go).
-	Level3Config
-	// Revocation and Linked Data proof settings (delegation.go).
-	DelegationConfig
-	// Per-tool policy settings.
-	PolicyConfig
-	// Metrics and audit log settings.
-	ObservabilityConfig
-	// KYA-OS request proofs, response proofs and declarations.
-	ProofConfig
+	// Where presentations' single-use records, and at Level 3 the
+	// challenges and proxy session bindings, are kept: a module of
+	// namespace mcpi.nonce_stores, memory (default) or redis (shared by
+	// replicas). Handed to the edge as edge.WithNonceStore.
+	NonceStoreRaw json.RawMessage `json:"nonce_store,omitempty" caddy:"namespace=mcpi.nonce_stores inline_key=backend"`
 
 	// The front door: the edge as the OAuth 2.1 authorization server of
 	// this route, issuing delegation credentials in the users' names.
-	// Off unless set.
+	// Off unless set. It stands in for edge.Config's AuthorizationServer,
+	// with the Caddy placeholder that names the signed-in user.
 	AuthorizationServer *AuthorizationServerConfig `json:"authorization_server,omitempty"`
-	// Trust the users whose DIDs this edge's authorization server hosts,
-	// beside trusted_issuers (Caddyfile: `trust authorization_server`).
-	TrustAuthorizationServer bool `json:"trust_authorization_server,omitempty"`
 
 	edge *edge.Handler
 	// nonceStore is the loaded nonce_store module (Caddy cleans it up);
@@ -151,10 +59,10 @@ type Handler struct {
 	ownStore   *MemoryNonceStore
 	// storage, when set before Provision (tests), replaces Caddy's storage.
 	storage assertion.Storage
-	// obs: the Caddyfile already gave audit_log.
-	auditSet bool
-	cacheKey string // key in didCaches; empty until Provision got one
-	logger   *zap.Logger
+	// The Caddyfile already gave audit_log, jsonld, chain_fetch.
+	auditSet, jsonldSet, chainFetchSet bool
+	cacheKey                           string // key in didCaches; empty until Provision got one
+	logger                             *zap.Logger
 }
 
 // CaddyModule returns the Caddy module information.
@@ -182,6 +90,9 @@ func (pooledCache) Destruct() error { return nil }
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	cfg := h.edgeConfig()
+	if err := resolveSignIn(&cfg); err != nil {
+		return err
+	}
 	// A bad config must not load a store or touch the storage first.
 	if err := h.Validate(); err != nil {
 		return err
@@ -196,7 +107,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		opts = append(opts, edge.WithMetrics(reg))
 	}
 
-	ttl, timeout := orDefault(cfg.DIDCacheTTL, edge.DefaultDIDCacheTTL), orDefault(cfg.DIDWebTimeout, edge.DefaultDIDWebTimeout)
+	ttl, timeout := orDefault(time.Duration(cfg.DIDCacheTTL), edge.DefaultDIDCacheTTL), orDefault(time.Duration(cfg.DIDWebTimeout), edge.DefaultDIDWebTimeout)
 	key := fmt.Sprintf("mcpi-did-cache ttl=%d timeout=%d private=%t", ttl, timeout, h.AllowPrivateDIDWeb)
 	val, _, err := didCaches.LoadOrNew(key, func() (caddy.Destructor, error) {
 		res := didresolver.New(
@@ -244,7 +155,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // by default, so that issued challenges outlive a config reload.
 func (h *Handler) loadNonceStore(ctx caddy.Context) (challenge.NonceStore, string, error) {
 	if h.NonceStoreRaw != nil {
-		mod, err := ctx.LoadModule(&h.Level3Config, "NonceStoreRaw")
+		mod, err := ctx.LoadModule(h, "NonceStoreRaw")
 		if err != nil {
 			return nil, "", fmt.Errorf("mcpi: loading nonce store: %v", err)
 		}
@@ -270,6 +181,9 @@ func (h *Handler) Validate() error {
 		return err
 	}
 	cfg := h.edgeConfig()
+	if err := resolveSignIn(&cfg); err != nil {
+		return err
+	}
 	return cfg.Validate()
 }
 

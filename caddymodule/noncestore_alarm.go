@@ -2,12 +2,12 @@ package caddymodule
 
 import (
 	"errors"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/internal/loglimit"
 )
 
 // alarmInterval is the least time between two ERROR lines about one
@@ -18,8 +18,9 @@ const alarmInterval = 30 * time.Second
 // storeAlarm is one pooled store's outage log limiter; it is shared by
 // every configuration using the store, so a reload does not log again.
 type storeAlarm struct {
-	// last is when the last line was logged, in Unix nanoseconds.
-	last atomic.Int64
+	// outage limits the lines about an outage; evict those about writes
+	// refused for the server's eviction policy.
+	outage, evict loglimit.Every
 }
 
 // alarmLog is a module's view of its store's alarm: the logger of the
@@ -33,18 +34,25 @@ type alarmLog struct {
 // note logs err, at most once per alarmInterval for the store, when it
 // says the store is unavailable (the request then fails closed with 503);
 // it returns err unchanged. Metrics count every failure; the log line is
-// there so that an operator reading only the log sees the outage too.
+// there so that an operator reading only the log sees the outage too. A
+// write refused because the server may evict keys has a line of its own,
+// saying what to change.
 func (a alarmLog) note(err error) error {
 	if err == nil || a.alarm == nil || a.logger == nil || !errors.Is(err, challenge.ErrStoreUnavailable) {
 		return err
 	}
-	now := time.Now().UnixNano()
-	last := a.alarm.last.Load()
-	if last != 0 && now-last < int64(alarmInterval) {
+	if errors.Is(err, challenge.ErrEvictionRisk) {
+		if a.alarm.evict.Allow(alarmInterval) {
+			a.logger.Error("nonce store refuses single-use writes (503) because the Redis server may evict keys, "+
+				"which would let a used proof or presentation be used again: set maxmemory-policy noeviction on it "+
+				"(and grant the edge's ACL user INFO, +info, so that the edge can read it), or add accept_eviction "+
+				"to nonce_store redis to accept the risk (logged at most every 30s)",
+				zap.String("store", a.store), zap.Error(err))
+		}
 		return err
 	}
-	if !a.alarm.last.CompareAndSwap(last, now) {
-		return err // another request is logging this outage
+	if !a.alarm.outage.Allow(alarmInterval) {
+		return err
 	}
 	a.logger.Error("nonce store unavailable: requests that need it are refused with 503 until it answers again (logged at most every 30s)",
 		zap.String("store", a.store), zap.Error(err))

@@ -19,10 +19,13 @@ type evictionChecker interface {
 // the store's keys: an evicted challenge, binding or single-use marker is
 // forgotten before its TTL, and a proof nonce or presentation forgotten
 // early can be used a second time. Every key the store writes has a TTL,
-// so the volatile-* policies evict them too; only noeviction is safe.
-// accept_eviction turns the refusal into a warning. A server that cannot
-// be reached now is not refused (Caddy starts, and requests that need the
-// store get 503 until it answers), only warned about.
+// so the volatile-* policies evict them too; only noeviction is safe. A
+// server that answers but will not tell (an ACL user without INFO) is
+// refused too. accept_eviction turns the refusal into a warning. A server
+// that cannot be reached now is not refused (Caddy starts): the store
+// reads the policy when it answers, and again every 30 seconds and on
+// every new connection, and refuses single-use writes (503) while it is
+// not noeviction (challenge.ErrEvictionRisk).
 func (s *RedisNonceStore) checkEviction(ctx context.Context, logger *zap.Logger, opts challenge.RedisOptions) error {
 	ec, ok := s.store.(evictionChecker)
 	if !ok {
@@ -34,15 +37,20 @@ func (s *RedisNonceStore) checkEviction(ctx context.Context, logger *zap.Logger,
 	defer cancel()
 	policy, err := ec.EvictionPolicy(cctx)
 	switch {
+	case errors.Is(err, challenge.ErrStoreUnavailable) && s.AcceptEviction:
+		logger.Warn("could not check the Redis server's maxmemory-policy, it did not answer; "+
+			"requests that need the nonce store get 503 until it does", zap.Error(err))
+		return nil
 	case errors.Is(err, challenge.ErrStoreUnavailable):
 		logger.Warn("could not check the Redis server's maxmemory-policy, it did not answer; "+
-			"requests that need the nonce store get 503 until it does. Make sure it is noeviction: "+
-			"a server that evicts keys lets used proofs and presentations be used again",
+			"requests that need the nonce store get 503 until it does and its maxmemory-policy is read as noeviction "+
+			"(a server that evicts keys lets used proofs and presentations be used again)",
 			zap.Error(err))
 		return nil
 	case err != nil && !s.AcceptEviction:
-		return fmt.Errorf("mcpi: redis nonce store: cannot tell whether the server evicts keys (%v); "+
-			"set its maxmemory-policy to noeviction, or add accept_eviction to nonce_store redis if you have made sure it does not evict", err)
+		return fmt.Errorf("mcpi: redis nonce store: the server would not report its maxmemory-policy (%v), so the edge cannot tell "+
+			"whether it evicts keys. Grant the edge's ACL user INFO (ACL SETUSER <user> +info) "+
+			"and set maxmemory-policy noeviction; or, if you have made sure the server does not evict, add accept_eviction to nonce_store redis", err)
 	case err != nil:
 		logger.Warn("accept_eviction: starting without knowing the Redis server's maxmemory-policy", zap.Error(err))
 		return nil

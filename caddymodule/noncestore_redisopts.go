@@ -34,6 +34,7 @@ func (s *RedisNonceStore) options() (challenge.RedisOptions, string, error) {
 		KeyPrefix:        s.KeyPrefix,
 		PoolSize:         s.PoolSize,
 		WaitTimeout:      time.Duration(s.WaitTimeout),
+		AcceptEviction:   s.AcceptEviction,
 	}
 	for _, a := range s.Addresses {
 		opts.Addrs = append(opts.Addrs, repl.ReplaceAll(a, ""))
@@ -79,10 +80,10 @@ func (s *RedisNonceStore) options() (challenge.RedisOptions, string, error) {
 	// The key holds the secrets only as a hash: pool keys can end up in
 	// debug output. Files are named, not read: a changed certificate is
 	// picked up by a config with another name, or by restarting.
-	sum := sha256.Sum256(fmt.Appendf(nil, "%q %q %q %q %q %q %t %q %q %d %t %q %q %q %q %q %d %d %q %d",
+	sum := sha256.Sum256(fmt.Appendf(nil, "%q %q %q %q %q %q %t %q %q %d %t %q %q %q %q %q %d %d %q %d %t",
 		opts.URL, opts.Addr, opts.Addrs, opts.MasterName, opts.SentinelUsername, opts.SentinelPassword, opts.Cluster,
 		opts.Username, opts.Password, opts.DB, tlsOn, s.TLSServerName, s.TLSCA, s.TLSClientCert, s.TLSClientKey,
-		opts.KeyPrefix, s.Timeout, s.PoolSize, s.WaitReplicas, s.WaitTimeout))
+		opts.KeyPrefix, s.Timeout, s.PoolSize, s.WaitReplicas, s.WaitTimeout, s.AcceptEviction))
 	return opts, "redis " + hex.EncodeToString(sum[:]), nil
 }
 

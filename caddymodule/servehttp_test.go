@@ -26,7 +26,7 @@ func (n nextHandler) ServeHTTP(w http.ResponseWriter, _ *http.Request) error {
 // anonymousToolHandler is a provisioned handler whose tool "public" needs
 // no credential.
 func anonymousToolHandler(tb testing.TB) *Handler {
-	h := &Handler{TrustedIssuers: []string{edge.AnyIssuer}}
+	h := &Handler{Config: edge.Config{TrustedIssuers: []string{edge.AnyIssuer}}}
 	h.Tools = []ToolPolicy{{Name: "public", AllowAnonymous: true}}
 	if err := h.Provision(bareContext(tb)); err != nil {
 		tb.Fatal(err)

@@ -1,5 +1,5 @@
 // Package challenge implements the MCP-I Level 3 JSON-RPC challenge-response
-// (MCPI-WIRE §5): the handshake and verify messages, the single-use
+// (docs/protocol/mcpi.md#level-3-the-handshake): the handshake and verify messages, the single-use
 // challenge store (in memory, or Redis shared by replicas), the checks on a
 // signed challenge and the agent-side signer.
 //

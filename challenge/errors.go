@@ -62,7 +62,7 @@ func (storeFullError) Error() string        { return "challenge: nonce store ful
 func (storeFullError) Unwrap() error        { return ErrStoreUnavailable }
 func (storeFullError) Is(target error) bool { return target == ErrStoreFull }
 
-// JSON-RPC error codes. The -3200x codes are MCPI-WIRE §5 [ours].
+// JSON-RPC error codes. The -3200x codes are ours (docs/protocol/mcpi.md#handshake-errors).
 const (
 	CodeParseError          = -32700
 	CodeInvalidRequest      = -32600

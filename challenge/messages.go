@@ -10,7 +10,7 @@ import (
 // Version is the JSON-RPC version every message carries.
 const Version = "2.0"
 
-// Default method names (MCPI-WIRE §5 [ours]); see WithMethods.
+// Default method names (ours, docs/protocol/mcpi.md#level-3-the-handshake); see WithMethods.
 const (
 	DefaultHandshakeMethod = "handshake"
 	DefaultVerifyMethod    = "verify"

@@ -70,6 +70,14 @@ type RedisOptions struct {
 	WaitReplicas int
 	// WaitTimeout bounds that wait. Default DefaultRedisWaitTimeout.
 	WaitTimeout time.Duration
+	// AcceptEviction lets single-use writes be made whatever the server's
+	// maxmemory-policy; without it they are refused (ErrEvictionRisk)
+	// unless the policy is known to be noeviction
+	// (redis_eviction_guard.go).
+	AcceptEviction bool
+	// EvictionCheckInterval is how often the policy is read again.
+	// Default DefaultEvictionCheckInterval.
+	EvictionCheckInterval time.Duration
 }
 
 // Deployment kinds, as Kind reports them.
@@ -96,6 +104,9 @@ type RedisStore struct {
 	wait *replicaWait
 	// health counts what the operator should see of the store (metrics).
 	health *RedisHealth
+	// evict allows single-use writes only on a server known not to evict
+	// keys; nil with AcceptEviction.
+	evict *evictionGuard
 	// lastPX is the PX argument of the last SET, already in an interface:
 	// go-redis takes its arguments as []any, and an int64 put in one is
 	// copied to the heap, one allocation per SET. The TTL is the same on
@@ -220,6 +231,10 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 		prefix = DefaultRedisKeyPrefix
 	}
 	s := &RedisStore{kind: kind, prefix: prefix, wait: wait, health: new(RedisHealth)}
+	if !opts.AcceptEviction {
+		s.evict = &evictionGuard{cluster: kind == RedisCluster, done: make(chan struct{})}
+		ro.OnConnect = s.onConnect
+	}
 	switch kind {
 	case RedisSentinel:
 		s.client = redis.NewFailoverClient(&redis.FailoverOptions{
@@ -230,6 +245,7 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 			PoolTimeout: ro.PoolTimeout, PoolSize: ro.PoolSize,
 			MaxRetries: ro.MaxRetries, DialerRetries: ro.DialerRetries,
 			ContextTimeoutEnabled: true, DisableIdentity: true,
+			OnConnect: ro.OnConnect,
 		})
 	case RedisCluster:
 		s.client = redis.NewClusterClient(&redis.ClusterOptions{
@@ -240,12 +256,19 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 			MaxRetries: ro.MaxRetries, DialerRetries: ro.DialerRetries,
 			ContextTimeoutEnabled: true, DisableIdentity: true,
 			MaintNotificationsConfig: ro.MaintNotificationsConfig,
+			OnConnect:                ro.OnConnect,
 			// A failover moves slots: look again soon rather than in a
 			// minute (go-redis also looks again on every MOVED reply).
 			ClusterStateReloadInterval: 5 * time.Second,
 		})
 	default:
 		s.client = redis.NewClient(ro)
+	}
+	if s.evict != nil {
+		ctx, stop := context.WithCancel(context.Background())
+		s.evict.stop = stop
+		// Long enough for one dial and one command, retried once.
+		go s.recheck(ctx, orDefault(opts.EvictionCheckInterval, DefaultEvictionCheckInterval), 2*(ro.DialTimeout+ro.ReadTimeout))
 	}
 	return s, nil
 }
@@ -274,7 +297,10 @@ func (s *RedisStore) Put(ctx context.Context, nonce string, rec Record, ttl time
 	if err != nil {
 		return fmt.Errorf("challenge: redis store: encoding record: %w", err)
 	}
-	return s.setNX(ctx, s.prefix+nonce, val, ms)
+	if err := s.allow(ctx); err != nil {
+		return err
+	}
+	return s.written(s.setNX(ctx, s.prefix+nonce, val, ms))
 }
 
 // setNX is "SET key val NX PX ms" on the key's master, waiting for its
@@ -349,11 +375,13 @@ func (s *RedisStore) Peek(ctx context.Context, nonce string) (Record, error) {
 	return decodeRecord(val)
 }
 
-// isReservedName reports whether a nonce would name a session binding's or
-// a single-use marker's key: both share the key prefix, and a nonce chosen
-// by a client must never read, consume (GETDEL) or take the place of one.
+// isReservedName reports whether a nonce would name a session binding's, a
+// single-use marker's or a rate limit counter's key: they share the key
+// prefix, and a nonce chosen by a client must never read, consume (GETDEL)
+// or take the place of one.
 func isReservedName(nonce string) bool {
-	return strings.HasPrefix(nonce, redisBindingPrefix) || strings.HasPrefix(nonce, redisSingleUsePrefix)
+	return strings.HasPrefix(nonce, redisBindingPrefix) || strings.HasPrefix(nonce, redisSingleUsePrefix) ||
+		strings.HasPrefix(nonce, redisRateLimitPrefix)
 }
 
 // redisSingleUsePrefix follows the store's key prefix for single-use
@@ -373,10 +401,13 @@ func (s *RedisStore) UseOnce(ctx context.Context, digest [32]byte, ttl time.Dura
 	key := make([]byte, 0, len(s.prefix)+len(redisSingleUsePrefix)+hex.EncodedLen(len(digest)))
 	key = append(append(key, s.prefix...), redisSingleUsePrefix...)
 	key = hex.AppendEncode(key, digest[:])
-	if s.wait.enabled() {
-		return s.durableSetNX(ctx, string(key), nil, ms)
+	if err := s.allow(ctx); err != nil {
+		return err
 	}
-	return s.health.note(setNX(ctx, s.client, string(key), "1", s.pxArg(ms)))
+	if s.wait.enabled() {
+		return s.written(s.durableSetNX(ctx, string(key), nil, ms))
+	}
+	return s.written(s.health.note(setNX(ctx, s.client, string(key), "1", s.pxArg(ms))))
 }
 
 // decodeRecord decodes a stored record; a value that is not one (a
@@ -397,8 +428,15 @@ func (s *RedisStore) Ping(ctx context.Context) error {
 	return s.health.note(nil)
 }
 
-// Close closes the client's connections.
-func (s *RedisStore) Close() error { return s.client.Close() }
+// Close stops the eviction policy checks and closes the client's
+// connections.
+func (s *RedisStore) Close() error {
+	if s.evict != nil {
+		s.evict.stop()
+		<-s.evict.done
+	}
+	return s.client.Close()
+}
 
 var (
 	_ NonceStore = (*RedisStore)(nil)

@@ -26,9 +26,20 @@ var ErrPolicyUnknown = errors.New("challenge: Redis maxmemory-policy unknown")
 // memory (which managed services that disable CONFIG still answer), or from
 // CONFIG GET when INFO does not report it. A server that cannot be reached
 // gives an error wrapping ErrStoreUnavailable; one that answers without the
-// policy an error wrapping ErrPolicyUnknown. In a cluster every master is
-// asked, and the first policy that is not noeviction is returned.
+// policy an error wrapping ErrPolicyUnknown: an error reply, such as
+// NOPERM for an ACL user without INFO and CONFIG, is an answer. In a
+// cluster every master is asked, and the first policy that is not
+// noeviction is returned. What it reads also sets whether the store
+// allows single-use writes (redis_eviction_guard.go).
 func (s *RedisStore) EvictionPolicy(ctx context.Context) (string, error) {
+	p, err := s.readEvictionPolicy(ctx)
+	if s.evict != nil {
+		s.evict.record(p, err, true)
+	}
+	return p, err
+}
+
+func (s *RedisStore) readEvictionPolicy(ctx context.Context) (string, error) {
 	cc, ok := s.client.(*redis.ClusterClient)
 	if !ok {
 		p, err := evictionPolicy(ctx, s.client)
@@ -62,17 +73,20 @@ func (s *RedisStore) EvictionPolicy(ctx context.Context) (string, error) {
 
 func evictionPolicy(ctx context.Context, c redis.UniversalClient) (string, error) {
 	info, err := c.Info(ctx, "memory").Result()
-	if err != nil {
+	if err != nil && !isAnswer(err) {
 		return "", fmt.Errorf("%w: INFO memory: %w", ErrStoreUnavailable, err)
 	}
-	if p, ok := infoField(info, "maxmemory_policy"); ok && p != "" {
+	infoErr := err
+	if p, ok := infoField(info, "maxmemory_policy"); err == nil && ok && p != "" {
 		return p, nil
 	}
 	cfg, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
 	if err != nil {
-		var reply redis.Error
-		if !errors.As(err, &reply) {
+		if !isAnswer(err) {
 			return "", fmt.Errorf("%w: CONFIG GET maxmemory-policy: %w", ErrStoreUnavailable, err)
+		}
+		if infoErr != nil {
+			return "", fmt.Errorf("%w: INFO memory: %w; CONFIG GET maxmemory-policy: %w", ErrPolicyUnknown, infoErr, err)
 		}
 		return "", fmt.Errorf("%w: INFO memory has no maxmemory_policy and CONFIG GET maxmemory-policy failed: %w", ErrPolicyUnknown, err)
 	}
@@ -80,6 +94,24 @@ func evictionPolicy(ctx context.Context, c redis.UniversalClient) (string, error
 		return p, nil
 	}
 	return "", fmt.Errorf("%w: neither INFO memory nor CONFIG GET reports it", ErrPolicyUnknown)
+}
+
+// isAnswer reports whether err is the server's reply (NOPERM, an unknown
+// or renamed command), as opposed to a failure to reach it or a state it
+// is passing through (loading its data, a failover, a cluster
+// reconfiguring), which say nothing about its policy. A refused password
+// is left to fail every command, as it always has.
+func isAnswer(err error) bool {
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		return false
+	}
+	for _, transient := range []string{"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "NOAUTH", "WRONGPASS"} {
+		if strings.HasPrefix(reply.Error(), transient+" ") {
+			return false
+		}
+	}
+	return true
 }
 
 // maxInfoLine bounds the lines infoField looks at: INFO's are short, and a

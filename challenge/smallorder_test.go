@@ -15,7 +15,7 @@ import (
 // TestSmallOrderAgentKeyRefused: under a did:key of the identity point (in
 // each of its encodings) R = B, S = 1 is a signature of every challenge that
 // crypto/ed25519 accepts, so anyone could answer for such an agent; the
-// proof is refused (review 4, F1).
+// proof is refused.
 func TestSmallOrderAgentKeyRefused(t *testing.T) {
 	f := newFixture(t)
 	one := make([]byte, 32)

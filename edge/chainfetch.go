@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/mcpi-edge/caddy-mcpi/internal/duration"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -31,18 +32,18 @@ type ChainFetchConfig struct {
 	// fetched only when it has the same host and port and its path lies
 	// under the prefix's. Required: the URLs come from credentials anyone
 	// can mint, and the edge must not be made to fetch from anywhere else.
-	Allow []string
+	Allow []string `json:"allow,omitempty"`
 
 	// Timeout of one fetch. Default: 5s.
-	Timeout time.Duration
+	Timeout duration.Duration `json:"timeout,omitempty"`
 
 	// Largest parent credential fetched, in bytes. Default: 65536.
-	MaxSize int64
+	MaxSize int64 `json:"max_size,omitempty"`
 
 	// How long a fetched parent is reused before it is fetched again; it
 	// is verified on every use all the same. Failures are remembered for
 	// 5s (or this TTL if shorter). Default: 5m.
-	CacheTTL time.Duration
+	CacheTTL duration.Duration `json:"cache_ttl,omitempty"`
 
 	// client fetches; nil is vc's default client. Tests set it to trust
 	// their TLS server.
@@ -59,13 +60,13 @@ func (h *Handler) chainFetchOption() vc.Option {
 		return nil
 	}
 	if c.Timeout == 0 {
-		c.Timeout = time.Duration(defaultChainFetchTimeout)
+		c.Timeout = Duration(defaultChainFetchTimeout)
 	}
 	if c.MaxSize == 0 {
 		c.MaxSize = defaultChainFetchMaxSize
 	}
 	if c.CacheTTL == 0 {
-		c.CacheTTL = time.Duration(defaultChainFetchCacheTTL)
+		c.CacheTTL = Duration(defaultChainFetchCacheTTL)
 	}
 	if len(h.cfg.TrustedIssuers) == 1 && h.cfg.TrustedIssuers[0] == AnyIssuer && h.logger != nil {
 		h.logger.Warn("chain_fetch has no effect with trust any: every issuer is trusted directly, so no parent is ever needed")

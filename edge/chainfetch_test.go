@@ -137,7 +137,7 @@ func TestChainFetchHandler(t *testing.T) {
 	})
 	t.Run("defaults", func(t *testing.T) {
 		cf := h.cfg.ChainFetch
-		if cf.Timeout != time.Duration(5*time.Second) || cf.MaxSize != 64<<10 || cf.CacheTTL != time.Duration(5*time.Minute) {
+		if cf.Timeout != Duration(5*time.Second) || cf.MaxSize != 64<<10 || cf.CacheTTL != Duration(5*time.Minute) {
 			t.Errorf("defaults %+v", cf)
 		}
 	})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/admit"
+	"github.com/mcpi-edge/caddy-mcpi/internal/duration"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 	"github.com/mcpi-edge/caddy-mcpi/vc/ldproof"
 )
@@ -29,32 +30,32 @@ type DelegationConfig struct {
 	// How long a fetched status list (a credential's credentialStatus,
 	// StatusList2021 or Bitstring Status List) is used before it is fetched
 	// again. Default: 60s.
-	StatusListTTL time.Duration
+	StatusListTTL duration.Duration `json:"status_list_ttl,omitempty"`
 
 	// How long past its TTL a status list that can no longer be fetched
 	// (or whose new copy does not verify) is still used. Default: 0: a
 	// revocation status that cannot be established fails closed with 503
 	// status_unavailable. A longer window keeps the edge up through a
 	// status server outage, at the cost of learning of revocations later.
-	StatusStaleIfError time.Duration
+	StatusStaleIfError duration.Duration `json:"status_stale_if_error,omitempty"`
 
 	// Turn off JSON-LD Linked Data proofs (Ed25519Signature2018, the
 	// JSON-LD Ed25519Signature2020, JsonWebSignature2020,
 	// EcdsaSecp256k1Signature2019, eddsa-rdfc-2022). On by default; their
 	// contexts are embedded, never fetched. Off, such credentials get 401
 	// unsupported_format.
-	DisableJSONLD bool
+	DisableJSONLD bool `json:"disable_jsonld,omitempty"`
 
 	// Extra JSON-LD context documents, context URL → file, read at
 	// provisioning, for credentials naming contexts that are not embedded.
 	// A context decides what a signature covers: supply only documents
 	// you trust.
-	JSONLDContexts map[string]string
+	JSONLDContexts map[string]string `json:"jsonld_contexts,omitempty"`
 
 	// Fetch a chain's missing parent credentials from the https URL their
 	// child names, within an allow-list of URL prefixes (chainfetch.go).
 	// Off unless set.
-	ChainFetch *ChainFetchConfig
+	ChainFetch *ChainFetchConfig `json:"chain_fetch,omitempty"`
 
 	// statusClient fetches status lists; nil is vc's default client. Tests
 	// set it to trust their TLS server.
@@ -67,7 +68,7 @@ type DelegationConfig struct {
 // Linked Data proofs.
 func (h *Handler) delegationOptions() ([]vc.Option, error) {
 	if h.cfg.StatusListTTL == 0 {
-		h.cfg.StatusListTTL = time.Duration(defaultStatusListTTL)
+		h.cfg.StatusListTTL = Duration(defaultStatusListTTL)
 	}
 	opts := []vc.Option{
 		// Status lists are fetched like did:web documents: private

@@ -587,8 +587,8 @@ func TestStatusList(t *testing.T) {
 		h := f.handler(t, func(c *setup) {
 			c.AllowPrivateDIDWeb = true
 			c.statusClient = flaky.Client()
-			c.StatusListTTL = time.Duration(time.Millisecond)
-			c.StatusStaleIfError = time.Duration(time.Hour)
+			c.StatusListTTL = Duration(time.Millisecond)
+			c.StatusStaleIfError = Duration(time.Hour)
 		})
 		cred := withStatus(t, f, flaky.listURL(), "6")
 		wantAdmitted(t, serve(t, h, bearer(cred)))

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -31,6 +30,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/edge/wellknown"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
+	"time"
 )
 
 // Next hands a request on: the rest of the route. Its error is returned by
@@ -117,6 +117,8 @@ type Handler struct {
 	ident  *identity.Identity // nil below level 2
 	l3     level3
 	policy toolPolicy
+	// limits is nil without rate limits (ratelimits.go).
+	limits *rateLimits
 	obs    *observe.Recorder
 	// proofs is the KYA-OS step: declarations, request and response proofs.
 	proofs *proofStep
@@ -125,7 +127,9 @@ type Handler struct {
 	// front is the authorization server (frontdoor.go); nil when off.
 	front *authserver.Server
 
-	logger   *zap.Logger
+	logger *zap.Logger
+	// consent is where the route's prompts send the user (agentconsent.go).
+	consent  *agentConsent
 	verifier *vc.Verifier
 	carriers *carrier.Reader
 	// framing reads the body once and checks the MCP framing headers.
@@ -198,11 +202,11 @@ func (h *Handler) build() error {
 
 	if h.didCache == nil {
 		res := didresolver.New(
-			didresolver.WithTimeout(h.cfg.DIDWebTimeout),
+			didresolver.WithTimeout(time.Duration(h.cfg.DIDWebTimeout)),
 			didresolver.WithAllowPrivateAddresses(h.cfg.AllowPrivateDIDWeb),
 			didresolver.WithAllowHTTP(h.cfg.AllowPrivateDIDWeb),
 		)
-		h.didCache = didresolver.NewCache(res, didresolver.WithTTL(h.cfg.DIDCacheTTL))
+		h.didCache = didresolver.NewCache(res, didresolver.WithTTL(time.Duration(h.cfg.DIDCacheTTL)))
 	}
 
 	// The Level 3 nonce store is also the verifier's replay guard.
@@ -218,6 +222,7 @@ func (h *Handler) build() error {
 		return err
 	}
 	h.front = front
+	h.consent = &agentConsent{consentURL: h.cfg.ConsentURL, front: front, site: h.site}
 	more, err := h.delegationOptions()
 	if err != nil {
 		return err
@@ -226,9 +231,10 @@ func (h *Handler) build() error {
 	// Trust is always given, so that a config that somehow skipped
 	// Validate trusts no issuer rather than every issuer.
 	h.verifier = vc.NewVerifier(verifierResolver(h.front, h.didCache), append([]vc.Option{
-		vc.WithClockSkew(h.cfg.ClockSkew),
+		vc.WithClockSkew(time.Duration(h.cfg.ClockSkew)),
 		vc.WithMaxSize(int(h.cfg.MaxCredentialSize)),
 		vc.WithTrustedIssuers(h.cfg.TrustedIssuers...),
+		vc.WithTrace(observe.StartVerify),
 	}, append(append(more, h.cfg.lifetimeOptions()...), h.verificationCacheOptions()...)...)...)
 
 	// Admission: at Level 3 presentation nonces are challenges of the
@@ -249,15 +255,18 @@ func (h *Handler) build() error {
 	}
 	h.provisionProofs()
 	h.provisionDocuments()
+	if err := h.provisionRateLimits(); err != nil {
+		return err
+	}
 	if err := h.provisionPolicy(); err != nil {
 		return err
 	}
-	// Framing reads the body strictly where the policy or the proof step
-	// decides on it.
-	hasPolicy, proofs := h.policy.pol != nil, h.proofs
+	// Framing reads the body strictly where the policy, the rate limits
+	// or the proof step decide on it.
+	readsBody, proofs := h.policy.readsBody(), h.proofs
 	h.framing = &framing.Framing{
 		MaxBody:        h.cfg.MaxBodySize,
-		DecidesOnBody:  func(raw []byte) bool { return hasPolicy || proofs.RequiresExtension() || proofs.Inspects(raw) },
+		DecidesOnBody:  func(raw []byte) bool { return readsBody || proofs.RequiresExtension() || proofs.Inspects(raw) },
 		AmbiguousProof: proofs.AmbiguousProof,
 		ParamHeaders:   h.policy.checkParamHeaders,
 	}
@@ -273,7 +282,7 @@ func (cfg *Config) applyDefaults() {
 		cfg.NonDelegationBearer = BearerPass
 	}
 	if cfg.ClockSkew == 0 {
-		cfg.ClockSkew = DefaultClockSkew
+		cfg.ClockSkew = Duration(DefaultClockSkew)
 	}
 	if cfg.MaxCredentialSize == 0 {
 		cfg.MaxCredentialSize = DefaultMaxCredentialSize
@@ -282,10 +291,10 @@ func (cfg *Config) applyDefaults() {
 		cfg.MaxBodySize = DefaultMaxBodySize
 	}
 	if cfg.DIDCacheTTL == 0 {
-		cfg.DIDCacheTTL = DefaultDIDCacheTTL
+		cfg.DIDCacheTTL = Duration(DefaultDIDCacheTTL)
 	}
 	if cfg.DIDWebTimeout == 0 {
-		cfg.DIDWebTimeout = DefaultDIDWebTimeout
+		cfg.DIDWebTimeout = Duration(DefaultDIDWebTimeout)
 	}
 }
 
@@ -296,7 +305,7 @@ func (cfg *Config) lifetimeOptions() []vc.Option {
 		opts = append(opts, vc.WithAllowNoExpiry())
 	}
 	if cfg.MaxCredentialLifetime > 0 {
-		opts = append(opts, vc.WithMaxLifetime(cfg.MaxCredentialLifetime))
+		opts = append(opts, vc.WithMaxLifetime(time.Duration(cfg.MaxCredentialLifetime)))
 	}
 	return opts
 }
@@ -370,7 +379,7 @@ func (e *HTTPError) Unwrap() error { return e.Err }
 func httpError(status int, err error) error { return &HTTPError{Status: status, Err: err} }
 
 // durationsNonNegative is Validate's check of every duration of c.
-func durationsNonNegative(ds ...time.Duration) bool {
+func durationsNonNegative(ds ...Duration) bool {
 	for _, d := range ds {
 		if d < 0 {
 			return false

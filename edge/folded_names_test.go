@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
@@ -113,7 +114,7 @@ func TestProxySessionNotAcrossPolicies(t *testing.T) {
 		}
 	}
 	other := newProxySessionEnv(t, f, func(c *setup) { c.Audiences = []string{"https://" + testHost} })
-	other.h.l3.proxySessions = handshake.NewBindings(e.h.l3.proxySessions.Binder(), other.h.l3.policy, other.h.cfg.SessionTTL) // one store
+	other.h.l3.proxySessions = handshake.NewBindings(e.h.l3.proxySessions.Binder(), other.h.l3.policy, time.Duration(other.h.cfg.SessionTTL)) // one store
 	if other.h.l3.policy == e.h.l3.policy {
 		t.Fatal("test setup: same policy")
 	}

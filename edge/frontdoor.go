@@ -31,13 +31,13 @@ import (
 // FrontDoorConfig holds the front door settings.
 type FrontDoorConfig struct {
 	// The route's OAuth 2.1 authorization server (nil: off).
-	AuthorizationServer *authserver.Config
+	AuthorizationServer *authserver.Config `json:"-"`
 
 	// Trust the users whose DIDs this edge hosts (did:web:<host>:oauth:
 	// users:<id>) as issuers, beside TrustedIssuers. Needs
 	// AuthorizationServer: such DIDs are then resolved from the edge's
 	// own key storage, never fetched.
-	TrustAuthorizationServer bool
+	TrustAuthorizationServer bool `json:"trust_authorization_server,omitempty"`
 }
 
 // grantIDPrefix starts the id of every credential the front door issues,
@@ -165,9 +165,9 @@ func (r resolverWithUsers) Refresh(ctx context.Context, did string) (*didresolve
 // users' DIDs from its own keys, when it is on.
 func verifierResolver(front *authserver.Server, dids didresolver.Resolver) didresolver.Resolver {
 	if front == nil {
-		return dids
+		return observe.TraceResolver(dids)
 	}
-	return resolverWithUsers{as: front, next: dids}
+	return observe.TraceResolver(resolverWithUsers{as: front, next: dids})
 }
 
 // grantRevoked reports whether the front door revoked the credential id

@@ -69,7 +69,7 @@ func TestFrontDoorFlow(t *testing.T) {
 	res, body = f.get("/oauth/authorize?"+q.Encode(), true)
 	page := string(body)
 	for _, want := range []string{"Test Agent", "not verified", "127.0.0.1:33418", "did:key:", f.srv.URL + "/mcp",
-		`name="scope" value="echo:execute" checked`, "<code>echo</code>", `name="approve"`, `name="deny"`, `name="csrf"`, "1h0m0s"} {
+		`name="scope" value="echo:execute" checked`, "<code>echo</code>", `name="approve"`, `name="deny"`, `name="csrf"`, "1 hour", "30 days"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("consent page lacks %q", want)
 		}

@@ -93,7 +93,7 @@ func newFrontDoor(t *testing.T, store challenge.NonceStore, mod func(*edge.Confi
 	})
 	inner := h.Wrap(upstream)
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/oauth/authorize" {
+		if r.URL.Path == "/oauth/authorize" || r.URL.Path == "/oauth/delegations" {
 			if u, p, ok := r.BasicAuth(); ok && u == "alice" && p == "secret" {
 				r = r.WithContext(context.WithValue(r.Context(), userKey{}, "alice@example.com"))
 			}
@@ -144,7 +144,13 @@ func (f *frontDoor) postForm(path string, v url.Values, user bool, hdr http.Head
 // unless the registration is accepted.
 func (f *frontDoor) register(redirects ...string) string {
 	f.t.Helper()
-	b, _ := json.Marshal(map[string]any{"redirect_uris": redirects, "client_name": "Test Agent", "token_endpoint_auth_method": "none"})
+	return f.registerNamed("Test Agent", redirects...)
+}
+
+// registerNamed registers a client that calls itself name.
+func (f *frontDoor) registerNamed(name string, redirects ...string) string {
+	f.t.Helper()
+	b, _ := json.Marshal(map[string]any{"redirect_uris": redirects, "client_name": name, "token_endpoint_auth_method": "none"})
 	req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/oauth/register", strings.NewReader(string(b)))
 	req.Header.Set("Content-Type", "application/json")
 	res, body := f.do(req)

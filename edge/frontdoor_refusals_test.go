@@ -12,11 +12,8 @@ import (
 
 	"github.com/lestrrat-go/jwx/v2/jwk"
 
-	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
-	"github.com/mcpi-edge/caddy-mcpi/edge"
 	"github.com/mcpi-edge/caddy-mcpi/edge/dpop"
-	"github.com/mcpi-edge/caddy-mcpi/internal/redistest"
 )
 
 const redirect = "http://127.0.0.1:33418/callback"
@@ -248,18 +245,7 @@ func TestFrontDoorRefreshReuse(t *testing.T) {
 // on one replica is refused by another sharing the Redis store and the
 // key storage, within seconds.
 func TestFrontDoorRevocationAcrossReplicas(t *testing.T) {
-	redis := redistest.Start(t)
-	keys := &sharedKeys{}
-	replica := func() *frontDoor {
-		st, err := challenge.NewRedisStore(challenge.RedisOptions{URL: redis.URL()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = st.Close() })
-		return newFrontDoor(t, st, nil, edge.WithKeyStorage(keys))
-	}
-	a, b := replica(), replica()
-	b.host = strings.TrimPrefix(a.srv.URL, "http://") // one name, two replicas
+	a, b := replicaPair(t)
 	_, tok := a.flow("echo:execute")
 	// b knows a's client and user: its own secret and keys are a's.
 	for _, at := range []string{tok.AccessToken} {

@@ -13,11 +13,12 @@ import (
 // ServeNext admits the request if it carries a valid delegation credential
 // (or a Level 3 session, or calls only anonymous tools), with its request
 // proof where one is required; the numbered steps below are documented in
-// docs/configuration.md §11, and docs/architecture.md says which file or
+// docs/config/request.md, and docs/architecture.md says which file or
 // package each is in. A step that says no returns a refusal, which refuse
 // writes; handOn installs the response chain and records the admission.
 func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) error {
 	// 1. Identity headers are the edge's to set; a client's are lies.
+	r = h.noteKYAAccept(r) // an opt-in among the kya-* names (kyahttp.go)
 	h.carriers.StripIdentity(r)
 	// The ancestors of a chain are read now and never travel on.
 	chain := h.carriers.TakeChain(r)

@@ -12,7 +12,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
-// The pipeline's side of the MCP-I JSON-RPC handshake: the calls
+// The pipeline's side of the JSON-RPC handshake (docs/protocol/mcpi.md#level-3-the-handshake): the calls
 // themselves are handshake.Calls; here the route hands them its parts and
 // maps what they return.
 

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"net/http"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -62,7 +63,7 @@ func (h *Handler) provisionIdentity() error {
 		identity.WithStorage(h.keyStorage),
 		// The assertion for a credential ends when the verifier stops
 		// accepting it, not before: both apply the same skew.
-		identity.WithClockSkew(h.cfg.ClockSkew),
+		identity.WithClockSkew(time.Duration(h.cfg.ClockSkew)),
 		identity.WithHost(h.site.Host),
 		identity.WithScheme(h.site.Scheme),
 		identity.WithUpstreamHeader(h.hooks.UpstreamHeader),
@@ -90,4 +91,18 @@ func (h *Handler) injectIdentity(r *http.Request, d *vc.Delegation) error {
 		return nil
 	}
 	return h.ident.Inject(r, d)
+}
+
+// identify tells the host (hooks.Identity) and, from Level 2, the upstream
+// (ident's headers) who is calling as d.
+func identify(hooks Hooks, ident *identity.Identity) func(*http.Request, *vc.Delegation) error {
+	return func(r *http.Request, d *vc.Delegation) error {
+		if hooks.Identity != nil && d != nil {
+			hooks.Identity(r, d)
+		}
+		if ident == nil {
+			return nil
+		}
+		return ident.Inject(r, d)
+	}
 }

@@ -375,7 +375,7 @@ func TestUpstreamAuto(t *testing.T) {
 	h := f.l2Handler(t, nil, func(c *setup) {
 		c.UpstreamMCPI = UpstreamMCPIAuto
 		c.Upstream = up.URL
-		c.MCPIProbeTTL = time.Duration(100 * time.Millisecond)
+		c.MCPIProbeTTL = Duration(100 * time.Millisecond)
 	})
 	// Provisioning fired the first probe.
 	eventually(t, "first probe", func() bool { return doc.probes.Load() > 0 })

@@ -9,9 +9,11 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/framing"
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
+	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/proof"
 	"github.com/mcpi-edge/caddy-mcpi/edge/refusal"
 	"github.com/mcpi-edge/caddy-mcpi/edge/site"
+	"github.com/mcpi-edge/caddy-mcpi/internal/loglimit"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 	"github.com/mcpi-edge/caddy-mcpi/vc/kyaos"
@@ -37,7 +39,7 @@ type ProofConfig struct {
 	RequireExtension bool `json:"require_extension,omitempty"`
 
 	// Sign JSON-RPC results with the edge's key under the edge DID,
-	// published in its did.json: "off", "sign" (body profile) or "sign
+	// published in its did.json: "off", "sign" (body profile for content alone, else envelope) or "sign
 	// envelope" (the whole result minus _meta). Needs level 2 or 3 (the
 	// edge's key and did.json). Default: off.
 	ResponseProof string `json:"response_proof,omitempty"`
@@ -70,6 +72,11 @@ type proofStep struct {
 	logger *zap.Logger
 	// hostDID is the proofs' audience by Host.
 	hostDID hostDID
+	// consent is where a signed challenge sends the user.
+	consent *agentConsent
+	// resumeWarn limits the warnings that a resumeToken could not be
+	// issued (kyaos_challenge.go).
+	resumeWarn loglimit.Every
 }
 
 // provisionProofs builds the step; the nonce store is the route's.
@@ -78,7 +85,7 @@ func (h *Handler) provisionProofs() {
 		RequestProof:     h.cfg.RequestProof,
 		RequireExtension: h.cfg.RequireExtension,
 		ResponseProof:    h.cfg.ResponseProof,
-	}, h.didCache, h.l3.store)
+	}, observe.TraceResolver(h.didCache), h.l3.store)
 	// 2025-11-25 clients declare once, in initialize: their sessions'
 	// declarations are kept where the store keeps bindings (shared by
 	// replicas with Redis). A store without bindings: they must declare
@@ -86,7 +93,7 @@ func (h *Handler) provisionProofs() {
 	if b, err := h.l3.proxySessionBinder(); err == nil {
 		gate.WithSessions(b)
 	}
-	h.proofs = &proofStep{Gate: gate, cfg: &h.cfg, site: h.site, ident: h.ident, logger: h.logger}
+	h.proofs = &proofStep{Gate: gate, cfg: &h.cfg, site: h.site, ident: h.ident, logger: h.logger, consent: h.consent}
 }
 
 // proofBody returns the JSON-RPC body the gate reads: the one the carriers

@@ -16,7 +16,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/vc/kyaos"
 )
 
-// The signed consent challenge (KYA-OS §5): with response_proof sign, a
+// The signed consent challenge (docs/protocol/kyaos.md#signed-consent-challenge): with response_proof sign, a
 // tools/call refused for a missing scope is answered with the
 // needs_authorization result, signed by the edge (outcome
 // needs_authorization, its responseHash binding the challenge and so the
@@ -25,6 +25,11 @@ import (
 // resumeToken of the edge's it carries must be live, unused, and issued to
 // this agent for this tool.
 
+// resumeWarnInterval is the least time between two warnings that a
+// resumeToken could not be issued: callers cause them, and a store that
+// is down or full fails every one.
+const resumeWarnInterval = 30 * time.Second
+
 // signedChallenge is the signed needs_authorization answer to the denied
 // call m of tool; ok is false when the edge does not sign responses, the
 // caller is anonymous, no consent URL is usable, the call is one of a batch (2026 clients send
@@ -32,7 +37,7 @@ import (
 func (p *proofStep) signedChallenge(w http.ResponseWriter, r *http.Request, batch bool, m mcp.Message, tool string, dec mcp.Decision, d *vc.Delegation) ([]byte, bool) {
 	// An anonymous caller gets the unsigned prompt: a resumeToken is a
 	// record in the shared store, which no anonymous request may write.
-	if batch || d == nil || !p.SignsResponses() || p.cfg.ConsentURL == "" || len(dec.Missing) == 0 ||
+	if batch || d == nil || !p.SignsResponses() || (p.cfg.ConsentURL == "" && !p.consent.on()) || len(dec.Missing) == 0 ||
 		(dec.Reason != mcp.ReasonInsufficientScope && dec.Reason != mcp.ReasonAnonymous) {
 		return nil, false
 	}
@@ -40,10 +45,12 @@ func (p *proofStep) signedChallenge(w http.ResponseWriter, r *http.Request, batc
 	now := time.Now()
 	token, exp, err := p.IssueResume(r.Context(), delegationOwner(d), agent, tool, now)
 	if err != nil {
-		p.logger.Warn("issuing a resumeToken failed; answering the unsigned consent prompt", zap.Error(err))
+		if p.resumeWarn.Allow(resumeWarnInterval) {
+			p.logger.Warn("issuing a resumeToken failed; answering the unsigned consent prompt (logged at most every 30s)", zap.Error(err))
+		}
 		return nil, false
 	}
-	link, ok := mcp.ConsentLink(mcp.NeedsAuthorization{Tool: tool, Missing: dec.Missing, ConsentURL: p.cfg.ConsentURL, AgentDID: agent, ResumeToken: token})
+	link, ok := mcp.ConsentLink(mcp.NeedsAuthorization{Tool: tool, Missing: dec.Missing, ConsentURL: p.consent.url(r, tool, dec, d, token), AgentDID: agent, ResumeToken: token})
 	if !ok {
 		return nil, false
 	}
@@ -104,7 +111,7 @@ func (p *proofStep) signedDenial(w http.ResponseWriter, r *http.Request, batch b
 }
 
 // callerAudience is the audience of the edge's response proofs: the
-// caller's DID, else the route's.
+// caller's DID (docs/protocol/kyaos.md#response-proofs), else the route's.
 func (p *proofStep) callerAudience(r *http.Request, d *vc.Delegation) string {
 	if d != nil && d.AgentDID != "" {
 		return d.AgentDID

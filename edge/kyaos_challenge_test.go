@@ -3,10 +3,16 @@ package edge
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/proof"
 	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
@@ -159,5 +165,41 @@ func TestSignedDenial(t *testing.T) {
 		Resolver: staticDoc{d}, ExpectedSigner: testAudience, ExpectedAudiences: []string{f.agent.did}, Request: []byte(call)})
 	if err != nil || p.Meta.Outcome != kyaos.OutcomeDenied || p.Meta.Reason != "presentation_required" || p.Meta.ResponseHash != "" {
 		t.Fatalf("%v %+v", err, p)
+	}
+}
+
+// resumeRefusingStore is a memory store that cannot take resume tokens,
+// as a store that is down or full refuses them.
+type resumeRefusingStore struct{ *challenge.MemoryStore }
+
+func (s resumeRefusingStore) BindOwned(ctx context.Context, kind, owner, key string, value []byte, ttl time.Duration, max int) error {
+	if kind == challenge.KindResume {
+		return fmt.Errorf("%w: test store refuses resume tokens", challenge.ErrStoreUnavailable)
+	}
+	return s.MemoryStore.BindOwned(ctx, kind, owner, key, value, ttl, max)
+}
+
+// TestResumeFailureWarnsOnce: when no resumeToken can be issued, each
+// denied call still gets the unsigned consent prompt, and the warning
+// that says so is written once however many callers meet it.
+func TestResumeFailureWarnsOnce(t *testing.T) {
+	f := newFixture(t)
+	mem := challenge.NewMemoryStore(context.Background())
+	t.Cleanup(func() { _ = mem.Close() })
+	core, logs := observer.New(zap.InfoLevel)
+	h := polHandler(t, f, func(c *setup) {
+		c.Level = 2
+		c.ResponseProof = "sign"
+		c.use(WithNonceStore(resumeRefusingStore{mem}, "test"), WithLogger(zap.New(core)))
+	})
+	for id := range 5 {
+		res := polServe(t, h, polPost(signed(t, f.agent, testAudience, polCall(20+id, "files_write")), f.jwt(t, nil)), nil)
+		var m rpcMsg
+		if err := json.Unmarshal(res.rec.Body.Bytes(), &m); err != nil || res.called || m.Result == nil || !m.Result.IsError {
+			t.Fatalf("call %d: %v forwarded %v: %s", id, err, res.called, res.rec.Body)
+		}
+	}
+	if n := logs.FilterMessageSnippet("issuing a resumeToken failed").Len(); n != 1 {
+		t.Fatalf("%d warnings for 5 calls without a resumeToken, want 1: %v", n, logs.All())
 	}
 }

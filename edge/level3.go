@@ -17,6 +17,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/edge/wellknown"
+	"github.com/mcpi-edge/caddy-mcpi/internal/duration"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 	"go.uber.org/zap"
 )
@@ -35,7 +36,7 @@ const (
 )
 
 // Level3Config holds the Level 3 settings (the JSON-RPC challenge-response
-// handshake). It is embedded in Config, so its fields are
+// handshake, docs/protocol/mcpi.md#level-3-the-handshake). It is embedded in Config, so its fields are
 // top-level JSON config fields of http.handlers.mcpi. They apply only at
 // level 3; Validate refuses them at a lower level.
 type Level3Config struct {
@@ -46,7 +47,7 @@ type Level3Config struct {
 	// upstream's challenges in its nonce store on the way back, and checks
 	// every verify (signature, single use, credential) before the upstream
 	// sees it, adding the Level 2 identity headers. Default: terminate.
-	Handshake string
+	Handshake string `json:"handshake,omitempty"`
 
 	// Proxy mode: the upstream's handshake endpoint, a path on the
 	// route's upstream (forwarded through the rest of the route, normally
@@ -57,40 +58,40 @@ type Level3Config struct {
 	// `upstream` origin when set, else through the route), else the
 	// services of upstream_did's document, else the edge's own handshake
 	// paths on the route's upstream.
-	HandshakeEndpoint string
+	HandshakeEndpoint string `json:"handshake_endpoint,omitempty"`
 	// Proxy mode: the upstream's verify endpoint, as handshake_endpoint.
 	// Default: handshake_endpoint when that is set (one JSON-RPC endpoint
 	// for both methods).
-	VerifyEndpoint string
+	VerifyEndpoint string `json:"verify_endpoint,omitempty"`
 	// Proxy mode: DID of the upstream; its document's services of type
 	// mcp-i or JSON-RPC name the endpoints when /.well-known/mcp-i.json
 	// does not.
-	UpstreamDID string
+	UpstreamDID string `json:"upstream_did,omitempty"`
 	// Proxy mode: how long discovered endpoints are cached. Default: 5m.
-	DiscoveryTTL time.Duration
+	DiscoveryTTL duration.Duration `json:"discovery_ttl,omitempty"`
 
 	// Path at which the edge takes handshake calls. Default:
 	// /api/mcp/handshake.
-	HandshakePath string
+	HandshakePath string `json:"handshake_path,omitempty"`
 	// Path at which the edge takes verify calls. Default: /api/mcp/verify.
 	// Either path takes either method; the JSON-RPC method decides.
-	VerifyPath string
+	VerifyPath string `json:"verify_path,omitempty"`
 	// JSON-RPC method name of the handshake call. Default: handshake.
-	HandshakeMethod string
+	HandshakeMethod string `json:"handshake_method,omitempty"`
 	// JSON-RPC method name of the verify call. Default: verify.
-	VerifyMethod string
+	VerifyMethod string `json:"verify_method,omitempty"`
 
 	// Lifetime of a challenge. Default: 5m.
-	ChallengeTTL time.Duration
+	ChallengeTTL duration.Duration `json:"challenge_ttl,omitempty"`
 	// Tolerated difference between the signed timestamp and the edge's
 	// clock. Default: 2m.
-	HandshakeSkew time.Duration
+	HandshakeSkew duration.Duration `json:"handshake_skew,omitempty"`
 	// Lifetime of a handshake session, never beyond the credential's
 	// expiry. Terminate mode: of the edge's session token. Proxy mode: of
 	// the edge's binding of the upstream's session id to the verified
 	// delegation (never beyond the upstream's expiresAt either). Default:
 	// 15m.
-	SessionTTL time.Duration
+	SessionTTL duration.Duration `json:"session_ttl,omitempty"`
 
 	// The older KYA handshake forms (JSON-RPC handshake with {nonce,
 	// audience, timestamp, agentDid}, tools/call of _mcpi_handshake,
@@ -99,7 +100,7 @@ type Level3Config struct {
 	// session. "pass": without either, they are forwarded anyway, with no
 	// identity (this is how a KYA agent obtains its credential). Default:
 	// verify.
-	LegacyHandshake string
+	LegacyHandshake string `json:"legacy_handshake,omitempty"`
 }
 
 // level3 is the Level 3 step of the pipeline: it answers or proxies the
@@ -181,20 +182,20 @@ func (h *Handler) provisionLevel3() error {
 		l.vfPath = defaultVerifyPath
 	}
 	if h.cfg.ChallengeTTL == 0 {
-		h.cfg.ChallengeTTL = time.Duration(challenge.DefaultChallengeTTL)
+		h.cfg.ChallengeTTL = Duration(challenge.DefaultChallengeTTL)
 	}
 	if h.cfg.HandshakeSkew == 0 {
-		h.cfg.HandshakeSkew = time.Duration(challenge.DefaultSkew)
+		h.cfg.HandshakeSkew = Duration(challenge.DefaultSkew)
 	}
 	if h.cfg.LegacyHandshake == "" {
 		h.cfg.LegacyHandshake = LegacyVerify
 	}
 	if h.cfg.SessionTTL == 0 {
-		h.cfg.SessionTTL = time.Duration(handshake.DefaultSessionTTL)
+		h.cfg.SessionTTL = Duration(handshake.DefaultSessionTTL)
 	}
 
 	// The agent DIDs resolve through the handler's DID cache.
-	l.resolver = h.didCache
+	l.resolver = observe.TraceResolver(h.didCache)
 	l.policy = h.cfg.acceptancePolicy()
 
 	opts := []challenge.Option{
@@ -215,12 +216,12 @@ func (h *Handler) provisionLevel3() error {
 		if err != nil {
 			return fmt.Errorf("mcpi: handshake session key: %v", err)
 		}
-		l.sessions = handshake.NewSessions(key, time.Duration(h.cfg.SessionTTL)).WithSkew(h.cfg.ClockSkew)
+		l.sessions = handshake.NewSessions(key, time.Duration(h.cfg.SessionTTL)).WithSkew(time.Duration(h.cfg.ClockSkew))
 		opts = append(opts, challenge.WithSessionIssuer(routeSessions{l}))
 
 	case HandshakeProxy:
 		if h.cfg.DiscoveryTTL == 0 {
-			h.cfg.DiscoveryTTL = time.Duration(defaultDiscoveryTTL)
+			h.cfg.DiscoveryTTL = Duration(defaultDiscoveryTTL)
 		}
 		client := handshake.NewClient()
 		guarded, err := didresolver.GuardedClient(client, h.cfg.AllowPrivateDIDWeb, handshake.Timeout)
@@ -263,7 +264,7 @@ func (h *Handler) provisionLevel3() error {
 		if err != nil {
 			return err
 		}
-		l.proxySessions = handshake.NewBindings(binder, l.policy, time.Duration(h.cfg.SessionTTL)).WithSkew(h.cfg.ClockSkew)
+		l.proxySessions = handshake.NewBindings(binder, l.policy, time.Duration(h.cfg.SessionTTL)).WithSkew(time.Duration(h.cfg.ClockSkew))
 	}
 
 	svc, err := challenge.New(opts...)

@@ -183,7 +183,7 @@ func TestTerminateHandshakeAndSession(t *testing.T) {
 // rule the verifier and the Level 2 signer apply too.
 func TestSessionNeverOutlivesCredential(t *testing.T) {
 	f := newFixture(t)
-	h := f.l3Handler(t, func(c *setup) { c.SessionTTL = time.Duration(time.Hour) })
+	h := f.l3Handler(t, func(c *setup) { c.SessionTTL = Duration(time.Hour) })
 	exp := time.Now().Add(2 * time.Minute).Truncate(time.Second)
 	cred := f.jwt(t, func(tm *vc.Template) { tm.ExpiresAt = exp })
 	sc := answer(t, f.agent, doHandshake(t, h, defaultHandshakePath, f.agent, nil))
@@ -192,7 +192,7 @@ func TestSessionNeverOutlivesCredential(t *testing.T) {
 	if err := json.Unmarshal(rep.Result, &vr); err != nil || vr.SessionID == "" {
 		t.Fatalf("verify: %s", rep.Raw)
 	}
-	accepted := exp.Add(h.cfg.ClockSkew)
+	accepted := exp.Add(time.Duration(h.cfg.ClockSkew))
 	if !vr.ExpiresAt.Equal(accepted) {
 		t.Errorf("session expires %v, want the credential's acceptance end %v", vr.ExpiresAt, accepted)
 	}
@@ -576,7 +576,7 @@ func TestSessionForCredentialWithinSkew(t *testing.T) {
 	if err := json.Unmarshal(rep.Result, &vr); err != nil || vr.SessionID == "" {
 		t.Fatalf("verify of a credential within the skew: %s", rep.Raw)
 	}
-	if want := exp.Add(h.cfg.ClockSkew); !vr.ExpiresAt.Equal(want) {
+	if want := exp.Add(time.Duration(h.cfg.ClockSkew)); !vr.ExpiresAt.Equal(want) {
 		t.Errorf("session expires %v, want %v", vr.ExpiresAt, want)
 	}
 }

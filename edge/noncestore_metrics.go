@@ -22,16 +22,20 @@ type measuredNonceStore struct {
 }
 
 func (m *measuredNonceStore) Put(ctx context.Context, nonce string, rec challenge.Record, ttl time.Duration) error {
+	ctx, span := observe.StartNonceStoreSpan(ctx, m.name, "put")
 	start := time.Now()
 	err := m.store.Put(ctx, nonce, rec, ttl)
 	m.obs.NonceStore(m.name, "put", time.Since(start), storeFailure(err))
+	observe.EndSpan(span, storeFailure(err))
 	return err
 }
 
 func (m *measuredNonceStore) Consume(ctx context.Context, nonce string) (challenge.Record, error) {
+	ctx, span := observe.StartNonceStoreSpan(ctx, m.name, "consume")
 	start := time.Now()
 	rec, err := m.store.Consume(ctx, nonce)
 	m.obs.NonceStore(m.name, "consume", time.Since(start), storeFailure(err))
+	observe.EndSpan(span, storeFailure(err))
 	return rec, err
 }
 
@@ -42,11 +46,13 @@ func (m *measuredNonceStore) Peek(ctx context.Context, nonce string) (challenge.
 	if !ok {
 		return challenge.Record{}, fmt.Errorf("mcpi: nonce store %s cannot peek: %w", m.name, errors.ErrUnsupported)
 	}
+	ctx, span := observe.StartNonceStoreSpan(ctx, m.name, "peek")
 	start := time.Now()
 	rec, err := p.Peek(ctx, nonce)
 	if !errors.Is(err, errors.ErrUnsupported) {
 		m.obs.NonceStore(m.name, "peek", time.Since(start), storeFailure(err))
 	}
+	observe.EndSpan(span, storeFailure(err))
 	return rec, err
 }
 
@@ -59,9 +65,11 @@ func (m *measuredNonceStore) UseOnce(ctx context.Context, digest [32]byte, ttl t
 	if !ok {
 		return fmt.Errorf("mcpi: nonce store %s keeps no single-use markers: %w", m.name, errors.ErrUnsupported)
 	}
+	ctx, span := observe.StartNonceStoreSpan(ctx, m.name, "use_once")
 	start := time.Now()
 	err := su.UseOnce(ctx, digest, ttl)
 	m.obs.NonceStore(m.name, "put", time.Since(start), storeFailure(err))
+	observe.EndSpan(span, storeFailure(err))
 	return err
 }
 

@@ -9,9 +9,11 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/mcpi-edge/caddy-mcpi/edge/admit"
 	"github.com/mcpi-edge/caddy-mcpi/edge/authserver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/framing"
+	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
@@ -19,7 +21,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// MCP-aware authorization: per-tool policy on
+// MCP-aware authorization (docs/protocol/mcpi.md#tool-policy-answers): per-tool policy on
 // tools/call, tools/list filtering, and handshake-action checks on tool
 // results.
 //
@@ -84,6 +86,10 @@ type ToolPolicy struct {
 	// Presentation signed by the agent, or over a Level 3 handshake
 	// session. A bare bearer credential is refused.
 	RequirePresentation bool `json:"require_presentation,omitempty"`
+
+	// Rules the calls of the tool must meet besides its scopes
+	// (policy_rules.go).
+	Rules []RuleConfig `json:"rules,omitempty"`
 }
 
 // PolicyConfig holds the MCP-aware authorization settings (per-tool policy,
@@ -134,6 +140,9 @@ type PolicyConfig struct {
 	// tools/list annotations; see ToolAnnotationsPolicy. Off when unset.
 	// With it, tool_default defaults to deny even without tool rules.
 	ToolAnnotationsPolicy *ToolAnnotationsPolicy `json:"tool_annotations_policy,omitempty"`
+
+	// Rules every tools/call of the route must meet (policy_rules.go).
+	Rules []RuleConfig `json:"rules,omitempty"`
 }
 
 // toolPolicy is the tool policy step of the pipeline: Check on the
@@ -157,6 +166,10 @@ type toolPolicy struct {
 	// params holds the x-mcp-header bindings learned from tools/list
 	// answers (paramheaders.go).
 	params *paramHeaderStore
+	// rules is nil without operator rules (policy_rules.go).
+	rules *toolRules
+	// limits is nil without rate limits (ratelimits.go).
+	limits *rateLimits
 
 	cfg    *Config
 	site   *site.Site
@@ -164,10 +177,18 @@ type toolPolicy struct {
 	logger *zap.Logger
 	// proofs signs consent challenges and denials; l3 finds the session
 	// that makes a delegation holder-bound; front, when on, asks OAuth
-	// clients to step up.
-	proofs *proofStep
-	l3     *level3
-	front  *authserver.Server
+	// clients to step up; consent is where prompts send the user.
+	proofs  *proofStep
+	l3      *level3
+	front   *authserver.Server
+	consent *agentConsent
+	// admit verifies the delegation a user approved at the edge's consent
+	// page, and identify tells the host and the upstream who is calling
+	// with it (agentconsent.go).
+	admit    *admit.Admission
+	identify func(*http.Request, *vc.Delegation) error
+	// ident reads an agent's reputation for the rules; nil below level 2.
+	ident *identity.Identity
 }
 
 // policy builds the mcp.Policy of the config; nil when nothing is to be
@@ -180,7 +201,7 @@ func (c *PolicyConfig) policy() (*mcp.Policy, error) {
 	if c.ToolAnnotationsPolicy != nil && def == mcp.DefaultUnset {
 		def = mcp.DefaultDeny // an unseen tool never gets more than tool_default
 	}
-	if len(c.Tools) == 0 && def != mcp.DefaultDeny && c.ToolAnnotationsPolicy == nil {
+	if len(c.Tools) == 0 && def != mcp.DefaultDeny && c.ToolAnnotationsPolicy == nil && len(c.Rules) == 0 {
 		return nil, nil
 	}
 	p := &mcp.Policy{Default: def, Rules: make([]mcp.ToolRule, len(c.Tools))}
@@ -231,8 +252,12 @@ func (h *Handler) provisionPolicy() error {
 	}
 	st := toolPolicy{pol: pol, actions: mode, listed: &toolNames{m: make(map[string]struct{})},
 		annotations: newAnnotationPolicy(h.cfg.ToolAnnotationsPolicy), states: states,
-		params: newParamHeaderStore(),
-		cfg:    &h.cfg, site: h.site, obs: h.obs, logger: h.logger, proofs: h.proofs, l3: &h.l3, front: h.front}
+		params: newParamHeaderStore(), limits: h.limits,
+		cfg: &h.cfg, site: h.site, obs: h.obs, logger: h.logger, proofs: h.proofs, l3: &h.l3, front: h.front,
+		consent: h.consent, admit: h.admit, identify: identify(h.hooks, h.ident), ident: h.ident}
+	if st.rules, err = h.cfg.PolicyConfig.compileRules(); err != nil {
+		return err
+	}
 	for _, t := range h.cfg.Tools {
 		st.anyAnonymous = st.anyAnonymous || t.AllowAnonymous
 		st.anyPresentation = st.anyPresentation || t.RequirePresentation
@@ -274,6 +299,9 @@ func (cfg *Config) validatePolicy() error {
 		if !ValidActionHost(host) {
 			return fmt.Errorf("mcpi: handshake_action_hosts: %q is not a host name or *.domain", host)
 		}
+	}
+	if _, err := c.compileRules(); err != nil {
+		return err
 	}
 	if err := c.ToolAnnotationsPolicy.Validate(); err != nil {
 		return err
@@ -395,7 +423,7 @@ const reasonHandshakeTool = "handshake_tool"
 // this request. The stream is rewritten event by event, never buffered.
 func (p *toolPolicy) enforce(w http.ResponseWriter, r *http.Request, d *vc.Delegation, rb *framing.Body, adm observe.Decision) (_ http.ResponseWriter, recorded bool, err error) {
 	body := rb.Raw()
-	if p.pol == nil && p.actions == mcp.ActionsOff {
+	if p.pol == nil && p.actions == mcp.ActionsOff && p.limits == nil {
 		return w, false, nil
 	}
 	method := strings.ToUpper(r.Method)
@@ -405,11 +433,12 @@ func (p *toolPolicy) enforce(w http.ResponseWriter, r *http.Request, d *vc.Deleg
 		}
 	}
 	if bodyless(method) {
-		if method != http.MethodGet {
+		if method != http.MethodGet || (p.pol == nil && p.actions == mcp.ActionsOff) {
 			return w, false, nil
 		}
 		c := p.newResponseCheck(r, d, nil, false, p.pol != nil, p.actions != mcp.ActionsOff)
 		c.presented = p.anyPresentation && p.holderBound(r, d, adm)
+		c.ruleIn = p.rulesInput(r, mcp.MethodToolsList, d, adm, c.presented)
 		return c.wrap(w, r), false, nil
 	}
 
@@ -417,7 +446,7 @@ func (p *toolPolicy) enforce(w http.ResponseWriter, r *http.Request, d *vc.Deleg
 		// A tool policy reads every body: a tools/call sent with another
 		// content type must not slip past it. Handshake-action checks
 		// alone look at JSON bodies only.
-		if !hasRequestBody(r) || (p.pol == nil && !carrier.WantsBody(r)) {
+		if !hasRequestBody(r) || (!p.readsBody() && !carrier.WantsBody(r)) {
 			return w, false, nil
 		}
 		if body, err = carrier.ReadBody(w, r, p.cfg.MaxBodySize); err != nil {
@@ -426,7 +455,7 @@ func (p *toolPolicy) enforce(w http.ResponseWriter, r *http.Request, d *vc.Deleg
 		rb.Use(body)
 	}
 	read := rb.Messages
-	if p.pol == nil {
+	if !p.readsBody() {
 		read = rb.Lenient
 	}
 	msgs, batch, err := read()
@@ -446,7 +475,7 @@ func (p *toolPolicy) enforce(w http.ResponseWriter, r *http.Request, d *vc.Deleg
 		return w, false, carrier.ErrBodyNotJSON
 	}
 	if err != nil {
-		if p.pol == nil {
+		if !p.readsBody() {
 			return w, false, nil // nothing to authorize; not JSON-RPC
 		}
 		// What the edge cannot read, it cannot authorize; an upstream
@@ -480,18 +509,28 @@ func (p *toolPolicy) enforce(w http.ResponseWriter, r *http.Request, d *vc.Deleg
 				}
 			}
 			name, _ := mcp.ToolCallName(m)
-			if err := p.checkRequestState(r, m, name, d); err != nil {
+			stateResume, err := p.checkRequestState(r, m, name, d)
+			if err != nil {
 				return w, false, requestStateRefusal(m, err, adm)
 			}
 			if err := p.proofs.checkResume(r, m, name, d, adm); err != nil {
 				return w, false, err
 			}
 			dec := p.decide(p.site.Host(r), name, d, presented)
+			// A retry after the user approved at the edge's consent page
+			// goes on with the delegation approved (agentconsent.go).
+			if !batch {
+				if nd, ok := p.consented(r, m, stateResume, d, dec); ok {
+					d, dec = nd, p.decide(p.site.Host(r), name, nd, presented)
+					adm.Delegation = nd
+				}
+			}
 			if d == nil && dec.Allowed && (dec.Rule == nil || !dec.Rule.AllowAnonymous) {
 				// Unreachable through admitAnonymous; kept so the rule
 				// holds whatever admits an anonymous request.
 				dec = mcp.Decision{Rule: dec.Rule, Reason: mcp.ReasonAnonymous}
 			}
+			dec = p.applyRules(p.rulesInput(r, mcp.MethodToolsCall, d, adm, presented), &m, name, dec)
 			decisions[i] = dec
 			denied = denied || !dec.Allowed
 			p.logDecision(name, d, dec)
@@ -499,6 +538,9 @@ func (p *toolPolicy) enforce(w http.ResponseWriter, r *http.Request, d *vc.Deleg
 		if denied {
 			return w, false, p.denied(w, r, msgs, batch, decisions, d, adm)
 		}
+	}
+	if err := p.limitRate(r, d, msgs, batch, adm); err != nil {
+		return w, false, err
 	}
 	// The admission of a tools/call names its tool in the audit log.
 	if hasCall {
@@ -522,6 +564,7 @@ func (p *toolPolicy) enforce(w http.ResponseWriter, r *http.Request, d *vc.Deleg
 	}
 	c := p.newResponseCheck(r, d, msgs, batch, filter, actions)
 	c.presented = presented
+	c.ruleIn = p.rulesInput(r, mcp.MethodToolsList, d, adm, presented)
 	c.sniff = !hasList
 	if filter && hasList {
 		// Learn the listed tools' annotation classes before the filter

@@ -13,7 +13,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 )
 
-// Annotation-derived defaults (issue 6): optional scopes per tool class, the
+// Annotation-derived defaults: optional scopes per tool class, the
 // class taken from the ToolAnnotations the upstream gives each tool in its
 // tools/list answers.
 //

@@ -22,7 +22,7 @@ func denialDecision(msgs []mcp.Message, decisions []mcp.Decision, adm observe.De
 		if m.Method == mcp.MethodToolsCall && !decisions[i].Allowed {
 			name, _ := mcp.ToolCallName(m)
 			return &observe.Decision{Outcome: "denied", Reason: decisions[i].Reason, Status: status,
-				Delegation: adm.Delegation, Carrier: adm.Carrier, Tool: name}
+				Delegation: adm.Delegation, Carrier: adm.Carrier, Tool: name, Rule: decisions[i].RuleName}
 		}
 	}
 	return nil
@@ -33,6 +33,11 @@ func denialDecision(msgs []mcp.Message, decisions []mcp.Decision, adm observe.De
 // error for every other request of a batch (none of it was forwarded).
 // Notifications get no answer; with nothing to answer it is 202 Accepted.
 func (p *toolPolicy) denied(w http.ResponseWriter, r *http.Request, msgs []mcp.Message, batch bool, decisions []mcp.Decision, d *vc.Delegation, adm observe.Decision) *refusal.Refusal {
+	// A KYA-OS agent that asked for the draft-kya-http-02 challenge gets it
+	// (kyahttp.go), whoever issued its delegation.
+	if rf := p.kyaHTTP(r, msgs, batch, decisions, d, adm); rf != nil {
+		return rf
+	}
 	if scope, ok := p.stepUpScope(msgs, batch, decisions, d); ok {
 		rf := stepUp(scope)
 		rf.Decision = denialDecision(msgs, decisions, adm, http.StatusForbidden)
@@ -51,7 +56,7 @@ func (p *toolPolicy) denied(w http.ResponseWriter, r *http.Request, msgs []mcp.M
 				out = append(out, b)
 				continue
 			}
-			b := p.deniedResult(era, m, name, decisions[i], d)
+			b := p.deniedResult(r, era, m, name, decisions[i], d)
 			if sb, ok := p.proofs.signedDenial(w, r, batch, m, b, decisions[i].Reason, d); ok {
 				b = sb
 			}
@@ -92,21 +97,23 @@ func joinBatch(msgs [][]byte) []byte {
 // A 2026 client that declared URL-mode elicitation gets the consent prompt
 // as an input-required result (prompt2026.go); every other one the tool
 // result it has always got.
-func (p *toolPolicy) deniedResult(era mcp.Era, m mcp.Message, tool string, dec mcp.Decision, d *vc.Delegation) []byte {
+func (p *toolPolicy) deniedResult(r *http.Request, era mcp.Era, m mcp.Message, tool string, dec mcp.Decision, d *vc.Delegation) []byte {
 	id := m.ID
 	switch dec.Reason {
 	case mcp.ReasonInsufficientScope, mcp.ReasonAnonymous:
-		n := mcp.NeedsAuthorization{Tool: tool, Missing: dec.Missing, ConsentURL: p.cfg.ConsentURL, Era: era}
+		n := mcp.NeedsAuthorization{Tool: tool, Missing: dec.Missing, Era: era, ResumeToken: resumeToken()}
 		if d != nil {
 			n.AgentDID = d.AgentDID
 		}
-		if n.ConsentURL != "" {
-			n.ResumeToken = resumeToken()
+		if n.ConsentURL = p.consent.url(r, tool, dec, d, n.ResumeToken); n.ConsentURL == "" {
+			n.ResumeToken = ""
 		}
 		if b, ok := p.consentInput(era, m, n); ok {
 			return b
 		}
 		return mcp.NeedsAuthorizationResult(id, n)
+	case mcp.ReasonRuleDenied, mcp.ReasonPolicyError:
+		return ruleDeniedResult(era, id, tool, dec)
 	case mcp.ReasonPresentationRequired:
 		return mcp.ToolErrorResultFor(era, id, fmt.Sprintf("Tool %q requires the delegation to be presented in a Verifiable Presentation signed by the agent, or over an MCP-I handshake session.", tool),
 			map[string]any{"error": "presentation_required", "toolName": tool})

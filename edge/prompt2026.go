@@ -23,25 +23,26 @@ func (p *toolPolicy) consentInput(era mcp.Era, m mcp.Message, n mcp.NeedsAuthori
 	if era < mcp.Era2026 || n.ConsentURL == "" || p.states == nil || !mcp.DeclaresURLElicitation(m.Params) {
 		return nil, false
 	}
-	return mcp.NeedsAuthorizationInput(m.ID, n, p.states.seal(n.AgentDID, n.Tool))
+	return mcp.NeedsAuthorizationInput(m.ID, n, p.states.sealResume(n.AgentDID, n.Tool, n.ResumeToken))
 }
 
 // checkRequestState checks the requestState of a 2026 tools/call m of tool
-// by the caller holding d (nil: anonymous). States the edge did not issue
-// (no edge prefix) belong to the upstream and are not its concern.
-func (p *toolPolicy) checkRequestState(r *http.Request, m mcp.Message, tool string, d *vc.Delegation) error {
+// by the caller holding d (nil: anonymous), and returns the resume token of
+// the prompt it answers. States the edge did not issue (no edge prefix)
+// belong to the upstream and are not its concern.
+func (p *toolPolicy) checkRequestState(r *http.Request, m mcp.Message, tool string, d *vc.Delegation) (string, error) {
 	if mcp.HeaderEra(r.Header) < mcp.Era2026 || p.states == nil {
-		return nil
+		return "", nil
 	}
 	state, ok, err := mcp.RequestStateOf(m.Params)
 	if err != nil || !ok || !isEdgeState(state) {
-		return err
+		return "", err
 	}
 	agent := ""
 	if d != nil {
 		agent = d.AgentDID
 	}
-	return p.states.open(state, agent, tool)
+	return p.states.openResume(state, agent, tool)
 }
 
 // requestStateRefusal answers a call whose requestState failed: a JSON-RPC

@@ -220,7 +220,7 @@ func TestProxySessionBound(t *testing.T) {
 			t.Fatalf("other audiences: called=%t %d %s", res.called, res.rec.Code, res.rec.Body)
 		}
 		// Were it found, the audience check would refuse it.
-		elsewhere.l3.proxySessions = handshake.NewBindings(elsewhere.l3.proxySessions.Binder(), e.h.l3.policy, elsewhere.cfg.SessionTTL)
+		elsewhere.l3.proxySessions = handshake.NewBindings(elsewhere.l3.proxySessions.Binder(), e.h.l3.policy, time.Duration(elsewhere.cfg.SessionTTL))
 		res = serve(t, elsewhere, withSession(handshake.HeaderSession, sid))
 		if res.called || res.rec.Code != http.StatusUnauthorized || decodeErr(t, res.rec).Reason != "wrong_audience" {
 			t.Fatalf("wrong audience: called=%t %d %s", res.called, res.rec.Code, res.rec.Body)
@@ -314,7 +314,7 @@ func TestProxySessionRouteTrust(t *testing.T) {
 	if res.called || res.rec.Code != http.StatusUnauthorized || decodeErr(t, res.rec).Reason != "" {
 		t.Fatalf("strict route: called=%t HTTP %d %s, want 401 as without a session", res.called, res.rec.Code, res.rec.Body)
 	}
-	strict.l3.proxySessions = handshake.NewBindings(strict.l3.proxySessions.Binder(), open.h.l3.policy, strict.cfg.SessionTTL)
+	strict.l3.proxySessions = handshake.NewBindings(strict.l3.proxySessions.Binder(), open.h.l3.policy, time.Duration(strict.cfg.SessionTTL))
 	res = serve(t, strict, withSession(handshake.HeaderSession, sid))
 	if res.called || res.rec.Code != http.StatusUnauthorized || decodeErr(t, res.rec).Reason != "untrusted_issuer" {
 		t.Fatalf("strict route under the open route's key: called=%t HTTP %d %s, want 401 untrusted_issuer", res.called, res.rec.Code, res.rec.Body)
@@ -323,14 +323,14 @@ func TestProxySessionRouteTrust(t *testing.T) {
 
 func TestProxySessionExpiry(t *testing.T) {
 	f := newFixture(t)
-	e := newProxySessionEnv(t, f, func(c *setup) { c.SessionTTL = time.Duration(time.Hour) })
+	e := newProxySessionEnv(t, f, func(c *setup) { c.SessionTTL = Duration(time.Hour) })
 
 	credExp := time.Now().Add(2 * time.Minute).Truncate(time.Second)
 	cred := f.jwt(t, func(tm *vc.Template) { tm.ExpiresAt = credExp })
 	const sid = "session-bounded-by-the-credential"
 	e.verify(t, cred, sessionAnswer(sid, `"expiresAt":null`))
 	c := e.bound(t, sid)
-	accepted := credExp.Add(e.h.cfg.ClockSkew) // vc.AcceptedUntil
+	accepted := credExp.Add(time.Duration(e.h.cfg.ClockSkew)) // vc.AcceptedUntil
 	if c == nil || time.Unix(c.ExpiresAt, 0).After(accepted) || time.Unix(c.ExpiresAt, 0).Before(accepted.Add(-time.Second)) {
 		t.Fatalf("binding %+v, want it to expire with the credential's acceptance at %v", c, accepted)
 	}
@@ -419,7 +419,7 @@ func (failingBinder) Lookup(context.Context, string) ([]byte, error) {
 func TestProxySessionStoreUnavailable(t *testing.T) {
 	f := newFixture(t)
 	e := newProxySessionEnv(t, f, nil)
-	e.h.l3.proxySessions = handshake.NewBindings(failingBinder{}, e.h.l3.policy, e.h.cfg.SessionTTL)
+	e.h.l3.proxySessions = handshake.NewBindings(failingBinder{}, e.h.l3.policy, time.Duration(e.h.cfg.SessionTTL))
 	const sid = "session-the-store-cannot-hold"
 
 	// The upstream opened a session the edge cannot record: the agent

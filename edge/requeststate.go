@@ -78,45 +78,59 @@ func newStateSealer(ctx context.Context, st assertion.Storage) (*stateSealer, er
 func isEdgeState(s string) bool { return strings.HasPrefix(s, requestStatePrefix) }
 
 // seal returns the requestState for a prompt to agent about tool.
-func (s *stateSealer) seal(agentDID, tool string) string {
-	plain := make([]byte, 8, 8+4+len(agentDID)+len(tool))
+func (s *stateSealer) seal(agentDID, tool string) string { return s.sealResume(agentDID, tool, "") }
+
+// sealResume is seal with the prompt's resume token inside, which the
+// retry then hands to the edge's own consent (kyaconsent.go).
+func (s *stateSealer) sealResume(agentDID, tool, resume string) string {
+	plain := make([]byte, 8, 8+8+len(agentDID)+len(tool)+len(resume))
 	binary.BigEndian.PutUint64(plain, uint64(s.now().Add(requestStateTTL).Unix()))
 	plain = binary.BigEndian.AppendUint32(plain, uint32(len(agentDID)))
 	plain = append(plain, agentDID...)
+	plain = binary.BigEndian.AppendUint32(plain, uint32(len(tool)))
 	plain = append(plain, tool...)
+	plain = append(plain, resume...)
 	nonce := make([]byte, s.aead.NonceSize(), s.aead.NonceSize()+len(plain)+s.aead.Overhead())
 	_, _ = rand.Read(nonce)
 	sealed := s.aead.Seal(nonce, nonce, plain, []byte(requestStateAAD))
 	return requestStatePrefix + base64.RawURLEncoding.EncodeToString(sealed)
 }
 
-// open checks a requestState the edge issued against the retrying agent and
-// the tool it calls.
-func (s *stateSealer) open(state, agentDID, tool string) error {
+// openResume checks a requestState the edge issued against the retrying
+// agent and the tool it calls, and returns the resume token sealed inside
+// ("" if none).
+func (s *stateSealer) openResume(state, agentDID, tool string) (string, error) {
 	enc, ok := strings.CutPrefix(state, requestStatePrefix)
 	if !ok || len(enc) > maxRequestState {
-		return errStateMalformed
+		return "", errStateMalformed
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(enc)
 	ns := s.aead.NonceSize()
 	if err != nil || len(raw) < ns+s.aead.Overhead() {
-		return errStateMalformed
+		return "", errStateMalformed
 	}
 	plain, err := s.aead.Open(nil, raw[:ns], raw[ns:], []byte(requestStateAAD))
-	if err != nil || len(plain) < 12 {
-		return errStateMalformed
+	if err != nil || len(plain) < 16 {
+		return "", errStateMalformed
 	}
 	exp := int64(binary.BigEndian.Uint64(plain))
-	n := int(binary.BigEndian.Uint32(plain[8:]))
-	if n > len(plain)-12 {
-		return errStateMalformed
+	rest := plain[8:]
+	n := int(binary.BigEndian.Uint32(rest))
+	if n > len(rest)-8 {
+		return "", errStateMalformed
 	}
+	agent, rest := rest[4:4+n], rest[4+n:]
+	n = int(binary.BigEndian.Uint32(rest))
+	if n > len(rest)-4 {
+		return "", errStateMalformed
+	}
+	gotTool, resume := rest[4:4+n], rest[4+n:]
 	if !s.now().Before(time.Unix(exp, 0)) {
-		return errStateExpired
+		return "", errStateExpired
 	}
 	// Sealed, so not attacker-chosen: a plain compare is fine here.
-	if string(plain[12:12+n]) != agentDID || string(plain[12+n:]) != tool {
-		return errStateForeign
+	if string(agent) != agentDID || string(gotTool) != tool {
+		return "", errStateForeign
 	}
-	return nil
+	return string(resume), nil
 }

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/mcpi-edge/caddy-mcpi/edge/rules"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
@@ -44,6 +45,8 @@ type responseCheck struct {
 	// lists: the request holds a tools/list, whose answers teach the
 	// x-mcp-header bindings of the listed tools (paramheaders.go).
 	lists bool
+	// ruleIn is what operator rules read of the request; nil without rules.
+	ruleIn *rules.Input
 
 	// rw is the filter wrap returns: allocated with the check, since every
 	// check wraps one response.
@@ -122,7 +125,7 @@ func (c *responseCheck) mayPassUnchecked() bool {
 
 func (c *responseCheck) allow(tool string) bool {
 	c.p.listed.add(tool)
-	return c.p.toolAllowed(c.host, tool, c.d, c.presented)
+	return c.p.toolAllowed(c.host, tool, c.d, c.presented) && c.p.listedByRules(c.ruleIn, tool)
 }
 
 // rewrite applies c to one JSON-RPC body (an application/json answer, or the

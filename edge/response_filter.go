@@ -15,7 +15,7 @@ import (
 
 // Response filtering: tools/list answers lose the tools the caller may not
 // call, handshake actions in tool results are checked, and so are the URL
-// elicitations of any answer. An application/json answer is held until its JSON value is complete
+// elicitations of any answer (docs/protocol/mcpi.md#handshake-actions). An application/json answer is held until its JSON value is complete
 // (bounded by max_response_size), rewritten and sent with a new
 // Content-Length; a text/event-stream answer goes through mcp's SSE
 // rewriter event by event, each event flushed as soon as it is complete, so

@@ -23,8 +23,8 @@ func TestSessionFingerprintOmitsAcceptanceRules(t *testing.T) {
 	base := func(c *setup) { c.Level = 3 }
 	strict := f.handler(t, base).cfg.acceptancePolicy()
 	for name, mod := range map[string]func(*setup){
-		"clock_skew 24h":           func(c *setup) { c.ClockSkew = time.Duration(24 * time.Hour) },
-		"status_stale_if_error 1h": func(c *setup) { c.StatusStaleIfError = time.Duration(time.Hour) },
+		"clock_skew 24h":           func(c *setup) { c.ClockSkew = Duration(24 * time.Hour) },
+		"status_stale_if_error 1h": func(c *setup) { c.StatusStaleIfError = Duration(time.Hour) },
 		"allow_private_did_web":    func(c *setup) { c.AllowPrivateDIDWeb = true },
 		"chain_fetch":              func(c *setup) { c.ChainFetch = &ChainFetchConfig{Allow: []string{"https://creds.example.com/"}} },
 	} {

@@ -79,6 +79,9 @@ func TestAccessLogCredentials(t *testing.T) {
 		output file %s
 		%s
 	}
+	# Makes the request's uuid before the edge runs (header is ordered
+	# before mcpi): the access log has it, and the audit entry reuses it.
+	header X-Request-Id {http.request.uuid}
 	mcpi {
 		trust any
 	}
@@ -212,8 +215,9 @@ func TestAccessLogCredentials(t *testing.T) {
 		}
 		alogAssertNoSecret(t, "audit log", string(data), secrets)
 
-		// Each access log entry has the uuid the audit entry of the same
-		// request calls request_id.
+		// Each access log entry has the uuid (made before the edge by the
+		// header directive) that the audit entry of the same request calls
+		// request_id.
 		byID := make(map[string]map[string]any, len(entries))
 		for _, e := range entries {
 			if e.fields["logger"] != auditLogger || e.fields["msg"] != "mcpi decision" || e.fields["level"] != "info" {

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// TestElicitationGuardAnyMethod: review findings F2 and F3 through the real
+// TestElicitationGuardAnyMethod, through the real
 // Caddy, on a route with handshake_actions at its default (enforce) and no
 // tool policy. An upstream sends a javascript: URL elicitation in the answer
 // to prompts/get and resources/read (2026 input_required), on the SSE stream
@@ -69,8 +69,7 @@ func TestElicitationGuardAnyMethod(t *testing.T) {
 	}
 }
 
-// TestElicitationGuardURLRequiredError: review 6, F2, through the real
-// Caddy. An upstream answers a tools/call with MCP 2025-11-25's
+// TestElicitationGuardURLRequiredError, through the real Caddy. An upstream answers a tools/call with MCP 2025-11-25's
 // URLElicitationRequiredError (-32042) whose URL-mode elicitation opens a
 // foreign https URL, as JSON and as an SSE event: the agent gets a -32603
 // error for the id instead, never the URL (the allowed case, with

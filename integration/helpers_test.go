@@ -358,7 +358,7 @@ func (h *harness) initialize(ctx context.Context, path string, hdr http.Header, 
 	return session
 }
 
-// carrierHeaders are the header carriers of MCPI-WIRE §1 (lower case).
+// carrierHeaders are the header carriers of docs/protocol/mcpi.md#carriers (lower case).
 var carrierHeaders = []string{"authorization", "dpop", "kya-delegation", "kya-os-delegation-credential", "mcp-i-credential", "mcp-i-delegation"}
 
 // identityHeaderNames are the headers only the edge may set (lower case, "-").

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// TestKYAOSOptionalProofNames (review 6, F3) through the real Caddy, on a
+// TestKYAOSOptionalProofNames, through the real Caddy, on a
 // route with request_proof optional (the default) and no tool policy: an
 // invalid proof is refused however it is named or typed. Under an exact
 // key it gets 401 -31000; under a key in another case, beside the legacy

@@ -30,7 +30,7 @@ func proofReloadSite(globals string, port int, upstream string, maxEntries int) 
 }
 
 // TestKYAOSReplayAfterStoreReload: a reload that changes the memory nonce
-// store's max_entries keeps the nonces already used (review 5 F1): a proof
+// store's max_entries keeps the nonces already used: a proof
 // admitted before the reload is refused after it (401 nonce_replayed),
 // and only its first use reached the upstream.
 func TestKYAOSReplayAfterStoreReload(t *testing.T) {

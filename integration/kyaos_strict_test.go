@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestKYAOSAmbiguousMethodRefused (review findings F1 and F5) through the
+// TestKYAOSAmbiguousMethodRefused, through the
 // real Caddy, on a route with request_proof required and require_extension
 // and no tool policy, in front of an encoding/json upstream: a bare
 // credential (no proof, no declaration) with "method":"ping" beside
@@ -55,7 +55,7 @@ func TestKYAOSAmbiguousMethodRefused(t *testing.T) {
 		t.Fatalf("plain ping: HTTP %d %s", resp.Status, resp.Body)
 	}
 
-	// F5: a batch on a route where request_proof is optional.
+	// A batch on a route where request_proof is optional.
 	h2 := startL3Edge(t, "require_extension", jsonRPCUpstream(), sharedStorage(t))
 	resp := sendRaw(ctx, t, h2, newWorld(t, h2).jwt(t), "["+kyaosCall+"]")
 	var e struct{ Error struct{ Code int } }

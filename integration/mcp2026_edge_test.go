@@ -14,7 +14,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
-// The 2026-07-28 behaviours of issue 12 at the edge, seen by the official
+// The 2026-07-28 behaviours at the edge, seen by the official
 // TypeScript SDK v2 client and by raw requests: filtered lists private,
 // the edge's own results readable (resultType), framing headers checked
 // before anything is forwarded, URL-mode elicitations guarded like

@@ -13,8 +13,7 @@ import (
 
 // paramUpstream is an MCP server whose tool "route" binds its argument
 // region to Mcp-Param-Region (x-mcp-header) in 2026 lists, and leaves the
-// annotation out of lists for 2025 clients, as an upstream may (review 3,
-// F3). Every call succeeds: whether the headers match is the edge's check.
+// annotation out of lists for 2025 clients, as an upstream may. Every call succeeds: whether the headers match is the edge's check.
 func paramUpstream() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -40,8 +39,8 @@ func paramUpstream() http.Handler {
 
 // TestMCP2026ParamHeadersCatchAllSite: on a site without a host matcher
 // (the policy harness listens on :port), the x-mcp-header bindings the edge
-// learned hold under any Host a client writes (review 3, F1), and a 2025
-// list without the annotation does not make the edge forget them (F3).
+// learned hold under any Host a client writes, and a 2025 list without
+// the annotation does not make the edge forget them.
 func TestMCP2026ParamHeadersCatchAllSite(t *testing.T) {
 	h := startPolicyEdge(t, paramUpstream(), `tool route {
 			scopes greet:execute
@@ -107,7 +106,7 @@ func TestMCP2026ParamHeadersCatchAllSite(t *testing.T) {
 	refused(t, call(t, "", tok, "us"))
 	forwarded(t, call(t, "", tok, "eu"))
 
-	// F1: other Hosts reach the same site and the same bindings.
+	// Other Hosts reach the same site and the same bindings.
 	for _, host := range []string{"foo.test:" + port, "localhost:" + port, "127.0.0.1.:" + port} {
 		t.Run("Host "+host, func(t *testing.T) {
 			name, _, _ := strings.Cut(host, ":")
@@ -117,7 +116,7 @@ func TestMCP2026ParamHeadersCatchAllSite(t *testing.T) {
 		})
 	}
 
-	// F3: a 2025 list, whose answer lacks the annotation, forgets nothing.
+	// A 2025 list, whose answer lacks the annotation, forgets nothing.
 	resp := post(t, "", tok, `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`, nil)
 	if resp.Status != http.StatusOK {
 		t.Fatalf("2025 tools/list: HTTP %d %s", resp.Status, resp.Body)

@@ -24,7 +24,9 @@ func TestOnboardingCaddyfiles(t *testing.T) {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			dir := t.TempDir()
 			cmd := exec.Command(caddyBin, "adapt", "--config", file, "--adapter", "caddyfile", "--validate")
-			cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
+			cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir,
+				// The built-in sign-in's settings, as the operator's environment holds them.
+				"MCPI_OIDC_ISSUER=https://idp.example.com", "MCPI_OIDC_CLIENT_ID=mcp-edge", "MCPI_OIDC_CLIENT_SECRET=change-me")
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
 			out, err := cmd.Output()
@@ -52,8 +54,14 @@ func TestOnboardingCaddyfiles(t *testing.T) {
 				t.Fatalf("no mcpi handler in %s", out)
 			}
 			// basic_auth adapts to the "authentication" handler and
-			// forward_auth to a reverse_proxy; either must come first.
-			if mcpi == 0 || (handlers[0].name != "authentication" && handlers[0].name != "reverse_proxy") {
+			// forward_auth to a reverse_proxy; either must come first,
+			// unless the edge signs users in itself (sign_in).
+			as, _ := handlers[max(mcpi, 0)].raw["authorization_server"].(map[string]any)
+			if as["sign_in"] != nil {
+				if mcpi != 0 {
+					t.Errorf("handlers in order %v: with the built-in sign-in nothing need run before mcpi", names(handlers))
+				}
+			} else if mcpi == 0 || (handlers[0].name != "authentication" && handlers[0].name != "reverse_proxy") {
 				t.Errorf("handlers in order %v: the sign-in must run before mcpi", names(handlers))
 			}
 		})

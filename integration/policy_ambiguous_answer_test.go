@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestPolicyAmbiguousAnswerWithheld (review 7, F1 and F2) through Caddy:
+// TestPolicyAmbiguousAnswerWithheld, through Caddy:
 // an answer to a ping or to a POST of notifications alone in which a
 // case-folding client reads a tool list the filter did not read is
 // withheld (-32603), and a plain tool list answering notifications is

@@ -295,7 +295,7 @@ func TestPolicyMethodsSDK(t *testing.T) {
 	}
 }
 
-// TestPolicyToolsListSmuggled: review 6, F1, through the real Caddy. An
+// TestPolicyToolsListSmuggled, through the real Caddy. An
 // upstream answers tools/list with the denied tools under "TOOLS", "Tools",
 // "toolſ", a repeated "tools", or a tool's "Name" beside its "name", as
 // JSON and as an SSE event: encoding/json clients read those lists, so the

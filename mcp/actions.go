@@ -13,7 +13,7 @@ import (
 )
 
 // ActionMode is what the edge does with handshake actions in tool results
-// (MCPI-WIRE §7).
+// (docs/protocol/mcpi.md#handshake-actions).
 type ActionMode uint8
 
 const (
@@ -52,7 +52,7 @@ func ParseActionMode(s string) (ActionMode, error) {
 	return ActionsOff, fmt.Errorf("mcp: unknown handshake action mode %q (want off, observe or enforce)", s)
 }
 
-// Handshake action types (seed 000).
+// Handshake action types (docs/protocol/mcpi.md#handshake-actions).
 const (
 	ActionSignatureRequest    = "signature_request"
 	ActionTransactionProposal = "transaction_proposal"
@@ -123,7 +123,7 @@ type ActionOptions struct {
 
 // CheckActions validates the handshake action of an MCP tool result (the
 // JSON-RPC "result" object), at structuredContent._meta.handshakeAction
-// (seed 000), and adds context_did to a valid auth_required authUrl when
+// as the edge expects it, and adds context_did to a valid auth_required authUrl when
 // opts.UserDID is set. It returns the possibly rewritten result (the input
 // itself when unchanged; only the authUrl string is replaced) and the issues
 // found; the caller chooses what to do with them (see EnforceActions).

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// withAction wraps an action object in a tool result as seed 000 places it.
+// withAction wraps an action object in a tool result as docs/protocol/mcpi.md#handshake-actions places it.
 func withAction(action string) string {
 	return `{"content":[{"type":"text","text":"Handshake required"}],"structuredContent":{"_meta":{"handshakeAction":` +
 		action + `},"status":"handshake_required","message":"Please approve"}}`
@@ -135,7 +135,7 @@ func TestCheckActionsNoAction(t *testing.T) {
 		`{"content":[],"structuredContent":{"_meta":"x"}}`,
 		`{"content":[],"structuredContent":{"_meta":{"other":1}}}`,
 		`{"content":[],"structuredContent":{"_meta":{"handshakeAction":null}}}`,
-		`{"content":[],"_meta":{"handshakeAction":{"_action":"bogus"}}}`, // not where seed 000 puts actions
+		`{"content":[],"_meta":{"handshakeAction":{"_action":"bogus"}}}`, // not where actions go
 		`"just a string"`,
 		`[]`,
 	} {

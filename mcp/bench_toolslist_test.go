@@ -4,7 +4,7 @@ import "testing"
 
 // BenchmarkFilterToolsListAnswer is the filter on a clean 50-tool tools/list
 // answer as the edge gets it (a JSON-RPC body, the request's ids): the
-// strict reading (review 6, F1) included.
+// strict reading included.
 func BenchmarkFilterToolsListAnswer(b *testing.B) {
 	body := append(append([]byte(`{"jsonrpc":"2.0","id":1,"result":`), toolsListResult(50)...), '}')
 	ids := map[string]string{IDKey([]byte("1")): MethodToolsList}
@@ -21,7 +21,7 @@ func BenchmarkFilterToolsListAnswer(b *testing.B) {
 
 // BenchmarkFilterToolCallAnswer is the filter on a clean 64 KB tools/call
 // answer, the common case: the check for case-variant JSON-RPC members
-// (review 7, F1) included.
+// included.
 func BenchmarkFilterToolCallAnswer(b *testing.B) {
 	text := make([]byte, 64<<10)
 	for i := range text {

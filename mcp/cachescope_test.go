@@ -49,7 +49,7 @@ func TestFilterResponseBodyCacheScope(t *testing.T) {
 		})
 	}
 	// A case twin ("CacheScope") is refused with the whole list: a tool
-	// list is read strictly (review 6, F1).
+	// list is read strictly.
 	in := `{"jsonrpc":"2.0","id":1,"result":{"tools":[],"cacheScope":"public","CacheScope":"public"}}`
 	if got, err := FilterResponseBodyFor(Era2026, []byte(in), ids, allowA); !errors.Is(err, ErrAmbiguous) || got != nil {
 		t.Errorf("case twin: got %s, %v; want ErrAmbiguous", got, err)

@@ -1,5 +1,5 @@
 // Package mcp reads and rewrites the MCP (JSON-RPC 2.0) messages that pass
-// through the edge (MCPI-WIRE §6 and §7):
+// through the edge (docs/protocol/mcpi.md#tool-policy-answers):
 //
 //   - ParseMessages and ToolCallName find the tools/call names of a request
 //     body (single or batch) for per-tool policy;
@@ -10,7 +10,7 @@
 //   - NeedsAuthorizationResult and ToolErrorResult build the tool results
 //     the edge answers a refused tools/call with;
 //   - CheckActions, EnforceActions and CheckResponseBody guard handshake
-//     actions in tool results (seed 000);
+//     actions in tool results (docs/protocol/mcpi.md#handshake-actions);
 //   - NewSSERewriter applies any of these, event by event, to a
 //     text/event-stream response without buffering the stream.
 //

@@ -8,7 +8,7 @@ import (
 
 // TestElicitationErrorGuard: the URL-mode elicitations of a
 // URLElicitationRequiredError (-32042) meet the same guard as an authUrl
-// (review 6, F2): a foreign or plain-http URL replaces the answer with a
+// : a foreign or plain-http URL replaces the answer with a
 // JSON-RPC error (enforce) or is reported (observe), an allowed one gets
 // context_did.
 func TestElicitationErrorGuard(t *testing.T) {

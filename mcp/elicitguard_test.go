@@ -76,7 +76,7 @@ func TestElicitationGuard(t *testing.T) {
 	}
 }
 
-// TestElicitationGuardEveryMethod: review finding F2. A URL elicitation is
+// TestElicitationGuardEveryMethod: a URL elicitation is
 // refused whatever request the answer is for, not only tools/call.
 func TestElicitationGuardEveryMethod(t *testing.T) {
 	opts := ActionOptions{ToolEndpointHost: "mcp.example.com", Era: Era2026}
@@ -119,7 +119,7 @@ func TestElicitationGuardEveryMethod(t *testing.T) {
 	}
 }
 
-// TestElicitationGuardStrict: review finding F3. Where the guard looks,
+// TestElicitationGuardStrict: where the guard looks,
 // member names a case-insensitive client would merge or fold are refused:
 // an error (the answer is withheld) or an ambiguous issue, never a pass.
 func TestElicitationGuardStrict(t *testing.T) {

@@ -22,7 +22,7 @@ func lenientDecode[T any](body []byte) ([]T, bool) {
 
 // FuzzFilterToolsListLenient: whatever tools/list answer the filter passes,
 // a client decoding it leniently (encoding/json) finds no tool but the
-// allowed one (review 6, F1).
+// allowed one.
 func FuzzFilterToolsListLenient(f *testing.F) {
 	for _, res := range []string{
 		`{"tools":[{"name":"a"},{"name":"b"}]}`,
@@ -35,7 +35,7 @@ func FuzzFilterToolsListLenient(f *testing.F) {
 		f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":` + res + `}`))
 	}
 	f.Add([]byte(`[{"jsonrpc":"2.0","id":1,"Result":{"tools":[{"name":"b"}]}}]`))
-	// Review 7, F1: answers to other requests, and resumed streams.
+	// Answers to other requests, and resumed streams.
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{},"Result":{"tools":[{"name":"b"}]}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"},"result":{"tools":[{"name":"b"}]}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{},"result":{"tools":[{"name":"b"}]}}`))
@@ -83,7 +83,7 @@ func FuzzFilterToolsListLenient(f *testing.F) {
 
 // FuzzElicitationErrorLenient: whatever error answer the guard passes in
 // enforce mode, a client decoding it leniently finds no URL-mode
-// elicitation whose url the guard refuses (review 6, F2).
+// elicitation whose url the guard refuses.
 func FuzzElicitationErrorLenient(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":2,"error":{"code":-32042,"message":"m","data":{"elicitations":[{"mode":"url","elicitationId":"e1","url":"https://evil.example/consent","message":"m"}]}}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":2,"error":{"code":-32042,"message":"m","Data":{"elicitations":[{"url":"https://evil.example/"}]}}}`))

@@ -239,6 +239,24 @@ func ToolCallName(m Message) (string, bool) {
 	return toolCallName(m.Params)
 }
 
+// ToolCallArguments returns the raw params.arguments of a tools/call; nil
+// when it has none. False when m is not a tools/call or its params are not
+// an object with at most one arguments member.
+func ToolCallArguments(m Message) (json.RawMessage, bool) {
+	params := trimSpace(m.Params)
+	if m.Method != MethodToolsCall || len(params) == 0 || params[0] != '{' {
+		return nil, false
+	}
+	f, dup, _, err := findMembers(params, 0, 1, "arguments")
+	if err != nil || dup != "" {
+		return nil, false
+	}
+	if f[0][0] < 0 {
+		return nil, true
+	}
+	return json.RawMessage(params[f[0][0]:f[0][1]]), true
+}
+
 func toolCallName(params []byte) (string, bool) {
 	b, ok := toolCallNameBytes(params)
 	return string(b), ok

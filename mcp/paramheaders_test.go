@@ -17,7 +17,7 @@ func TestParamHeaders(t *testing.T) {
 		{`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}`, []string{"Mcp-Param-Region"}, false},
 		{`{"properties":{"o":{"type":"object","properties":{"n":{"type":"integer","x-mcp-header":"N"}}}}}`, []string{"Mcp-Param-N"}, false},
 		// Another type makes the tool invalid but keeps its valid bindings
-		// (review 4, F3); number is bound (optional, by value).
+		// number is bound (optional, by value).
 		{`{"properties":{"a":{"type":"number","x-mcp-header":"A"}}}`, []string{"Mcp-Param-A"}, true},
 		{`{"properties":{"a":{"type":"number","x-mcp-header":"A"},"r":{"type":"string","x-mcp-header":"R"}}}`, []string{"Mcp-Param-A", "Mcp-Param-R"}, true},
 		{`{"properties":{"a":{"type":["string"],"x-mcp-header":"A"},"r":{"type":"string","x-mcp-header":"R"}}}`, []string{"Mcp-Param-R"}, true},
@@ -92,7 +92,7 @@ func TestCheckParamHeaders(t *testing.T) {
 		{"object for string", []string{"Mcp-Param-Region", "{}"}, `{"name":"t","arguments":{"region":{}}}`, false},
 		{"case variant argument", []string{"Mcp-Param-Region", "eu"}, `{"name":"t","arguments":{"region":"eu","Region":"us"}}`, false},
 		{"bad base64", []string{"Mcp-Param-Region", "=?base64?***?="}, `{"name":"t","arguments":{"region":"eu"}}`, false},
-		// Integer headers in their plain decimal spelling only (review 3, F6):
+		// Integer headers in their plain decimal spelling only:
 		// a router reading the header as text must see the body's number.
 		{"integer 0", []string{"Mcp-Param-N", "0"}, `{"name":"t","arguments":{"o":{"n":0}}}`, true},
 		{"negative integer", []string{"Mcp-Param-N", "-7"}, `{"name":"t","arguments":{"o":{"n":-7}}}`, true},
@@ -147,7 +147,7 @@ func FuzzCheckParamHeaders(f *testing.F) {
 
 // TestCheckNumberParamHeader: a "number" property (invalid per the spec,
 // mirrored by the TypeScript and Ruby clients) is checked by value when its
-// header is sent, and its header may be left out (review 4, F3).
+// header is sent, and its header may be left out.
 func TestCheckNumberParamHeader(t *testing.T) {
 	bind, err := ParamHeaders([]byte(`{"properties":{"region":{"type":"string","x-mcp-header":"Region"},"score":{"type":"number","x-mcp-header":"Score"}}}`))
 	if !errors.Is(err, ErrInvalidParamHeader) || len(bind) != 2 {

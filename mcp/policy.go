@@ -83,7 +83,7 @@ type Policy struct {
 }
 
 // DefaultScopeForTool is the KYA-OS default scope of a tool, "<tool>:execute"
-// (reference §5).
+// (docs/protocol/mcpi.md#tool-policy-answers).
 func DefaultScopeForTool(tool string) string { return tool + ":execute" }
 
 // Decision reasons: a short, bounded set, usable as metric label values.
@@ -96,6 +96,8 @@ const (
 	ReasonPresentationRequired = "presentation_required" // denied: not presented holder-bound
 	ReasonInsufficientScope    = "insufficient_scope"    // denied: Missing lists the scopes
 	ReasonGranted              = "granted"               // allowed: every required scope granted
+	ReasonRuleDenied           = "rule_denied"           // denied: an operator's rule did not hold; RuleName names it
+	ReasonPolicyError          = "policy_error"          // denied: a rule could not be evaluated; RuleName names it
 )
 
 // Decision is the outcome of Policy.Decide.
@@ -111,6 +113,9 @@ type Decision struct {
 	Missing []string
 	// Reason is one of the Reason constants.
 	Reason string
+	// RuleName and Message are the operator's rule that refused the call
+	// and its explanation (ReasonRuleDenied, ReasonPolicyError).
+	RuleName, Message string
 }
 
 // Decide applies the policy to a call of tool by a caller holding the granted

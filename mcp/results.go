@@ -41,6 +41,7 @@ type rpcError struct {
 	Error   struct {
 		Code    int    `json:"code"`
 		Message string `json:"message"`
+		Data    any    `json:"data,omitempty"`
 	} `json:"error"`
 }
 
@@ -160,7 +161,7 @@ type NeedsAuthorization struct {
 }
 
 // needsAuthMeta is MCP-I's needs_authorization result _meta, in the order and
-// with the names of @kya-os/mcp-i-cloudflare (reference §4.4).
+// with the names of @kya-os/mcp-i-cloudflare (docs/protocol/mcpi.md#tool-policy-answers).
 type needsAuthMeta struct {
 	Error            string   `json:"error"`
 	Message          string   `json:"message"`
@@ -197,12 +198,12 @@ type handshakeStructured struct {
 }
 
 // NeedsAuthorizationResult returns the JSON-RPC response (HTTP 200) to a
-// tools/call whose credential lacks the tool's scopes (MCPI-WIRE §6). With a
+// tools/call whose credential lacks the tool's scopes (docs/protocol/mcpi.md#tool-policy-answers). With a
 // consent URL it carries both forms agents understand:
 //   - structuredContent._meta.handshakeAction, an auth_required action with
-//     provider "mcp-i" (seed 000), plus status "handshake_required" and
+//     provider "mcp-i", plus status "handshake_required" and
 //     message;
-//   - MCP-I's needs_authorization _meta (reference §4.4): error,
+//   - MCP-I's needs_authorization _meta, as @kya-os/mcp-i-cloudflare writes it: error,
 //     message, authorizationUrl, resumeToken, expiresAt, scopes, errorType
 //     "authorization_required", toolName, requiredScopes, consentUrl.
 //

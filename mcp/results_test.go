@@ -171,7 +171,7 @@ func TestNeedsAuthorizationResult(t *testing.T) {
 	if m["message"] != sc["message"] || !strings.Contains(textOf(t, res), wantURL) {
 		t.Errorf("message mismatch: %v / %v", m["message"], textOf(t, res))
 	}
-	// The field order of reference §4.4.
+	// The field order @kya-os/mcp-i-cloudflare writes.
 	if i, j := strings.Index(string(b), `"error":"needs_authorization"`), strings.Index(string(b), `"consentUrl"`); i < 0 || j < i {
 		t.Errorf("_meta order: %s", b)
 	}

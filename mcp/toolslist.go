@@ -201,7 +201,7 @@ func FilterResponseBodyRead(era Era, body []byte, requestIDs map[string]string, 
 	} else if Confusable(msgs) {
 		// "Result" beside "result" (or "error", or alone) is the result
 		// to encoding/json, whatever the request was: withheld, since
-		// the filter reads the exact member only (review 7, F1). The
+		// the filter reads the exact member only. The
 		// strict reading above covers this too.
 		return nil, false, ErrAmbiguous
 	}
@@ -311,7 +311,7 @@ var nameMember = []string{"name"}
 // two of method, result and error, or one spelling a JSON-RPC member in
 // another case ("Result" alone is the result to encoding/json). Decoders
 // that keep the last repeat, prefer one of two, or fold case read a result
-// there that the filter never saw (review 7, F1). Only refused bodies pay
+// there that the filter never saw. Only refused bodies pay
 // for these scans.
 func ambiguousAnswer(body []byte, err error) error {
 	var me *MessageError

@@ -8,7 +8,7 @@ import (
 // TestFilterRefusesSmuggledLists: a tools/list answer that a client folding
 // case or keeping the last repeat reads as another list than the filter is
 // refused (ErrAmbiguous, withheld by the edge), whatever request id it
-// carries (review 6, F1). encoding/json reads each of these as a list
+// carries. encoding/json reads each of these as a list
 // holding "b".
 func TestFilterRefusesSmuggledLists(t *testing.T) {
 	allow := func(n string) bool { return n == "a" }
@@ -65,7 +65,7 @@ func TestFilterRefusesSmuggledLists(t *testing.T) {
 // resumed stream; a ping; a tools/call; a tools/list), an answer whose
 // JSON-RPC members a lenient client reads otherwise than the filter is
 // refused (ErrAmbiguous, withheld by the edge), and so is a tool named by
-// a case variant of "name" alone (review 7, F1). encoding/json reads a
+// a case variant of "name" alone. encoding/json reads a
 // tool "secret" in each.
 func TestFilterRefusesAmbiguousMessages(t *testing.T) {
 	allow := func(n string) bool { return n == "a" }
@@ -106,7 +106,7 @@ func TestFilterRefusesAmbiguousMessages(t *testing.T) {
 	}
 }
 
-// TestFilterPassesCleanAnswers: the strict reading of review 7 refuses no
+// TestFilterPassesCleanAnswers: the strict reading refuses no
 // ordinary answer: case variants below the message's own members, in
 // values, or of members no client reads as JSON-RPC pass byte for byte,
 // and an answer that is no JSON-RPC is no ErrAmbiguous (the edge lets it

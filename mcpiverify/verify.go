@@ -1,5 +1,5 @@
 // Package mcpiverify is for the authors of services behind a caddy-mcpi
-// edge (MCP-I Level 2, MCPI-WIRE §4). The edge verifies an agent's
+// edge (MCP-I Level 2, docs/protocol/mcpi.md#level-2-what-the-upstream-is-told). The edge verifies an agent's
 // delegation credential and forwards the request with X-Verified-Delegation,
 // a compact JWS (typ "mcpi-delegation+jwt") it signs with its own key. This
 // package verifies that header against the edge's JWKS and hands the

@@ -12,7 +12,9 @@
 #   scripts/bench.sh -openloop 10s -openloop-frac 0.5
 #   scripts/bench.sh -rounds 5 -duration 10s -connections 64
 #   scripts/bench.sh -configs a,b,c -pin=false
-#   go run ./integration/bench -h          # every flag
+#   (cd integration/bench && go run . -h)  # every flag
+# The harness is its own Go module (integration/bench/go.mod), so it runs
+# from that directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,4 +28,5 @@ if [ ${#missing[@]} -gt 0 ]; then
 	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-MCPI_BENCH_COMMAND="scripts/bench.sh${*:+ $*}" exec go run ./integration/bench "$@"
+cd integration/bench
+MCPI_BENCH_COMMAND="scripts/bench.sh${*:+ $*}" exec go run . "$@"

@@ -260,24 +260,16 @@ func BenchmarkVerifyMissEdDSA(b *testing.B) {
 // VC-JWT of the shape BenchmarkVerifyMissEdDSA verifies: the part of a
 // miss that is this package's own.
 func BenchmarkParseJWT(b *testing.B) {
-	issuer := newKey(b, didresolver.Ed25519)
-	agent := newKey(b, didresolver.Ed25519)
-	now := time.Now()
-	tok, err := IssueJWT(issuer.priv, issuer.kid, Template{
-		AgentDID: agent.did, UserDID: agent.did, Audience: []string{serverDID},
-		Scopes: []string{"greet:execute"}, NotBefore: now.Add(-time.Minute), ExpiresAt: now.Add(time.Hour),
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	raw := []byte(tok)
+	raw := benchVCJWT(b)
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
+	cpu := processCPU()
 	for b.Loop() {
 		if p, _, err := parseJWS(raw); err != nil || p == nil {
 			b.Fatal(err)
 		}
 	}
+	reportCPU(b, cpu)
 }
 
 // BenchmarkEd25519VerifyTable is BenchmarkEd25519Verify through

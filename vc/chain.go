@@ -8,7 +8,7 @@ import (
 )
 
 // chainOf links the verified leaf to its ancestors in pool and returns the
-// chain, root first, every link verified. The rules (MCPI-WIRE §2 "Chains"):
+// chain, root first, every link verified. The rules (docs/protocol/mcpi.md#chains):
 //
 //   - Linking: a credential's delegation.parentId names its parent's
 //     delegation.id or credential id, and its issuer

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcpi-edge/caddy-mcpi/internal/jsonkey"
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 )
 
 // jsonScan reads one JSON text in a single pass, checking its syntax as it
@@ -191,69 +192,18 @@ func (s *jsonScan) stringValue() (string, error) {
 
 // scanString reads past a string, the scanner at its opening quote, and
 // reports whether it is plain: printable ASCII without escapes, so its
-// value is its text.
+// value is its text. The lexing is internal/jsonscan's, which the edge's
+// other readers of untrusted JSON share.
 func (s *jsonScan) scanString() (plain bool, err error) {
 	if s.peek() != '"' {
 		return false, errJSON
 	}
-	plain = true
-	for i := s.i + 1; i < len(s.data); {
-		// Most of a credential's text is plain string bytes: skip them
-		// with one lookup each before the cases below.
-		for i < len(s.data) && plainStringByte[s.data[i]] {
-			i++
-		}
-		if i == len(s.data) {
-			break
-		}
-		switch c := s.data[i]; {
-		case c == '"':
-			s.i = i + 1
-			return plain, nil
-		case c == '\\':
-			plain = false
-			if i+1 >= len(s.data) {
-				return false, errJSON
-			}
-			switch s.data[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				if i+5 >= len(s.data) {
-					return false, errJSON
-				}
-				for _, h := range s.data[i+2 : i+6] {
-					if !isHexDigit(h) {
-						return false, errJSON
-					}
-				}
-				i += 6
-			default:
-				return false, errJSON
-			}
-		case c < 0x20:
-			return false, errJSON
-		case c >= 0x80:
-			plain = false
-			i++
-		default:
-			i++
-		}
+	end, plain, ok := jsonscan.ScanString(s.data, s.i)
+	if !ok {
+		return false, errJSON
 	}
-	return false, errJSON
-}
-
-// plainStringByte holds the bytes that stand for themselves in a plain
-// string: printable ASCII but the quote and the backslash.
-var plainStringByte = func() (t [256]bool) {
-	for c := 0x20; c < 0x80; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
-func isHexDigit(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+	s.i = end
+	return plain, nil
 }
 
 // null reads the literal null.
@@ -268,41 +218,13 @@ func (s *jsonScan) literal(lit string) error {
 	return nil
 }
 
-// scanNumber reads a number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+// scanNumber reads a number.
 func (s *jsonScan) scanNumber() error {
-	d, i := s.data, s.i
-	digits := func() bool {
-		start := i
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
-		return i > start
-	}
-	if i < len(d) && d[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(d) && d[i] == '0':
-		i++
-	case !digits():
+	end, ok := jsonscan.ScanNumber(s.data, s.i)
+	if !ok {
 		return errJSON
 	}
-	if i < len(d) && d[i] == '.' {
-		i++
-		if !digits() {
-			return errJSON
-		}
-	}
-	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
-		i++
-		if i < len(d) && (d[i] == '+' || d[i] == '-') {
-			i++
-		}
-		if !digits() {
-			return errJSON
-		}
-	}
-	s.i = i
+	s.i = end
 	return nil
 }
 

@@ -23,7 +23,7 @@ const (
 	defaultMaxSize = 64 << 10
 
 	// MaxChainDepth is the most credentials a chain may have, root and
-	// leaf included (MCPI-WIRE §2: depth ≤ 10). WithMaxChainDepth can only
+	// leaf included (docs/protocol/mcpi.md#chains). WithMaxChainDepth can only
 	// lower it.
 	MaxChainDepth = 10
 	// maxPooled bounds the credentials given for one chain (ancestors and
@@ -87,6 +87,7 @@ type Verifier struct {
 	resultCfg  resultCacheConfig
 	fetch      *chainFetcher // nil: parents are never fetched (see chainfetch.go)
 	fetchCfg   *ChainFetch
+	trace      func(context.Context) (context.Context, func(error)) // nil: none (see trace.go)
 
 	// maxLifetime bounds a credential's validity window (0: no bound);
 	// allowNoExpiry accepts credentials without an end (see checkLifetime).

@@ -80,7 +80,7 @@ import (
 //
 // Bytes. The count alone does not bound memory: an entry keeps its
 // delegation's strings, and a credential's ids are as long as its sender
-// likes (issue 14: 10,000 credentials of 54 KB with long ids held 260 MiB).
+// likes (10,000 credentials of 54 KB with long ids once held 260 MiB).
 // An entry is accounted as its strings (one detached string, below), its
 // slice headers when they do not fit in the entry, and a fixed overhead
 // for the entry, its key, its map slot and its ring slot

@@ -185,7 +185,7 @@ func measureCacheMemory(tb testing.TB, n, maxEntries, idDigits, workers int, opt
 // credentials (MCPI_MEMTEST_N) through a cache of 10000
 // (MCPI_MEMTEST_MAX) and reports the heap and RSS, for BENCHMARKS.md.
 // MCPI_MEMTEST_ID sets how many hex digits end each id (default 12; 13000
-// makes credentials of about 54 KB, the flood of issue 14).
+// makes credentials of about 54 KB, a flood of long ids).
 func TestResultCacheMemory(t *testing.T) {
 	if os.Getenv("MCPI_MEMTEST") != "1" {
 		t.Skip("a measurement for BENCHMARKS.md (a million credentials, about a minute), not a check: set MCPI_MEMTEST=1 to run it")

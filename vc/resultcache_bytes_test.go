@@ -218,7 +218,7 @@ func TestResultCacheLongIDs(t *testing.T) {
 		t.Errorf("credential in use: %d hits of %d", h, (n+9)/10)
 	}
 
-	// Credentials of about 54 KB (issue 14) are not cached at all under
+	// Credentials of about 54 KB are not cached at all under
 	// the default budget.
 	v, res, _ = f.cachedVerifier(&testClock{t: fixedNow}, 10000)
 	m.idDigits = 13000

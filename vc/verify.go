@@ -14,7 +14,7 @@ import (
 
 // Revocation. A credential's credentialStatus (StatusList2021Entry,
 // BitstringStatusListEntry) is checked through this hook, between the chain
-// and the scope check (MCPI-WIRE §2 order), for every credential of the
+// and the scope check (docs/protocol/mcpi.md#check-order), for every credential of the
 // chain. NewVerifier installs the status-list checker of status.go unless
 // WithoutStatusCheck; tests install recorders.
 type statusChecker interface {
@@ -82,7 +82,7 @@ type parsed struct {
 	sigBuf      [64]byte
 }
 
-// Verify verifies raw, in the order of MCPI-WIRE §2, and returns the
+// Verify verifies raw, in the order of docs/protocol/mcpi.md#check-order, and returns the
 // delegation. raw is a credential (a compact JWS VC-JWT or a JSON
 // credential) or a presentation (a VP-JWT or a JSON VP) carrying the
 // credential and, possibly, its ancestors.
@@ -153,6 +153,11 @@ type outcome struct {
 // verify verifies the trimmed, non-empty raw, whose SHA-256 is sum, under
 // c.
 func (v *Verifier) verify(ctx context.Context, raw []byte, sum *[sha256.Size]byte, c *checks) (d *Delegation, out outcome, err error) {
+	if v.trace != nil {
+		var end func(error)
+		ctx, end = v.trace(ctx)
+		defer func() { end(err) }()
+	}
 	leaf, vp, err := parseAny(raw, sum, v.ld)
 	if err != nil {
 		return nil, out, err

@@ -2,6 +2,7 @@ package authserver
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -58,7 +59,7 @@ type checked struct {
 // client.
 func (s *Server) check(r *http.Request, q authzRequest) (c checked, status int, code, desc string, page bool) {
 	c.req = q
-	c.user = s.deps.User(r)
+	c.user = s.user(r)
 	if c.user == "" {
 		return c, http.StatusUnauthorized, "login_required", "sign in first: the authorization endpoint needs the route's authentication (basic_auth, forward_auth, …) in front of it", true
 	}
@@ -121,18 +122,31 @@ func (s *Server) requestedScopes(scope string) (out []string, bad string) {
 	return out, ""
 }
 
-// checkResource checks an RFC 8707 resource: an absolute URL on this
-// edge's own origin, without a fragment. Without one, the origin.
+// maxResourcePath bounds the path of a resource.
+const maxResourcePath = 200
+
+// checkResource checks an RFC 8707 resource: a URL on this edge's own
+// origin whose path is plain (letters, digits, "-._~/"), without query,
+// fragment or user info, so that the consent page shows an address the
+// user can read and not text the client chose. Without one, the origin.
+// The credential is bound to the host, not to this path (the edge's
+// audience check is per host): the page says so.
 func (s *Server) checkResource(r *http.Request, res string) (string, string) {
 	origin := s.issuer(r)
 	if res == "" {
 		return origin, ""
 	}
 	u, err := url.Parse(res)
-	if err != nil || u.Fragment != "" || u.User != nil || !strings.EqualFold(u.Scheme+"://"+u.Host, origin) {
-		return "", "resource must be an absolute URL of this edge (" + origin + "/…), without a fragment"
+	if err != nil || u.Fragment != "" || u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Opaque != "" ||
+		!strings.EqualFold(u.Scheme+"://"+u.Host, origin) || !plainPath(u.Path) || u.RawPath != "" {
+		return "", "resource must be the URL of an MCP endpoint of this edge (" + origin + "/path, the path of letters, digits and -._~/ only, at most 200 characters), without query or fragment"
 	}
 	return res, ""
+}
+
+func plainPath(p string) bool {
+	return len(p) <= maxResourcePath && (p == "" || p[0] == '/') &&
+		strings.Trim(p, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~/") == ""
 }
 
 // serveAuthorize shows the consent page (GET) or takes its answer (POST).
@@ -142,13 +156,7 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 	case http.MethodGet, http.MethodHead:
 		v = r.URL.Query()
 	case http.MethodPost:
-		r.Body = http.MaxBytesReader(w, r.Body, maxFormBody)
-		if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/x-www-form-urlencoded") {
-			s.errorPage(w, r, http.StatusUnsupportedMediaType, "the consent form must be posted as application/x-www-form-urlencoded")
-			return
-		}
-		if err := r.ParseForm(); err != nil {
-			s.errorPage(w, r, http.StatusBadRequest, "the consent form could not be read")
+		if !s.readConsentForm(w, r) {
 			return
 		}
 		// The checkboxes post the ticked scopes as "scope"; the scope of
@@ -171,6 +179,10 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 	c, status, code, desc, page := s.check(r, q)
 	switch {
 	case page && code != "":
+		if status == http.StatusUnauthorized && s.signIn != nil && r.Method == http.MethodGet {
+			s.redirectToLogin(w, r)
+			return
+		}
 		if status == http.StatusUnauthorized {
 			// Not Basic: the edge checks no password itself, and a
 			// browser prompt would only loop. The route's authentication
@@ -201,6 +213,17 @@ func (s *Server) answerConsent(w http.ResponseWriter, r *http.Request, c checked
 	if form.Has("deny") || !form.Has("approve") {
 		s.event(r, Event{Kind: "consent_denied", ClientID: c.client.ID, UserDID: did})
 		s.redirectError(w, r, c.req, "access_denied", "the user denied the request")
+		return
+	}
+	// A form answers once: posted twice it would make two codes, and two
+	// refresh families, from one consent.
+	if err := s.deps.Store.Put(r.Context(), digest("oauth-csrf:", form.Get("csrf")), challenge.Record{Challenge: "answered", IssuedAt: time.Now(), ExpiresAt: time.Now().Add(csrfLifetime + time.Minute)}, csrfLifetime+time.Minute); err != nil {
+		if errors.Is(err, challenge.ErrNonceExists) {
+			s.errorPage(w, r, http.StatusForbidden, "this consent form was already answered: go back to your application and start again")
+			return
+		}
+		s.deps.Logger.Warn("consent form not recorded", zapErr(err))
+		s.errorPage(w, r, http.StatusServiceUnavailable, "the shared store is unavailable: go back to your application and start again shortly")
 		return
 	}
 	// Only scopes that were asked for and are still ticked.

@@ -43,6 +43,12 @@ type Config struct {
 	// RefreshLifetime is how long a refresh token family lives from the
 	// consent. Default: 720h.
 	RefreshLifetime time.Duration `json:"refresh_lifetime,omitempty"`
+	// SignIn is the built-in sign-in (OIDC) for sites without a Caddy
+	// authentication module; nil: the host signs users in.
+	SignIn *SignInConfig `json:"sign_in,omitempty"`
+	// KYAHTTP, when set, answers KYA-OS agents that ask for it with the
+	// draft-kya-http-02 challenge and serves its pickup endpoint (kya.go).
+	KYAHTTP *KYAHTTPConfig `json:"kya_http,omitempty"`
 }
 
 // Validate checks c; zero values mean the defaults.
@@ -53,7 +59,10 @@ func (c Config) Validate() error {
 	if c.CredentialLifetime > 24*time.Hour {
 		return errors.New("mcpi: authorization_server credential_lifetime must be at most 24h (the refresh token renews it)")
 	}
-	return nil
+	if err := c.SignIn.validate(); err != nil {
+		return err
+	}
+	return c.KYAHTTP.Validate()
 }
 
 // Scope is one scope a client may ask for, with the tools it opens (tool
@@ -142,6 +151,9 @@ type Server struct {
 	clients *cimdCache
 	revoked *revocations
 	scopes  map[string]Scope
+	grants  grantRecords
+	lastUse *lastUses
+	signIn  *signIn // nil: the host signs users in
 }
 
 // New builds the server; ctx bounds the loading of its secret.
@@ -172,6 +184,10 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Server, error) {
 	s.users = newUserKeys(deps.Keys, sec)
 	s.clients = newCIMDCache(deps.FetchClient)
 	s.revoked = newRevocations(deps.Store)
+	s.lastUse = newLastUses()
+	if s.signIn, err = newSignIn(cfg.SignIn, sec); err != nil {
+		return nil, err
+	}
 	for _, sc := range deps.Scopes {
 		s.scopes[sc.Name] = sc
 	}
@@ -203,16 +219,20 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request) bool {
 		s.serveMetadata(w, r)
 	case p == pathRegister:
 		s.serveRegister(w, r)
+	case p == pathAuthorize && isAgentConsent(r):
+		s.serveAgentConsent(w, r)
 	case p == pathAuthorize:
 		s.serveAuthorize(w, r)
 	case p == pathToken:
 		s.serveToken(w, r)
 	case p == pathRevoke:
 		s.serveRevoke(w, r)
+	case strings.HasPrefix(p, pathPickup):
+		s.servePickup(w, r, strings.TrimPrefix(p, pathPickup))
 	case strings.HasPrefix(p, pathUsers) && strings.HasSuffix(p, "/did.json"):
 		s.serveUserDocument(w, r, strings.TrimSuffix(strings.TrimPrefix(p, pathUsers), "/did.json"))
 	default:
-		return false
+		return s.serveUserPages(w, r, p)
 	}
 	return true
 }

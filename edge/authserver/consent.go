@@ -6,6 +6,8 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -19,10 +21,10 @@ import (
 var consentTmpl = template.Must(template.New("consent").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Allow {{.ClientName}} to act for you?</title>
+<title>Allow an application to act for you?</title>
 <style nonce="{{.Nonce}}">
 body{font-family:system-ui,sans-serif;max-width:40rem;margin:2rem auto;padding:0 1rem;line-height:1.5;color:#111}
-.unverified{color:#8a4b00;font-weight:600}
+.unverified{color:#8a4b00;font-weight:600;border:1px solid #8a4b00;padding:0 .3rem;white-space:nowrap}
 code{word-break:break-all;background:#f3f3f3;padding:0 .2rem}
 fieldset{border:1px solid #ccc;padding:.5rem 1rem;margin:1rem 0}
 li{margin:.3rem 0}
@@ -30,9 +32,10 @@ button{font-size:1rem;padding:.5rem 1.2rem;margin-right:1rem}
 </style></head>
 <body><main>
 <h1>Allow an application to act for you</h1>
-<p><strong>{{.ClientName}}</strong> <span class="unverified">(name not verified)</span> asks to use
-<code>{{.Resource}}</code> on your behalf, signed in as <strong>{{.User}}</strong>.</p>
+<p>An application that calls itself <strong>{{.ClientName}}</strong>&nbsp;<span class="unverified">(name not verified)</span> asks to use the MCP services of <code>{{.Host}}</code>
+on your behalf, signed in as <strong>{{.User}}</strong>. Anyone can give an application any name.</p>
 <dl>
+<dt>Where it will use them</dt><dd>every MCP service of <code>{{.Host}}</code>; it asked for <code>{{.Resource}}</code></dd>
 <dt>It will receive the answer at</dt><dd><code>{{.RedirectHost}}</code></dd>
 <dt>Agent identity</dt><dd><code>{{.AgentDID}}</code></dd>
 <dt>Your identity (issuer of the delegation)</dt><dd><code>{{.UserDID}}</code></dd>
@@ -61,11 +64,11 @@ var errorTmpl = template.Must(template.New("error").Parse(`<!doctype html>
 type hiddenField struct{ Name, Value string }
 
 type consentView struct {
-	Nonce, ClientName, Resource, User, RedirectHost, AgentDID, UserDID string
-	Lifetime, RefreshLifetime                                          string
-	Hidden                                                             []hiddenField
-	CSRF                                                               string
-	Scopes                                                             []Scope
+	Nonce, ClientName, Resource, Host, User, RedirectHost, AgentDID, UserDID string
+	Lifetime, RefreshLifetime                                                string
+	Hidden                                                                   []hiddenField
+	CSRF                                                                     string
+	Scopes                                                                   []Scope
 }
 
 func (s *Server) showConsent(w http.ResponseWriter, r *http.Request, c checked) {
@@ -82,9 +85,9 @@ func (s *Server) showConsent(w http.ResponseWriter, r *http.Request, c checked) 
 		agent = "the did:jwk of the key the application proves (DPoP thumbprint " + c.req.DPoPJKT + ")"
 	}
 	v := consentView{
-		Nonce: n, ClientName: name, Resource: c.resource, User: c.user, RedirectHost: ru.Host,
+		Nonce: n, ClientName: name, Resource: c.resource, Host: hostOf(s.issuer(r)), User: s.userName(r, c.user), RedirectHost: ru.Host,
 		AgentDID: agent, UserDID: userDID(s.issuer(r), s.users.opaqueID(c.user)),
-		Lifetime: s.cfg.CredentialLifetime.String(), RefreshLifetime: s.cfg.RefreshLifetime.String(),
+		Lifetime: humanDuration(s.cfg.CredentialLifetime), RefreshLifetime: humanDuration(s.cfg.RefreshLifetime),
 		CSRF: s.csrfToken(c, time.Now()),
 	}
 	q := c.req
@@ -104,6 +107,31 @@ func (s *Server) showConsent(w http.ResponseWriter, r *http.Request, c checked) 
 	pageHeaders(w, "default-src 'none'; style-src 'nonce-"+n+"'; form-action 'self' "+ru.Scheme+"://"+ru.Host+"; frame-ancestors 'none'; base-uri 'none'")
 	w.WriteHeader(http.StatusOK)
 	_ = consentTmpl.Execute(w, v)
+}
+
+// hostOf is the host[:port] of origin.
+func hostOf(origin string) string {
+	_, h, _ := strings.Cut(origin, "://")
+	return h
+}
+
+// humanDuration says d as a person would: "1 hour", "30 days", "90
+// minutes", in the largest unit that divides it.
+func humanDuration(d time.Duration) string {
+	n, unit := int64(d/time.Second), "second"
+	for _, u := range []struct {
+		d    time.Duration
+		name string
+	}{{24 * time.Hour, "day"}, {time.Hour, "hour"}, {time.Minute, "minute"}} {
+		if d >= u.d && d%u.d == 0 {
+			n, unit = int64(d/u.d), u.name
+			break
+		}
+	}
+	if n != 1 {
+		unit += "s"
+	}
+	return strconv.FormatInt(n, 10) + " " + unit
 }
 
 // errorPage shows an error to the user, never to the client's redirect.

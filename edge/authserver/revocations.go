@@ -69,5 +69,16 @@ func (rv *revocations) revoked(ctx context.Context, family string) (bool, error)
 // this server issued, was revoked. The edge calls it for every credential
 // whose issuer is one of its users.
 func (s *Server) Revoked(ctx context.Context, family string) (bool, error) {
-	return s.revoked.revoked(ctx, family)
+	rv, err := s.revoked.revoked(ctx, family)
+	if err == nil && !rv {
+		s.lastUse.note(ctx, s.deps.Store, family, time.Now(), s.cfg.RefreshLifetime)
+	}
+	return rv, err
+}
+
+// forget drops a "not revoked" answer this replica remembers for family.
+func (rv *revocations) forget(family string) {
+	rv.mu.Lock()
+	delete(rv.clean, family)
+	rv.mu.Unlock()
 }

@@ -1,6 +1,7 @@
 package authserver
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -117,7 +118,24 @@ func (s *Server) exchangeCode(w http.ResponseWriter, r *http.Request, form url.V
 	g.Challenge = ""
 	g.Family = randomToken()[:22]
 	g.FamilyExpires = time.Now().Add(s.cfg.RefreshLifetime).Unix()
-	s.issue(w, r, g, g.Scopes, proof)
+	// The code is spent: no answer from here on invites a retry with it.
+	if !s.startDelegation(w, r, g, proof) {
+		return
+	}
+	cred, terr := s.mint(r.Context(), g, g.Scopes, proof)
+	if terr != nil {
+		if terr.status == http.StatusServiceUnavailable {
+			terr = &tokenErr{terr.status, terr.code, "the credential could not be issued and the code is spent: start the authorization again"}
+		}
+		terr.write(w)
+		return
+	}
+	refresh, err := s.newRefresh(r, g)
+	if err != nil {
+		oauthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the shared store is unavailable and the code is spent: start the authorization again")
+		return
+	}
+	s.send(w, r, g, cred, refresh)
 }
 
 // tokenDPoP checks the DPoP proof of a token request, when there is one or
@@ -151,70 +169,82 @@ func (s *Server) tokenDPoP(w http.ResponseWriter, r *http.Request, jkt string) (
 	return &got, true
 }
 
-// issue answers a token request with a new credential for scopes and a new
-// refresh token of g's family.
-func (s *Server) issue(w http.ResponseWriter, r *http.Request, g grant, scopes []string, proof *DPoPProof) {
-	ctx := r.Context()
+// issued is a signed credential not yet sent.
+type issued struct {
+	token, tokenType, user, agent string
+	scopes                        []string
+	exp, now                      time.Time
+}
+
+// tokenErr is a token endpoint error answer.
+type tokenErr struct {
+	status     int
+	code, desc string
+}
+
+func (e *tokenErr) write(w http.ResponseWriter) { oauthError(w, e.status, e.code, e.desc) }
+
+var errStoreRetry = &tokenErr{http.StatusServiceUnavailable, "temporarily_unavailable", "the shared store is unavailable; retry"}
+
+// mint checks that g's family is not revoked and signs a credential for
+// scopes. It spends nothing, so its errors may invite a retry.
+func (s *Server) mint(ctx context.Context, g grant, scopes []string, proof *DPoPProof) (issued, *tokenErr) {
 	if rv, err := s.revoked.revoked(ctx, g.Family); err != nil || rv {
 		if err != nil {
-			oauthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the shared store is unavailable; retry")
-			return
+			return issued{}, errStoreRetry
 		}
-		oauthError(w, http.StatusBadRequest, "invalid_grant", "this grant was revoked: authorize again")
-		return
+		return issued{}, &tokenErr{http.StatusBadRequest, "invalid_grant", "this grant was revoked: authorize again"}
 	}
 	key, err := s.users.key(ctx, g.UserID, false)
 	if err != nil {
-		oauthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the user's key could not be read; retry")
-		return
+		return issued{}, &tokenErr{http.StatusServiceUnavailable, "temporarily_unavailable", "the user's key could not be read; retry"}
 	}
-	agent := s.clientAgentDID(g.ClientID)
-	tokenType := "Bearer"
+	out := issued{agent: s.clientAgentDID(g.ClientID), tokenType: "Bearer", scopes: scopes, now: time.Now()}
 	if g.JKT != "" {
-		tokenType = "DPoP"
+		out.tokenType = "DPoP"
 		if proof == nil {
-			oauthError(w, http.StatusBadRequest, "invalid_dpop_proof", "send a DPoP proof")
-			return
+			return issued{}, &tokenErr{http.StatusBadRequest, "invalid_dpop_proof", "send a DPoP proof"}
 		}
-		if agent, err = didresolver.JWKDID(proof.Key); err != nil {
-			oauthError(w, http.StatusBadRequest, "invalid_dpop_proof", "the DPoP key cannot be named as a DID")
-			return
+		if out.agent, err = didresolver.JWKDID(proof.Key); err != nil {
+			return issued{}, &tokenErr{http.StatusBadRequest, "invalid_dpop_proof", "the DPoP key cannot be named as a DID"}
 		}
 	}
-	now := time.Now()
-	exp := now.Add(s.cfg.CredentialLifetime)
-	if fam := time.Unix(g.FamilyExpires, 0); exp.After(fam) {
-		exp = fam
+	out.exp = out.now.Add(s.cfg.CredentialLifetime)
+	if fam := time.Unix(g.FamilyExpires, 0); out.exp.After(fam) {
+		out.exp = fam
 	}
 	aud := []string{g.Resource}
 	if g.EdgeAudience != "" && g.EdgeAudience != g.Resource {
 		aud = append(aud, g.EdgeAudience)
 	}
-	user := userDID(g.Origin, g.UserID)
-	tok, err := vc.IssueJWT(key, user+userKeyFragment, vc.Template{
-		AgentDID: agent, UserDID: user, Audience: aud, Scopes: scopes, ExpiresAt: exp,
+	out.user = userDID(g.Origin, g.UserID)
+	out.token, err = vc.IssueJWT(key, out.user+userKeyFragment, vc.Template{
+		AgentDID: out.agent, UserDID: out.user, Audience: aud, Scopes: scopes, ExpiresAt: out.exp,
 		ID: CredentialIDPrefix + g.Family + ":" + randomToken()[:16], DelegationID: g.Family, CnfJKT: g.JKT,
 	})
 	if err != nil {
 		s.deps.Logger.Error("issuing credential", zapErr(err))
-		oauthError(w, http.StatusInternalServerError, "server_error", "the credential could not be issued")
-		return
+		return issued{}, &tokenErr{http.StatusInternalServerError, "server_error", "the credential could not be issued"}
 	}
-	refresh, err := s.newRefresh(r, g)
-	if err != nil {
-		oauthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the shared store is unavailable; retry")
-		return
-	}
-	s.event(r, Event{Kind: "issued", ClientID: g.ClientID, UserDID: user, AgentDID: agent, Scopes: scopes})
+	return out, nil
+}
+
+// send answers a token request with the credential and refresh token.
+func (s *Server) send(w http.ResponseWriter, r *http.Request, g grant, c issued, refresh string) {
+	s.event(r, Event{Kind: "issued", ClientID: g.ClientID, UserDID: c.user, AgentDID: c.agent, Scopes: c.scopes})
 	body, _ := json.Marshal(tokenResponse{
-		AccessToken: tok, TokenType: tokenType, ExpiresIn: int64(exp.Sub(now).Seconds()),
-		RefreshToken: refresh, Scope: strings.Join(scopes, " "),
+		AccessToken: c.token, TokenType: c.tokenType, ExpiresIn: int64(c.exp.Sub(c.now).Seconds()),
+		RefreshToken: refresh, Scope: strings.Join(c.scopes, " "),
 	})
 	writeJSON(w, http.StatusOK, body, "no-store")
 }
 
 // refresh is the refresh_token grant: the token is spent, a new one of the
 // same family is issued; a spent token presented again revokes the family.
+// Everything that can be checked is checked before the token is spent
+// (with a store that can read without consuming), so that a refused
+// refresh leaves it usable; without such a store, a refused refresh puts
+// the token back. Either way no answer invites a retry with a spent token.
 func (s *Server) refresh(w http.ResponseWriter, r *http.Request, form url.Values) {
 	ctx := r.Context()
 	tok := form.Get("refresh_token")
@@ -223,45 +253,39 @@ func (s *Server) refresh(w http.ResponseWriter, r *http.Request, form url.Values
 		oauthError(w, http.StatusBadRequest, "invalid_grant", "the refresh token is not one this server issued")
 		return
 	}
-	rec, err := s.deps.Store.Consume(ctx, digest("oauth-rt:", tok))
+	key := digest("oauth-rt:", tok)
+	rec, peeked, err := s.peek(ctx, key)
+	if !peeked && err == nil {
+		rec, err = s.deps.Store.Consume(ctx, key)
+	}
 	if errors.Is(err, challenge.ErrNonceNotFound) {
-		// Authentic but spent (or its family expired): someone holds a
-		// copy. Revoke every credential and refresh token of the family.
-		if err := s.revoked.revoke(ctx, family, s.cfg.RefreshLifetime); err != nil {
-			s.deps.Logger.Warn("refresh family not revoked", zapErr(err))
-		}
-		s.event(r, Event{Kind: "refresh_reused", ClientID: form.Get("client_id")})
-		oauthError(w, http.StatusBadRequest, "invalid_grant", "the refresh token was already used: every token of this grant is revoked; authorize again")
+		s.refreshReused(w, r, form, family)
 		return
 	}
 	if err != nil {
-		oauthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the shared store is unavailable; retry")
+		errStoreRetry.write(w)
 		return
+	}
+	// unspend undoes a consume-first spend before a refusal.
+	unspend := func() {
+		if !peeked {
+			s.restore(ctx, key, rec)
+		}
 	}
 	var g grant
 	if json.Unmarshal([]byte(rec.Challenge), &g) != nil || g.Family != family {
 		oauthError(w, http.StatusBadRequest, "invalid_grant", "the refresh token is invalid")
 		return
 	}
-	if form.Get("client_id") != g.ClientID {
-		oauthError(w, http.StatusBadRequest, "invalid_grant", "the refresh token was issued to another client")
+	scopes, terr := refreshScopes(form, g)
+	if terr != nil {
+		unspend()
+		terr.write(w)
 		return
-	}
-	scopes := g.Scopes
-	if sc := form.Get("scope"); sc != "" {
-		scopes = nil
-		for _, f := range strings.Fields(sc) {
-			if !slices.Contains(g.Scopes, f) {
-				oauthError(w, http.StatusBadRequest, "invalid_scope", "scope "+f+" was not granted; ask the user through the authorization endpoint")
-				return
-			}
-			if !slices.Contains(scopes, f) {
-				scopes = append(scopes, f)
-			}
-		}
 	}
 	proof, ok := s.tokenDPoP(w, r, g.JKT)
 	if !ok {
+		unspend()
 		return
 	}
 	if g.JKT == "" && proof != nil {
@@ -269,7 +293,101 @@ func (s *Server) refresh(w http.ResponseWriter, r *http.Request, form url.Values
 		// the client's, and binding it now would change who it names.
 		proof = nil
 	}
-	s.issue(w, r, g, scopes, proof)
+	cred, terr := s.mint(ctx, g, scopes, proof)
+	if terr != nil {
+		unspend()
+		terr.write(w)
+		return
+	}
+	if peeked {
+		got, err := s.deps.Store.Consume(ctx, key)
+		if errors.Is(err, challenge.ErrNonceNotFound) {
+			// Spent since the peek: another holder used it first.
+			s.refreshReused(w, r, form, family)
+			return
+		}
+		if err != nil {
+			errStoreRetry.write(w)
+			return
+		}
+		if got.Challenge != rec.Challenge {
+			oauthError(w, http.StatusBadRequest, "invalid_grant", "the refresh token is invalid")
+			return
+		}
+	}
+	next, err := s.newRefresh(r, g)
+	if err != nil {
+		if s.restore(ctx, key, rec) {
+			errStoreRetry.write(w)
+			return
+		}
+		oauthError(w, http.StatusServiceUnavailable, "temporarily_unavailable",
+			"the shared store failed after this refresh token was spent: do not retry with it; authorize again")
+		return
+	}
+	s.send(w, r, g, cred, next)
+}
+
+// refreshScopes are the scopes a refresh asks for: the granted ones, or a
+// narrower set; it is refused, as RFC 6749 §6 says, when it names another
+// client or a scope not granted.
+func refreshScopes(form url.Values, g grant) ([]string, *tokenErr) {
+	if form.Get("client_id") != g.ClientID {
+		return nil, &tokenErr{http.StatusBadRequest, "invalid_grant", "the refresh token was issued to another client"}
+	}
+	sc := form.Get("scope")
+	if sc == "" {
+		return g.Scopes, nil
+	}
+	var scopes []string
+	for _, f := range strings.Fields(sc) {
+		if !slices.Contains(g.Scopes, f) {
+			return nil, &tokenErr{http.StatusBadRequest, "invalid_scope", "scope " + f + " was not granted; ask the user through the authorization endpoint"}
+		}
+		if !slices.Contains(scopes, f) {
+			scopes = append(scopes, f)
+		}
+	}
+	return scopes, nil
+}
+
+// refreshReused answers an authentic refresh token that is spent (or whose
+// family expired): someone holds a copy. Every credential and refresh
+// token of the family is revoked.
+func (s *Server) refreshReused(w http.ResponseWriter, r *http.Request, form url.Values, family string) {
+	if err := s.revoked.revoke(r.Context(), family, s.cfg.RefreshLifetime); err != nil {
+		s.deps.Logger.Warn("refresh family not revoked", zapErr(err))
+	}
+	s.event(r, Event{Kind: "refresh_reused", ClientID: form.Get("client_id")})
+	oauthError(w, http.StatusBadRequest, "invalid_grant", "the refresh token was already used: every token of this grant is revoked; authorize again")
+}
+
+// peek reads the record under key without spending it, when the store
+// can; peeked is false when it cannot.
+func (s *Server) peek(ctx context.Context, key string) (rec challenge.Record, peeked bool, err error) {
+	p, ok := s.deps.Store.(challenge.Peeker)
+	if !ok {
+		return rec, false, nil
+	}
+	rec, err = p.Peek(ctx, key)
+	if errors.Is(err, errors.ErrUnsupported) {
+		return rec, false, nil
+	}
+	return rec, true, err
+}
+
+// restore puts a spent refresh token's record back for the rest of its
+// life; it reports whether the token is usable again.
+func (s *Server) restore(ctx context.Context, key string, rec challenge.Record) bool {
+	ttl := time.Until(rec.ExpiresAt)
+	if ttl <= 0 {
+		return false
+	}
+	err := s.deps.Store.Put(ctx, key, rec, ttl)
+	if err != nil {
+		s.deps.Logger.Warn("spent refresh token not restored", zapErr(err))
+	}
+	return err == nil
 }
 
 // Refresh tokens are <family>.<random>.<MAC>: the MAC lets the server

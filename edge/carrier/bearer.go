@@ -46,7 +46,7 @@ func schemeToken(v, scheme string) (string, bool) {
 // upstream; see isDelegationJWT.
 func IsDelegation(tok string) bool { return isDelegationJWT(tok) }
 
-// isDelegationJWT reports whether a bearer token is ours (MCPI-WIRE §1),
+// isDelegationJWT reports whether a bearer token is ours (docs/protocol/mcpi.md#carriers),
 // failing closed. A token that is not three dot-separated segments (opaque,
 // or some other shape) is someone else's. A three-segment one is someone
 // else's only if its header and payload both decode, strictly (unpadded

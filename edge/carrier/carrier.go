@@ -1,5 +1,5 @@
 // Package carrier knows where a delegation credential travels in an HTTP
-// request (MCPI-WIRE §1) and which request headers only the edge may set.
+// request (docs/protocol/mcpi.md#carriers) and which request headers only the edge may set.
 //
 // A Reader, built from the enabled carriers and the body limit, finds the
 // credentials of a request (Find), removes them once verified (Remove),

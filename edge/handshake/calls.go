@@ -16,7 +16,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
-// The JSON-RPC handshake at the edge (MCPI-WIRE §5): the calls on the
+// The JSON-RPC handshake at the edge (docs/protocol/mcpi.md#level-3-the-handshake): the calls on the
 // edge's handshake paths, answered (terminate) or checked and forwarded
 // (proxy).
 //
@@ -292,7 +292,12 @@ func (c *Calls) fail(w http.ResponseWriter, r *http.Request, call *challenge.Cal
 	if errors.Is(err, challenge.ErrStoreUnavailable) {
 		status = http.StatusServiceUnavailable
 		w.Header().Set("Retry-After", "1")
-		c.Logger.Error("handshake refused: nonce store unavailable", zap.Error(err))
+		// Debug: anyone can send handshakes, one line each would flood the
+		// log; the store's own alarm reports the outage (at most every 30s
+		// in Caddy), and the metrics count every refusal.
+		if ce := c.Logger.Check(zapcore.DebugLevel, "handshake refused: nonce store unavailable"); ce != nil {
+			ce.Write(zap.Error(err))
+		}
 	} else if ce := c.Logger.Check(zapcore.DebugLevel, "handshake call rejected"); ce != nil {
 		// challenge's error texts never quote a proof, challenge, nonce or
 		// credential.

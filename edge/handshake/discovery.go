@@ -200,7 +200,7 @@ func (dv *Discovery) Endpoints(r *http.Request, host string, next Next) *Endpoin
 		de.running = ch
 		dc.mu.Unlock()
 
-		eps, ttl := dv.discover(r, next)
+		eps, ttl := dv.tracedDiscover(r, next)
 		dc.mu.Lock()
 		de.cur, de.expires, de.running = eps, time.Now().Add(ttl), nil
 		dc.mu.Unlock()

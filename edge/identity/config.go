@@ -9,9 +9,10 @@ import (
 
 	"github.com/mcpi-edge/caddy-mcpi/assertion"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/internal/duration"
 )
 
-// Level 2 defaults (MCPI-WIRE §4).
+// Level 2 defaults (docs/protocol/mcpi.md#level-2-what-the-upstream-is-told).
 const (
 	defaultAssertionTTL = assertion.DefaultLifetime
 	// DefaultKeyStorageKey is where a generated key set is kept.
@@ -50,7 +51,7 @@ type Config struct {
 	// id of the served did.json). Default: did:web:<request host>, the
 	// port's colon %3A-encoded. Replicas behind one name get the same DID
 	// either way; set it when one edge answers under several names.
-	EdgeDID string
+	EdgeDID string `json:"edge_did,omitempty"`
 
 	// File holding the edge's private signing key (an Ed25519 or P-256
 	// private JWK, or PEM). Placeholders such as {env.*} are expanded.
@@ -58,74 +59,74 @@ type Config struct {
 	// key_storage_key), shared by every instance using that storage, and
 	// rotated with `caddy mcpi rotate-key`. A key from a file is never
 	// rotated by the edge; replacing the file drops the old key at once.
-	SigningKey string
+	SigningKey string `json:"signing_key,omitempty"`
 
 	// Algorithm of a generated key: EdDSA or ES256. With signing_key it
 	// must match the key if set. Default: EdDSA.
-	SigningAlg string
+	SigningAlg string `json:"signing_alg,omitempty"`
 
 	// Lifetime of an X-Verified-Delegation assertion, in whole seconds, at
 	// most 5m; never past the delegation's own expiry. Default: 60s.
-	AssertionTTL time.Duration
+	AssertionTTL duration.Duration `json:"assertion_ttl,omitempty"`
 
 	// Form of X-Verified-Delegation: "jws" (a signed assertion) or "hash"
 	// (only "sha256:<hex>" of the presented credential, for upstreams that
 	// trust the edge by network position). Default: jws.
-	AssertionForm string
+	AssertionForm string `json:"assertion_form,omitempty"`
 
 	// Reuse a signed assertion for later requests with the same credential
 	// and audience while more than half of its lifetime is left (the jti
 	// then repeats). Turning it off signs every request. Default: true.
-	AssertionReuse *bool
+	AssertionReuse *bool `json:"assertion_reuse,omitempty"`
 
 	// Headers sent upstream: "mcpi" (X-Agent-DID, X-User-DID,
 	// X-Verified-Delegation, X-Agent-Reputation-Score), "kya-os"
 	// (KYA-OS-Agent-DID, KYA-OS-Delegation-Proof) or "both". Default: mcpi.
-	HeaderProfile string
+	HeaderProfile string `json:"header_profile,omitempty"`
 
 	// Origin of the upstream (scheme://host[:port]), e.g.
 	// http://127.0.0.1:9000. It is the aud of the assertions (the host
 	// alone for KYA-OS proofs) and where upstream_mcpi auto looks for
 	// /.well-known/mcp-i.json. Required for auto. Default aud: the origin
 	// of the request.
-	Upstream string
+	Upstream string `json:"upstream,omitempty"`
 
 	// Whether the upstream gets the identity headers: "on" (the operator
 	// declares it MCP-I-aware), "off" (never: Level 1 behaviour), or
 	// "auto": only while the upstream declares MCP-I support, by serving
 	// /.well-known/mcp-i.json or by an MCP-I-Version response header (seen
 	// through reverse_proxy). Default: on.
-	UpstreamMCPI string
+	UpstreamMCPI string `json:"upstream_mcpi,omitempty"`
 
 	// How long what auto learned about the upstream is trusted before it is
 	// probed again (in the background). Default: 5m.
-	MCPIProbeTTL time.Duration
+	MCPIProbeTTL duration.Duration `json:"mcpi_probe_ttl,omitempty"`
 
 	// Where the reputation score of the agent comes from. Without it,
 	// X-Agent-Reputation-Score is never sent.
-	Reputation *ReputationConfig
+	Reputation *ReputationConfig `json:"reputation,omitempty"`
 
 	// Storage key of the generated key set. Default: mcpi/edge-keys.json.
-	KeyStorageKey string
+	KeyStorageKey string `json:"key_storage_key,omitempty"`
 
 	// How often the key set is reloaded from storage, so that a key rotated
 	// by `caddy mcpi rotate-key` or another instance is picked up. Default:
 	// 30s.
-	KeyReloadInterval time.Duration
+	KeyReloadInterval duration.Duration `json:"key_reload_interval,omitempty"`
 
 	// How long a rotated-out key stays in the JWKS. It must cover
 	// assertion_ttl plus key_reload_interval (an instance may sign with the
 	// old key until it reloads). Default: assertion_ttl +
 	// key_reload_interval + 60s of clock skew. A stored key set keeps the
 	// longest retention any instance asked for.
-	KeyRetention time.Duration
+	KeyRetention duration.Duration `json:"key_retention,omitempty"`
 
 	// How long `caddy mcpi rotate-key` publishes the new key in the JWKS
 	// before it signs. Verifiers that refetch the JWKS when they meet an
 	// unknown kid, at most once per interval, must be able to refetch
 	// within it: set it above their refetch interval plus a second.
 	// Default: 20s.
-	KeyPublishDelay time.Duration
+	KeyPublishDelay duration.Duration `json:"key_publish_delay,omitempty"`
 }
 
 // Effective settings; they work on an unprovisioned config too.
@@ -149,7 +150,7 @@ func (c *Config) PublishDelay() time.Duration {
 	if c.KeyPublishDelay == 0 {
 		return DefaultKeyPublishDelay
 	}
-	return c.KeyPublishDelay
+	return time.Duration(c.KeyPublishDelay)
 }
 
 func (c *Config) keyRetention() time.Duration {
@@ -261,7 +262,7 @@ func (c *Config) Validate() error {
 	if c.MCPIProbeTTL < 0 || c.KeyReloadInterval < 0 || c.KeyRetention < 0 || c.KeyPublishDelay < 0 {
 		return errors.New("mcpi: durations must not be negative")
 	}
-	if c.KeyReloadInterval != 0 && c.KeyReloadInterval < time.Duration(time.Second) {
+	if c.KeyReloadInterval != 0 && time.Duration(c.KeyReloadInterval) < time.Second {
 		return errors.New("mcpi: key_reload_interval must be at least 1s")
 	}
 	if min := ttl + c.keyReloadInterval(); c.keyRetention() < min {

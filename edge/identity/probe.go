@@ -16,7 +16,7 @@ import (
 )
 
 // How upstream_mcpi auto learns whether the upstream is MCP-I-aware
-// (MCPI-WIRE §4: by serving /.well-known/mcp-i.json, or by an MCP-I-Version
+// (docs/protocol/mcpi.md#level-2-what-the-upstream-is-told: by serving /.well-known/mcp-i.json, or by an MCP-I-Version
 // response header), without ever holding a request for long.
 const (
 	probeDocPath = "/.well-known/mcp-i.json"

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/internal/duration"
 	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 )
 
@@ -40,21 +41,21 @@ type ReputationConfig struct {
 	// Fixed scores by agent DID, 0 to 100. They take precedence over the
 	// endpoint. (The Caddyfile also accepts 0.0 to 1.0 written with a
 	// decimal point, and scales it.)
-	Scores map[string]float64
+	Scores map[string]float64 `json:"scores,omitempty"`
 
 	// URL of a reputation service, with {did} where the agent DID goes
 	// (URL-escaped). It is asked with GET and must answer 200 with
 	// {"score": <number>}: 0 to 100, or 0.0 to 1.0 written with a decimal
 	// point (scaled to 0 to 100). Answers are cached.
-	Endpoint string
+	Endpoint string `json:"endpoint,omitempty"`
 
 	// How long an endpoint answer is cached. Failures are cached for at
 	// most 30s. Default: 5m.
-	CacheTTL time.Duration
+	CacheTTL duration.Duration `json:"cache_ttl,omitempty"`
 
 	// Timeout of one endpoint lookup; the request waits at most this long
 	// for an uncached score. Default: 1s.
-	Timeout time.Duration
+	Timeout duration.Duration `json:"timeout,omitempty"`
 }
 
 func (c *ReputationConfig) validate() error {
@@ -280,4 +281,20 @@ func reputationScore(body []byte) (string, error) {
 		return "", errReputationAnswer
 	}
 	return string(v), nil
+}
+
+// Reputation returns the score of the agent did, 0 to 100, as the
+// X-Agent-Reputation-Score header would carry it; false when there is no
+// reputation source or no score (a failed lookup, like the header, is no
+// score).
+func (id *Identity) Reputation(ctx context.Context, did string) (float64, bool) {
+	if id == nil || id.rep == nil || did == "" {
+		return 0, false
+	}
+	s, ok := id.rep.score(ctx, did)
+	if !ok {
+		return 0, false
+	}
+	v, err := ParseReputationScore(s)
+	return v, err == nil
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/duration"
 )
 
 // TestUpstreamProbeVerdicts: what counts as a declaration.
@@ -91,7 +93,7 @@ func TestReputationSource(t *testing.T) {
 	src, err := newReputationSource(context.Background(), &ReputationConfig{
 		Scores:   map[string]float64{"did:web:static.example.com": 99.5},
 		Endpoint: rep.URL + "/score?did={did}",
-		Timeout:  2 * time.Second,
+		Timeout:  duration.Duration(2 * time.Second),
 	}, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)

@@ -1,12 +1,16 @@
 package observe
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 	"unsafe"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -48,7 +52,7 @@ var auditFields = sync.Pool{New: func() any {
 }}
 
 // maxAuditFields is the most fields an entry has.
-const maxAuditFields = 19
+const maxAuditFields = 20
 
 // auditEntry is what an audit entry says, taken from the request while it
 // is still being served: the request may be gone when the entry is
@@ -68,12 +72,17 @@ type auditEntry struct {
 	// (zaptest's observer does) after the entry's own memory is cleared.
 	scopes *[]string
 
-	carrier, tool string
+	carrier, tool, rule string
 
 	// The request's fields, when there was a request.
 	hasRequest                              bool
 	upstream, method, host, path, requestID string
 	remoteIP, clientIP                      string
+	// seq numbers an entry whose request has no host id (requestID ""):
+	// its request_id is then the recorder's, made by the writer (auditID).
+	seq uint64
+	// traceID is the trace of the request's span, when it has one.
+	traceID trace.TraceID
 }
 
 // size is about the bytes the entry keeps alive: what auditQueue's byte
@@ -81,7 +90,7 @@ type auditEntry struct {
 func (e *auditEntry) size() int {
 	n := len(e.outcome) + len(e.reason) + len(e.handshake) + len(e.call) +
 		len(e.agentDID) + len(e.userDID) + len(e.delegationID) + len(e.issuer) +
-		len(e.carrier) + len(e.tool) + len(e.upstream) + len(e.method) + len(e.host) +
+		len(e.carrier) + len(e.tool) + len(e.rule) + len(e.upstream) + len(e.method) + len(e.host) +
 		len(e.path) + len(e.requestID) + len(e.remoteIP) + len(e.clientIP)
 	if e.scopes != nil {
 		for _, s := range *e.scopes {
@@ -111,7 +120,7 @@ func (rec *Recorder) newAuditEntry(r *http.Request, d Decision) auditEntry {
 		at:      time.Now(),
 		outcome: d.Outcome, reason: d.Reason, status: d.Status,
 		handshake: d.Handshake, call: d.Call,
-		carrier: d.Carrier, tool: d.Tool,
+		carrier: d.Carrier, tool: d.Tool, rule: d.Rule,
 	}
 	if len(e.tool) > MaxAuditTool {
 		e.tool = e.tool[:MaxAuditTool]
@@ -169,6 +178,9 @@ func (rec *Recorder) writeAuditEntry(e *auditEntry) {
 	if e.tool != "" {
 		fields = append(fields, zap.String("tool", e.tool))
 	}
+	if e.rule != "" {
+		fields = append(fields, zap.String("rule", e.rule))
+	}
 	if e.hasRequest {
 		if rec.req.Upstream != nil {
 			fields = append(fields, zap.String("upstream", e.upstream))
@@ -180,6 +192,11 @@ func (rec *Recorder) writeAuditEntry(e *auditEntry) {
 		)
 		if e.requestID != "" {
 			fields = append(fields, zap.String("request_id", e.requestID))
+		} else {
+			fields = append(fields, zap.String("request_id", rec.auditID(e.seq)))
+		}
+		if e.traceID.IsValid() {
+			fields = append(fields, zap.String("trace_id", hex.EncodeToString(e.traceID[:])))
 		}
 		fields = append(fields, zap.String("remote_ip", e.remoteIP))
 		if e.clientIP != "" {
@@ -218,13 +235,19 @@ func (rec *Recorder) takeRequestFields(e *auditEntry, r *http.Request) {
 		}
 	}
 	e.host = r.Host
-	// {http.request.uuid} is generated on first use and kept for the
-	// request; using it also adds it to the access log entry as "uuid",
-	// which is how an audit entry and an access log entry are matched.
-	// So it is taken here, while the request is served.
+	// The host's id of the request, when it already has one (Caddy: the
+	// access log's uuid, once something used {http.request.uuid}), so
+	// that the two logs join; otherwise a number, which the writer turns
+	// into the recorder's own id. Taken here, while the request is served.
 	if rec.req.RequestID != nil {
 		e.requestID = rec.req.RequestID(r)
 	}
+	if e.requestID == "" {
+		e.seq = rec.seq.Add(1)
+	}
+	// With tracing on, the entry joins the request's trace (and the
+	// access log, which has the same trace id).
+	e.traceID = trace.SpanContextFromContext(r.Context()).TraceID()
 	ip, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		ip = r.RemoteAddr
@@ -235,4 +258,27 @@ func (rec *Recorder) takeRequestFields(e *auditEntry, r *http.Request) {
 			e.clientIP = clientIP
 		}
 	}
+}
+
+// auditID is the request_id of the entry numbered seq, whose request had
+// no id of the host's: the recorder's random prefix and the number, which
+// no other recorder (process, config) makes. It is made by the writer,
+// off the request path.
+func (rec *Recorder) auditID(seq uint64) string {
+	var buf [len(auditIDPrefixSample) + 1 + 16]byte
+	b := append(buf[:0], rec.idPrefix...)
+	b = append(b, '-')
+	b = strconv.AppendUint(b, seq, 16)
+	return string(b)
+}
+
+// auditIDPrefixSample has the length of a recorder's id prefix: 16 hex
+// digits, 64 random bits.
+const auditIDPrefixSample = "0123456789abcdef"
+
+// newAuditIDPrefix is a recorder's random id prefix.
+func newAuditIDPrefix() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail (Go 1.24+)
+	return hex.EncodeToString(b[:])
 }

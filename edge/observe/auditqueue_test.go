@@ -106,6 +106,7 @@ func TestAuditQueueEntriesIntact(t *testing.T) {
 	rec, _, logs := newGatedRecorder(t, gate, nil)
 	syncRec, _, syncLogs := newGatedRecorder(t, nil, nil)
 	syncRec.queue = nil // the synchronous path, as before the queue
+	syncRec.idPrefix = rec.idPrefix
 
 	var before, after [n]time.Time
 	for i := range n {

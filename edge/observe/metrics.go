@@ -78,6 +78,8 @@ var (
 		"header_mismatch", "bad_request_state",
 		// Per-tool policy denials (policy.go).
 		"insufficient_scope", "no_matching_rule", "handshake_tool", "tool_not_allowed",
+		// Rate limits (edge/ratelimits.go).
+		"rate_limited", "rate_limit_unavailable",
 		// KYA-OS declarations and request proofs (edge/proof: proof.Tag).
 		"extension_not_declared", "malformed_declaration", "proof_ok", "proof_missing",
 		"proof_malformed_proof", "proof_kid_did_mismatch", "proof_key_unresolvable",

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,6 +37,8 @@ type Decision struct {
 	Carrier string
 	// Tool is the tools/call name, if any.
 	Tool string
+	// Rule names the operator's rule that refused the call, if one did.
+	Rule string
 	// Handshake is the Level 3 mode ("terminate", "proxy") of a handshake
 	// or verify call the edge answered or forwarded, Call its kind
 	// ("handshake", "verify"); both "" for any other request.
@@ -85,11 +88,15 @@ type Recorder struct {
 	// queue takes the audit entries off the request path; nil when the
 	// audit log is off.
 	queue *auditQueue
+	// idPrefix and seq make the request_id of an entry whose request has
+	// no id of the host's (auditID).
+	idPrefix string
+	seq      atomic.Uint64
 }
 
 // New registers the collectors and sets up the audit logger.
 func New(o Options) (*Recorder, error) {
-	r := &Recorder{denialsOnly: o.AuditDenialsOnly, req: o.Request}
+	r := &Recorder{denialsOnly: o.AuditDenialsOnly, req: o.Request, idPrefix: newAuditIDPrefix()}
 	if o.Registerer != nil {
 		m, err := newMetrics(o.Registerer)
 		if err != nil {
@@ -145,6 +152,7 @@ func (rec *Recorder) Decision(r *http.Request, d Decision) {
 			m.decisions.WithLabelValues(fromSet(decisionOutcomes, d.Outcome), fromSet(decisionReasons, d.Reason)).Inc()
 		}
 	}
+	traceDecision(r, d)
 	rec.writeAudit(r, d)
 }
 
@@ -187,6 +195,7 @@ func (rec *Recorder) Handshake(r *http.Request, mode, call, result string, statu
 	if result == "issued" || result == "verified" {
 		dec.Outcome = "admitted"
 	}
+	traceDecision(r, dec)
 	rec.writeAudit(r, dec)
 }
 

@@ -1,7 +1,6 @@
 // Package proof is the edge's KYA-OS concern (org.kya-os/decentralized-
-// authority): the declaration gate (KYA-OS §2.3), the request proof check
-// bound to the verified delegation (§3.7, project decisions §9), and the
-// answers for refusals (§9.6). The pipeline calls Negotiate before
+// authority): the declaration gate, the request proof check bound to the
+// verified delegation, and the answers for refusals (docs/protocol/kyaos.md). The pipeline calls Negotiate before
 // admission and Admit after the credential verified; response signing is
 // in respond.go.
 package proof
@@ -120,7 +119,7 @@ func (g *Gate) Skew() time.Duration {
 // RequiresExtension reports whether clients must declare the extension.
 func (g *Gate) RequiresExtension() bool { return g != nil && g.cfg.RequireExtension }
 
-// Refusal is how a refused request is answered (project decision §9.6).
+// Refusal is how a refused request is answered (docs/protocol/kyaos.md#refusals).
 type Refusal struct {
 	Status int
 	// Reason is the snake_case reason; Tag its metrics label.
@@ -277,12 +276,12 @@ func (g *Gate) Admit(ctx context.Context, b Body, audience, agentDID, tokenJKT s
 			return false, refusal(kyaos.ProofMissing)
 		case batchHoldsProof(b):
 			// A proof present is verified or refused, and one in a batch
-			// cannot be verified (review 7, finding 5).
+			// cannot be verified.
 			return false, refusal(kyaos.MalformedProof)
 		}
 		return false, nil
 	}
-	// The proof must be the credential's subject's (§9.2): a key that is
+	// The proof must be the credential's subject's (docs/protocol/kyaos.md#binding-to-the-credential): a key that is
 	// not the agent's proves nothing about this delegation. Check reads
 	// the body once; step 1 (StepRead) is a body with no proof, or one that
 	// is not a strict JSON-RPC object, so no proof to find.
@@ -308,7 +307,7 @@ func (g *Gate) Admit(ctx context.Context, b Body, audience, agentDID, tokenJKT s
 	}
 	if g.cfg.RequestProof == Required && !exempt(b) {
 		// server/discover and ping are outside the admission algorithm
-		// (KYA-OS §3.7 step 0): a client learns the requirements there.
+		// (docs/protocol/kyaos.md#declarations): a client learns the requirements there.
 		// Only a body read without ambiguity is exempt.
 		return false, refusal(kyaos.ProofMissing)
 	}
@@ -346,7 +345,7 @@ func (g *Gate) Inspects(body []byte) bool {
 	return g.cfg.RequestProof == Required || mayHoldMeta(body)
 }
 
-// CodeProof is the JSON-RPC code of a refused proof (KYA-OS §3.7).
+// CodeProof is the JSON-RPC code of a refused proof (docs/protocol/kyaos.md#refusals).
 const CodeProof = -31000
 
 // refusal maps a verifier reason to its answer: 503 when the nonce store

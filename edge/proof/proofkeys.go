@@ -66,7 +66,7 @@ func ambiguousKeys(params []byte) bool {
 				}
 			}
 		}
-		// Both keys: the canonical one wins (KYA-OS-2026.md, Carrier), so
+		// Both keys: the canonical one wins (docs/protocol/kyaos.md#request-proofs), so
 		// a transitional client's same proof under both names is read
 		// once. Two different proofs are refused: the legacy one would go
 		// upstream unverified, to readers that take only it.

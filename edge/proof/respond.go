@@ -231,7 +231,7 @@ func methodOf(body []byte) string {
 }
 
 // UpstreamProofKey is where the edge moves an upstream's own response
-// proof when it signs the result itself (docs/configuration.md §3.9).
+// proof when it signs the result itself (docs/protocol/kyaos.md#response-proofs).
 const UpstreamProofKey = "org.kya-os/upstream-response-proof"
 
 // keepUpstreamProof moves an upstream's response proof out of the edge's

@@ -17,9 +17,9 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/vc/kyaos"
 )
 
-// The resumeToken of a signed needs_authorization challenge (KYA-OS §5).
-// The sources name no carrier for it on the retry (open question 6); the
-// project's (docs/configuration.md §3.9): the retry carries it in
+// The resumeToken of a signed needs_authorization challenge (docs/protocol/kyaos.md#resume-tokens).
+// The sources name no carrier for it on the retry; the edge's choice:
+// the retry carries it in
 // params._meta["org.kya-os/resume-token"], next to its request proof.
 // _meta is the one part of a proof-bearing request an intermediary may
 // read and leave as it is, and the edge's own member there cannot be
@@ -51,7 +51,7 @@ const ResumeTTL = 5 * time.Minute
 // characters.
 const maxResumeToken = 128
 
-// Reasons a retry's resumeToken is refused (snake_case, §9.6).
+// Reasons a retry's resumeToken is refused (snake_case, docs/protocol/kyaos.md#resume-tokens).
 const (
 	ResumeMalformed = "resume_token_malformed"
 	ResumeUnknown   = "resume_token_unknown"
@@ -183,7 +183,7 @@ func checkResume(rec challenge.Record, agentDID, tool string, now time.Time) *Re
 func ResumeMalformedRefusal() *Refusal { return resumeRefusal(http.StatusBadRequest, ResumeMalformed) }
 
 // resumeRefusal is a refused resumeToken: the JSON-RPC error has the
-// domain code and data.reason, as a refused proof (§9.6).
+// domain code and data.reason, as a refused proof (docs/protocol/kyaos.md#refusals).
 func resumeRefusal(status int, reason string) *Refusal {
 	return &Refusal{Status: status, Reason: reason, Tag: reason, RPC: &extension.RPCError{
 		Code:    CodeProof,

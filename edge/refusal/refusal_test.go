@@ -31,9 +31,9 @@ func TestAsAndError(t *testing.T) {
 	}
 }
 
-func TestQuoteEscape(t *testing.T) {
-	if got := quoteEscape("a\"b\\c\r\nd"); got != `a\"b\\cd` {
-		t.Errorf("quoteEscape = %q", got)
+func TestQuote(t *testing.T) {
+	if got := Quote("a\"b\\c\r\nd"); got != `a\"b\\cd` {
+		t.Errorf("Quote = %q", got)
 	}
 }
 

@@ -56,15 +56,15 @@ func bearerChallenge(o *OAuth, resourceMetadata string) string {
 	var b strings.Builder
 	b.WriteString("Bearer ")
 	if o.VCReason != "" || o.Code == "insufficient_scope" {
-		b.WriteString(`error="` + quoteEscape(o.Code) + `", `)
+		b.WriteString(`error="` + Quote(o.Code) + `", `)
 		if o.Scope != "" {
-			b.WriteString(`scope="` + quoteEscape(o.Scope) + `", `)
+			b.WriteString(`scope="` + Quote(o.Scope) + `", `)
 		}
 		if o.VCReason != "" {
-			b.WriteString(`error_description="` + quoteEscape(o.VCReason) + `", `)
+			b.WriteString(`error_description="` + Quote(o.VCReason) + `", `)
 		}
 	}
-	b.WriteString(`resource_metadata="` + quoteEscape(resourceMetadata) + `"`)
+	b.WriteString(`resource_metadata="` + Quote(resourceMetadata) + `"`)
 	return b.String()
 }
 
@@ -74,13 +74,13 @@ var dpopAlgs = strings.Join(dpop.NewChecker(nil).Algs(), " ")
 // dpopChallenge is the DPoP WWW-Authenticate challenge of a refused
 // DPoP-bound credential (RFC 9449 §7.1), beside the Bearer one.
 func dpopChallenge(o *OAuth, reason string) string {
-	return `DPoP error="` + o.DPoPError + `", error_description="` + quoteEscape(reason) + `", algs="` + dpopAlgs + `"`
+	return `DPoP error="` + o.DPoPError + `", error_description="` + Quote(reason) + `", algs="` + dpopAlgs + `"`
 }
 
-// quoteEscape makes s safe inside an RFC 9110 quoted-string: backslash and
+// Quote makes s safe inside an RFC 9110 quoted-string: backslash and
 // quote are escaped, control characters (which could split the header) are
 // dropped.
-func quoteEscape(s string) string {
+func Quote(s string) string {
 	if !strings.ContainsFunc(s, func(c rune) bool { return c == '"' || c == '\\' || c < 0x20 || c == 0x7f }) {
 		return s
 	}

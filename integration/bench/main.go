@@ -34,7 +34,12 @@
 // markers of BENCHMARKS.md.
 //
 //	scripts/bench.sh                  # full run, about 6 minutes
-//	go run ./integration/bench -quick # 1 round × 1 s, what CI runs
+//	scripts/bench.sh -quick           # 1 round × 1 s, what CI runs
+//
+// It is a Go module of its own (go.mod here, the plugin by a replace to
+// ../..), so that vegeta and the rest of the load tooling never reach the
+// go.mod of the plugin that xcaddy users resolve; run it from this
+// directory (go run . -h lists every flag).
 //
 // It needs wrk and redis-server (scripts/bench.sh installs them with apt)
 // and talks to loopback only.
@@ -142,7 +147,10 @@ func fatal(err error) {
 	os.Exit(1)
 }
 
-// repoRoot is the directory of the main module's go.mod.
+// repoRoot is the plugin's repository root: the nearest directory above the
+// bench's own module (integration/bench has a go.mod of its own, so that
+// its load tools stay out of the plugin's) whose go.mod declares the
+// plugin's module.
 func repoRoot() (string, error) {
 	out, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
@@ -150,16 +158,35 @@ func repoRoot() (string, error) {
 	}
 	mod := strings.TrimSpace(string(out))
 	if mod == "" || mod == os.DevNull {
-		return "", fmt.Errorf("not inside the caddy-mcpi module")
+		return "", fmt.Errorf("not inside the bench's module: run it from integration/bench (scripts/bench.sh does)")
 	}
-	return filepath.Dir(mod), nil
+	for dir := filepath.Dir(filepath.Dir(mod)); ; dir = filepath.Dir(dir) {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && declaresPlugin(data) {
+			return dir, nil
+		}
+		if parent := filepath.Dir(dir); parent == dir {
+			return "", fmt.Errorf("no go.mod of %s above %s: the bench runs inside a checkout of the plugin", pluginModule, mod)
+		}
+	}
+}
+
+// pluginModule is the module the bench builds Caddy with.
+const pluginModule = "github.com/mcpi-edge/caddy-mcpi"
+
+func declaresPlugin(gomod []byte) bool {
+	for _, l := range strings.Split(string(gomod), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "module" && strings.Trim(f[1], `"`) == pluginModule {
+			return true
+		}
+	}
+	return false
 }
 
 func commandLine() string {
 	if os.Getenv("MCPI_BENCH_COMMAND") != "" {
 		return os.Getenv("MCPI_BENCH_COMMAND")
 	}
-	args := []string{"go", "run", "./integration/bench"}
+	args := []string{"go", "run", "."}
 	for _, a := range os.Args[1:] {
 		if a == "" || strings.ContainsAny(a, " '\"|*?$") {
 			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"

@@ -38,7 +38,7 @@ const (
 	// must fit in a proof's 60 s window.
 	proofRunMax = 40 * time.Second
 	// proofNonceEntries is p's memory nonce store bound. Every admitted
-	// proof holds an entry for 71 s (KYA-OS §3.5); the default 100000
+	// proof holds an entry for 71 s (docs/protocol/kyaos.md#order-of-checks); the default 100000
 	// would refuse (503) the bench's rate after a few seconds, as it would
 	// any deployment serving more than 1400 proofs/s. Sized as a real one
 	// would be: peak rate × 71 s.

@@ -11,8 +11,8 @@ import (
 // The proof path against the signature floor: what a configuration that
 // verifies one signature per request ((c): a fresh credential; (p): a
 // fresh request proof) costs Caddy above plain proxying, set against one
-// bare Ed25519 verification measured in the same run. The target of
-// issue 15 is at most 1.5 verifications.
+// bare Ed25519 verification measured in the same run. The target is at
+// most 1.5 verifications.
 
 // floorProofConfigs are the configurations set against the floor.
 var floorProofConfigs = []string{"c", "p", "p-redis"}

@@ -120,14 +120,19 @@ func (b *bench) setup(ctx context.Context) error {
 	return b.calibrate()
 }
 
-// build compiles Caddy with the plugin and the peer in one go build, and
-// the vc test binary for the floors.
+// build compiles Caddy with the plugin (in the plugin's module) and the
+// peer (in the bench's own module), and the vc test binary for the floors.
 func (b *bench) build(ctx context.Context) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", b.dir+string(filepath.Separator),
-		"./cmd/caddy", "./integration/bench/peer")
-	cmd.Dir = b.opts.Root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/caddy ./integration/bench/peer: %v\n%s", err, out)
+	binDir := b.dir + string(filepath.Separator)
+	for _, step := range []struct{ dir, pkg string }{
+		{b.opts.Root, "./cmd/caddy"},
+		{filepath.Join(b.opts.Root, "integration", "bench"), "./peer"},
+	} {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", binDir, step.pkg)
+		cmd.Dir = step.dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build %s (in %s): %v\n%s", step.pkg, step.dir, err, out)
+		}
 	}
 	b.caddyBin = filepath.Join(b.dir, "caddy")
 	b.peerBin = filepath.Join(b.dir, "peer")

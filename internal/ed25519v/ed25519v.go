@@ -9,6 +9,22 @@
 //
 // Cache (and the package-level Verify on a shared Cache) decides which keys
 // earn a table; PublicKey is one key with its table.
+//
+// Why it exists, and what holds it to crypto/ed25519: the curve arithmetic
+// of point.go is copied from filippo.io/edwards25519 (whose API offers no
+// per-key table), and halves the cost of a VC-JWT verification for a
+// trusted issuer's key. Every verdict must be crypto/ed25519's:
+// TestRFC8032Vectors (RFC 8032 §7.1), TestWycheproof (Project Wycheproof's
+// EdDSA vectors, given a copy of the file), the torsion and random
+// agreement tests, and FuzzVerifyAgrees (scripts/fuzz.sh), which compares
+// the two on arbitrary keys, messages and signatures.
+//
+// When to delete it: as soon as the standard library or a maintained
+// library (filippo.io/edwards25519, golang.org/x/crypto) verifies with a
+// precomputed per-key table, or when a benchmark of the whole edge
+// (BENCHMARKS.md, configuration c) no longer shows the gain. Callers use
+// Verify and SmallOrder only: going back is crypto/ed25519.Verify at the
+// few places that call Verify (SmallOrder, a check of its own, can stay).
 package ed25519v
 
 import (

@@ -1,5 +1,5 @@
 // Package extension reads and enforces the client's declaration of the
-// KYA-OS MCP extension (org.kya-os/decentralized-authority, KYA-OS §2): in
+// KYA-OS MCP extension (org.kya-os/decentralized-authority, docs/protocol/kyaos.md#declarations): in
 // the per-request _meta clientCapabilities of MCP 2026-07-28, or in the
 // initialize capabilities of 2025-11-25, and the decision table of a
 // server that may require it.
@@ -81,7 +81,7 @@ var (
 	didMethod = regexp.MustCompile(`^did:[a-z0-9]+$`)
 )
 
-// validate checks a settings object (KYA-OS §2.2); unknown members are
+// validate checks a settings object (docs/protocol/kyaos.md#declarations); unknown members are
 // ignored, and a repeated member name makes it malformed.
 func validate(entry []byte) State {
 	if len(entry) == 0 || entry[0] != '{' || jsonscan.CheckMembers(entry) != nil {
@@ -133,7 +133,7 @@ func uniqueStrings(v json.RawMessage, ok func(string) bool) bool {
 // client can learn what it must declare) and ping.
 func Exempt(method string) bool { return method == "server/discover" || method == "ping" }
 
-// Error codes of a refused declaration (KYA-OS §2.3).
+// Error codes of a refused declaration (docs/protocol/kyaos.md#declarations).
 const (
 	CodeNotDeclared = -32021
 	CodeMalformed   = -32602
@@ -156,7 +156,7 @@ type RPCError struct {
 	Data    map[string]any `json:"data"`
 }
 
-// Decide applies the table of KYA-OS §2.3. In optional mode nothing is
+// Decide applies the table of docs/protocol/kyaos.md#declarations. In optional mode nothing is
 // refused; in required mode an undeclared client gets -32021 and a
 // malformed declaration -32602, except on exempt methods.
 func Decide(method string, st State, required bool) Decision {

@@ -8,7 +8,7 @@ import (
 )
 
 // TestNegotiationVectors runs negotiation.json: each vector's pass/fail,
-// and for failures the code and reason we answer with (KYA-OS §2.4: the
+// and for failures the code and reason we answer with (docs/protocol/kyaos.md#vectors: the
 // malformed-required vector's text still says -32021; the current spec and
 // this project answer -32602 malformed_declaration).
 func TestNegotiationVectors(t *testing.T) {
@@ -67,7 +67,7 @@ func TestNegotiationVectors(t *testing.T) {
 	}
 }
 
-// TestDeclarationMalformed: each settings rule of KYA-OS §2.2.
+// TestDeclarationMalformed: each settings rule of a declaration.
 func TestDeclarationMalformed(t *testing.T) {
 	wrap := func(entry string) []byte {
 		return []byte(`{"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"org.kya-os/decentralized-authority":` + entry + `}}}}}`)

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Challenge is a needs_authorization step-up (KYA-OS §5): the tool called
+// Challenge is a needs_authorization step-up (docs/protocol/kyaos.md#signed-consent-challenge): the tool called
 // needs a delegation with ScopeID, to be granted at AuthorizationURL.
 type Challenge struct {
 	Tool    string

@@ -8,6 +8,6 @@
 // It is a plain library: it takes request and result bodies as bytes, keys
 // as crypto values and DIDs through a didresolver.Resolver, and returns
 // typed errors (Error) whose Reason is the snake_case code of the contract
-// (docs: KYA-OS-2026.md §3.7). It knows nothing of HTTP or Caddy; the edge
+// (docs/protocol/kyaos.md#order-of-checks). It knows nothing of HTTP or Caddy; the edge
 // maps reasons to statuses.
 package kyaos

@@ -4,7 +4,7 @@ import (
 	"errors"
 )
 
-// Reason is the snake_case code of a refused proof, as KYA-OS §3.7 names
+// Reason is the snake_case code of a refused proof, as docs/protocol/kyaos.md#order-of-checks names
 // it. The set is closed, so a reason is safe as a metrics label.
 type Reason string
 
@@ -40,14 +40,14 @@ const (
 	NonceStoreFull Reason = "nonce_store_full"
 	VerifierThrew  Reason = "proof_verifier_threw"
 	// HolderMismatch: the proof's did is not the delegation's subject
-	// (KYA-OS §3.6, project decision §9.2).
+	// (docs/protocol/kyaos.md#binding-to-the-credential).
 	HolderMismatch Reason = "delegation_holder_mismatch"
 )
 
-// Steps of the ordered admission algorithm (KYA-OS §3.7) that decide a
+// Steps of the ordered admission algorithm (docs/protocol/kyaos.md#order-of-checks) that decide a
 // refusal; tests assert them against the vectors. The nonce (StepNonce) is
 // consumed after the signature (StepSignature) and cnf checks: a forged
-// proof must not burn a legitimate nonce (project decision §9.5).
+// proof must not burn a legitimate nonce.
 const (
 	StepRead      = 1
 	StepSchema    = 2

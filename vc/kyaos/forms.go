@@ -2,7 +2,7 @@ package kyaos
 
 import "strings"
 
-// The forms a proof's members must have (KYA-OS §3.1), checked byte by
+// The forms a proof's members must have (docs/protocol/kyaos.md#request-proofs), checked byte by
 // byte: every request proof passes through them, and the regular
 // expressions they replace cost more than a tenth of a verification.
 // forms_test.go holds those expressions and checks these functions agree

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// The regular expressions of KYA-OS §3.1 that forms.go implements by hand:
+// The regular expressions of the proof fields (docs/protocol/kyaos.md#request-proofs) that forms.go implements by hand:
 // the oracle the hand-written checks must agree with.
 var formPatterns = []struct {
 	name  string

@@ -11,7 +11,7 @@ import (
 )
 
 // TestAuditIntegrityJCS uses audit-integrity.json as a test of the JCS
-// every proof hash depends on (KYA-OS §7): keys sorted by UTF-16 code
+// every proof hash depends on (docs/protocol/kyaos.md#canonical-json): keys sorted by UTF-16 code
 // units, numbers in ECMAScript form, the event digest, and the RFC 9162
 // root over the leaves. A vector expected to fail must differ somewhere.
 func TestAuditIntegrityJCS(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 )
 
 // Profiles (prf) of a request proof: the canonical one, and its legacy name
-// (read for one major version, KYA-OS §3).
+// (read for one major version, docs/protocol/kyaos.md#request-proofs).
 const (
 	ProfileV1     = "org.kya-os/proof.v1"
 	ProfileLegacy = "org.kya-os/proof@1"
@@ -57,7 +57,7 @@ type Proof struct {
 	HTTPSig string
 }
 
-// ParseProof reads a request proof strictly (KYA-OS §3.1): one JSON object,
+// ParseProof reads a request proof strictly (docs/protocol/kyaos.md#request-proofs): one JSON object,
 // no member name repeated in any letter case, no member outside the schema,
 // every member of its type and form. Anything else is malformed_proof.
 func ParseProof(raw []byte) (*Proof, error) {
@@ -286,7 +286,7 @@ func readCnf(v []byte) ([]byte, bool) {
 }
 
 // coveredClaims returns JCS of every member but jws and httpSig: what the
-// detached JWS signs (KYA-OS §3.3). The members are a fixed set of
+// detached JWS signs (every field but jws and httpSig). The members are a fixed set of
 // strings and safe integers, so when every string is plain (printable
 // ASCII, no quote or backslash: JCS writes it as is) the canonical form is
 // written directly, in JCS member order; otherwise the general path

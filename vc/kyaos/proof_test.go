@@ -264,7 +264,7 @@ func TestVerifyRefusals(t *testing.T) {
 }
 
 // TestVerifyKeyRelationship: a key the agent's document lists only under
-// assertionMethod does not sign request proofs (project decision §9.4).
+// assertionMethod does not sign request proofs (docs/protocol/kyaos.md#key-relationship).
 func TestVerifyKeyRelationship(t *testing.T) {
 	priv, _ := didresolver.GenerateKey(didresolver.Ed25519)
 	pub := priv.(ed25519.PrivateKey).Public()
@@ -286,7 +286,7 @@ func TestVerifyKeyRelationship(t *testing.T) {
 }
 
 // TestForgedProofDoesNotBurnNonce: a proof with a bad signature leaves its
-// nonce unspent, so the genuine proof still passes (§9.5).
+// nonce unspent, so the genuine proof still passes (docs/protocol/kyaos.md#order-of-checks).
 func TestForgedProofDoesNotBurnNonce(t *testing.T) {
 	a := newAgent(t, didresolver.Ed25519)
 	now := time.Unix(1_800_000_000, 0)

@@ -13,7 +13,7 @@ import (
 )
 
 // Where a request proof travels: params._meta[ProofKey], or the legacy
-// key, read when the canonical one is absent (KYA-OS §3, one major
+// key, read when the canonical one is absent (docs/protocol/kyaos.md#request-proofs, one major
 // version of overlap).
 const (
 	ProofKey       = "org.kya-os/request-proof"
@@ -205,7 +205,7 @@ func firstByte(b []byte) byte {
 	return b[0]
 }
 
-// requestHash is KYA-OS §3.2: "sha-256=:" + base64(SHA-256(JCS({method,
+// requestHash (docs/protocol/kyaos.md#request-proofs) is "sha-256=:" + base64(SHA-256(JCS({method,
 // params minus its top-level _meta}))) + ":", with no params key when the
 // request has none. jsonrpc and id are not covered.
 func (r request) requestHash() (string, error) {

@@ -18,7 +18,7 @@ import (
 )
 
 // Where a response proof travels, and the keys read when it is absent
-// (KYA-OS §4.1, in this order).
+// (docs/protocol/kyaos.md#response-proofs, in this order).
 const (
 	ResponseProofKey       = "org.kya-os/response-proof"
 	legacyResponseProofKey = "org.kya-os/proof"
@@ -27,7 +27,7 @@ const (
 
 // Response proof profiles: the body profile has no prf; the envelope
 // profile covers the whole result minus _meta. ProfileEnvelopeV2 is the
-// name the pinned vectors use, accepted when verifying (§9.7).
+// name the pinned vectors use, accepted when verifying (docs/protocol/kyaos.md#response-proofs).
 const (
 	ProfileEnvelope   = "org.kya-os/response-proof.envelope"
 	ProfileEnvelopeV2 = "org.kya-os/response-proof.v2"
@@ -66,7 +66,7 @@ type ResponseProof struct {
 	Meta ResponseMeta `json:"meta"`
 }
 
-// payload is the JCS of the claims rebuilt from meta (KYA-OS §4.1).
+// payload is the JCS of the claims rebuilt from meta.
 func (m *ResponseMeta) payload() ([]byte, error) {
 	c := map[string]any{
 		"aud": m.Audience, "iss": m.DID, "sub": m.DID, "nonce": m.Nonce,
@@ -98,7 +98,7 @@ func hexHash(v []byte) (string, error) {
 }
 
 // ResponseRequestHash is the requestHash of a response proof for a
-// JSON-RPC request body (KYA-OS §4.2): for tools/call, {"method":
+// JSON-RPC request body: for tools/call, {"method":
 // "tools/call", "params": params minus _meta, arguments minus every
 // _kyaos* key and {} when absent}; for other methods [ours], {method,
 // params minus _meta}.

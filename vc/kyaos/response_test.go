@@ -12,7 +12,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 )
 
-// TestSignedProofVectors runs signed-proof.json (KYA-OS §4.4): each
+// TestSignedProofVectors runs signed-proof.json (docs/protocol/kyaos.md#vectors): each
 // vector's outcome and the step that decides it.
 func TestSignedProofVectors(t *testing.T) {
 	var file struct {
@@ -77,7 +77,7 @@ func TestSignedProofVectors(t *testing.T) {
 	}
 }
 
-// TestResponseHashes checks the two worked hashes of KYA-OS §4.2.
+// TestResponseHashes checks two worked hashes of the response-proof request and response hashes.
 func TestResponseHashes(t *testing.T) {
 	h, err := ResponseRequestHash([]byte(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"msg":"hi","_kyaos_proof":{}},"_meta":{"a":1}}}`))
 	if err != nil || h != "sha256:c8f3d59959c9247211de8c76b94ef17f0c279f09362350ced67f69ecdb89d6c7" {

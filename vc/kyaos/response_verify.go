@@ -14,7 +14,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 )
 
-// Codes of a refused response proof (KYA-OS §4.3), and the steps that
+// Codes of a refused response proof (docs/protocol/kyaos.md#response-proofs), and the steps that
 // decide them.
 const (
 	InvalidProofStructure  Reason = "INVALID_PROOF_STRUCTURE"
@@ -73,7 +73,7 @@ func FindResponseProof(result []byte) []byte {
 	return nil
 }
 
-// VerifyResponse checks a response proof {jws, meta} (KYA-OS §4.3).
+// VerifyResponse checks a response proof {jws, meta}, the four steps of a detached proof.
 func VerifyResponse(ctx context.Context, raw []byte, c ResponseCheck) (*ResponseProof, error) {
 	p, err := parseResponseProof(raw)
 	if err != nil {

@@ -69,7 +69,7 @@ func NewVerifier(r didresolver.Resolver, nonces NonceStore, opts ...VerifierOpti
 }
 
 // NonceTTL is how long a nonce is remembered: the longest window, twice the
-// skew, and a second for the rounding of epoch seconds (KYA-OS §3.5).
+// skew, and a second for the rounding of epoch seconds.
 func (v *Verifier) NonceTTL() time.Duration {
 	return MaxWindow*time.Second + 2*v.skew + time.Second
 }
@@ -81,7 +81,7 @@ type Request struct {
 	// Audience is this server's DID; the proof's audience must equal it.
 	Audience string
 	// TokenJKT is the cnf.jkt of an access token bound to the request, ""
-	// when there is none (KYA-OS §3.5 cnf fusion).
+	// when there is none (docs/protocol/kyaos.md#request-proofs, cnf).
 	TokenJKT string
 	// Subject, when set, is the DID the proof must be by: the verified
 	// delegation's subject. It is checked before the agent's DID is
@@ -108,7 +108,7 @@ type Result struct {
 	UnfusedCnf bool
 }
 
-// Verify finds the request proof in req.Body and checks it (KYA-OS §3.7
+// Verify finds the request proof in req.Body and checks it (docs/protocol/kyaos.md#order-of-checks
 // steps 1–11): proof_missing when the body has none.
 func (v *Verifier) Verify(ctx context.Context, req Request) (*Result, error) {
 	// The result and its proof in one allocation: a request proof is
@@ -205,7 +205,7 @@ func (v *Verifier) check(ctx context.Context, res *Result, p *Proof, parsed requ
 }
 
 // key resolves kid through the agent's DID document, under authentication
-// (project decision §9.4): the document is ours to fetch, so membership of
+// (docs/protocol/kyaos.md#key-relationship): the document is ours to fetch, so membership of
 // the exact method is the membership check.
 func (v *Verifier) key(ctx context.Context, kid string) (didresolver.Key, error) {
 	if v.resolver == nil {
@@ -228,7 +228,7 @@ func (v *Verifier) key(ctx context.Context, kid string) (didresolver.Key, error)
 	return k, nil
 }
 
-// window is KYA-OS §3.5 in whole seconds.
+// window (docs/protocol/kyaos.md#request-proofs) is in whole seconds.
 func (v *Verifier) window(p *Proof) error {
 	now := v.now().Unix()
 	skew := int64(v.skew / time.Second)
@@ -381,7 +381,7 @@ func verifyRaw(alg string, pub crypto.PublicKey, input, sig []byte) bool {
 	return false
 }
 
-// fuse applies the cnf table of KYA-OS §3.5.
+// fuse applies the cnf table: a token's jkt must be the proof's, which must be its key's.
 func fuse(p *Proof, pub crypto.PublicKey, tokenJKT string, res *Result) error {
 	if p.CnfJKT != "" {
 		tp, err := Thumbprint(pub)

@@ -8,7 +8,7 @@ import (
 
 // More policy tools: tools whose results carry handshake actions the edge
 // must refuse (handshake_actions enforce) or only report (observe). A test
-// registers them with AddPolicyMoreTools, next to AddPolicyTools.
+// registers them with AddPolicyActionTools, next to AddPolicyTools.
 //
 // The URLs assume the edge is reached on a host of the registrable domain
 // ActionDomain (the tests send Host: mcp.example.test):
@@ -69,12 +69,12 @@ var MalformedActions = map[string]any{
 	"action_not_object": "auth_required",
 }
 
-// PolicyMoreToolNames are the tools AddPolicyMoreTools registers.
-var PolicyMoreToolNames = []string{"phish_lookalike", "phish_http", "phish_streamed", "link_same_domain",
+// PolicyActionToolNames are the tools AddPolicyActionTools registers.
+var PolicyActionToolNames = []string{"phish_lookalike", "phish_http", "phish_streamed", "link_same_domain",
 	"action_sig_no_types", "action_unknown", "action_tx_bad_to", "action_not_object"}
 
-// AddPolicyMoreTools registers the tools above on s.
-func AddPolicyMoreTools(s *mcp.Server) {
+// AddPolicyActionTools registers the tools above on s.
+func AddPolicyActionTools(s *mcp.Server) {
 	withAction := func(name string, action any) {
 		s.AddTool(&mcp.Tool{
 			Name:        name,

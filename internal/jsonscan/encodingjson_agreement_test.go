@@ -1,10 +1,9 @@
 package jsonscan
 
-// Red-team round 2: inputs on which a hand-written walker most often
-// parts from encoding/json. Every case here agrees today; the ones other
-// parsers read differently (BOM, NaN, UTF-16, depth past 10000) are
-// invalid to both Go readers, which is what the edge relies on, and the
-// consequences of that are tested in caddymodule (redteam2_fail_test.go).
+// Inputs on which a hand-written walker most often parts from
+// encoding/json: every case here must agree. The ones other parsers read
+// differently (BOM, NaN, UTF-16, depth past 10000) are invalid to both Go
+// readers, which is what the edge relies on.
 
 import (
 	"bytes"
@@ -14,7 +13,7 @@ import (
 	"testing"
 )
 
-func TestRedteam2ValidEdgeCases(t *testing.T) {
+func TestAgreesOnValidEdgeCases(t *testing.T) {
 	in := []string{
 		// Encodings and whitespace other parsers accept.
 		"\xef\xbb\xbf{}", "\xfe\xff\x00{\x00}", "{\x00\"\x00a\x00\"\x00:\x001\x00}\x00", "\u00a0{}", "\f{}", "\v{}",
@@ -41,7 +40,7 @@ func TestRedteam2ValidEdgeCases(t *testing.T) {
 // The nesting limit: 10000 levels are valid, 10001 are not, whichever
 // containers they are; the bit stack crosses word boundaries (64, 128, …)
 // with closers of the wrong kind at every depth.
-func TestRedteam2DepthLimitAndBitStack(t *testing.T) {
+func TestDepthLimitAndBitStack(t *testing.T) {
 	nest := func(n int, obj func(i int) bool, inner string) string {
 		var b strings.Builder
 		for i := range n {
@@ -99,7 +98,7 @@ func TestRedteam2DepthLimitAndBitStack(t *testing.T) {
 // Walk reports exactly the top-level members encoding/json's tokenizer
 // sees, in order, duplicates included, however deep their values nest and
 // however their keys are escaped.
-func TestRedteam2WalkMembersMatchTokenizer(t *testing.T) {
+func TestWalkMembersMatchTokenizer(t *testing.T) {
 	deep := strings.Repeat(`{"x":[`, 70) + "1" + strings.Repeat(`]}`, 70)
 	in := []string{
 		`{"vc":1,"vc":2}`,

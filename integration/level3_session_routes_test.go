@@ -1,17 +1,10 @@
 package integration
 
-// Red-team tests of the Level 3 handshake through the real Caddy: attacks
-// that once got through (they were in redteam_fail_test.go) and that the
-// edge now refuses.
-
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,18 +14,16 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
-// TestRedteamSessionCrossRouteTrust: one Caddy, one storage, two routes to
+// TestLevel3SessionKeepsRouteTrust: one Caddy, one storage, two routes to
 // the same MCP server: /open/* trusts any issuer, everything else trusts
 // only the operator's issuer. Both run Level 3 (terminate). Mallory mints
 // herself a credential (did:key issuer) naming the operator's user, runs the
 // handshake on /open/* and presents the edge session on the strict route.
-// The session key used to be one per storage (session.go sessionKeyName)
-// and checkSessionRoute checked audience and require_scopes, never trust,
-// so the strict route admitted her and the upstream got X-User-DID = the
-// operator's user. Each route now derives its own session key from the
-// stored one and its acceptance policy, and checks the session's root
-// issuer against its trust list.
-func TestRedteamSessionCrossRouteTrust(t *testing.T) {
+// A session key shared by the routes, or a session check that skipped
+// trust, would admit her with X-User-DID = the operator's user. Each route
+// derives its own session key from the stored one and its acceptance
+// policy, and checks the session's root issuer against its trust list.
+func TestLevel3SessionKeepsRouteTrust(t *testing.T) {
 	operatorIssuer := newParty(t, didresolver.Ed25519)
 	user := newParty(t, didresolver.Ed25519)
 	mallory := newParty(t, didresolver.Ed25519)
@@ -111,56 +102,5 @@ func TestRedteamSessionCrossRouteTrust(t *testing.T) {
 	}
 	if resp.Status != http.StatusUnauthorized || len(h.upstream.Requests()) != 0 {
 		t.Fatalf("strict route: HTTP %d %s, %d upstream requests; want 401 and none", resp.Status, resp.Body, len(h.upstream.Requests()))
-	}
-}
-
-// TestRedteamLegacyPassFoldedParamsE2E: the real Caddy with `level 3`,
-// `legacy_handshake pass` and a tool policy, in front of an upstream that
-// decodes JSON-RPC with encoding/json (as mark3labs/mcp-go does). A request
-// without any credential names _mcpi in "params" and another tool in
-// "paramſ" (U+017F): the edge used to pass it as a legacy handshake, and
-// the upstream read "paramſ" as params and ran the other tool. Member names
-// are now compared by their Unicode fold key, so it is no legacy form.
-func TestRedteamLegacyPassFoldedParamsE2E(t *testing.T) {
-	var (
-		mu  sync.Mutex
-		ran []string
-	)
-	rec := &recorder{next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var msg struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params struct {
-				Name string `json:"name"`
-			} `json:"params"`
-		}
-		body, _ := io.ReadAll(r.Body)
-		if json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" {
-			mu.Lock()
-			ran = append(ran, msg.Params.Name)
-			mu.Unlock()
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"ran %s"}]}}`, msg.ID, msg.Params.Name)
-	})}
-	up := serveUpstream(t, rec)
-	h := newEdgeHarness(t, rec)
-	dir := t.TempDir()
-	h.start(dir, testCaddyfile(freePort(t), filepath.Join(dir, "storage"), level2Site(h.port, up.Listener.Addr().String(), `level 3
-		legacy_handshake pass
-		tool delete_everything {
-			scopes admin:all
-		}`)))
-	ctx := testContext(t)
-
-	// Control: the plain call without a credential is refused.
-	if resp := rawPost(ctx, t, h, "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_everything"}}`, nil); resp.Status != http.StatusUnauthorized {
-		t.Fatalf("precondition: plain anonymous call answered HTTP %d", resp.Status)
-	}
-	resp := rawPost(ctx, t, h, "/mcp", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"_mcpi"},"paramſ":{"name":"delete_everything"}}`, nil)
-	mu.Lock()
-	defer mu.Unlock()
-	if slices.Contains(ran, "delete_everything") {
-		t.Fatalf("BYPASS: the upstream ran delete_everything for a request without credential (HTTP %d %s)", resp.Status, resp.Body)
 	}
 }

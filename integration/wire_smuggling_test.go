@@ -55,12 +55,12 @@ func rawExchange(t *testing.T, h *harness, req string) int {
 	return resp.StatusCode
 }
 
-// TestRedteamWireSmuggling: identity headers smuggled at the HTTP/1.1 wire
+// TestWireSmuggledIdentityHeaders: identity headers smuggled at the HTTP/1.1 wire
 // level, through the real Caddy at Level 2 in front of a recorder: an
 // obs-folded continuation, a chunked request's trailers (declared and not),
 // and CL+TE. None may put a forged value upstream; the edge's own values
 // must be the only ones.
-func TestRedteamWireSmuggling(t *testing.T) {
+func TestWireSmuggledIdentityHeaders(t *testing.T) {
 	var (
 		mu       sync.Mutex
 		trailers []http.Header
@@ -159,12 +159,12 @@ func TestRedteamWireSmuggling(t *testing.T) {
 	}
 }
 
-// TestRedteamConnectionDropsIdentity: a client lists the edge's identity
+// TestConnectionHeaderKeepsIdentity: a client lists the edge's identity
 // headers in its Connection header. reverse_proxy treats every name there
 // as hop-by-hop and would delete the headers the edge set; the edge removes
 // those names from Connection, so the upstream gets X-Agent-DID, X-User-DID
 // and X-Verified-Delegation.
-func TestRedteamConnectionDropsIdentity(t *testing.T) {
+func TestConnectionHeaderKeepsIdentity(t *testing.T) {
 	rec := &recorder{next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })}
 	up := serveUpstream(t, rec)
 	h := newEdgeHarness(t, rec)

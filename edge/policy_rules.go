@@ -1,0 +1,233 @@
+package edge
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
+	"github.com/mcpi-edge/caddy-mcpi/edge/rules"
+	"github.com/mcpi-edge/caddy-mcpi/mcp"
+	"github.com/mcpi-edge/caddy-mcpi/vc"
+)
+
+// Operator rules (docs/config/rules.md): CEL conditions a tools/call must
+// meet on top of the scopes of its tool rule. A rule only ever narrows: it
+// is checked once the scopes allowed the call, and a rule that is false,
+// or that cannot be evaluated, refuses it. The same rules decide what
+// tools/list shows, with the arguments not yet known: a tool whose rules
+// cannot hold for this caller is not listed.
+
+// RuleConfig is one operator rule.
+type RuleConfig struct {
+	// Name names the rule in the audit log and in the denial.
+	Name string `json:"name"`
+	// Expression is a CEL condition; true admits the call.
+	Expression string `json:"expression"`
+	// Message tells a refused caller why, in the operator's words.
+	Message string `json:"message,omitempty"`
+}
+
+// toolRules is the compiled rules of a route.
+type toolRules struct {
+	// route applies to every tool; byPattern to the tools a tool rule
+	// (by its name or glob) decides.
+	route     []*checkedRule
+	byPattern map[string][]*checkedRule
+}
+
+// checkedRule is a compiled rule and whether its evaluation error was
+// logged yet: a broken rule is logged once, not on every call it refuses.
+type checkedRule struct {
+	*rules.Rule
+	logged atomic.Bool
+}
+
+// compileRules compiles the rules of c; nil when there are none.
+func (c *PolicyConfig) compileRules() (*toolRules, error) {
+	tr := &toolRules{byPattern: make(map[string][]*checkedRule)}
+	names := make(map[string]bool)
+	add := func(where string, rc RuleConfig) (*checkedRule, error) {
+		if names[rc.Name] {
+			return nil, fmt.Errorf("mcpi: %s: rule %q: a rule name may be used once per route, so the audit log tells which one refused", where, rc.Name)
+		}
+		names[rc.Name] = true
+		r, err := rules.Compile(rc.Name, rc.Expression, rc.Message)
+		if err != nil {
+			return nil, fmt.Errorf("mcpi: %s: %w", where, err)
+		}
+		return &checkedRule{Rule: r}, nil
+	}
+	n := 0
+	for _, rc := range c.Rules {
+		r, err := add("rules", rc)
+		if err != nil {
+			return nil, err
+		}
+		tr.route = append(tr.route, r)
+		n++
+	}
+	for _, t := range c.Tools {
+		for _, rc := range t.Rules {
+			r, err := add(fmt.Sprintf("tool %q", t.Name), rc)
+			if err != nil {
+				return nil, err
+			}
+			tr.byPattern[t.Name] = append(tr.byPattern[t.Name], r)
+			n++
+		}
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	return tr, nil
+}
+
+// ruleInput is what the rules read of a request, but for the tool and its
+// arguments. carrier is where the credential was found, presented whether
+// the delegation is holder-bound.
+func (p *toolPolicy) ruleInput(r *http.Request, method string, d *vc.Delegation, adm observe.Decision, presented bool) *rules.Input {
+	in := &rules.Input{
+		Request: map[string]any{"method": method, "http_method": r.Method, "era": eraName(mcp.HeaderEra(r.Header)),
+			"host": p.site.Host(r), "path": r.URL.Path},
+		Now: time.Now(),
+	}
+	if d == nil {
+		return in
+	}
+	in.Agent = map[string]any{"did": d.AgentDID}
+	if score, ok := p.ident.Reputation(r.Context(), d.AgentDID); ok {
+		in.Agent["reputation"] = score
+	}
+	in.User = map[string]any{"did": d.UserDID}
+	dm := map[string]any{
+		"id": d.DelegationID, "credential_id": d.ID, "issuer": d.Issuer, "root_issuer": d.RootIssuer,
+		"scopes": d.Scopes, "audience": d.Audience, "format": string(d.Format),
+		"chain_depth": int64(max(len(d.Chain), 1)), "carrier": adm.Carrier,
+		"presented": presented, "dpop": d.CnfJKT != "",
+	}
+	if !d.ExpiresAt.IsZero() {
+		dm["expires_at"] = d.ExpiresAt
+	}
+	if !d.IssuedAt.IsZero() {
+		dm["issued_at"] = d.IssuedAt
+	}
+	in.Delegation = dm
+	return in
+}
+
+func eraName(e mcp.Era) string {
+	if e == mcp.Era2026 {
+		return "2026"
+	}
+	return "2025"
+}
+
+// applyRules checks the rules that apply to a call of tool that dec
+// allowed; m is the tools/call (nil when deciding a listing). It returns
+// dec, or the refusal of the first rule that does not hold.
+func (p *toolPolicy) applyRules(in *rules.Input, m *mcp.Message, tool string, dec mcp.Decision) mcp.Decision {
+	tr := p.rules
+	if tr == nil || in == nil || !dec.Allowed || dec.Reason == reasonHandshakeTool {
+		return dec
+	}
+	call := *in // the request's bindings, with this call's tool and arguments
+	call.Tool = map[string]any{"name": tool}
+	call.Arguments = nil
+	if m != nil {
+		var ok bool
+		if call.Arguments, ok = mcp.ToolCallArguments(*m); !ok {
+			// Unreadable params: a rule reading the arguments fails, closed.
+			call.Arguments = json.RawMessage("unreadable")
+		}
+	}
+	check := func(list []*checkedRule) (mcp.Decision, bool) {
+		for _, r := range list {
+			var ok bool
+			var err error
+			if m == nil {
+				ok, err = r.EvalListing(&call)
+			} else {
+				ok, err = r.Eval(&call)
+			}
+			switch {
+			case err != nil:
+				p.logRuleError(r, tool, err)
+				return mcp.Decision{Rule: dec.Rule, Reason: mcp.ReasonPolicyError, RuleName: r.Name}, false
+			case !ok:
+				return mcp.Decision{Rule: dec.Rule, Reason: mcp.ReasonRuleDenied, RuleName: r.Name, Message: r.Message}, false
+			}
+		}
+		return dec, true
+	}
+	if d, ok := check(tr.route); !ok {
+		return d
+	}
+	if dec.Rule != nil {
+		if d, ok := check(tr.byPattern[dec.Rule.Pattern]); !ok {
+			return d
+		}
+	}
+	return dec
+}
+
+// logRuleError logs the first evaluation error of a rule. The error names
+// what the rule could not read, never an argument's value: CEL's messages
+// name keys, overloads and limits.
+func (p *toolPolicy) logRuleError(r *checkedRule, tool string, err error) {
+	if r.logged.Swap(true) {
+		return
+	}
+	msg := err.Error()
+	if errors.Is(err, rules.ErrArguments) {
+		msg = "the call's arguments cannot be read by a rule: " + msg
+	}
+	p.logger.Warn("mcpi: a tool rule could not be evaluated; the calls it decides are refused (policy_error) until it is fixed. Logged once per rule.",
+		zap.String("rule", r.Name), zap.String("tool", p.toolLabel(tool)), zap.String("error", msg))
+}
+
+// ruleDeniedResult is the tool error answering a call a rule refused.
+func ruleDeniedResult(era mcp.Era, id []byte, tool string, dec mcp.Decision) []byte {
+	if dec.Reason == mcp.ReasonPolicyError {
+		return mcp.ToolErrorResultFor(era, id, fmt.Sprintf("Tool %q could not be authorized: the operator's rule %q could not be evaluated for this call. The edge's log says why.", tool, dec.RuleName),
+			map[string]any{"error": "policy_error", "toolName": tool, "rule": dec.RuleName})
+	}
+	msg := dec.Message
+	if msg == "" {
+		msg = fmt.Sprintf("Tool %q is not available for this call: the operator's rule %q does not allow it.", tool, dec.RuleName)
+	}
+	return mcp.ToolErrorResultFor(era, id, msg,
+		map[string]any{"error": "rule_denied", "toolName": tool, "rule": dec.RuleName})
+}
+
+// rulesInput is ruleInput when the route has rules, else nil (nothing
+// built on the hot path).
+func (p *toolPolicy) rulesInput(r *http.Request, method string, d *vc.Delegation, adm observe.Decision, presented bool) *rules.Input {
+	if p.rules == nil {
+		return nil
+	}
+	presented = presented || p.holderBound(r, d, adm)
+	return p.ruleInput(r, method, d, adm, presented)
+}
+
+// listedByRules reports whether the rules let tool be listed for the
+// request in (nil: no rules).
+func (p *toolPolicy) listedByRules(in *rules.Input, tool string) bool {
+	if in == nil {
+		return true
+	}
+	if slices.Contains(handshakeTools, tool) && !p.pol.KnownTool(tool) {
+		return true // protocol, not a capability: rules do not apply, as on the call
+	}
+	dec := p.decide(in.Request["host"].(string), tool, nil, false)
+	dec.Allowed = true // toolAllowed decided; only the rule that applies matters here
+	return p.applyRules(in, nil, tool, dec).Allowed
+}
+
+// compileRules compiles the route's rules.

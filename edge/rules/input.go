@@ -1,0 +1,151 @@
+package rules
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"cel.dev/cel-go/interpreter"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
+)
+
+// MaxArgumentsDepth bounds the nesting of the arguments a rule may read:
+// deeper arguments fail the rule (a policy error) rather than cost a
+// conversion proportional to their depth.
+const MaxArgumentsDepth = 64
+
+// Input is what one evaluation reads. The maps hold JSON-like values
+// (string, bool, int64, float64, time.Time, []string, []any,
+// map[string]any); a nil map reads as an empty one, so that has() tells
+// what is known.
+type Input struct {
+	Agent, User, Delegation, Tool, Request map[string]any
+	// Arguments is the raw JSON of a tools/call's params.arguments; nil
+	// when the call has none (read as an empty object).
+	Arguments json.RawMessage
+	Now       time.Time
+
+	// args is Arguments decoded, once, by the first rule that reads them.
+	args    map[string]any
+	argsErr error
+	decoded bool
+}
+
+// arguments decodes in.Arguments for a rule, once per Input.
+func (in *Input) arguments() (map[string]any, error) {
+	if !in.decoded {
+		in.decoded = true
+		in.args, in.argsErr = DecodeArguments(in.Arguments)
+	}
+	return in.args, in.argsErr
+}
+
+// ErrArguments is wrapped by the errors of arguments a rule cannot read.
+var ErrArguments = errors.New("tool arguments cannot be read by a rule")
+
+// DecodeArguments reads tools/call arguments as a rule sees them: a JSON
+// object (null or absent: empty) whose numbers are int64 when they are
+// integers that fit, else float64. The text is read strictly: a member
+// name given twice at any depth, in any letter case, is refused, since the
+// upstream might read the other value than the rule did.
+func DecodeArguments(raw json.RawMessage) (map[string]any, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return map[string]any{}, nil
+	}
+	if raw[0] != '{' {
+		return nil, fmt.Errorf("%w: they are not a JSON object", ErrArguments)
+	}
+	if err := jsonscan.CheckMembers(raw); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrArguments, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrArguments, err)
+	}
+	v, err := convert(v, 0)
+	if err != nil {
+		return nil, err
+	}
+	return v.(map[string]any), nil
+}
+
+// convert replaces json.Numbers by int64 or float64, and bounds depth.
+func convert(v any, depth int) (any, error) {
+	switch t := v.(type) {
+	case json.Number:
+		if i, err := strconv.ParseInt(string(t), 10, 64); err == nil {
+			return i, nil
+		}
+		f, err := strconv.ParseFloat(string(t), 64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: a number is out of range", ErrArguments)
+		}
+		return f, nil
+	case map[string]any:
+		if depth >= MaxArgumentsDepth {
+			return nil, fmt.Errorf("%w: nested more than %d deep", ErrArguments, MaxArgumentsDepth)
+		}
+		for k, e := range t {
+			c, err := convert(e, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			t[k] = c
+		}
+	case []any:
+		if depth >= MaxArgumentsDepth {
+			return nil, fmt.Errorf("%w: nested more than %d deep", ErrArguments, MaxArgumentsDepth)
+		}
+		for i, e := range t {
+			c, err := convert(e, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			t[i] = c
+		}
+	}
+	return v, nil
+}
+
+// activation resolves the variables of one evaluation from an Input.
+type activation struct {
+	in   *Input
+	args map[string]any
+}
+
+var emptyObject = map[string]any{}
+
+func (a *activation) ResolveName(name string) (any, bool) {
+	var m map[string]any
+	switch name {
+	case VarAgent:
+		m = a.in.Agent
+	case VarUser:
+		m = a.in.User
+	case VarDelegation:
+		m = a.in.Delegation
+	case VarTool:
+		m = a.in.Tool
+	case VarRequest:
+		m = a.in.Request
+	case VarArguments:
+		m = a.args
+	case VarNow:
+		return a.in.Now, true
+	default:
+		return nil, false
+	}
+	if m == nil {
+		m = emptyObject
+	}
+	return m, true
+}
+
+func (a *activation) Parent() interpreter.Activation { return nil }
