@@ -108,7 +108,7 @@ func (h *Handler) limitRate(w http.ResponseWriter, r *http.Request, d *vc.Delega
 	}
 	var caller ratelimit.Caller
 	if d != nil {
-		caller = ratelimit.Caller{Agent: d.AgentDID, User: d.UserDID}
+		caller = ratelimit.Caller{Agent: limitedAgent(d), User: d.UserDID}
 	}
 	v := h.limits.limiter.Check(r.Context(), caller, calls)
 	if !v.Limited && v.Err == nil {
@@ -150,6 +150,18 @@ func (h *Handler) limitRate(w http.ResponseWriter, r *http.Request, d *vc.Delega
 	}
 	writeJSON(w, dec.Status, rateLimitBody(msgs, batch, code, message, data), "no-store")
 	return true
+}
+
+// limitedAgent is the agent limits keyed by agent count: the chain's
+// first agent, whom the trusted issuer delegated to. The leaf's subject
+// would let an agent multiply its counters by delegating onwards to DIDs
+// it invents; the root's subject it cannot change. Agents below one root
+// share its counters, as they share its authority.
+func limitedAgent(d *vc.Delegation) string {
+	if d.RootAgentDID != "" {
+		return d.RootAgentDID
+	}
+	return d.AgentDID
 }
 
 // rateLimitData is the data member of a rate limit's JSON-RPC error: what
