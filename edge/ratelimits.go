@@ -126,6 +126,10 @@ func (h *Handler) limitRate(w http.ResponseWriter, r *http.Request, d *vc.Delega
 	case v.TooManyTools:
 		message = fmt.Sprintf("rate limited: this batch calls %d distinct tools under the per-tool limit %s, at most %d are counted in one request; send fewer tools per batch",
 			v.Calls, v.Limit.Kind(), ratelimit.MaxToolsPerRequest)
+	case v.ToolCounters:
+		retry = int64(math.Ceil(v.RetryAfter.Seconds()))
+		message = fmt.Sprintf("rate limited: this caller has called %d distinct tools under the per-tool limit %s lately, the most counted for one caller; retry after %ds",
+			ratelimit.MaxToolsPerCaller, v.Limit, retry)
 	case v.RetryAfter == 0:
 		message = fmt.Sprintf("rate limited: this request counts %d calls against the limit %s, more than it ever allows at once; send at most %d per batch",
 			v.Calls, v.Limit, burstOf(v.Limit))
