@@ -65,7 +65,7 @@ func (c *RateLimitConfig) validateRateLimits() error {
 }
 
 // provisionRateLimits builds the limiter over the nonce store's Redis
-// client when it has one, else over a memory store of its own.
+// client when it has one, else over the process's memory store.
 func (h *Handler) provisionRateLimits() error {
 	if len(h.RateLimits) == 0 {
 		return nil
