@@ -62,6 +62,7 @@ func detachStrings(d *Delegation) int {
 		f(&d.UserDID)
 		f(&d.Issuer)
 		f(&d.RootIssuer)
+		f(&d.RootAgentDID)
 		f(&d.ID)
 		f(&d.DelegationID)
 		f(&d.CnfJKT)

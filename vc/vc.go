@@ -43,6 +43,12 @@ type Delegation struct {
 	// trust policy (WithTrustedIssuers) accepted: Issuer for a credential
 	// without ancestors.
 	RootIssuer string `json:"root_issuer,omitempty"`
+	// RootAgentDID is the subject of the chain's root: the first agent
+	// the trusted issuer delegated to; AgentDID for a credential without
+	// ancestors. An agent can mint subjects below itself at will (signing
+	// child credentials for DIDs it invents), but not this one, so
+	// whatever is counted per agent is counted by it.
+	RootAgentDID string `json:"root_agent_did,omitempty"`
 	// Scopes granted, deduplicated, in credential order.
 	Scopes []string `json:"scopes"`
 	// Audience the credential is bound to (may be empty).
