@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -42,11 +43,12 @@ type toolRules struct {
 	byPattern map[string][]*checkedRule
 }
 
-// checkedRule is a compiled rule and whether its evaluation error was
-// logged yet: a broken rule is logged once, not on every call it refuses.
+// checkedRule is a compiled rule and which kinds of evaluation error were
+// logged for it: each kind once, not on every call it refuses, and a
+// caller's own error cannot hide another kind from the operator.
 type checkedRule struct {
 	*rules.Rule
-	logged atomic.Bool
+	logged atomic.Uint32
 }
 
 // compileRules compiles the rules of c; nil when there are none.
@@ -181,15 +183,36 @@ func (h *Handler) applyRules(in *rules.Input, m *mcp.Message, tool string, dec m
 // what the rule could not read, never an argument's value: CEL's messages
 // name keys, overloads and limits.
 func (h *Handler) logRuleError(r *checkedRule, tool string, err error) {
-	if r.logged.Swap(true) {
+	kind, bit := ruleErrorKind(err)
+	if r.logged.Or(bit)&bit != 0 {
 		return
 	}
+	h.logger.Warn("mcpi: a tool rule could not be evaluated; the calls it decides are refused (policy_error). Logged once per rule and kind of error.",
+		zap.String("rule", r.Name), zap.String("tool", h.toolLabel(tool)), zap.String("error", kind))
+}
+
+// ruleErrorKind names the kind of a rule's evaluation error, and its bit
+// in checkedRule.logged. CEL's own messages quote the values they failed
+// on (a map key, a timestamp's text), which may be the call's arguments:
+// only the kind is logged.
+func ruleErrorKind(err error) (string, uint32) {
 	msg := err.Error()
-	if errors.Is(err, rules.ErrArguments) {
-		msg = "the call's arguments cannot be read by a rule: " + msg
+	switch {
+	case errors.Is(err, rules.ErrArguments):
+		return "the call's arguments cannot be read by a rule (not an object, a member name repeated, nested too deep, a list too long, a number out of range)", 1 << 0
+	case strings.Contains(msg, "cost limit"):
+		return "the rule's cost limit was exceeded", 1 << 1
+	case strings.Contains(msg, "interrupted"):
+		return "the rule's time limit was exceeded", 1 << 2
+	case strings.Contains(msg, "no such key"), strings.Contains(msg, "no such attribute"):
+		return "the rule reads a key or attribute the call does not have (guard it with has())", 1 << 3
+	case strings.Contains(msg, "no such overload"), strings.Contains(msg, "no matching overload"):
+		return "the rule applies an operator or function to a value of another type", 1 << 4
+	case strings.Contains(msg, "not a bool"):
+		return "the rule gave a value that is not a bool", 1 << 5
+	default:
+		return "the rule failed at run time (a conversion, a division by zero or the like)", 1 << 6
 	}
-	h.logger.Warn("mcpi: a tool rule could not be evaluated; the calls it decides are refused (policy_error) until it is fixed. Logged once per rule.",
-		zap.String("rule", r.Name), zap.String("tool", h.toolLabel(tool)), zap.String("error", msg))
 }
 
 // ruleDeniedResult is the tool error answering a call a rule refused.
