@@ -121,6 +121,13 @@ func (h *Handler) ruleInput(r *http.Request, method string, d *vc.Delegation, ad
 	if !d.IssuedAt.IsZero() {
 		dm["issued_at"] = d.IssuedAt
 	}
+	// The issuer's constraints, read as arguments are; a credential
+	// without them has an empty map, one the edge cannot read (nested
+	// too deep, a number out of range) none, so a rule reading it fails
+	// closed.
+	if c, err := rules.DecodeArguments(json.RawMessage(d.Constraints)); err == nil {
+		dm["constraints"] = c
+	}
 	in.Delegation = dm
 	return in
 }
