@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/mcpi-edge/caddy-mcpi/edge/authzen"
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
@@ -137,6 +138,10 @@ type PolicyConfig struct {
 
 	// Rules every tools/call of the route must meet (policy_rules.go).
 	Rules []RuleConfig `json:"rules,omitempty"`
+
+	// An OpenID AuthZEN PDP every tools/call the scopes and rules allowed
+	// is sent to (policy_authzen.go).
+	AuthZEN *authzen.Config `json:"authzen,omitempty"`
 }
 
 // policyState is the runtime state of the per-tool policy.
@@ -158,6 +163,8 @@ type policyState struct {
 	params *paramHeaderStore
 	// rules is nil without operator rules (policy_rules.go).
 	rules *toolRules
+	// pdp is nil without an AuthZEN PDP (policy_authzen.go).
+	pdp *pdpState
 }
 
 // policy builds the mcp.Policy of the config; nil when nothing is to be
@@ -170,7 +177,7 @@ func (c *PolicyConfig) policy() (*mcp.Policy, error) {
 	if c.ToolAnnotationsPolicy != nil && def == mcp.DefaultUnset {
 		def = mcp.DefaultDeny // an unseen tool never gets more than tool_default
 	}
-	if len(c.Tools) == 0 && def != mcp.DefaultDeny && c.ToolAnnotationsPolicy == nil && len(c.Rules) == 0 {
+	if len(c.Tools) == 0 && def != mcp.DefaultDeny && c.ToolAnnotationsPolicy == nil && len(c.Rules) == 0 && c.AuthZEN == nil {
 		return nil, nil
 	}
 	p := &mcp.Policy{Default: def, Rules: make([]mcp.ToolRule, len(c.Tools))}
@@ -225,6 +232,9 @@ func (h *Handler) provisionPolicy() error {
 	if st.rules, err = h.compileRules(); err != nil {
 		return err
 	}
+	if st.pdp, err = newPDP(h.AuthZEN); err != nil {
+		return err
+	}
 	for _, t := range h.Tools {
 		st.anyAnonymous = st.anyAnonymous || t.AllowAnonymous
 		st.anyPresentation = st.anyPresentation || t.RequirePresentation
@@ -269,6 +279,11 @@ func (h *Handler) validatePolicy() error {
 	}
 	if _, err := c.compileRules(); err != nil {
 		return err
+	}
+	if c.AuthZEN != nil {
+		if err := c.AuthZEN.Validate(); err != nil {
+			return err
+		}
 	}
 	if err := c.ToolAnnotationsPolicy.Validate(); err != nil {
 		return err
@@ -502,7 +517,8 @@ func (h *Handler) enforcePolicy(w http.ResponseWriter, r *http.Request, d *vc.De
 				// holds whatever admits an anonymous request.
 				dec = mcp.Decision{Rule: dec.Rule, Reason: mcp.ReasonAnonymous}
 			}
-			dec = h.applyRules(h.rulesInput(r, mcp.MethodToolsCall, d, adm, presented), &m, name, dec)
+			in := h.rulesInput(r, mcp.MethodToolsCall, d, adm, presented)
+			dec = h.askPDP(r.Context(), in, &m, name, h.applyRules(in, &m, name, dec))
 			decisions[i] = dec
 			denied = denied || !dec.Allowed
 			h.logDecision(name, d, dec)

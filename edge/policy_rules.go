@@ -60,6 +60,9 @@ func (c *PolicyConfig) compileRules() (*toolRules, error) {
 			return nil, fmt.Errorf("mcpi: %s: rule %q: a rule name may be used once per route, so the audit log tells which one refused", where, rc.Name)
 		}
 		names[rc.Name] = true
+		if rc.Name == pdpRuleName && c.AuthZEN != nil {
+			return nil, fmt.Errorf("mcpi: %s: rule %q: the name is the AuthZEN PDP's in denials and the audit log; choose another", where, rc.Name)
+		}
 		r, err := rules.Compile(rc.Name, rc.Expression, rc.Message)
 		if err != nil {
 			return nil, fmt.Errorf("mcpi: %s: %w", where, err)
@@ -120,8 +123,20 @@ func (h *Handler) ruleInput(r *http.Request, method string, d *vc.Delegation, ad
 	if !d.IssuedAt.IsZero() {
 		dm["issued_at"] = d.IssuedAt
 	}
+	// The issuer's constraints, read as arguments are; a credential
+	// without them has an empty map, one the edge cannot read (nested
+	// too deep, a number out of range) none, so a rule reading it fails
+	// closed.
+	if c, err := rules.DecodeArguments(json.RawMessage(d.Constraints)); err == nil {
+		dm["constraints"] = c
+	}
 	in.Delegation = dm
 	return in
+}
+
+// toolBinding is the tool variable of a call of tool.
+func (h *Handler) toolBinding(_ *rules.Input, tool string) map[string]any {
+	return map[string]any{"name": tool}
 }
 
 func eraName(e mcp.Era) string {
@@ -140,7 +155,7 @@ func (h *Handler) applyRules(in *rules.Input, m *mcp.Message, tool string, dec m
 		return dec
 	}
 	call := *in // the request's bindings, with this call's tool and arguments
-	call.Tool = map[string]any{"name": tool}
+	call.Tool = h.toolBinding(in, tool)
 	call.Arguments = nil
 	if m != nil {
 		var ok bool
@@ -218,7 +233,11 @@ func ruleErrorKind(err error) (string, uint32) {
 // ruleDeniedResult is the tool error answering a call a rule refused.
 func ruleDeniedResult(era mcp.Era, id []byte, tool string, dec mcp.Decision) []byte {
 	if dec.Reason == mcp.ReasonPolicyError {
-		return mcp.ToolErrorResultFor(era, id, fmt.Sprintf("Tool %q could not be authorized: the operator's rule %q could not be evaluated for this call. The edge's log says why.", tool, dec.RuleName),
+		text := fmt.Sprintf("Tool %q could not be authorized: the operator's rule %q could not be evaluated for this call. The edge's log says why.", tool, dec.RuleName)
+		if dec.RuleName == pdpRuleName {
+			text = pdpErrorText(tool)
+		}
+		return mcp.ToolErrorResultFor(era, id, text,
 			map[string]any{"error": "policy_error", "toolName": tool, "rule": dec.RuleName})
 	}
 	msg := dec.Message
@@ -229,10 +248,10 @@ func ruleDeniedResult(era mcp.Era, id []byte, tool string, dec mcp.Decision) []b
 		map[string]any{"error": "rule_denied", "toolName": tool, "rule": dec.RuleName})
 }
 
-// rulesInput is ruleInput when the route has rules, else nil (nothing
-// built on the hot path).
+// rulesInput is ruleInput when the route has rules or a PDP, else nil
+// (nothing built on the hot path).
 func (h *Handler) rulesInput(r *http.Request, method string, d *vc.Delegation, adm observe.Decision, presented bool) *rules.Input {
-	if h.policy.rules == nil {
+	if h.policy.rules == nil && h.policy.pdp == nil {
 		return nil
 	}
 	presented = presented || h.holderBound(r, d, adm)

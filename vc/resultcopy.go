@@ -66,6 +66,7 @@ func detachStrings(d *Delegation) int {
 		f(&d.ID)
 		f(&d.DelegationID)
 		f(&d.CnfJKT)
+		f(&d.Constraints)
 		for _, l := range [...][]string{d.Scopes, d.Audience, d.Chain} {
 			for i := range l {
 				f(&l[i])

@@ -85,6 +85,14 @@ type Delegation struct {
 	// A bound credential is good only with a DPoP proof by that key: vc
 	// reads the claim, the edge demands the proof.
 	CnfJKT string `json:"cnf_jkt,omitempty"`
+	// Constraints is the JSON text of the leaf credential's constraints
+	// object, as presented, every member kept (an issuer's own limits
+	// such as a maximum amount beside scopes, notBefore, notAfter and
+	// audience): credentialSubject.delegation.constraints, else
+	// credentialSubject.constraints; empty without one. It stays text so
+	// that verifying costs nothing more; policy decodes it when a rule
+	// reads it.
+	Constraints string `json:"constraints,omitempty"`
 }
 
 // HashRef returns "sha256:<hex>" of the presented credential.
