@@ -35,6 +35,10 @@ var carrierLogHeaders = []struct{ carrier, header string }{
 // too.
 const handshakeSessionHeader = "X-Mcpi-Handshake-Session"
 
+// pickupTokenLogHeader holds the draft-kya-http-02 pickup token: whoever
+// holds it can poll for the delegation the user approved.
+const pickupTokenLogHeader = "X-Kya-Pickup-Token"
+
 // accessLogNote is the warning's explanation.
 const accessLogNote = "Caddy logs request headers as they arrived and redacts only Authorization: " +
 	"whoever reads the log can present a bare credential or a session token until it expires. " +
@@ -46,6 +50,10 @@ const accessLogNote = "Caddy logs request headers as they arrived and redacts on
 const accessLogCodeNote = "With authorization_server, the log also records the consent page's 302 Location " +
 	"(resp_headers), which holds an authorization code: single-use, valid 60 s and useless without the client's " +
 	"PKCE verifier, so of little value; delete resp_headers>Location with the filter to keep it out."
+
+// accessLogPickupNote adds to the note on a route with kya_http.
+const accessLogPickupNote = "With kya_http, X-Kya-Pickup-Token is the agent's pickup token: whoever reads it before " +
+	"the agent's first successful poll can collect the delegation the user approved (it is handed out once)."
 
 // warnAccessLog warns, once, when a request this handler admits can be
 // written to an access log with a credential header in full. It needs the
@@ -100,6 +108,9 @@ func (h *Handler) warnAccessLog(ctx caddy.Context) {
 	if h.AuthorizationServer != nil {
 		note += " " + accessLogCodeNote
 	}
+	if slices.Contains(leaking, pickupTokenLogHeader) {
+		note += " " + accessLogPickupNote
+	}
 	fields := []zap.Field{
 		zap.Strings("headers", leaking),
 		zap.String("caddyfile", filterSnippet(leaking)),
@@ -129,6 +140,9 @@ func (h *Handler) credentialHeaders(logCredentials bool) []string {
 	}
 	if h.Level >= 3 {
 		out = append(out, handshakeSessionHeader)
+	}
+	if h.AuthorizationServer != nil && h.AuthorizationServer.KYAHTTP != nil {
+		out = append(out, pickupTokenLogHeader)
 	}
 	return out
 }

@@ -272,6 +272,35 @@ func TestAccessLogWarningFrontDoor(t *testing.T) {
 	}
 }
 
+// TestAccessLogWarningPickupToken: with kya_http on, the pickup token's
+// header is among those the warning names and its filter removes, and
+// the note says what a logged one is worth.
+func TestAccessLogWarningPickupToken(t *testing.T) {
+	got := caddyfileWarnings(t, "", "http://mcp.example.com {\n\tlog\n\tmcpi {\n\t\tlevel 2\n\t\tauthorization_server {\n\t\t\tkya_http 5m\n\t\t}\n\t\ttrust authorization_server\n\t}\n\trespond ok\n}")
+	if len(got) != 1 {
+		t.Fatalf("warnings %+v", got)
+	}
+	w := got[0]
+	if !slices.Contains(w.Headers, "X-Kya-Pickup-Token") || !strings.Contains(w.Caddyfile, "request>headers>X-Kya-Pickup-Token replace REDACTED") ||
+		!strings.Contains(string(w.JSON), `"request>headers>X-Kya-Pickup-Token"`) || !strings.Contains(w.Note, "pickup token") {
+		t.Errorf("warning without the pickup token: %+v", w)
+	}
+	// The warning's own filter silences it.
+	filtered := "http://mcp.example.com {\n\tlog {\n\t\tformat filter {\n"
+	for _, hd := range w.Headers {
+		filtered += "\t\t\trequest>headers>" + hd + " replace REDACTED\n"
+	}
+	filtered += "\t\t}\n\t}\n\tmcpi {\n\t\tlevel 2\n\t\tauthorization_server {\n\t\t\tkya_http 5m\n\t\t}\n\t\ttrust authorization_server\n\t}\n\trespond ok\n}"
+	if got := caddyfileWarnings(t, "", filtered); len(got) != 0 {
+		t.Errorf("the suggested filter does not silence the warning: %+v", got)
+	}
+	// Without kya_http there is no pickup token to log.
+	got = caddyfileWarnings(t, "", "http://mcp.example.com {\n\tlog\n\tmcpi {\n\t\tauthorization_server\n\t\ttrust authorization_server\n\t}\n\trespond ok\n}")
+	if len(got) != 1 || slices.Contains(got[0].Headers, "X-Kya-Pickup-Token") {
+		t.Errorf("without kya_http: %+v", got)
+	}
+}
+
 // indent indents a Caddyfile block by one tab.
 func indent(s string) string {
 	return "\t" + strings.ReplaceAll(s, "\n", "\n\t")

@@ -179,6 +179,7 @@ func (h *Handler) unmarshalObservability(d *caddyfile.Dispenser, name string) (h
 //		require_presentation
 //	}]
 //	rule <name> <expression> [<message>]   # repeatable: every tools/call
+//	authzen <url> { … }             # an AuthZEN PDP decides every tools/call
 //	tool_default allow|deny          # default: deny once a tool rule exists
 //	tool_scope_convention            # rules without scopes need <tool>:execute
 //	consent_url <url>
@@ -239,6 +240,8 @@ func (h *Handler) unmarshalPolicy(d *caddyfile.Dispenser, name string) (handled 
 		}
 	case "tool_annotations_policy":
 		err = h.unmarshalToolAnnotationsPolicy(d)
+	case "authzen":
+		err = h.unmarshalAuthZEN(d)
 	case "max_response_size":
 		if err = once(c.MaxResponseSize != 0); err == nil {
 			err = parseSize(d, &c.MaxResponseSize)

@@ -139,4 +139,17 @@ func TestAgentConsent2026(t *testing.T) {
 		!strings.Contains(strings.Join(d.Scopes, " "), "files:read") || !strings.Contains(strings.Join(d.Scopes, " "), "echo:execute") {
 		t.Errorf("the upstream's identity: agent %s, user %s, scopes %v; want the agent, the hosted user, echo and files", d.AgentDID, d.UserDID, d.Scopes)
 	}
+
+	// The approval admits one retry: the same requestState again is
+	// prompted, and the upstream sees nothing more.
+	if _, body := f.call2026(agent.tok, ir.Result.RequestState); !strings.Contains(string(body), "input_required") || f.upstreams != 1 {
+		t.Fatalf("a second retry with the approved requestState: upstream called %d times; %s", f.upstreams, body)
+	}
+	// And the link, once approved, makes no second delegation.
+	if res, body := f.postForm("/oauth/authorize?kya_consent=1", form, true, nil); res.StatusCode != http.StatusConflict || !strings.Contains(string(body), "already approved") {
+		t.Fatalf("the approved form posted again: %d %s", res.StatusCode, body)
+	}
+	if _, body := f.call2026(agent.tok, ir.Result.RequestState); !strings.Contains(string(body), "input_required") || f.upstreams != 1 {
+		t.Fatalf("a retry after the form was posted again: upstream called %d times; %s", f.upstreams, body)
+	}
 }

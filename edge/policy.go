@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/admit"
 	"github.com/mcpi-edge/caddy-mcpi/edge/authserver"
+	"github.com/mcpi-edge/caddy-mcpi/edge/authzen"
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/framing"
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
@@ -143,6 +144,10 @@ type PolicyConfig struct {
 
 	// Rules every tools/call of the route must meet (policy_rules.go).
 	Rules []RuleConfig `json:"rules,omitempty"`
+
+	// An OpenID AuthZEN PDP every tools/call the scopes and rules allowed
+	// is sent to (policy_authzen.go).
+	AuthZEN *authzen.Config `json:"authzen,omitempty"`
 }
 
 // toolPolicy is the tool policy step of the pipeline: Check on the
@@ -168,6 +173,8 @@ type toolPolicy struct {
 	params *paramHeaderStore
 	// rules is nil without operator rules (policy_rules.go).
 	rules *toolRules
+	// pdp is nil without an AuthZEN PDP (policy_authzen.go).
+	pdp *pdpState
 	// limits is nil without rate limits (ratelimits.go).
 	limits *rateLimits
 
@@ -201,7 +208,7 @@ func (c *PolicyConfig) policy() (*mcp.Policy, error) {
 	if c.ToolAnnotationsPolicy != nil && def == mcp.DefaultUnset {
 		def = mcp.DefaultDeny // an unseen tool never gets more than tool_default
 	}
-	if len(c.Tools) == 0 && def != mcp.DefaultDeny && c.ToolAnnotationsPolicy == nil && len(c.Rules) == 0 {
+	if len(c.Tools) == 0 && def != mcp.DefaultDeny && c.ToolAnnotationsPolicy == nil && len(c.Rules) == 0 && c.AuthZEN == nil {
 		return nil, nil
 	}
 	p := &mcp.Policy{Default: def, Rules: make([]mcp.ToolRule, len(c.Tools))}
@@ -258,6 +265,9 @@ func (h *Handler) provisionPolicy() error {
 	if st.rules, err = h.cfg.PolicyConfig.compileRules(); err != nil {
 		return err
 	}
+	if st.pdp, err = newPDP(h.cfg.AuthZEN); err != nil {
+		return err
+	}
 	for _, t := range h.cfg.Tools {
 		st.anyAnonymous = st.anyAnonymous || t.AllowAnonymous
 		st.anyPresentation = st.anyPresentation || t.RequirePresentation
@@ -302,6 +312,11 @@ func (cfg *Config) validatePolicy() error {
 	}
 	if _, err := c.compileRules(); err != nil {
 		return err
+	}
+	if c.AuthZEN != nil {
+		if err := c.AuthZEN.Validate(); err != nil {
+			return err
+		}
 	}
 	if err := c.ToolAnnotationsPolicy.Validate(); err != nil {
 		return err
@@ -530,7 +545,8 @@ func (p *toolPolicy) enforce(w http.ResponseWriter, r *http.Request, d *vc.Deleg
 				// holds whatever admits an anonymous request.
 				dec = mcp.Decision{Rule: dec.Rule, Reason: mcp.ReasonAnonymous}
 			}
-			dec = p.applyRules(p.rulesInput(r, mcp.MethodToolsCall, d, adm, presented), &m, name, dec)
+			in := p.rulesInput(r, mcp.MethodToolsCall, d, adm, presented)
+			dec = p.askPDP(r.Context(), in, &m, name, p.applyRules(in, &m, name, dec))
 			decisions[i] = dec
 			denied = denied || !dec.Allowed
 			p.logDecision(name, d, dec)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -42,11 +43,12 @@ type toolRules struct {
 	byPattern map[string][]*checkedRule
 }
 
-// checkedRule is a compiled rule and whether its evaluation error was
-// logged yet: a broken rule is logged once, not on every call it refuses.
+// checkedRule is a compiled rule and which kinds of evaluation error were
+// logged for it: each kind once, not on every call it refuses, and a
+// caller's own error cannot hide another kind from the operator.
 type checkedRule struct {
 	*rules.Rule
-	logged atomic.Bool
+	logged atomic.Uint32
 }
 
 // compileRules compiles the rules of c; nil when there are none.
@@ -58,6 +60,9 @@ func (c *PolicyConfig) compileRules() (*toolRules, error) {
 			return nil, fmt.Errorf("mcpi: %s: rule %q: a rule name may be used once per route, so the audit log tells which one refused", where, rc.Name)
 		}
 		names[rc.Name] = true
+		if rc.Name == pdpRuleName && c.AuthZEN != nil {
+			return nil, fmt.Errorf("mcpi: %s: rule %q: the name is the AuthZEN PDP's in denials and the audit log; choose another", where, rc.Name)
+		}
 		r, err := rules.Compile(rc.Name, rc.Expression, rc.Message)
 		if err != nil {
 			return nil, fmt.Errorf("mcpi: %s: %w", where, err)
@@ -118,8 +123,20 @@ func (p *toolPolicy) ruleInput(r *http.Request, method string, d *vc.Delegation,
 	if !d.IssuedAt.IsZero() {
 		dm["issued_at"] = d.IssuedAt
 	}
+	// The issuer's constraints, read as arguments are; a credential
+	// without them has an empty map, one the edge cannot read (nested
+	// too deep, a number out of range) none, so a rule reading it fails
+	// closed.
+	if c, err := rules.DecodeArguments(json.RawMessage(d.Constraints)); err == nil {
+		dm["constraints"] = c
+	}
 	in.Delegation = dm
 	return in
+}
+
+// toolBinding is the tool variable of a call of tool.
+func (p *toolPolicy) toolBinding(_ *rules.Input, tool string) map[string]any {
+	return map[string]any{"name": tool}
 }
 
 func eraName(e mcp.Era) string {
@@ -138,7 +155,7 @@ func (p *toolPolicy) applyRules(in *rules.Input, m *mcp.Message, tool string, de
 		return dec
 	}
 	call := *in // the request's bindings, with this call's tool and arguments
-	call.Tool = map[string]any{"name": tool}
+	call.Tool = p.toolBinding(in, tool)
 	call.Arguments = nil
 	if m != nil {
 		var ok bool
@@ -181,21 +198,46 @@ func (p *toolPolicy) applyRules(in *rules.Input, m *mcp.Message, tool string, de
 // what the rule could not read, never an argument's value: CEL's messages
 // name keys, overloads and limits.
 func (p *toolPolicy) logRuleError(r *checkedRule, tool string, err error) {
-	if r.logged.Swap(true) {
+	kind, bit := ruleErrorKind(err)
+	if r.logged.Or(bit)&bit != 0 {
 		return
 	}
+	p.logger.Warn("mcpi: a tool rule could not be evaluated; the calls it decides are refused (policy_error). Logged once per rule and kind of error.",
+		zap.String("rule", r.Name), zap.String("tool", p.toolLabel(tool)), zap.String("error", kind))
+}
+
+// ruleErrorKind names the kind of a rule's evaluation error, and its bit
+// in checkedRule.logged. CEL's own messages quote the values they failed
+// on (a map key, a timestamp's text), which may be the call's arguments:
+// only the kind is logged.
+func ruleErrorKind(err error) (string, uint32) {
 	msg := err.Error()
-	if errors.Is(err, rules.ErrArguments) {
-		msg = "the call's arguments cannot be read by a rule: " + msg
+	switch {
+	case errors.Is(err, rules.ErrArguments):
+		return "the call's arguments cannot be read by a rule (not an object, a member name repeated, nested too deep, a list too long, a number out of range)", 1 << 0
+	case strings.Contains(msg, "cost limit"):
+		return "the rule's cost limit was exceeded", 1 << 1
+	case strings.Contains(msg, "interrupted"):
+		return "the rule's time limit was exceeded", 1 << 2
+	case strings.Contains(msg, "no such key"), strings.Contains(msg, "no such attribute"):
+		return "the rule reads a key or attribute the call does not have (guard it with has())", 1 << 3
+	case strings.Contains(msg, "no such overload"), strings.Contains(msg, "no matching overload"):
+		return "the rule applies an operator or function to a value of another type", 1 << 4
+	case strings.Contains(msg, "not a bool"):
+		return "the rule gave a value that is not a bool", 1 << 5
+	default:
+		return "the rule failed at run time (a conversion, a division by zero or the like)", 1 << 6
 	}
-	p.logger.Warn("mcpi: a tool rule could not be evaluated; the calls it decides are refused (policy_error) until it is fixed. Logged once per rule.",
-		zap.String("rule", r.Name), zap.String("tool", p.toolLabel(tool)), zap.String("error", msg))
 }
 
 // ruleDeniedResult is the tool error answering a call a rule refused.
 func ruleDeniedResult(era mcp.Era, id []byte, tool string, dec mcp.Decision) []byte {
 	if dec.Reason == mcp.ReasonPolicyError {
-		return mcp.ToolErrorResultFor(era, id, fmt.Sprintf("Tool %q could not be authorized: the operator's rule %q could not be evaluated for this call. The edge's log says why.", tool, dec.RuleName),
+		text := fmt.Sprintf("Tool %q could not be authorized: the operator's rule %q could not be evaluated for this call. The edge's log says why.", tool, dec.RuleName)
+		if dec.RuleName == pdpRuleName {
+			text = pdpErrorText(tool)
+		}
+		return mcp.ToolErrorResultFor(era, id, text,
 			map[string]any{"error": "policy_error", "toolName": tool, "rule": dec.RuleName})
 	}
 	msg := dec.Message
@@ -206,10 +248,10 @@ func ruleDeniedResult(era mcp.Era, id []byte, tool string, dec mcp.Decision) []b
 		map[string]any{"error": "rule_denied", "toolName": tool, "rule": dec.RuleName})
 }
 
-// rulesInput is ruleInput when the route has rules, else nil (nothing
-// built on the hot path).
+// rulesInput is ruleInput when the route has rules or a PDP, else nil
+// (nothing built on the hot path).
 func (p *toolPolicy) rulesInput(r *http.Request, method string, d *vc.Delegation, adm observe.Decision, presented bool) *rules.Input {
-	if p.rules == nil {
+	if p.rules == nil && p.pdp == nil {
 		return nil
 	}
 	presented = presented || p.holderBound(r, d, adm)

@@ -185,3 +185,37 @@ func TestRulesRefusedAtProvision(t *testing.T) {
 		})
 	}
 }
+
+// TestRuleErrorsLogNoValues: CEL's error messages quote the values they
+// failed on, which may be the call's arguments: the warning names only
+// the kind of error, once per rule and kind, so a caller's own error
+// neither leaks into the log nor hides another kind from the operator.
+func TestRuleErrorsLogNoValues(t *testing.T) {
+	f := newFixture(t)
+	h, logs := obsHandler(t, nil, f, func(c *setup) {
+		c.Tools = []ToolPolicy{{Name: "pick", Rules: []RuleConfig{
+			{Name: "mode_ok", Expression: `{"read": true}[arguments.mode] && timestamp(arguments.at) < now`}}}}
+	})
+	tok := f.jwt(t, nil)
+	for _, args := range []string{
+		`{"mode": "SECRET-KEY-3", "at": "2026-01-01T00:00:00Z"}`,
+		`{"mode": "SECRET-KEY-4", "at": "2026-01-01T00:00:00Z"}`,
+		`{"mode": "read", "at": "SECRET-TS-2"}`,
+	} {
+		res := polServe(t, h, polPost(rulesCall(1, "pick", args), tok), nil)
+		if res.called || !strings.Contains(res.rec.Body.String(), `"error":"policy_error"`) {
+			t.Fatalf("forwarded %t: %s, want a policy_error", res.called, res.rec.Body)
+		}
+	}
+	warnings := logs.FilterMessageSnippet("a tool rule could not be evaluated").All()
+	if len(warnings) != 2 {
+		t.Errorf("%d warnings, want one per kind of error (a missing key, a conversion): %v", len(warnings), warnings)
+	}
+	for _, le := range logs.All() {
+		for k, v := range le.ContextMap() {
+			if s, ok := v.(string); ok && strings.Contains(s, "SECRET") {
+				t.Errorf("log field %s holds an argument's value: %s", k, s)
+			}
+		}
+	}
+}

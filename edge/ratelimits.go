@@ -65,7 +65,7 @@ func (c *RateLimitConfig) validateRateLimits() error {
 }
 
 // provisionRateLimits builds the limiter over the nonce store's Redis
-// client when it has one, else over a memory store of its own.
+// client when it has one, else over the process's memory store.
 func (h *Handler) provisionRateLimits() error {
 	if len(h.cfg.RateLimits) == 0 {
 		return nil
@@ -112,7 +112,7 @@ func (p *toolPolicy) limitRate(r *http.Request, d *vc.Delegation, msgs []mcp.Mes
 	}
 	var caller ratelimit.Caller
 	if d != nil {
-		caller = ratelimit.Caller{Agent: d.AgentDID, User: d.UserDID}
+		caller = ratelimit.Caller{Agent: limitedAgent(d), User: d.UserDID}
 	}
 	v := p.limits.limiter.Check(r.Context(), caller, calls)
 	if !v.Limited && v.Err == nil {
@@ -130,6 +130,10 @@ func (p *toolPolicy) limitRate(r *http.Request, d *vc.Delegation, msgs []mcp.Mes
 	case v.TooManyTools:
 		message = fmt.Sprintf("rate limited: this batch calls %d distinct tools under the per-tool limit %s, at most %d are counted in one request; send fewer tools per batch",
 			v.Calls, v.Limit.Kind(), ratelimit.MaxToolsPerRequest)
+	case v.ToolCounters:
+		retry = int64(math.Ceil(v.RetryAfter.Seconds()))
+		message = fmt.Sprintf("rate limited: this caller has called %d distinct tools under the per-tool limit %s lately, the most counted for one caller; retry after %ds",
+			ratelimit.MaxToolsPerCaller, v.Limit, retry)
 	case v.RetryAfter == 0:
 		message = fmt.Sprintf("rate limited: this request counts %d calls against the limit %s, more than it ever allows at once; send at most %d per batch",
 			v.Calls, v.Limit, burstOf(v.Limit))
@@ -152,6 +156,18 @@ func (p *toolPolicy) limitRate(r *http.Request, d *vc.Delegation, msgs []mcp.Mes
 	}
 	rf.Body = rateLimitBody(msgs, batch, code, message, data)
 	return rf
+}
+
+// limitedAgent is the agent limits keyed by agent count: the chain's
+// first agent, whom the trusted issuer delegated to. The leaf's subject
+// would let an agent multiply its counters by delegating onwards to DIDs
+// it invents; the root's subject it cannot change. Agents below one root
+// share its counters, as they share its authority.
+func limitedAgent(d *vc.Delegation) string {
+	if d.RootAgentDID != "" {
+		return d.RootAgentDID
+	}
+	return d.AgentDID
 }
 
 // rateLimitData is the data member of a rate limit's JSON-RPC error: what

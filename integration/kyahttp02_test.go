@@ -232,8 +232,10 @@ func TestKYAHTTP02Sequence(t *testing.T) {
 		t.Errorf("another holder after approval: want 403, got %d %v", resp.StatusCode, m)
 	}
 	time.Sleep(1100 * time.Millisecond)
-	if resp, m := a.poll(k.PickupURI, mine); resp.StatusCode != http.StatusOK || m["delegation"] != delegation {
-		t.Errorf("the pinned holder's second pickup: want the same delegation, got %d %v", resp.StatusCode, m)
+	// Handed out once: whoever holds the pickup token (an access log's
+	// reader, say) cannot collect it again.
+	if resp, m := a.poll(k.PickupURI, mine); resp.StatusCode != http.StatusGone || m["error"] != "kyaos/pickup-expired" || m["delegation"] != nil {
+		t.Errorf("the pinned holder's second pickup: want 410 kyaos/pickup-expired without the delegation, got %d %v", resp.StatusCode, m)
 	}
 
 	// The retry with the delegation picked up.

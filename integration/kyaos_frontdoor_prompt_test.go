@@ -86,6 +86,14 @@ func TestKYAOSPromptLeadsToEdgeConsent(t *testing.T) {
 		t.Errorf("X-User-DID upstream = %q, want the user's DID hosted by the edge", got)
 	}
 
+	// The approval admits one retry: the same retry again is prompted.
+	if res, err := cs.CallTool(ctx, retry); err != nil || !res.IsError {
+		t.Fatalf("a second retry with the approved token: want the prompt, got %v %+v", err, res)
+	}
+	if n := len(whoamiCalls(fd.upstream.Requests())); n != 1 {
+		t.Fatalf("the upstream got whoami %d times after a second retry, want still once", n)
+	}
+
 	// The approval was for this agent: another agent's retry with the same
 	// token is prompted.
 	other := newParty(t, didresolver.Ed25519)

@@ -128,8 +128,8 @@ func TestRateLimitAcrossReplicasSharingRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(strings.Fields(keys)); n != 2 {
-		t.Errorf("%d rate limit keys in Redis, want 2 (search and fetch): %s", n, keys)
+	if n := len(strings.Fields(keys)); n != 3 {
+		t.Errorf("%d rate limit keys in Redis, want 3 (search, fetch, and the agent's count of its tools): %s", n, keys)
 	}
 	if strings.Contains(keys, "did:") {
 		t.Errorf("a DID in the key names: %s", keys)

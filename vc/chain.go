@@ -230,6 +230,7 @@ func delegationOf(chain []*parsed) *Delegation {
 	d.Audience, buf = carve(buf, leaf.Audience)
 	d.UserDID = userOf(chain)
 	d.RootIssuer = chain[0].d.Issuer
+	d.RootAgentDID = chain[0].d.AgentDID
 	start := len(buf)
 	for _, l := range chain {
 		d.NotBefore = latest(d.NotBefore, l.d.NotBefore)

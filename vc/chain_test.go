@@ -14,6 +14,7 @@ func TestChain(t *testing.T) {
 	f := newFixture(t)
 	aud := ForAudience(serverDID)
 	stranger := f.addKey(t, didresolver.Ed25519)
+	var first *chain3 // the first row's chain, for its check
 
 	type input struct {
 		leaf      []byte
@@ -30,6 +31,7 @@ func TestChain(t *testing.T) {
 	}{
 		{name: "ok chain of 3 via WithAncestors", in: func(t *testing.T) input {
 			ch := f.chain3(t, nil)
+			first = ch
 			return input{leaf: ch.leaf, ancestors: [][]byte{ch.root, ch.middle}}
 		}, check: func(t *testing.T, d *Delegation) {
 			want := []string{"urn:uuid:d-root", "urn:uuid:d-mid", "urn:uuid:d-leaf"}
@@ -38,6 +40,11 @@ func TestChain(t *testing.T) {
 			}
 			if d.UserDID != f.ed.did || d.AgentDID != f.agent.did || d.Presented {
 				t.Errorf("user %q agent %q presented %v", d.UserDID, d.AgentDID, d.Presented)
+			}
+			// The first agent delegated to, which the leaf agent cannot
+			// change by delegating onwards.
+			if d.RootAgentDID != first.mid.did || d.RootIssuer != f.ed.did {
+				t.Errorf("root agent %q issuer %q, want %q %q", d.RootAgentDID, d.RootIssuer, first.mid.did, f.ed.did)
 			}
 			if !equalStrings(d.Scopes, []string{"a"}) || d.DelegationID != "d-leaf" {
 				t.Errorf("scopes %q delegation %q", d.Scopes, d.DelegationID)
@@ -70,8 +77,8 @@ func TestChain(t *testing.T) {
 		{name: "ok leaf with a parent alone, any issuer trusted", in: func(t *testing.T) input {
 			return input{leaf: f.chain3(t, nil).leaf}
 		}, check: func(t *testing.T, d *Delegation) {
-			if len(d.Chain) != 1 || d.UserDID != d.Issuer {
-				t.Errorf("Chain %q user %q", d.Chain, d.UserDID)
+			if len(d.Chain) != 1 || d.UserDID != d.Issuer || d.RootAgentDID != d.AgentDID {
+				t.Errorf("Chain %q user %q root agent %q", d.Chain, d.UserDID, d.RootAgentDID)
 			}
 		}},
 		{name: "ok leaf with a parent alone, its issuer trusted directly", in: func(t *testing.T) input {

@@ -59,11 +59,29 @@ type delegationClaim struct {
 }
 
 // constraints narrow a delegation; notBefore/notAfter are unix seconds.
+// text is the object's JSON as presented, members the edge does not know
+// included (Delegation.Constraints).
 type constraints struct {
 	Scopes    scopeList   `json:"scopes"`
 	NotBefore numericDate `json:"notBefore"`
 	NotAfter  numericDate `json:"notAfter"`
 	Audience  stringList  `json:"audience"`
+	text      string
+}
+
+// UnmarshalJSON decodes the known members and keeps the text, as jsonScan
+// does on the VC-JWT path.
+func (c *constraints) UnmarshalJSON(b []byte) error {
+	type known constraints // without this method
+	k := known(*c)
+	if err := json.Unmarshal(b, &k); err != nil {
+		return err
+	}
+	*c = constraints(k)
+	if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '{' {
+		c.text = string(t)
+	}
+	return nil
 }
 
 // subjectField is credentialSubject: an object, or an array holding exactly

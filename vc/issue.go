@@ -41,6 +41,12 @@ type Template struct {
 	// 7638 SHA-256 thumbprint, base64url, put in the top-level cnf.jkt
 	// claim. VC-JWT only.
 	CnfJKT string
+	// Constraints are further members of delegation.constraints: the
+	// issuer's own limits (a maximum amount, a region), which policy
+	// reads as Delegation.Constraints. The members the edge defines
+	// (scopes, notBefore, notAfter, audience) come from the fields above
+	// and win over these.
+	Constraints map[string]any
 }
 
 // cnfOut is the RFC 7800 confirmation claim of a DPoP-bound credential.
@@ -77,10 +83,32 @@ type delegationOut struct {
 }
 
 type constraintsOut struct {
-	Scopes    []string `json:"scopes,omitempty"`
-	NotBefore int64    `json:"notBefore,omitempty"` // seconds
-	NotAfter  int64    `json:"notAfter"`            // seconds
-	Audience  any      `json:"audience,omitempty"`  // string, or array when several
+	Scopes    []string       `json:"scopes,omitempty"`
+	NotBefore int64          `json:"notBefore,omitempty"` // seconds
+	NotAfter  int64          `json:"notAfter"`            // seconds
+	Audience  any            `json:"audience,omitempty"`  // string, or array when several
+	Extra     map[string]any `json:"-"`
+}
+
+// MarshalJSON writes the members above and Extra's, the former winning.
+func (c constraintsOut) MarshalJSON() ([]byte, error) {
+	type known constraintsOut // without this method
+	b, err := json.Marshal(known(c))
+	if err != nil || len(c.Extra) == 0 {
+		return b, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	all := make(map[string]any, len(c.Extra)+len(m))
+	for k, v := range c.Extra {
+		all[k] = v
+	}
+	for k, v := range m {
+		all[k] = v
+	}
+	return json.Marshal(all)
 }
 
 type proofOut struct {
@@ -157,6 +185,7 @@ func credentialFor(kid string, t Template, now time.Time) (*vcOut, error) {
 					Scopes:   t.Scopes,
 					NotAfter: t.ExpiresAt.Unix(),
 					Audience: oneOrMany(t.Audience),
+					Extra:    t.Constraints,
 				},
 				Status:    "active",
 				CreatedAt: now.UnixMilli(),

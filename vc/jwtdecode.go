@@ -266,7 +266,8 @@ func (s *jsonScan) constraints(p **constraints) error {
 			*p = s.room().constraints()
 		}
 		c := *p
-		return s.object(func(key string) error {
+		start := s.i
+		err := s.object(func(key string) error {
 			switch fieldName(key, constraintNames) {
 			case "scopes":
 				return s.scopeList(&c.Scopes)
@@ -280,6 +281,10 @@ func (s *jsonScan) constraints(p **constraints) error {
 			_, err := s.skip()
 			return err
 		})
+		// A substring of the claims' text: kept without a copy, as the
+		// decoded strings are.
+		c.text = s.src[start:s.i]
+		return err
 	}
 	return errJSON
 }

@@ -30,7 +30,7 @@ func checkAccounting(t *testing.T, rc *resultCache, budget int) {
 		sum := 0
 		for _, e := range s.entries {
 			d := &e.d
-			all := []string{d.AgentDID, d.UserDID, d.Issuer, d.RootIssuer, d.ID, d.DelegationID}
+			all := []string{d.AgentDID, d.UserDID, d.Issuer, d.RootIssuer, d.RootAgentDID, d.ID, d.DelegationID}
 			all = append(append(append(all, d.Scopes...), d.Audience...), d.Chain...)
 			strs, seen := 0, map[string]bool{}
 			for _, str := range all {

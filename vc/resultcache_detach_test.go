@@ -41,7 +41,7 @@ func TestResultCacheEntryOwnsStrings(t *testing.T) {
 	// One block holding each distinct value once, in the order
 	// detachStrings meets them: here the user is the issuer and the
 	// chain's one id the credential's.
-	strs := []string{e.d.AgentDID, e.d.UserDID, e.d.Issuer, e.d.ID, e.d.DelegationID}
+	strs := []string{e.d.AgentDID, e.d.UserDID, e.d.Issuer, e.d.ID, e.d.DelegationID, e.d.Constraints}
 	strs = append(strs, e.d.Scopes...)
 	strs = append(strs, e.d.Audience...)
 	strs = append(strs, e.d.Chain...)

@@ -62,9 +62,11 @@ func detachStrings(d *Delegation) int {
 		f(&d.UserDID)
 		f(&d.Issuer)
 		f(&d.RootIssuer)
+		f(&d.RootAgentDID)
 		f(&d.ID)
 		f(&d.DelegationID)
 		f(&d.CnfJKT)
+		f(&d.Constraints)
 		for _, l := range [...][]string{d.Scopes, d.Audience, d.Chain} {
 			for i := range l {
 				f(&l[i])

@@ -43,6 +43,12 @@ type Delegation struct {
 	// trust policy (WithTrustedIssuers) accepted: Issuer for a credential
 	// without ancestors.
 	RootIssuer string `json:"root_issuer,omitempty"`
+	// RootAgentDID is the subject of the chain's root: the first agent
+	// the trusted issuer delegated to; AgentDID for a credential without
+	// ancestors. An agent can mint subjects below itself at will (signing
+	// child credentials for DIDs it invents), but not this one, so
+	// whatever is counted per agent is counted by it.
+	RootAgentDID string `json:"root_agent_did,omitempty"`
 	// Scopes granted, deduplicated, in credential order.
 	Scopes []string `json:"scopes"`
 	// Audience the credential is bound to (may be empty).
@@ -79,6 +85,14 @@ type Delegation struct {
 	// A bound credential is good only with a DPoP proof by that key: vc
 	// reads the claim, the edge demands the proof.
 	CnfJKT string `json:"cnf_jkt,omitempty"`
+	// Constraints is the JSON text of the leaf credential's constraints
+	// object, as presented, every member kept (an issuer's own limits
+	// such as a maximum amount beside scopes, notBefore, notAfter and
+	// audience): credentialSubject.delegation.constraints, else
+	// credentialSubject.constraints; empty without one. It stays text so
+	// that verifying costs nothing more; policy decodes it when a rule
+	// reads it.
+	Constraints string `json:"constraints,omitempty"`
 }
 
 // HashRef returns "sha256:<hex>" of the presented credential.

@@ -432,6 +432,12 @@ func (p *parsed) fill(cred *credential, jp *jwtPayload) error {
 		}
 	}
 	p.statedEnd = d.ExpiresAt
+	switch {
+	case deleg.Constraints != nil && deleg.Constraints.text != "":
+		d.Constraints = deleg.Constraints.text
+	case subj.Constraints != nil:
+		d.Constraints = subj.Constraints.text
+	}
 	return nil
 }
 

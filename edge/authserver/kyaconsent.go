@@ -3,6 +3,7 @@ package authserver
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -92,10 +93,11 @@ func (s *Server) serveAgentConsent(w http.ResponseWriter, r *http.Request) {
 		methodNotAllowed(w, "GET, POST")
 		return
 	}
-	user := s.deps.User(r)
+	// As the OAuth consent page: the route's authentication first, else
+	// the built-in sign-in, whose login brings the browser back here.
+	user := s.user(r)
 	if user == "" {
-		w.Header().Set("WWW-Authenticate", `Caddy-Route-Auth realm="sign in through this site's authentication"`)
-		s.errorPage(w, r, http.StatusUnauthorized, "sign in first: the consent page needs the route's authentication (basic_auth, forward_auth, …) in front of it")
+		s.needUser(w, r)
 		return
 	}
 	now := time.Now()
@@ -124,8 +126,17 @@ func (s *Server) serveAgentConsent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.approve(r, t, uid, now); err != nil {
+		switch {
+		case errors.Is(err, errLinkAnswered):
+			s.errorPage(w, r, http.StatusConflict, err.Error())
+			return
+		case errors.Is(err, errTooManyDelegations):
+			s.errorPage(w, r, http.StatusConflict, "you already have "+strconv.Itoa(MaxDelegationsPerUser)+
+				" live delegations: revoke one at "+pathDelegations+", then ask the agent to call the tool again for a new link")
+			return
+		}
 		s.deps.Logger.Warn("agent consent not kept", zapErr(err))
-		s.errorPage(w, r, http.StatusServiceUnavailable, "your approval could not be stored; try again shortly")
+		s.errorPage(w, r, http.StatusServiceUnavailable, "your approval could not be stored: ask the agent to call the tool again for a new link, shortly")
 		return
 	}
 	s.event(r, Event{Kind: "consent_approved", UserDID: did, AgentDID: t.AgentDID, Scopes: t.Grant})
@@ -138,7 +149,7 @@ func (s *Server) showAgentConsent(w http.ResponseWriter, r *http.Request, t tick
 	_, _ = rand.Read(nonce)
 	n := base64.RawStdEncoding.EncodeToString(nonce)
 	view := agentConsentView{
-		Nonce: n, AgentDID: t.AgentDID, Tool: t.Tool, Origin: s.issuer(r), User: user,
+		Nonce: n, AgentDID: t.AgentDID, Tool: t.Tool, Origin: s.issuer(r), User: s.userName(r, user),
 		UserDID: userDID(s.issuer(r), s.users.opaqueID(user)), Lifetime: s.cfg.CredentialLifetime.String(),
 		Missing: t.Missing,
 	}

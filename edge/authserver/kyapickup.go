@@ -16,15 +16,22 @@ import (
 // The draft-kya-http-02 pickup endpoint: GET /oauth/kya/pickup/<sid>
 // with X-KYA-Pickup-Token. The first poll pins the SHA-256 of its token
 // to the session; later polls with another token are refused. Answers:
-// 202 pending, 200 ready with the delegation (repeatable for the pinned
-// holder until the session ends), 403 kyaos/pickup-pinned, 404
+// 202 pending, 200 ready with the delegation, 403 kyaos/pickup-pinned, 404
 // kyaos/invalid-session, 410 kyaos/pickup-expired, 429 (faster than the
 // interval) with Retry-After, 401 without a token; every one no-store.
+//
+// The delegation is handed out once: the first 200 takes it from the
+// store, and later polls get 410 saying so. The reference answers 200
+// again and again; but the pickup token travels in a header that access
+// logs record, and a log reader holding it could then collect the
+// delegation as often as the agent. Taking it also settles racing first
+// polls: whatever they pinned, one of them gets it.
 
 const (
 	pathPickup        = "/oauth/kya/pickup/"
 	pickupTokenHeader = "X-KYA-Pickup-Token"
 	pinPrefix         = "kya-pin:"
+	pickedPrefix      = "kya-picked:"
 	ownedKindPin      = "kya-pin"
 	// Pickup tokens are 32 random bytes, base64url (43 characters); longer
 	// ones are accepted up to this bound.
@@ -53,10 +60,15 @@ func validPickupToken(t string) bool {
 	return strings.Trim(t, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") == ""
 }
 
-func kyaError(w http.ResponseWriter, status int, code string) {
+func kyaError(w http.ResponseWriter, status int, code string) { kyaErrorDesc(w, status, code, "") }
+
+// kyaErrorDesc adds a description, for the agent's operator, to the
+// error code an agent acts on.
+func kyaErrorDesc(w http.ResponseWriter, status int, code, desc string) {
 	body, _ := json.Marshal(struct {
 		Error string `json:"error"`
-	}{code})
+		Desc  string `json:"error_description,omitempty"`
+	}{code, desc})
 	writeJSON(w, status, body, "no-store")
 }
 
@@ -109,7 +121,29 @@ func (s *Server) servePickup(w http.ResponseWriter, r *http.Request, id string) 
 		w.WriteHeader(status)
 		return
 	}
-	a, ok, err := s.lookupApproval(r.Context(), kindPickup, sess.ID)
+	// The session names its agent by tag; the approval was made for the
+	// agent of the session's consent link.
+	a, ok, err := s.takeApproval(r.Context(), kindPickup, sess.ID, func(agent string) bool {
+		return hex.EncodeToString(s.agentTag(agent)) == sess.AgentTag
+	})
+	if err == nil && ok {
+		// Later polls learn it was handed out, not that it is pending.
+		err = s.deps.Store.Bind(r.Context(), digest(pickedPrefix, sess.ID), []byte{1}, sess.Expires.Sub(now)+time.Minute)
+		if err != nil {
+			s.deps.Logger.Warn("pickup: handed out, not recorded as such", zapErr(err))
+			err = nil
+		}
+	}
+	if err == nil && !ok {
+		_, err = s.deps.Store.Lookup(r.Context(), digest(pickedPrefix, sess.ID))
+		switch {
+		case err == nil:
+			kyaErrorDesc(w, http.StatusGone, "kyaos/pickup-expired", "the delegation of this session was already handed out (once, to the first poll after approval); call the tool again for a new challenge")
+			return
+		case errors.Is(err, challenge.ErrBindingNotFound):
+			err = nil
+		}
+	}
 	if err != nil {
 		s.deps.Logger.Warn("pickup approval", zapErr(err))
 		w.Header().Set("Retry-After", strconv.Itoa(int(interval/time.Second)))

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -71,6 +72,45 @@ func approveLink(t *testing.T, s *Server, link string) {
 	}
 }
 
+// redisReplicas are two servers made by mk sharing a Redis store and key
+// storage, as two replicas of the edge.
+func redisReplicas(t *testing.T, mk func(*testing.T, Store, KeyStorage) *Server) (*Server, *Server) {
+	t.Helper()
+	redis := redistest.Start(t)
+	keys := newMemKeys()
+	replica := func() *Server {
+		st, err := challenge.NewRedisStore(challenge.RedisOptions{URL: redis.URL()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		return mk(t, st, keys)
+	}
+	return replica(), replica()
+}
+
+// race runs n calls of f at once, alternating between replicas a and b,
+// and counts those that report success.
+func race(n int, a, b *Server, f func(i int, s *Server) bool) int {
+	var won atomic.Int64
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := a
+			if i%2 == 1 {
+				s = b
+			}
+			if f(i, s) {
+				won.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return int(won.Load())
+}
+
 var (
 	tokA = strings.Repeat("A", 43)
 	tokB = strings.Repeat("B", 43)
@@ -80,17 +120,7 @@ var (
 // the session one issued is pinned on the other, approved on the first and
 // picked up on the second, and another holder is refused on both.
 func TestPickupAcrossReplicas(t *testing.T) {
-	redis := redistest.Start(t)
-	keys := newMemKeys()
-	replica := func() *Server {
-		st, err := challenge.NewRedisStore(challenge.RedisOptions{URL: redis.URL()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = st.Close() })
-		return kyaServer(t, st, keys)
-	}
-	a, b := replica(), replica()
+	a, b := redisReplicas(t, kyaServer)
 	c, ok := a.NewKYAChallenge("https://edge.example", AgentPrompt{AgentDID: "did:key:zAgent", Tool: "t", Missing: []string{"b"}, Held: []string{"a"}}, time.Now())
 	if !ok {
 		t.Fatal("no challenge")
@@ -109,6 +139,34 @@ func TestPickupAcrossReplicas(t *testing.T) {
 	}
 	if code, _ := pollAt(a, c.SID, tokB); code != http.StatusForbidden {
 		t.Fatalf("another holder after approval: %d", code)
+	}
+	// Handed out once: the holder's next poll, on either replica, is told
+	// it was.
+	time.Sleep(600 * time.Millisecond)
+	code, m = pollAt(a, c.SID, tokA)
+	if desc, _ := m["error_description"].(string); code != http.StatusGone || m["error"] != "kyaos/pickup-expired" || m["delegation"] != nil || !strings.Contains(desc, "already handed out") {
+		t.Fatalf("the holder's poll after the pickup: %d %v, want 410 kyaos/pickup-expired saying it was handed out", code, m)
+	}
+}
+
+// TestPickupRacingFirstPolls: polls racing for a session already
+// approved, with different tokens, on two replicas sharing Redis: exactly
+// one gets the delegation, whatever the pins say.
+func TestPickupRacingFirstPolls(t *testing.T) {
+	a, b := redisReplicas(t, kyaServer)
+	for round := range 5 {
+		c, ok := a.NewKYAChallenge("https://edge.example", AgentPrompt{AgentDID: "did:key:zAgent", Missing: []string{"b"}}, time.Now())
+		if !ok {
+			t.Fatal("no challenge")
+		}
+		approveLink(t, a, c.ConsentURI)
+		n := race(6, a, b, func(i int, s *Server) bool {
+			code, _ := pollAt(s, c.SID, strings.Repeat(string(rune('A'+i)), 43))
+			return code == http.StatusOK
+		})
+		if n != 1 {
+			t.Fatalf("round %d: %d racing polls got the delegation, want exactly 1", round, n)
+		}
 	}
 }
 

@@ -68,7 +68,14 @@ type signIn struct {
 
 	mu       sync.Mutex
 	provider *oidc.Provider // discovered at the first login
+	fetching chan struct{}  // closed when the discovery under way ends
+	failed   time.Time      // when the last discovery failed
+	lastErr  error
 }
+
+// discoveryBackoff is how long after a failed discovery logins fail at
+// once, rather than each waiting for the provider's timeout again.
+const discoveryBackoff = 5 * time.Second
 
 func newSignIn(cfg *SignInConfig, sec *secrets) (*signIn, error) {
 	if cfg == nil {
@@ -91,18 +98,49 @@ func newSignIn(cfg *SignInConfig, sec *secrets) (*signIn, error) {
 }
 
 // discover returns the provider, fetching its discovery document once it
-// answers; a failure is retried at the next login.
+// answers. Concurrent logins share one fetch and its outcome; after a
+// failure, logins fail at once for discoveryBackoff, then the next one
+// fetches again. So anonymous logins cannot queue up behind the
+// provider's timeout.
 func (si *signIn) discover(ctx context.Context) (*oidc.Provider, error) {
 	si.mu.Lock()
-	defer si.mu.Unlock()
 	if si.provider != nil {
+		defer si.mu.Unlock()
 		return si.provider, nil
 	}
-	p, err := oidc.NewProvider(oidc.ClientContext(ctx, si.client), si.cfg.Issuer)
+	if si.lastErr != nil && time.Since(si.failed) < discoveryBackoff {
+		defer si.mu.Unlock()
+		return nil, fmt.Errorf("discovery failed less than %s ago (not retried yet): %w", discoveryBackoff, si.lastErr)
+	}
+	if ch := si.fetching; ch != nil {
+		si.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		si.mu.Lock()
+		defer si.mu.Unlock()
+		if si.provider != nil {
+			return si.provider, nil
+		}
+		return nil, si.lastErr
+	}
+	ch := make(chan struct{})
+	si.fetching = ch
+	si.mu.Unlock()
+	// Not the caller's cancellation: others wait on this fetch. The
+	// client's timeout bounds it.
+	p, err := oidc.NewProvider(oidc.ClientContext(context.WithoutCancel(ctx), si.client), si.cfg.Issuer)
+	si.mu.Lock()
+	defer si.mu.Unlock()
+	si.fetching = nil
+	close(ch)
 	if err != nil {
+		si.failed, si.lastErr = time.Now(), err
 		return nil, err
 	}
-	si.provider = p
+	si.provider, si.lastErr = p, nil
 	return p, nil
 }
 

@@ -81,7 +81,10 @@ type Claims struct {
 	Issuer   string `json:"iss,omitempty"`
 	// RootIssuer is the issuer of the chain's root: the one the trust
 	// policy accepted (the leaf's issuer for a single credential).
-	RootIssuer   string   `json:"root,omitempty"`
+	RootIssuer string `json:"root,omitempty"`
+	// RootAgentDID is the subject of the chain's root (the agent's own DID
+	// for a single credential): what limits per agent count by.
+	RootAgentDID string   `json:"ragt,omitempty"`
 	Scopes       []string `json:"scp,omitempty"`
 	Audience     []string `json:"aud,omitempty"`
 	DelegationID string   `json:"did,omitempty"`
@@ -102,6 +105,7 @@ func NewClaims(d *vc.Delegation, agentDID string, now, exp time.Time) Claims {
 		UserDID:      d.UserDID,
 		Issuer:       d.Issuer,
 		RootIssuer:   d.RootIssuer,
+		RootAgentDID: d.RootAgentDID,
 		Scopes:       d.Scopes,
 		Audience:     d.Audience,
 		DelegationID: d.DelegationID,
@@ -222,6 +226,7 @@ func (c *Claims) Delegation() *vc.Delegation {
 		UserDID:      c.UserDID,
 		Issuer:       c.Issuer,
 		RootIssuer:   c.RootIssuer,
+		RootAgentDID: c.RootAgentDID,
 		Scopes:       c.Scopes,
 		Audience:     c.Audience,
 		DelegationID: c.DelegationID,

@@ -27,7 +27,8 @@ func testDelegation() *vc.Delegation {
 	return &vc.Delegation{
 		AgentDID: "did:web:agent.example.com", UserDID: "did:web:user.example.com",
 		Issuer: "did:web:user.example.com", RootIssuer: "did:web:user.example.com",
-		Scopes: []string{"tools:read"}, Format: vc.FormatJWTVC11, Hash: [32]byte{1, 2, 3},
+		RootAgentDID: "did:web:orchestrator.example.com",
+		Scopes:       []string{"tools:read"}, Format: vc.FormatJWTVC11, Hash: [32]byte{1, 2, 3},
 		ExpiresAt: time.Now().Add(time.Hour),
 	}
 }
@@ -49,7 +50,7 @@ func TestSessionRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := c.Delegation()
-	if got.AgentDID != d.AgentDID || got.RootIssuer != d.RootIssuer || got.Hash != d.Hash || !got.Presented || !got.ExpiresAt.Equal(exp) {
+	if got.AgentDID != d.AgentDID || got.RootIssuer != d.RootIssuer || got.RootAgentDID != d.RootAgentDID || got.Hash != d.Hash || !got.Presented || !got.ExpiresAt.Equal(exp) {
 		t.Errorf("delegation %+v", got)
 	}
 	if s.Expired(c) || !s.WithClock(func() time.Time { return exp }).Expired(c) {

@@ -21,6 +21,9 @@ type Result struct {
 	RetryAfter time.Duration
 	// Remaining is how many more calls would be allowed now.
 	Remaining int
+	// Fresh: the key held no live count before this take, so an allowed
+	// take of calls (n > 0) started a new counter.
+	Fresh bool
 }
 
 // Store keeps the counters of the limits. Take counts n calls against key

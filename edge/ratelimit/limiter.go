@@ -38,6 +38,10 @@ type Verdict struct {
 	// TooManyTools: the request calls more than MaxToolsPerRequest
 	// distinct tools under a limit keyed by tool.
 	TooManyTools bool
+	// ToolCounters: the caller started MaxToolsPerCaller counters of
+	// distinct tools under a limit keyed by tool within its period, and
+	// this request would start another (RetryAfter says when one frees).
+	ToolCounters bool
 	// Err is the store's failure (ErrUnavailable, ErrFull) when the
 	// limiter fails closed: the request must be refused.
 	Err error
@@ -57,6 +61,9 @@ type compiled struct {
 	id, kind          string
 	agent, user, tool bool
 	q                 Quota
+	// slots counts the per-tool counters a caller starts under a limit
+	// keyed by tool (toolSlots).
+	slots Quota
 }
 
 // Options configure New.
@@ -87,6 +94,9 @@ func New(limits []Limit, store Store, o Options) (*Limiter, error) {
 			case KeyTool:
 				c.tool = true
 			}
+		}
+		if c.tool {
+			c.slots = toolSlots(c.q)
 		}
 		l.limits = append(l.limits, c)
 	}
@@ -146,6 +156,28 @@ func (l *Limiter) Check(ctx context.Context, caller Caller, calls []Call) Verdic
 // call under a limit keyed by tool.
 const MaxToolsPerRequest = 32
 
+// MaxToolsPerCaller is the most per-tool counters one caller (the parts
+// of the caller the limit is keyed by, else the whole caller) starts under
+// a limit keyed by tool within the span of that limit's burst. Tool names
+// are the caller's to choose: without this bound one caller naming
+// invented tools could make counters without end, filling a Memory store
+// (and so refusing, or with FailOpen not counting, every new caller) or
+// growing a Redis store without bound.
+const MaxToolsPerCaller = 256
+
+// toolSlots is the quota of new per-tool counters of a caller under a
+// limit counting q: MaxToolsPerCaller over the span a counter lives at
+// most (q's burst × interval), so that a caller holds at most twice that
+// many live counters at once.
+func toolSlots(q Quota) Quota {
+	span := q.Interval * time.Duration(q.Burst)
+	iv := span / MaxToolsPerCaller
+	if iv < minInterval {
+		iv = minInterval
+	}
+	return Quota{Interval: iv, Burst: MaxToolsPerCaller}
+}
+
 // toolCount is how many tools/calls of one request call tool.
 type toolCount struct {
 	tool string
@@ -201,24 +233,62 @@ func (l *Limiter) take(ctx context.Context, c *compiled, caller Caller, tool str
 		l.giveBack(ctx, *done)
 		return Verdict{Limited: true, Limit: c.Limit, Calls: n}, false
 	}
-	key := l.key(c, caller, tool)
-	res, err := l.store.Take(ctx, key, c.q, n)
+	res, v, ok := l.takeKey(ctx, c, l.key(c, caller, tool), c.q, n, done)
+	if !ok {
+		return v, false
+	}
+	if c.tool && res.Fresh && n > 0 {
+		if v, ok := l.takeSlot(ctx, c, caller, done); !ok {
+			return v, false
+		}
+	}
+	l.metrics.count(c.kind, resultAllowed)
+	return Verdict{}, true
+}
+
+// takeSlot counts a new per-tool counter of caller under c against the
+// caller's MaxToolsPerCaller; ok is false when the request must stop,
+// with its verdict (what it took, the new counter included, given back).
+func (l *Limiter) takeSlot(ctx context.Context, c *compiled, caller Caller, done *[]taken) (Verdict, bool) {
+	who := caller
+	if c.agent || c.user {
+		// The limit's own caller parts: a limit per agent and tool bounds
+		// each agent, whoever its users.
+		if !c.agent {
+			who.Agent = ""
+		}
+		if !c.user {
+			who.User = ""
+		}
+	}
+	_, v, ok := l.takeKey(ctx, c, l.slotKey(c, who), c.slots, 1, done)
+	if v.Limited {
+		v.ToolCounters, v.Calls = true, MaxToolsPerCaller
+	}
+	return v, ok
+}
+
+// takeKey counts n against key, for c, under q; ok is false when the
+// request must stop (refused, or the store failed and the limits fail
+// closed), with its verdict and what it took given back. What was taken
+// is added to done.
+func (l *Limiter) takeKey(ctx context.Context, c *compiled, key string, q Quota, n int, done *[]taken) (Result, Verdict, bool) {
+	res, err := l.store.Take(ctx, key, q, n)
 	switch {
 	case err != nil:
 		l.metrics.count(c.kind, resultError)
 		if l.failOpen {
-			return Verdict{}, true
+			return Result{}, Verdict{}, true
 		}
 		l.giveBack(ctx, *done)
-		return Verdict{Limit: c.Limit, Calls: n, Err: err}, false
+		return res, Verdict{Limit: c.Limit, Calls: n, Err: err}, false
 	case !res.Allowed:
 		l.metrics.count(c.kind, resultLimited)
 		l.giveBack(ctx, *done)
-		return Verdict{Limited: true, RetryAfter: res.RetryAfter, Limit: c.Limit, Calls: n}, false
+		return res, Verdict{Limited: true, RetryAfter: res.RetryAfter, Limit: c.Limit, Calls: n}, false
 	}
-	l.metrics.count(c.kind, resultAllowed)
-	*done = append(*done, taken{key, c.q, n})
-	return Verdict{}, true
+	*done = append(*done, taken{key, q, n})
+	return res, Verdict{}, true
 }
 
 // giveBack returns what a refused request took. Best effort: a failure
@@ -234,12 +304,23 @@ func (l *Limiter) giveBack(ctx context.Context, done []taken) {
 // no DID appears in the store's key space. Parts the limit is not keyed by
 // are left out, so every caller shares them.
 func (l *Limiter) key(c *compiled, caller Caller, tool string) string {
+	return l.hashKey(c.id, c.agent, c.user, c.tool, caller, tool)
+}
+
+// slotKey is the store key of the count of per-tool counters who started
+// under c: apart from every counter of c (its own id), keyed by who's
+// parts.
+func (l *Limiter) slotKey(c *compiled, who Caller) string {
+	return l.hashKey(c.id+"/tools", who.Agent != "", who.User != "", false, who, "")
+}
+
+func (l *Limiter) hashKey(id string, agent, user, tool bool, caller Caller, toolName string) string {
 	h := sha256.New()
-	h.Write([]byte(c.id))
+	h.Write([]byte(id))
 	for _, p := range [...]struct {
 		on bool
 		v  string
-	}{{c.agent, caller.Agent}, {c.user, caller.User}, {c.tool, tool}} {
+	}{{agent, caller.Agent}, {user, caller.User}, {tool, toolName}} {
 		h.Write([]byte{0})
 		if p.on {
 			h.Write([]byte(p.v))

@@ -60,7 +60,7 @@ func (m *Memory) Take(_ context.Context, key string, q Quota, n int) (Result, er
 	} else {
 		delete(m.tat, key) // idle: its whole burst, as if never seen
 	}
-	return Result{Allowed: allowed, RetryAfter: time.Duration(retry), Remaining: int(remaining)}, nil
+	return Result{Allowed: allowed, RetryAfter: time.Duration(retry), Remaining: int(remaining), Fresh: !ok || tat <= now}, nil
 }
 
 // sweep forgets the keys whose time is past; m.mu is held.

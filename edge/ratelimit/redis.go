@@ -17,7 +17,8 @@ var ErrUnavailable = errors.New("ratelimit: the shared store could not be reache
 // calls to count (negative: calls given back). The time is the Redis
 // server's, so that replicas whose clocks disagree still count as one; the
 // key expires when its burst is whole again, which changes no decision.
-// It answers {allowed, retry after in µs, remaining}.
+// It answers {allowed, retry after in µs, remaining, fresh}: fresh is 1
+// when the key held no live count before.
 //
 // redis.replicate_commands makes TIME allowed before a write on Redis 5
 // and older (later versions replicate a script's effects anyway).
@@ -29,22 +30,23 @@ local n = tonumber(ARGV[3])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local tat = now
+local fresh = 1
 local stored = redis.call('GET', KEYS[1])
 if stored then
   tat = tonumber(stored) or now
-  if tat < now then tat = now end
+  if tat > now then fresh = 0 else tat = now end
 end
 local nxt = tat + n * interval
 local at = nxt - tau
 if at > now then
-  return {0, at - now, math.floor((now + tau - tat) / interval)}
+  return {0, at - now, math.floor((now + tau - tat) / interval), fresh}
 end
 if nxt > now then
   redis.call('SET', KEYS[1], string.format('%d', nxt), 'PX', math.ceil((nxt - now) / 1000))
 else
   redis.call('DEL', KEYS[1])
 end
-return {1, 0, math.floor((now + tau - nxt) / interval)}
+return {1, 0, math.floor((now + tau - nxt) / interval), fresh}
 `)
 
 // Redis is a Store shared by every replica using the same Redis (a
@@ -65,8 +67,8 @@ func (s *Redis) Take(ctx context.Context, key string, q Quota, n int) (Result, e
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	if len(res) != 3 {
+	if len(res) != 4 {
 		return Result{}, fmt.Errorf("%w: unexpected script reply", ErrUnavailable)
 	}
-	return Result{Allowed: res[0] == 1, RetryAfter: time.Duration(res[1]) * time.Microsecond, Remaining: int(res[2])}, nil
+	return Result{Allowed: res[0] == 1, RetryAfter: time.Duration(res[1]) * time.Microsecond, Remaining: int(res[2]), Fresh: res[3] == 1}, nil
 }

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"context"
 	"fmt"
 
 	"cel.dev/cel-go/cel"
@@ -20,7 +21,9 @@ func (r *Rule) Eval(in *Input) (bool, error) {
 		}
 		a.args = args
 	}
-	out, _, err := r.prg.Eval(&a)
+	ctx, cancel := context.WithTimeout(context.Background(), EvalTimeout)
+	defer cancel()
+	out, _, err := r.prg.ContextEval(ctx, &a)
 	return r.result(out, err)
 }
 
@@ -36,7 +39,9 @@ func (r *Rule) EvalListing(in *Input) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	out, _, err := r.partial.Eval(vars)
+	ctx, cancel := context.WithTimeout(context.Background(), EvalTimeout)
+	defer cancel()
+	out, _, err := r.partial.ContextEval(ctx, vars)
 	if err == nil && types.IsUnknown(out) {
 		return true, nil
 	}

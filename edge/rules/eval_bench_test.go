@@ -2,6 +2,8 @@ package rules
 
 import (
 	"encoding/json"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -26,6 +28,26 @@ func BenchmarkEval(b *testing.B) {
 			for b.Loop() {
 				in := Input{Agent: agent, Delegation: deleg, Arguments: args, Now: now}
 				if ok, err := r.Eval(&in); err != nil || !ok {
+					b.Fatal(ok, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkWalkList: a rule that walks a list of the arguments, at sizes
+// up to the longest a rule reads (MaxArgumentsList), under the production
+// cost limit and timeout.
+func BenchmarkWalkList(b *testing.B) {
+	r, err := Compile("r", "arguments.items.all(i, i <= 100)", "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{10, 100, MaxArgumentsList} {
+		args := json.RawMessage(`{"items": [` + strings.Repeat(`1,`, n-1) + `1]}`)
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			for b.Loop() {
+				if ok, err := r.Eval(&Input{Arguments: args}); err != nil || !ok {
 					b.Fatal(ok, err)
 				}
 			}

@@ -18,6 +18,12 @@ import (
 // conversion proportional to their depth.
 const MaxArgumentsDepth = 64
 
+// MaxArgumentsList bounds the length of a list in the arguments a rule
+// reads. Walking a list (all, exists, map) costs time that grows faster
+// than its length under a cost limit, so a longer one fails the rule (a
+// policy error) rather than hold a core.
+const MaxArgumentsList = 1000
+
 // Input is what one evaluation reads. The maps hold JSON-like values
 // (string, bool, int64, float64, time.Time, []string, []any,
 // map[string]any); a nil map reads as an empty one, so that has() tells
@@ -102,6 +108,9 @@ func convert(v any, depth int) (any, error) {
 	case []any:
 		if depth >= MaxArgumentsDepth {
 			return nil, fmt.Errorf("%w: nested more than %d deep", ErrArguments, MaxArgumentsDepth)
+		}
+		if len(t) > MaxArgumentsList {
+			return nil, fmt.Errorf("%w: a list holds more than %d values", ErrArguments, MaxArgumentsList)
 		}
 		for i, e := range t {
 			c, err := convert(e, depth+1)

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/ast"
@@ -26,6 +27,15 @@ const (
 
 	// MaxExpressionSize bounds a rule's text, in code points.
 	MaxExpressionSize = 4096
+
+	// EvalTimeout bounds one evaluation's wall time, whatever its cost
+	// units say: cel-go's cost tracking makes a comprehension's steps
+	// dearer as it goes, so units alone do not bound time.
+	EvalTimeout = 20 * time.Millisecond
+
+	// interruptEvery is how many comprehension steps run between two
+	// checks of the deadline.
+	interruptEvery = 64
 )
 
 // The variables a rule reads. Every one of them is declared to the type
@@ -113,11 +123,11 @@ func Compile(name, expr, message string) (*Rule, error) {
 		return nil, &CompileError{Rule: name, Line: 1, Column: 1,
 			Msg: fmt.Sprintf("the expression gives %s, and a rule must give a bool (true admits the call)", checked.OutputType())}
 	}
-	prg, err := env.Program(checked, cel.CostLimit(CostLimit))
+	prg, err := env.Program(checked, cel.CostLimit(CostLimit), cel.InterruptCheckFrequency(interruptEvery))
 	if err != nil {
 		return nil, fmt.Errorf("rule %q: %w", name, err)
 	}
-	partial, err := env.Program(checked, cel.CostLimit(CostLimit), cel.EvalOptions(cel.OptPartialEval))
+	partial, err := env.Program(checked, cel.CostLimit(CostLimit), cel.InterruptCheckFrequency(interruptEvery), cel.EvalOptions(cel.OptPartialEval))
 	if err != nil {
 		return nil, fmt.Errorf("rule %q: %w", name, err)
 	}

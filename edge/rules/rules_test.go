@@ -128,10 +128,33 @@ func TestCostLimitStopsHostileArguments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	items := strings.Repeat(`"x",`, 2000) + `"x"`
+	items := strings.Repeat(`"x",`, MaxArgumentsList-1) + `"x"`
 	_, err = r.Eval(&Input{Arguments: json.RawMessage(`{"items": [` + items + `]}`)})
-	if err == nil || !strings.Contains(err.Error(), "cost limit") {
-		t.Fatalf("a quadratic rule over 2001 items = %v, want the cost limit", err)
+	if err == nil || !(strings.Contains(err.Error(), "cost limit") || strings.Contains(err.Error(), "interrupted")) {
+		t.Fatalf("a quadratic rule over %d items = %v, want the cost or time limit", MaxArgumentsList, err)
+	}
+}
+
+// TestRuleWalksBoundedInTime: a rule that walks a list, the longest the
+// arguments may hold, finishes (or is stopped) within the evaluation
+// timeout; a longer list is refused before any walking. cel-go's cost
+// tracking makes each step of a walk dearer as it goes, so the cost limit
+// alone let a 20,000-item list hold a core for half a second.
+func TestRuleWalksBoundedInTime(t *testing.T) {
+	r, err := Compile("r", "arguments.items.all(i, i <= 100)", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := func(n int) json.RawMessage {
+		return json.RawMessage(`{"items": [` + strings.Repeat(`1,`, n-1) + `1]}`)
+	}
+	start := time.Now()
+	_, _ = r.Eval(&Input{Arguments: list(MaxArgumentsList)})
+	if took := time.Since(start); took > 10*EvalTimeout {
+		t.Errorf("walking %d items took %v, want about %v at most", MaxArgumentsList, took, EvalTimeout)
+	}
+	if _, err := r.Eval(&Input{Arguments: list(MaxArgumentsList + 1)}); !errors.Is(err, ErrArguments) {
+		t.Errorf("a list of %d items = %v, want ErrArguments", MaxArgumentsList+1, err)
 	}
 }
 

@@ -1,0 +1,124 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mcpi-edge/caddy-mcpi/edge/authzen"
+	"github.com/mcpi-edge/caddy-mcpi/edge/rules"
+	"github.com/mcpi-edge/caddy-mcpi/mcp"
+)
+
+// The external decision point (docs/config/rules.md, "authzen"): once the
+// scopes and the operator's rules allowed a tools/call, the route's
+// AuthZEN PDP is asked, and only its decision true lets the call go on.
+// No answer, a late one or a malformed one refuses the call: the PDP is
+// a gate, so the edge fails closed.
+
+// pdpRuleName names the PDP in denials and in the audit log's "rule".
+const pdpRuleName = "authzen"
+
+// pdpLogEvery spaces the PDP's failure logs: an outage refuses every call
+// and must not write a line for each.
+const pdpLogEvery = 10 * time.Second
+
+// pdpState is the runtime state of a route's PDP.
+type pdpState struct {
+	client  *authzen.Client
+	lastLog atomic.Int64 // unix nanoseconds of the last failure logged
+}
+
+func newPDP(c *authzen.Config) (*pdpState, error) {
+	if c == nil {
+		return nil, nil
+	}
+	cl, err := authzen.New(c, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &pdpState{client: cl}, nil
+}
+
+// pdpRequest is the Access Evaluation request of a call: the agent is the
+// subject; the user, the delegation, the request and the arguments are
+// context; the tool is the resource.
+func pdpRequest(in *rules.Input, tool string, args map[string]any) *authzen.Request {
+	sub := authzen.Entity{Type: "agent"}
+	if did, _ := in.Agent["did"].(string); did != "" {
+		sub.ID = did
+		if rep, ok := in.Agent["reputation"]; ok {
+			sub.Properties = map[string]any{"reputation": rep}
+		}
+	} else {
+		sub = authzen.Entity{Type: "anonymous", ID: "anonymous"}
+	}
+	ctx := map[string]any{"request": in.Request, "arguments": args}
+	if did, _ := in.User["did"].(string); did != "" {
+		ctx["user"] = map[string]any{"type": "user", "id": did}
+	}
+	if len(in.Delegation) > 0 {
+		ctx["delegation"] = in.Delegation
+	}
+	res := authzen.Entity{Type: "mcp_tool", ID: tool}
+	if a, ok := in.Tool["annotations"]; ok {
+		res.Properties = map[string]any{"annotations": a}
+	}
+	return &authzen.Request{Subject: sub, Action: authzen.Action{Name: mcp.MethodToolsCall}, Resource: res, Context: ctx}
+}
+
+// askPDP asks the route's PDP about a tools/call that dec allowed; in is
+// the request's rule input, m the call.
+func (tp *toolPolicy) askPDP(ctx context.Context, in *rules.Input, m *mcp.Message, tool string, dec mcp.Decision) mcp.Decision {
+	p := tp.pdp
+	if p == nil || in == nil || !dec.Allowed || dec.Reason == reasonHandshakeTool {
+		return dec
+	}
+	refused := mcp.Decision{Rule: dec.Rule, Reason: mcp.ReasonPolicyError, RuleName: pdpRuleName}
+	raw, ok := mcp.ToolCallArguments(*m)
+	if !ok {
+		raw = json.RawMessage("unreadable")
+	}
+	args, err := rules.DecodeArguments(raw)
+	if err != nil {
+		tp.logPDPError(tool, err)
+		return refused
+	}
+	call := *in
+	call.Tool = tp.toolBinding(in, tool)
+	d, _, err := p.client.Evaluate(ctx, pdpRequest(&call, tool, args))
+	switch {
+	case err != nil:
+		tp.logPDPError(tool, err)
+		return refused
+	case !d.Allowed:
+		msg := d.Reason
+		if msg == "" {
+			msg = p.client.Message()
+		}
+		return mcp.Decision{Rule: dec.Rule, Reason: mcp.ReasonRuleDenied, RuleName: pdpRuleName, Message: msg}
+	}
+	return dec
+}
+
+// logPDPError logs a call refused for want of a decision, at most once per
+// pdpLogEvery. The error names what failed, never the request's values.
+func (tp *toolPolicy) logPDPError(tool string, err error) {
+	p := tp.pdp
+	now := time.Now().UnixNano()
+	last := p.lastLog.Load()
+	if now-last < int64(pdpLogEvery) || !p.lastLog.CompareAndSwap(last, now) {
+		return
+	}
+	tp.logger.Warn("mcpi: the AuthZEN PDP gave no decision; the call is refused (policy_error). Check the PDP and authzen url/timeout. Logged at most every "+pdpLogEvery.String()+".",
+		zap.String("tool", tp.toolLabel(tool)), zap.String("error", err.Error()))
+}
+
+// pdpDeniedText is the text of a call refused for want of a PDP decision.
+func pdpErrorText(tool string) string {
+	return fmt.Sprintf("Tool %q could not be authorized: the operator's policy decision point gave no decision for this call. The edge's log says why.", tool)
+}
