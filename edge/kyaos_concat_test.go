@@ -10,7 +10,7 @@ import (
 
 // TestResponseProofWithholdsTwoDocuments: with response_proof sign, an
 // upstream body of two JSON documents back to back is withheld (-32603),
-// not the first one signed and the rest dropped (review 4, F4), whether
+// not the first one signed and the rest dropped, whether
 // the upstream writes it in one piece or two.
 func TestResponseProofWithholdsTwoDocuments(t *testing.T) {
 	f := newFixture(t)

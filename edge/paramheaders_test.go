@@ -142,7 +142,7 @@ func TestParamHeaders2026(t *testing.T) {
 }
 
 // TestParamHeadersPerRoute: the bindings belong to the handler (one route),
-// not to the Host the client writes (review 3, F1–F3).
+// not to the Host the client writes.
 func TestParamHeadersPerRoute(t *testing.T) {
 	f := newFixture(t)
 	tok := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })
@@ -195,7 +195,7 @@ func TestParamHeadersPerRoute(t *testing.T) {
 		wantParamForwarded(t, polServe(t, h, paramCall("", tok, args), polJSONReply(echoResult)))
 	})
 
-	t.Run("review 4 F2: a list with the 2026 header but no _meta version does not forget", func(t *testing.T) {
+	t.Run("a list with the 2026 header but no _meta version does not forget", func(t *testing.T) {
 		h := polHandler(t, f, nil)
 		paramList(t, h, "", tok, echoSchema, false)
 		// The upstream reads the era from the body and answers as to a
@@ -286,8 +286,7 @@ func TestParamHeaderStoreBounds(t *testing.T) {
 
 // TestParamHeadersInvalidType: one annotation on a number or ["string"]
 // property makes the tool invalid but does not switch off the checks of
-// its other headers; a number header, when sent, is compared by value
-// (review 4, F3).
+// its other headers; a number header, when sent, is compared by value.
 func TestParamHeadersInvalidType(t *testing.T) {
 	f := newFixture(t)
 	tok := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })

@@ -149,7 +149,7 @@ func TestToolAnnotationsPolicy(t *testing.T) {
 	})
 	t.Run("ambiguous and unseen get tool_default", func(t *testing.T) {
 		// A hint given twice: the edge withholds the whole list (a tool
-		// list is read strictly, review 6 F1), and the tool's calls get
+		// list is read strictly), and the tool's calls get
 		// tool_default.
 		odd := `{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"odd","annotations":{"readOnlyHint":true,"readOnlyHint":false}}]}}`
 		res := polServe(t, h, polPost(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, all), polJSONReply(odd))

@@ -886,7 +886,7 @@ func TestPolicyHandshakeActions(t *testing.T) {
 
 	t.Run("any answer wrapped; a 202 without a body passes", func(t *testing.T) {
 		// Any answer may carry a URL elicitation (see TestElicitationGuard*),
-		// the answer to notifications too (review 7, F2).
+		// the answer to notifications too.
 		h := f.handler(t, nil)
 		res := polServe(t, h, polPost(`{"jsonrpc":"2.0","id":1,"method":"ping"}`, tok), nil)
 		if _, wrapped := res.w.(*responseFilter); !wrapped {

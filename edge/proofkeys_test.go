@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestProofNamedAmbiguously (review 6, F3): under request_proof optional
+// TestProofNamedAmbiguously: under request_proof optional
 // (the default) and required, a proof present is read and refused when
 // invalid, whatever it is named or sent as. A proof key spelt in another
 // case (or with K/ſ), the canonical and legacy keys together, and a
@@ -105,8 +105,7 @@ func TestProofNamedAmbiguously(t *testing.T) {
 
 // TestProofReadWhateverTheMethod: under optional, a proof in the body of
 // any method that may carry one (PUT, PATCH, a lower-case post, which an
-// upstream may treat as a POST) is read like a POST's (review 7, finding
-// 4): an invalid one is refused and never reaches the upstream.
+// upstream may treat as a POST) is read like a POST's: an invalid one is refused and never reaches the upstream.
 func TestProofReadWhateverTheMethod(t *testing.T) {
 	f := newFixture(t)
 	bad := signed(t, f.agent, "did:web:other.example", toolsCallBody) // audience_mismatch
@@ -125,8 +124,7 @@ func TestProofReadWhateverTheMethod(t *testing.T) {
 
 // TestProofInBatchRefused: under optional, a batch is admitted on its
 // credential alone, but a proof inside one cannot be verified (a proof
-// covers one request), so a batch carrying one is refused (review 7,
-// finding 5) instead of forwarding the proof unread; a batch without
+// covers one request), so a batch carrying one is refused instead of forwarding the proof unread; a batch without
 // proofs goes on.
 func TestProofInBatchRefused(t *testing.T) {
 	f := newFixture(t)

@@ -186,10 +186,7 @@ func (rej rejection) withAudiences(configured []string, host string) rejection {
 	return rej
 }
 
-// varyHost and writeJSON are edge/internal/reply's, for the handler's own
-// answers.
-func varyHost(w http.ResponseWriter) { reply.VaryHost(w) }
-
+// writeJSON is edge/internal/reply's, for the handler's own answers.
 func writeJSON(w http.ResponseWriter, status int, body []byte, cacheControl string) {
 	reply.JSON(w, status, body, cacheControl)
 }

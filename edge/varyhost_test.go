@@ -9,7 +9,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/wellknown"
 )
 
-// TestHostDerivedDocumentsVaryHost (review 2, G2): a cacheable document the
+// TestHostDerivedDocumentsVaryHost: a cacheable document the
 // edge derives from the Host says so with Vary: Host, so that a shared
 // cache does not serve one Host's DID or resource URL for another; one that
 // does not depend on the Host does not split caches for nothing.

@@ -17,7 +17,7 @@ func withMeta(meta string) string {
 	return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","_meta":{` + meta + `}}}`
 }
 
-// proofKeyCases are the shapes of review 6 F3(a): a proof under a name
+// proofKeyCases are the shapes of a proof under a name
 // that folds to a proof key without being it, or two different proofs
 // under both keys, is ambiguous; one proof under one exact key (escaped or
 // not), or the same proof under both, is not.
@@ -140,7 +140,7 @@ func FuzzAmbiguousProof(f *testing.F) {
 
 // mayHoldMetaCases: every spelling of _meta a reader might take for it
 // must be read (ParseStrict then refuses the variants), including the
-// "_Meta" of review 6 F3(b).
+// "_Meta".
 var mayHoldMetaCases = []struct {
 	body string
 	may  bool

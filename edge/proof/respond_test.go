@@ -74,7 +74,7 @@ func TestWrapResponse(t *testing.T) {
 }
 
 // TestWrapResponseAmbiguousNames: an answer with member names readers take
-// differently is neither signed nor passed on (review 2, G3): the client
+// differently is neither signed nor passed on : the client
 // gets a JSON-RPC error to its request, and nothing of the upstream's body.
 func TestWrapResponseAmbiguousNames(t *testing.T) {
 	const fake = `{"org.kya-os/response-proof":{"jws":"FAKE"}}`
@@ -90,7 +90,7 @@ func TestWrapResponseAmbiguousNames(t *testing.T) {
 			"result and Result":             `{"jsonrpc":"2.0","id":1,"result":{"content":[]},"Result":{"content":[]}}`,
 			"ID":                            `{"jsonrpc":"2.0","ID":1,"result":{"content":[]}}`,
 			"repeated in an error":          `{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"x","Message":"y"}}`,
-			// Two documents back to back (review 4, F4): readers take the
+			// Two documents back to back: readers take the
 			// first, the last, or refuse.
 			"two documents": `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}{"jsonrpc":"2.0","id":1,"result":` + fake + `}`,
 			"two documents, a newline between": `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}` + "\n" +
