@@ -211,16 +211,12 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 	if opts.PoolSize > 0 {
 		ro.PoolSize = opts.PoolSize
 	}
-	// One retry, so a pooled connection broken by a Redis restart is
-	// replaced transparently; one dial attempt per try, so a dead Redis
-	// fails fast. Where writes wait for replicas, none: a SET NX retried
-	// after its connection died may find its own first attempt, and
-	// refuse a first use as a replay; failing it (503) is the honest
-	// answer, and the client retries with a fresh proof.
-	ro.MaxRetries = 1
-	if wait.enabled() {
-		ro.MaxRetries = -1
-	}
+	// No retry: a SET NX (or GETDEL) retried after its reply was late or
+	// its connection died may find its own first attempt, and refuse a
+	// first use as a replay (401); failing it (503) is the honest answer,
+	// and the client retries with a fresh proof. One dial attempt, so a
+	// dead Redis fails fast.
+	ro.MaxRetries = -1
 	ro.DialerRetries = 1
 	ro.ContextTimeoutEnabled = true
 	ro.DisableIdentity = true
@@ -237,6 +233,9 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 	}
 	switch kind {
 	case RedisSentinel:
+		if wait.enabled() && !wait.strict {
+			wait.sentinels = newSentinelReplicas(opts.MasterName, opts.Addrs, opts.SentinelUsername, opts.SentinelPassword, ro)
+		}
 		s.client = redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName: opts.MasterName, SentinelAddrs: opts.Addrs,
 			SentinelUsername: opts.SentinelUsername, SentinelPassword: opts.SentinelPassword,
@@ -431,6 +430,9 @@ func (s *RedisStore) Ping(ctx context.Context) error {
 // Close stops the eviction policy checks and closes the client's
 // connections.
 func (s *RedisStore) Close() error {
+	if s.wait.sentinels != nil {
+		s.wait.sentinels.close()
+	}
 	if s.evict != nil {
 		s.evict.stop()
 		<-s.evict.done

@@ -26,9 +26,10 @@ import (
 // RedisOptions.WaitReplicas values besides a positive number.
 const (
 	// RedisWaitAuto waits for one replica whenever the master reports a
-	// connected replica (INFO replication, asked again every
-	// replicaRecheck and after a failure), and writes without waiting when
-	// it has none: a master alone has nothing a failover could promote.
+	// connected replica or, under Sentinel, the sentinels list one they
+	// could promote (asked again every replicaRecheck and after a
+	// failure), and writes without waiting when there is none: a master
+	// alone has nothing a failover could promote.
 	RedisWaitAuto = 0
 	// RedisWaitOff never waits: the deployment accepts that a failover may
 	// let a single-use record be used twice.
@@ -60,6 +61,10 @@ type replicaWait struct {
 	timeout time.Duration
 	// timeoutArg is WAIT's timeout argument in ms, boxed once.
 	timeoutArg any
+
+	// sentinels, under Sentinel in auto mode, count the replicas a
+	// failover could promote (redis_promotable.go); nil otherwise.
+	sentinels *sentinelReplicas
 
 	mu sync.Mutex
 	// known holds, in auto mode, the replicas each master (by address; ""
@@ -127,6 +132,15 @@ func (w *replicaWait) refresh(ctx context.Context, c redis.UniversalClient, node
 		// A master that will not say is treated as one with replicas:
 		// the write then waits, and fails closed if none acknowledges.
 		n = w.n
+	}
+	if w.sentinels != nil {
+		// A replica the master lost but Sentinel would still promote
+		// counts: writes wait for it, and fail closed while it is away.
+		promotable, err := w.sentinels.count(ctx)
+		if err != nil {
+			promotable = w.n // cannot tell: wait, and fail closed if none acknowledges
+		}
+		n = max(n, promotable)
 	}
 	w.mu.Lock()
 	w.known[node] = replicaCount{n: n, at: time.Now()}

@@ -212,6 +212,33 @@ func TestRedisSentinelFailoverNoReplays(t *testing.T) {
 	checkFailover(t, edges, cred, results, killed, 15*time.Second)
 }
 
+// TestRedisSentinelPartitionedReplicaNoReplays: the replica loses its
+// link to the master (the master then counts no replica connected) but the
+// sentinels still see it, and promote it when the master dies. Under
+// wait_replicas auto the edge asks the sentinels, not only the master, how
+// many replicas a failover could promote: it keeps waiting for one, refuses
+// (503) while none acknowledges, and admits nothing twice.
+func TestRedisSentinelPartitionedReplicaNoReplays(t *testing.T) {
+	d := redistest.StartSentinel(t, 1)
+	edges, w, cred := failoverEdges(t, "nonce_store redis {\n sentinel "+d.Name+" "+strings.Join(d.SentinelAddrs(), " ")+"\n}")
+	replica := d.Replicas[0]
+	results, killed := stallAndKill(t, edges, w, cred, d.Master,
+		func() bool {
+			// Drop the link and hold the replica's reconnection: the
+			// master forgets its replica, the sentinels do not.
+			d.StallLink(0)
+			d.CutLink(0)
+			d.StallLink(0)
+			return true
+		}, func() bool { d.CutLink(0); return true }, func() bool {
+			return d.MasterAddr() == replica.Addr()
+		})
+	if d.MasterAddr() != replica.Addr() {
+		t.Fatal("the sentinels did not promote the replica")
+	}
+	checkFailover(t, edges, cred, results, killed, 15*time.Second)
+}
+
 func TestRedisClusterFailoverNoReplays(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 1)
 	// The master whose replica is stalled, then promoted.
