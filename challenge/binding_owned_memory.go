@@ -27,27 +27,26 @@ func (m *MemoryStore) BindOwned(ctx context.Context, kind, owner, key string, va
 		return err
 	}
 	defer m.mu.Unlock()
-	now := m.now()
-	if e, ok := m.bindings[key]; ok {
-		m.remove(e)
-	}
+	// The key's old binding goes first, so that binding it again counts
+	// once against its owner.
+	m.unbind(key)
 	id := ownerID(kind, owner)
-	q := m.owners[id]
-	if q != nil {
+	if q := m.owners[id]; q != nil {
 		for q.live >= max {
 			m.remove(q.oldest())
 		}
 	}
-	part := partitionOfKey(true, key)
-	if !m.room(part, now) {
-		return ErrStoreFull
+	e, err := m.bind(key, value, ttl, id)
+	if err != nil {
+		return err
 	}
-	if q = m.owners[id]; q == nil {
+	// The queue is looked up again: dropping the owner's last binding
+	// above forgets its queue.
+	q := m.owners[id]
+	if q == nil {
 		q = &ownerQueue{}
 		m.owners[id] = q
 	}
-	e := &memEntry{nonce: key, binding: true, value: slices.Clone(value), expiry: now.Add(ttl), part: part, owner: id}
-	m.add(e)
 	q.order = append(q.order, e)
 	q.live++
 	return nil
@@ -59,14 +58,11 @@ func (m *MemoryStore) Take(ctx context.Context, key string) ([]byte, error) {
 		return nil, err
 	}
 	defer m.mu.Unlock()
-	e, ok := m.bindings[key]
+	e, ok := m.liveBinding(key)
 	if !ok {
 		return nil, ErrBindingNotFound
 	}
 	m.remove(e)
-	if !m.now().Before(e.expiry) {
-		return nil, ErrBindingNotFound
-	}
 	return e.value, nil
 }
 
