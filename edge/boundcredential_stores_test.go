@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lestrrat-go/jwx/v2/jwk"
-
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/edge/dpop"
 	"github.com/mcpi-edge/caddy-mcpi/internal/redistest"
@@ -23,14 +21,7 @@ import (
 func TestBoundCredentialNonceStores(t *testing.T) {
 	f := newFixture(t)
 	key := f.agent.priv.(ed25519.PrivateKey)
-	pub, err := jwk.FromRaw(key.Public())
-	if err != nil {
-		t.Fatal(err)
-	}
-	jkt, err := dpop.Thumbprint(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
+	jkt := keyThumbprint(t, key.Public())
 	cred := f.jwt(t, func(tm *vc.Template) { tm.CnfJKT = jkt })
 	redis := redistest.Start(t)
 	memory := func() *challenge.MemoryStore {

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"crypto"
 	"crypto/ed25519"
 	"net/http"
 	"testing"
@@ -13,6 +14,21 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/vc/kyaos"
 )
 
+// keyThumbprint is the RFC 7638 thumbprint of pub, as a bound credential's
+// cnf.jkt names it.
+func keyThumbprint(t testing.TB, pub crypto.PublicKey) string {
+	t.Helper()
+	k, err := jwk.FromRaw(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jkt, err := dpop.Thumbprint(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jkt
+}
+
 // TestRequestProofCnfFusion: under a DPoP-bound credential, a KYA-OS
 // request proof must name the bound key in its cnf (KYA-OS cnf fusion);
 // one without cnf is a downgrade, refused (cnf_required_by_token). Under an
@@ -20,14 +36,7 @@ import (
 func TestRequestProofCnfFusion(t *testing.T) {
 	f := newFixture(t)
 	key := f.agent.priv.(ed25519.PrivateKey)
-	pub, err := jwk.FromRaw(key.Public())
-	if err != nil {
-		t.Fatal(err)
-	}
-	jkt, err := dpop.Thumbprint(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
+	jkt := keyThumbprint(t, key.Public())
 	bound := f.jwt(t, func(tm *vc.Template) { tm.CnfJKT = jkt })
 	h := f.handler(t, nil)
 	call := func(cred string, isDPoP, cnf bool) result {
