@@ -478,7 +478,7 @@ func TestSessionTokens(t *testing.T) {
 	}
 	// require_scopes of a stricter route.
 	strict := f.l3Handler(t, func(c *setup) { c.RequiredScopes = []string{"admin:all"} })
-	strict.l3.sessions = h.l3.sessions
+	strict.l3.UseSessions(h.l3.Sessions())
 	if res := serve(t, strict, sessionReq(handshake.HeaderSession, tok, "")); res.called || res.rec.Code != http.StatusForbidden {
 		t.Errorf("session without a required scope: called=%t HTTP %d", res.called, res.rec.Code)
 	}

@@ -24,7 +24,7 @@ import (
 // provisionDPoP makes the proof checker, with the nonce store (shared by
 // replicas when it is Redis) remembering the proofs used.
 func (h *Handler) provisionDPoP() {
-	h.dpop = dpop.NewChecker(dpopReplayStore{h.l3.store})
+	h.dpop = dpop.NewChecker(dpopReplayStore{h.nonces})
 }
 
 // dpopRejection is the answer to a DPoP refusal, or false when err is

@@ -77,8 +77,8 @@ func (h *Handler) delegationOptions() ([]vc.Option, error) {
 		vc.WithStatusListTTL(time.Duration(h.cfg.StatusListTTL)),
 		vc.WithStatusStaleIfError(time.Duration(h.cfg.StatusStaleIfError)),
 	}
-	if h.l3.store != nil {
-		opts = append(opts, vc.WithReplayGuard(admit.ReplayGuard(h.l3.store)))
+	if h.nonces != nil {
+		opts = append(opts, vc.WithReplayGuard(admit.ReplayGuard(h.nonces)))
 	}
 	if o := h.chainFetchOption(); o != nil {
 		opts = append(opts, o)

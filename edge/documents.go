@@ -25,8 +25,8 @@ func (h *Handler) provisionDocuments() {
 		}
 	}
 	d.Identity = h.ident
-	if h.l3.enabled {
-		d.Handshake = &wellknown.Handshake{HandshakePath: h.l3.hsPath, VerifyPath: h.l3.vfPath, Methods: h.l3.service.SupportedMethods()}
+	if h.l3 != nil {
+		d.Handshake = h.l3.Document()
 	}
 }
 

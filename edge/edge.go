@@ -26,6 +26,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/dpop"
 	"github.com/mcpi-edge/caddy-mcpi/edge/framing"
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
+	"github.com/mcpi-edge/caddy-mcpi/edge/level3"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/edge/wellknown"
@@ -115,7 +116,7 @@ type Handler struct {
 	docs *wellknown.Documents
 
 	ident  *identity.Identity // nil below level 2
-	l3     level3
+	l3     *level3.Step       // nil below level 3
 	policy toolPolicy
 	// limits is nil without rate limits (ratelimits.go).
 	limits *rateLimits
@@ -145,6 +146,10 @@ type Handler struct {
 	didCache       *didresolver.Cache
 	nonceStore     challenge.NonceStore
 	nonceStoreName string
+	// nonces is the nonce store in use, measured (provisionNonceStore):
+	// Level 3's challenges, the presentation nonces and replay guard, DPoP
+	// proofs' jti.
+	nonces challenge.NonceStore
 	// ownStore is the default nonce store, closed by Close.
 	ownStore *challenge.MemoryStore
 
@@ -241,7 +246,7 @@ func (h *Handler) build() error {
 	// nonce store; with the front door, its revocations count.
 	parts := admit.Parts{Site: h.site, Verifier: h.verifier, Measure: h.obs.Verification, DPoP: h.dpop}
 	if h.cfg.Level >= 3 {
-		parts.Nonces = h.l3.store
+		parts.Nonces = h.nonces
 	}
 	if h.front != nil {
 		parts.Revoked = grantRevoked(h.front)
@@ -354,7 +359,7 @@ func (h *Handler) Close() error {
 		if h.cancel != nil {
 			h.cancel()
 		}
-		err = errors.Join(h.l3.close(), h.closeIdentity())
+		err = errors.Join(h.l3.Close(), h.closeIdentity())
 		if h.ownStore != nil {
 			err = errors.Join(err, h.ownStore.Close())
 		}

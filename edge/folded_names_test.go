@@ -114,8 +114,8 @@ func TestProxySessionNotAcrossPolicies(t *testing.T) {
 		}
 	}
 	other := newProxySessionEnv(t, f, func(c *setup) { c.Audiences = []string{"https://" + testHost} })
-	other.h.l3.proxySessions = handshake.NewBindings(e.h.l3.proxySessions.Binder(), other.h.l3.policy, time.Duration(other.h.cfg.SessionTTL)) // one store
-	if other.h.l3.policy == e.h.l3.policy {
+	other.h.l3.UseBindings(handshake.NewBindings(e.h.l3.Bindings().Binder(), other.h.cfg.acceptancePolicy(), time.Duration(other.h.cfg.SessionTTL))) // one store
+	if other.h.cfg.acceptancePolicy() == e.h.cfg.acceptancePolicy() {
 		t.Fatal("test setup: same policy")
 	}
 	if res := serve(t, other.h, withSession(handshake.HeaderMcpSessionID, sid)); res.called {

@@ -5,8 +5,8 @@ import (
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/framing"
+	"github.com/mcpi-edge/caddy-mcpi/edge/level3"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
-	"github.com/mcpi-edge/caddy-mcpi/edge/refusal"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -35,12 +35,21 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	if h.front != nil && h.front.Serve(w, r) {
 		return nil
 	}
-	// 2c. Level 3 handshake calls (level3.go): answered or proxied.
-	if handled, err := h.l3.serve(w, r, next, chain); handled {
-		if _, refused := refusal.As(err); refused {
-			return h.refuse(w, r, err, nil)
+	// 2c. Level 3 handshake calls (edge/level3): answered or proxied.
+	if h.l3 != nil {
+		res, err := h.l3.Serve(w, r, next, chain)
+		if err != nil {
+			return hostError(err) // the upstream's, or a handshake upstream's failure
 		}
-		return err // the upstream's, or a handshake upstream's failure
+		switch res.Outcome {
+		case level3.Answered:
+			writeAnswer(w, res.Answer)
+			return nil
+		case level3.Refused:
+			return h.refuse(w, r, res.Err, nil)
+		case level3.PassOn:
+			return next(w, r)
+		}
 	}
 
 	// 3. An MCP POST is JSON (mediatype.go); then every enabled carrier.
@@ -84,9 +93,10 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	var cred *carrier.Credential
 	var proved bool
 	if len(found.Credentials) == 0 {
-		d, err = h.l3.session(r)
-		if err != nil {
-			return h.refuse(w, r, err, nil)
+		if h.l3 != nil {
+			if d, err = h.l3.Session(r); err != nil {
+				return h.refuse(w, r, err, nil)
+			}
 		}
 		if d == nil {
 			if h.policy.admitAnonymous(r, &rb) {

@@ -114,7 +114,7 @@ func TestSessionIgnoresRouteTrust(t *testing.T) {
 		{"derived keys", "bad_signature", func() {}},
 		// Defence in depth: were the keys the same, the session's root
 		// issuer is still checked against this route's trust.
-		{"one key", "untrusted_issuer", func() { strict.l3.sessions = open.l3.sessions }},
+		{"one key", "untrusted_issuer", func() { strict.l3.UseSessions(open.l3.Sessions()) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.setup()
@@ -149,11 +149,11 @@ func useStoredSessionKey(t *testing.T, hs ...*Handler) {
 		t.Fatal(err)
 	}
 	for _, h := range hs {
-		key, err := handshake.DeriveKey(stored, h.l3.policy)
+		key, err := handshake.DeriveKey(stored, h.cfg.acceptancePolicy())
 		if err != nil {
 			t.Fatal(err)
 		}
-		h.l3.sessions = handshake.NewSessions(key, time.Duration(h.cfg.SessionTTL))
+		h.l3.UseSessions(handshake.NewSessions(key, time.Duration(h.cfg.SessionTTL)))
 	}
 }
 

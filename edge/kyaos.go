@@ -85,12 +85,12 @@ func (h *Handler) provisionProofs() {
 		RequestProof:     h.cfg.RequestProof,
 		RequireExtension: h.cfg.RequireExtension,
 		ResponseProof:    h.cfg.ResponseProof,
-	}, observe.TraceResolver(h.didCache), h.l3.store)
+	}, observe.TraceResolver(h.didCache), h.nonces)
 	// 2025-11-25 clients declare once, in initialize: their sessions'
 	// declarations are kept where the store keeps bindings (shared by
 	// replicas with Redis). A store without bindings: they must declare
 	// per request.
-	if b, err := h.l3.proxySessionBinder(); err == nil {
+	if b, err := h.sessionBinder(); err == nil {
 		gate.WithSessions(b)
 	}
 	h.proofs = &proofStep{Gate: gate, cfg: &h.cfg, site: h.site, ident: h.ident, logger: h.logger, consent: h.consent}

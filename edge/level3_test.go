@@ -138,9 +138,9 @@ func TestTerminateHandshakeAndSession(t *testing.T) {
 	}
 
 	t.Run("expired session", func(t *testing.T) {
-		real := h.l3.sessions
-		h.l3.sessions = real.WithClock(func() time.Time { return time.Now().Add(16 * time.Minute) })
-		defer func() { h.l3.sessions = real }()
+		real := h.l3.Sessions()
+		h.l3.UseSessions(real.WithClock(func() time.Time { return time.Now().Add(16 * time.Minute) }))
+		defer func() { h.l3.UseSessions(real) }()
 		for _, hdr := range []string{handshake.HeaderSession, handshake.HeaderMcpSessionID} {
 			r := newRequest(http.MethodPost, "/mcp", toolsCallBody)
 			r.Header.Set(hdr, vr.SessionID)
@@ -162,7 +162,7 @@ func TestTerminateHandshakeAndSession(t *testing.T) {
 
 	t.Run("route checks apply to sessions", func(t *testing.T) {
 		strict := f.l3Handler(t, func(c *setup) { c.RequiredScopes = []string{"admin"} })
-		strict.l3.sessions = h.l3.sessions // same edge (key), stricter route
+		strict.l3.UseSessions(h.l3.Sessions()) // same edge (key), stricter route
 		r := newRequest(http.MethodPost, "/mcp", toolsCallBody)
 		r.Header.Set(handshake.HeaderSession, vr.SessionID)
 		res := serve(t, strict, r)
@@ -170,7 +170,7 @@ func TestTerminateHandshakeAndSession(t *testing.T) {
 			t.Fatalf("missing scope: called=%t %d", res.called, res.rec.Code)
 		}
 		other := f.l3Handler(t, func(c *setup) { c.Audiences = []string{"https://elsewhere.example"} })
-		other.l3.sessions = h.l3.sessions
+		other.l3.UseSessions(h.l3.Sessions())
 		res = serve(t, other, r.Clone(context.Background()))
 		if res.called || res.rec.Code != http.StatusUnauthorized || decodeErr(t, res.rec).Reason != "wrong_audience" {
 			t.Fatalf("wrong audience: called=%t %d %s", res.called, res.rec.Code, res.rec.Body)
@@ -196,7 +196,7 @@ func TestSessionNeverOutlivesCredential(t *testing.T) {
 	if !vr.ExpiresAt.Equal(accepted) {
 		t.Errorf("session expires %v, want the credential's acceptance end %v", vr.ExpiresAt, accepted)
 	}
-	claims, err := h.l3.sessions.Parse(vr.SessionID)
+	claims, err := h.l3.Sessions().Parse(vr.SessionID)
 	if err != nil || !time.Unix(claims.ExpiresAt, 0).Equal(accepted) {
 		t.Errorf("token exp %v, %v", claims, err)
 	}
@@ -329,7 +329,7 @@ func TestHandshakeErrors(t *testing.T) {
 	// presentation be used again).
 	t.Run("replay record as nonce", func(t *testing.T) {
 		const id = admit.ReplayKeyPrefix + "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
-		guard := admit.ReplayGuard(h.l3.store)
+		guard := admit.ReplayGuard(h.nonces)
 		if err := guard.Consume(context.Background(), id, time.Minute); err != nil {
 			t.Fatal(err)
 		}

@@ -196,7 +196,7 @@ func TestNonceStoreMetrics(t *testing.T) {
 		c.Level = 3
 		useStore(challenge.NewMemoryStore(bareContext(t)), "memory")(c)
 	})
-	s := h.l3.store
+	s := h.nonces
 	bg := context.Background()
 	rec := challenge.Record{Challenge: "abc", IssuedAt: time.Now(), ExpiresAt: time.Now().Add(time.Minute)}
 	if err := s.Put(bg, "n1", rec, time.Minute); err != nil {

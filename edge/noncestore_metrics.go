@@ -12,7 +12,7 @@ import (
 
 // measuredNonceStore times every operation of the Level 3 nonce store
 // (caddy_mcpi_nonce_store_duration_seconds). provisionNonceStore installs
-// it as h.l3.store, so the handshake service, the presentation replay
+// it as h.nonces, so the handshake service, the presentation replay
 // guard and the presentation nonce check are all measured.
 type measuredNonceStore struct {
 	store challenge.NonceStore

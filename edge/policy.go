@@ -12,6 +12,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/framing"
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
+	"github.com/mcpi-edge/caddy-mcpi/edge/level3"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
@@ -101,7 +102,7 @@ type toolPolicy struct {
 	// that makes a delegation holder-bound; front, when on, asks OAuth
 	// clients to step up; consent is where prompts send the user.
 	proofs  *proofStep
-	l3      *level3
+	l3      *level3.Step
 	front   *authserver.Server
 	consent *agentConsent
 	// admit verifies the delegation a user approved at the edge's consent
@@ -136,7 +137,7 @@ func (h *Handler) provisionPolicy() error {
 	st := toolPolicy{pol: pol, actions: mode, listed: &toolNames{m: make(map[string]struct{})},
 		annotations: newAnnotationPolicy(h.cfg.ToolAnnotationsPolicy), states: states,
 		params: newParamHeaderStore(), limits: h.limits,
-		cfg: &h.cfg, site: h.site, obs: h.obs, logger: h.logger, proofs: h.proofs, l3: &h.l3, front: h.front,
+		cfg: &h.cfg, site: h.site, obs: h.obs, logger: h.logger, proofs: h.proofs, l3: h.l3, front: h.front,
 		consent: h.consent, admit: h.admit, identify: identify(h.hooks, h.ident), ident: h.ident}
 	if st.rules, err = h.cfg.PolicyConfig.compileRules(); err != nil {
 		return err
@@ -439,10 +440,10 @@ func (p *toolPolicy) holderBound(r *http.Request, d *vc.Delegation, adm observe.
 		// looking it up again would cost another MAC or store round trip.
 		return true
 	}
-	if !p.l3.enabled {
+	if p.l3 == nil {
 		return false
 	}
-	s, err := p.l3.session(r)
+	s, err := p.l3.Session(r)
 	return err == nil && s != nil && s.Hash == d.Hash && s.AgentDID == d.AgentDID
 }
 

@@ -94,7 +94,7 @@ func (e *proxySessionEnv) verify(t *testing.T, cred string, va verifyAnswer) rpc
 // bound returns the claims bound to sid, or nil.
 func (e *proxySessionEnv) bound(t *testing.T, sid string) *handshake.Claims {
 	t.Helper()
-	val, err := e.h.l3.proxySessions.Binder().Lookup(context.Background(), handshake.BindingKey(e.h.l3.policy, sid))
+	val, err := e.h.l3.Bindings().Binder().Lookup(context.Background(), handshake.BindingKey(e.h.cfg.acceptancePolicy(), sid))
 	if errors.Is(err, challenge.ErrBindingNotFound) {
 		return nil
 	}
@@ -142,7 +142,7 @@ func TestProxySessionBound(t *testing.T) {
 		t.Errorf("binding expires in %v, want session_ttl's 15m", left)
 	}
 	// The key is the id's hash; the id itself is stored nowhere.
-	if _, err := e.h.l3.proxySessions.Binder().Lookup(context.Background(), sid); !errors.Is(err, challenge.ErrBindingNotFound) {
+	if _, err := e.h.l3.Bindings().Binder().Lookup(context.Background(), sid); !errors.Is(err, challenge.ErrBindingNotFound) {
 		t.Errorf("binding found under the raw session id: %v", err)
 	}
 
@@ -220,7 +220,7 @@ func TestProxySessionBound(t *testing.T) {
 			t.Fatalf("other audiences: called=%t %d %s", res.called, res.rec.Code, res.rec.Body)
 		}
 		// Were it found, the audience check would refuse it.
-		elsewhere.l3.proxySessions = handshake.NewBindings(elsewhere.l3.proxySessions.Binder(), e.h.l3.policy, time.Duration(elsewhere.cfg.SessionTTL))
+		elsewhere.l3.UseBindings(handshake.NewBindings(elsewhere.l3.Bindings().Binder(), e.h.cfg.acceptancePolicy(), time.Duration(elsewhere.cfg.SessionTTL)))
 		res = serve(t, elsewhere, withSession(handshake.HeaderSession, sid))
 		if res.called || res.rec.Code != http.StatusUnauthorized || decodeErr(t, res.rec).Reason != "wrong_audience" {
 			t.Fatalf("wrong audience: called=%t %d %s", res.called, res.rec.Code, res.rec.Body)
@@ -233,7 +233,7 @@ func TestProxySessionBound(t *testing.T) {
 		{"forged handshake session", handshake.HeaderSession, forged},
 		{"forged Mcp-Session-Id", handshake.HeaderMcpSessionID, forged},
 		{"too short to be bound", handshake.HeaderSession, "abc"},
-		{"the binding key itself", handshake.HeaderSession, handshake.BindingKey(e.h.l3.policy, sid)},
+		{"the binding key itself", handshake.HeaderSession, handshake.BindingKey(e.h.cfg.acceptancePolicy(), sid)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := serve(t, e.h, withSession(tc.hdr, tc.value))
@@ -261,9 +261,9 @@ func TestProxySessionBound(t *testing.T) {
 		}
 	})
 	t.Run("expired binding", func(t *testing.T) {
-		real := e.h.l3.proxySessions
-		e.h.l3.proxySessions = real.WithClock(func() time.Time { return time.Now().Add(16 * time.Minute) })
-		defer func() { e.h.l3.proxySessions = real }()
+		real := e.h.l3.Bindings()
+		e.h.l3.UseBindings(real.WithClock(func() time.Time { return time.Now().Add(16 * time.Minute) }))
+		defer func() { e.h.l3.UseBindings(real) }()
 		for _, hdr := range []string{handshake.HeaderSession, handshake.HeaderMcpSessionID} {
 			res := serve(t, e.h, withSession(hdr, sid))
 			if res.called || res.rec.Code != http.StatusUnauthorized || decodeErr(t, res.rec).Reason != "expired" {
@@ -314,7 +314,7 @@ func TestProxySessionRouteTrust(t *testing.T) {
 	if res.called || res.rec.Code != http.StatusUnauthorized || decodeErr(t, res.rec).Reason != "" {
 		t.Fatalf("strict route: called=%t HTTP %d %s, want 401 as without a session", res.called, res.rec.Code, res.rec.Body)
 	}
-	strict.l3.proxySessions = handshake.NewBindings(strict.l3.proxySessions.Binder(), open.h.l3.policy, time.Duration(strict.cfg.SessionTTL))
+	strict.l3.UseBindings(handshake.NewBindings(strict.l3.Bindings().Binder(), open.h.cfg.acceptancePolicy(), time.Duration(strict.cfg.SessionTTL)))
 	res = serve(t, strict, withSession(handshake.HeaderSession, sid))
 	if res.called || res.rec.Code != http.StatusUnauthorized || decodeErr(t, res.rec).Reason != "untrusted_issuer" {
 		t.Fatalf("strict route under the open route's key: called=%t HTTP %d %s, want 401 untrusted_issuer", res.called, res.rec.Code, res.rec.Body)
@@ -334,13 +334,13 @@ func TestProxySessionExpiry(t *testing.T) {
 	if c == nil || time.Unix(c.ExpiresAt, 0).After(accepted) || time.Unix(c.ExpiresAt, 0).Before(accepted.Add(-time.Second)) {
 		t.Fatalf("binding %+v, want it to expire with the credential's acceptance at %v", c, accepted)
 	}
-	real := e.h.l3.proxySessions
-	e.h.l3.proxySessions = real.WithClock(func() time.Time { return accepted.Add(time.Second) })
+	real := e.h.l3.Bindings()
+	e.h.l3.UseBindings(real.WithClock(func() time.Time { return accepted.Add(time.Second) }))
 	res := serve(t, e.h, withSession(handshake.HeaderMcpSessionID, sid))
 	if res.called || res.rec.Code != http.StatusUnauthorized || decodeErr(t, res.rec).Reason != "expired" {
 		t.Fatalf("after the credential expired: called=%t %d %s", res.called, res.rec.Code, res.rec.Body)
 	}
-	e.h.l3.proxySessions = real
+	e.h.l3.UseBindings(real)
 
 	upExp := time.Now().Add(5 * time.Minute).UTC().Truncate(time.Second)
 	const sid2 = "session-bounded-by-the-upstream"
@@ -419,7 +419,7 @@ func (failingBinder) Lookup(context.Context, string) ([]byte, error) {
 func TestProxySessionStoreUnavailable(t *testing.T) {
 	f := newFixture(t)
 	e := newProxySessionEnv(t, f, nil)
-	e.h.l3.proxySessions = handshake.NewBindings(failingBinder{}, e.h.l3.policy, time.Duration(e.h.cfg.SessionTTL))
+	e.h.l3.UseBindings(handshake.NewBindings(failingBinder{}, e.h.cfg.acceptancePolicy(), time.Duration(e.h.cfg.SessionTTL)))
 	const sid = "session-the-store-cannot-hold"
 
 	// The upstream opened a session the edge cannot record: the agent
@@ -473,13 +473,13 @@ func TestProxySessionRedis(t *testing.T) {
 type plainStore struct{ challenge.NonceStore }
 
 func TestProxySessionNeedsBinder(t *testing.T) {
-	var l level3
-	l.store = &measuredNonceStore{store: plainStore{}, name: "custom"}
-	if _, err := l.proxySessionBinder(); err == nil || !strings.Contains(err.Error(), "custom") {
-		t.Fatalf("proxySessionBinder = %v, want an error naming the store", err)
+	var h Handler
+	h.nonces = &measuredNonceStore{store: plainStore{}, name: "custom"}
+	if _, err := h.sessionBinder(); err == nil || !strings.Contains(err.Error(), "custom") {
+		t.Fatalf("sessionBinder = %v, want an error naming the store", err)
 	}
-	l.store = &measuredNonceStore{store: challenge.NewMemoryStore(bareContext(t)), name: "memory"}
-	if _, err := l.proxySessionBinder(); err != nil {
+	h.nonces = &measuredNonceStore{store: challenge.NewMemoryStore(bareContext(t)), name: "memory"}
+	if _, err := h.sessionBinder(); err != nil {
 		t.Fatal(err)
 	}
 }

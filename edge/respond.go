@@ -11,7 +11,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/handshake"
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
-	"github.com/mcpi-edge/caddy-mcpi/edge/internal/reply"
+	"github.com/mcpi-edge/caddy-mcpi/edge/level3"
 	"github.com/mcpi-edge/caddy-mcpi/edge/refusal"
 	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/edge/wellknown"
@@ -186,7 +186,16 @@ func (rej rejection) withAudiences(configured []string, host string) rejection {
 	return rej
 }
 
-// writeJSON is edge/internal/reply's, for the handler's own answers.
-func writeJSON(w http.ResponseWriter, status int, body []byte, cacheControl string) {
-	reply.JSON(w, status, body, cacheControl)
+// writeAnswer writes an answer a step decided on (edge/level3's handshake
+// answers) as it is: its headers, its status, its body.
+func writeAnswer(w http.ResponseWriter, a *level3.Answer) {
+	if a == nil {
+		return
+	}
+	hdr := w.Header()
+	for k, v := range a.Header {
+		hdr[k] = v
+	}
+	w.WriteHeader(a.Status)
+	_, _ = w.Write(a.Body)
 }

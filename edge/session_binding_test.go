@@ -61,7 +61,7 @@ func TestPresentationNonceDeletesBinding(t *testing.T) {
 	if e.bound(t, sid) == nil {
 		t.Fatal("test setup: not bound")
 	}
-	nonce := "sess:" + handshake.BindingKey(e.h.l3.policy, sid)
+	nonce := "sess:" + handshake.BindingKey(e.h.cfg.acceptancePolicy(), sid)
 	res := serve(t, e.h, bearer(vpOf(t, f.agent, nonce, nil, cred)))
 	if res.called {
 		t.Fatalf("a presentation with a binding key for nonce was admitted")

@@ -105,7 +105,7 @@ func TestSessionRootIssuer(t *testing.T) {
 	if json.Unmarshal(rec.Body.Bytes(), &rep) != nil || json.Unmarshal(rep.Result, &vr) != nil || vr.SessionID == "" {
 		t.Fatalf("verify: HTTP %d %s", rec.Code, rec.Body)
 	}
-	claims, err := h.l3.sessions.Parse(vr.SessionID)
+	claims, err := h.l3.Sessions().Parse(vr.SessionID)
 	if err != nil || claims.RootIssuer != c.user.did || claims.Issuer != c.mid.did {
 		t.Fatalf("claims %+v, %v: want root %s, leaf issuer %s", claims, err, c.user.did, c.mid.did)
 	}
@@ -135,7 +135,7 @@ func TestSessionRootIssuer(t *testing.T) {
 				h    *Handler
 				want bool
 			}{{h, tc.strict}, {open, true}} {
-				tok, _, err := route.h.l3.sessions.IssueSession(context.Background(), d, c.agent.did)
+				tok, _, err := route.h.l3.Sessions().IssueSession(context.Background(), d, c.agent.did)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -1,4 +1,4 @@
-package edge
+package level3
 
 import (
 	"net/http"
@@ -16,6 +16,6 @@ var forwardedToOrigins = append([]string{
 
 // forwardCall sends a handshake call to ep (handshake.Forwarder.Forward)
 // with the scheme the client used.
-func (l *level3) forwardCall(w http.ResponseWriter, r *http.Request, next handshake.Next, ep handshake.Endpoint, body []byte, capture bool) (*handshake.Captured, error) {
-	return l.forwarder.Forward(w, r, next, ep, body, capture, l.site.Scheme(r))
+func (s *Step) forwardCall(w http.ResponseWriter, r *http.Request, next handshake.Next, ep handshake.Endpoint, body []byte, capture bool) (*handshake.Captured, error) {
+	return s.forwarder.Forward(w, r, next, ep, body, capture, s.site.Scheme(r))
 }
