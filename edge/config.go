@@ -134,7 +134,7 @@ type Config struct {
 
 	// Level 2 settings (edge/identity).
 	Level2Config
-	// Level 3 settings (level3.go).
+	// Level 3 settings (level3_config.go; the step is edge/level3).
 	Level3Config
 	// Revocation and Linked Data proof settings (delegation.go).
 	DelegationConfig

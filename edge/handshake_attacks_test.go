@@ -18,7 +18,7 @@ import (
 )
 
 // TestLegacyPassFoldedParams: with `legacy_handshake pass`,
-// isLegacyForm (handshake.go) decides that a body is a legacy tools/call of
+// handshake.IsLegacyForm decides that a body is a legacy tools/call of
 // _mcpi by looking at "params". Go's encoding/json, which upstreams such as
 // mark3labs/mcp-go decode with, matches member names with Unicode simple
 // folding, in which U+017F LATIN SMALL LETTER LONG S equals "s": "paramſ"
@@ -57,9 +57,9 @@ func TestLegacyPassFoldedParams(t *testing.T) {
 }
 
 // TestSessionIgnoresRouteTrust: edge sessions were HMACed with one
-// key per Caddy storage (mcpi/handshake_session_key, session.go), shared by
+// key per Caddy storage (mcpi/handshake_session_key), shared by
 // every mcpi handler of every site and route using that storage, and
-// sessionFrom / checkSessionRoute re-checked only audience and
+// the session check re-checked only audience and
 // require_scopes, never the route's trust list. A session obtained on a
 // permissive route (trust any) with a self-issued credential was accepted
 // on a strict route whose trust list does not contain the issuer. The

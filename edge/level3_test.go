@@ -580,3 +580,20 @@ func TestSessionForCredentialWithinSkew(t *testing.T) {
 		t.Errorf("session expires %v, want %v", vr.ExpiresAt, want)
 	}
 }
+
+// TestHandshakePathTakesPOST: anything but a POST on a handshake path is
+// answered 405 in terminate mode, with its headers and body, and never
+// reaches the upstream.
+func TestHandshakePathTakesPOST(t *testing.T) {
+	h := newFixture(t).l3Handler(t, nil)
+	for _, path := range []string{defaultHandshakePath, defaultVerifyPath} {
+		rec, called := l3Serve(t, h, newRequest(http.MethodGet, path, ""), nil)
+		hdr := rec.Header()
+		if called || rec.Code != http.StatusMethodNotAllowed || hdr.Get("Allow") != http.MethodPost ||
+			hdr.Get("Content-Type") != "application/json" || hdr.Get("X-Content-Type-Options") != "nosniff" ||
+			hdr.Get("Cache-Control") != "no-store" ||
+			rec.Body.String() != `{"error":"method_not_allowed","error_description":"handshake endpoints take JSON-RPC over POST"}` {
+			t.Errorf("GET %s: called=%t HTTP %d %v %s", path, called, rec.Code, hdr, rec.Body)
+		}
+	}
+}

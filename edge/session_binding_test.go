@@ -10,7 +10,7 @@ import (
 )
 
 // TestSessionFingerprintOmitsAcceptanceRules: acceptancePolicy
-// (session.go) names the session key and the proxy-mode binding key, but
+// (level3_config.go) names the session key and the proxy-mode binding key, but
 // leaves out settings that decide whether a credential is accepted:
 // clock_skew (a credential whose nbf is hours ahead), status_stale_if_error
 // (a credential whose status cannot be checked), allow_private_did_web (an
