@@ -144,7 +144,7 @@ type Config struct {
 	RateLimitConfig
 	// Metrics and audit log settings (observe.go).
 	ObservabilityConfig
-	// KYA-OS extension settings (kyaos.go).
+	// KYA-OS extension settings (proof_config.go).
 	ProofConfig
 	// The front door: OAuth 2.1 authorization server (frontdoor.go).
 	FrontDoorConfig

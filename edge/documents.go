@@ -1,10 +1,6 @@
 package edge
 
-import (
-	"net/http"
-
-	"github.com/mcpi-edge/caddy-mcpi/edge/wellknown"
-)
+import "github.com/mcpi-edge/caddy-mcpi/edge/wellknown"
 
 // provisionDocuments fills in the documents the edge serves, once the
 // parts they describe are built.
@@ -14,30 +10,18 @@ func (h *Handler) provisionDocuments() {
 	if h.front != nil {
 		d.Resource.FrontDoorScopes = h.front.ScopesSupported
 	}
-	if h.proofs.Enforces() {
+	if gate := h.proofs.Gate(); gate.Enforces() {
 		d.MCP = &wellknown.MCP{
 			EdgeDID:           h.cfg.EdgeDID,
-			Audience:          h.proofs.audience,
-			Proof:             h.proofs.Enabled(),
-			ResponseProof:     h.proofs.SignsResponses(),
-			RequiresExtension: h.proofs.RequiresExtension(),
-			Skew:              h.proofs.Skew(),
+			Audience:          h.proofs.Audience,
+			Proof:             gate.Enabled(),
+			ResponseProof:     gate.SignsResponses(),
+			RequiresExtension: gate.RequiresExtension(),
+			Skew:              gate.Skew(),
 		}
 	}
 	d.Identity = h.ident
 	if h.l3 != nil {
 		d.Handshake = h.l3.Document()
 	}
-}
-
-// audience is the DID a request proof must name: upstream_did, else
-// edge_did, else did:web of the Host.
-func (p *proofStep) audience(r *http.Request) string {
-	if p.cfg.UpstreamDID != "" {
-		return p.cfg.UpstreamDID
-	}
-	if p.cfg.EdgeDID != "" {
-		return p.cfg.EdgeDID
-	}
-	return p.hostDID.of(p.site.Host(r))
 }

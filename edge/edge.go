@@ -28,6 +28,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
 	"github.com/mcpi-edge/caddy-mcpi/edge/level3"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
+	"github.com/mcpi-edge/caddy-mcpi/edge/proofstep"
 	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/edge/wellknown"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
@@ -122,7 +123,7 @@ type Handler struct {
 	limits *rateLimits
 	obs    *observe.Recorder
 	// proofs is the KYA-OS step: declarations, request and response proofs.
-	proofs *proofStep
+	proofs *proofstep.Step
 	// dpop checks the proofs of DPoP-bound credentials (boundcredential.go).
 	dpop *dpop.Checker
 	// front is the authorization server (frontdoor.go); nil when off.
@@ -268,7 +269,7 @@ func (h *Handler) build() error {
 	}
 	// Framing reads the body strictly where the policy, the rate limits
 	// or the proof step decide on it.
-	readsBody, proofs := h.policy.readsBody(), h.proofs
+	readsBody, proofs := h.policy.readsBody(), h.proofs.Gate()
 	h.framing = &framing.Framing{
 		MaxBody:        h.cfg.MaxBodySize,
 		DecidesOnBody:  func(raw []byte) bool { return readsBody || proofs.RequiresExtension() || proofs.Inspects(raw) },

@@ -7,6 +7,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/framing"
 	"github.com/mcpi-edge/caddy-mcpi/edge/level3"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
+	"github.com/mcpi-edge/caddy-mcpi/edge/proofstep"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -76,8 +77,8 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	if found.ForeignBearer && h.cfg.NonDelegationBearer == BearerReject {
 		return h.refuse(w, r, carrier.ErrForeignBearer, nil)
 	}
-	// KYA-OS (kyaos.go): the declaration gate comes before admission.
-	body, err := h.proofs.proofBody(w, r, &found)
+	// KYA-OS (edge/proofstep): the declaration gate comes before admission.
+	body, err := h.proofs.ReadBody(w, r, &found)
 	if err != nil {
 		return h.refuse(w, r, err, nil)
 	}
@@ -85,7 +86,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	if err := h.framing.CheckAmbiguous(&rb); err != nil {
 		return h.refuse(w, r, err, nil)
 	}
-	if err := h.proofs.negotiate(r, &rb); err != nil {
+	if err := h.proofs.Negotiate(r, &rb); err != nil {
 		return h.refuse(w, r, err, nil)
 	}
 	// 4. Without a credential, only an edge-issued handshake session admits.
@@ -101,7 +102,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 		if d == nil {
 			if h.policy.admitAnonymous(r, &rb) {
 				// request_proof holds for anonymous tools too.
-				if _, err := h.proofs.admitProof(r, &rb, nil); err != nil {
+				if _, err := h.proofs.Admit(r, &rb, nil); err != nil {
 					return h.refuse(w, r, err, nil)
 				}
 				return h.handOn(w, r, next, nil, &rb, observe.Decision{Outcome: "admitted", Reason: "anonymous", Status: http.StatusOK})
@@ -122,7 +123,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	}
 	// The request proof, bound to the credential's (or the handshake
 	// session's) subject.
-	if proved, err = h.proofs.admitProof(r, &rb, d); err != nil {
+	if proved, err = h.proofs.Admit(r, &rb, d); err != nil {
 		return h.refuse(w, r, err, nil)
 	}
 
@@ -152,7 +153,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 	}
 	reason := "ok"
 	if proved {
-		reason = proofOK
+		reason = proofstep.ReasonProofOK
 	}
 	return h.handOn(w, r, next, d, &rb, observe.Decision{Outcome: "admitted", Reason: reason, Status: http.StatusOK, Delegation: d, Carrier: carrierName})
 }
@@ -167,8 +168,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 // recorded it itself (naming the tools called) or refused the request (a
 // refusal carries its own decision).
 func (h *Handler) handOn(w http.ResponseWriter, r *http.Request, next Next, d *vc.Delegation, rb *framing.Body, adm observe.Decision) error {
-	w, finish := h.proofs.wrap(w, r, rb.Raw(), d)
-	w = h.proofs.RememberSession(r.Context(), w, rb.Raw(), delegationOwner(d))
+	w, finish := h.proofs.Wrap(w, r, rb.Raw(), d)
 	pw, recorded, err := h.policy.enforce(w, r, d, rb, adm)
 	if err != nil {
 		_ = h.refuse(w, r, err, nil)

@@ -91,7 +91,7 @@ func (p *toolPolicy) kyaHTTPChallenge(r *http.Request, m mcp.Message, dec mcp.De
 	if !ok {
 		return nil
 	}
-	s, err := p.proofs.responseSigner(r)()
+	s, err := p.proofs.Signer(r)()
 	if err != nil {
 		p.logger.Warn("no edge key to sign the draft-kya-http-02 challenge; answering the MCP prompt", zap.Error(err))
 		return nil

@@ -179,11 +179,9 @@ func (s resumeRefusingStore) BindOwned(ctx context.Context, kind, owner, key str
 	return s.MemoryStore.BindOwned(ctx, kind, owner, key, value, ttl, max)
 }
 
-// TestResumeFailureWarnsOnce: when no resumeToken can be issued, each
-// denied call still gets the unsigned consent prompt, and the warning
-// that says so is written once however many callers meet it.
-func TestResumeFailureWarnsOnce(t *testing.T) {
-	f := newFixture(t)
+// signingWithoutResume is a policy handler at level 2 with response_proof
+// sign whose store refuses resume tokens, and the logs it writes.
+func signingWithoutResume(t *testing.T, f fixture, mod func(*setup)) (*Handler, *observer.ObservedLogs) {
 	mem := challenge.NewMemoryStore(context.Background())
 	t.Cleanup(func() { _ = mem.Close() })
 	core, logs := observer.New(zap.InfoLevel)
@@ -191,7 +189,19 @@ func TestResumeFailureWarnsOnce(t *testing.T) {
 		c.Level = 2
 		c.ResponseProof = "sign"
 		c.use(WithNonceStore(resumeRefusingStore{mem}, "test"), WithLogger(zap.New(core)))
+		if mod != nil {
+			mod(c)
+		}
 	})
+	return h, logs
+}
+
+// TestResumeFailureWarnsOnce: when no resumeToken can be issued, each
+// denied call still gets the unsigned consent prompt, and the warning
+// that says so is written once however many callers meet it.
+func TestResumeFailureWarnsOnce(t *testing.T) {
+	f := newFixture(t)
+	h, logs := signingWithoutResume(t, f, nil)
 	for id := range 5 {
 		res := polServe(t, h, polPost(signed(t, f.agent, testAudience, polCall(20+id, "files_write")), f.jwt(t, nil)), nil)
 		var m rpcMsg
@@ -201,5 +211,22 @@ func TestResumeFailureWarnsOnce(t *testing.T) {
 	}
 	if n := logs.FilterMessageSnippet("issuing a resumeToken failed").Len(); n != 1 {
 		t.Fatalf("%d warnings for 5 calls without a resumeToken, want 1: %v", n, logs.All())
+	}
+}
+
+// TestNoConsentNoResumeToken: with response_proof sign but no consent URL
+// and no front door, a call denied for a missing scope is answered (a
+// tool error, not forwarded) without the edge trying to issue a
+// resumeToken: no record for a prompt that has nowhere to send the user.
+func TestNoConsentNoResumeToken(t *testing.T) {
+	f := newFixture(t)
+	h, logs := signingWithoutResume(t, f, func(c *setup) { c.ConsentURL = "" })
+	res := polServe(t, h, polPost(signed(t, f.agent, testAudience, polCall(30, "files_write")), f.jwt(t, nil)), nil)
+	var m rpcMsg
+	if err := json.Unmarshal(res.rec.Body.Bytes(), &m); err != nil || res.called || m.Result == nil || !m.Result.IsError {
+		t.Fatalf("%v forwarded %v: %s", err, res.called, res.rec.Body)
+	}
+	if n := logs.FilterMessageSnippet("resumeToken").Len(); n != 0 {
+		t.Fatalf("a resumeToken was asked for without a consent URL: %v", logs.All())
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe/observetest"
-	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/internal/redistest"
 	"github.com/mcpi-edge/caddy-mcpi/vc/kyaos"
 )
@@ -371,20 +370,6 @@ func TestRequireExtensionLegacySession(t *testing.T) {
 		if res := serve(t, h, r); res.called != admitted {
 			t.Fatalf("%s: upstream called %v: %s", sid, res.called, res.rec.Body)
 		}
-	}
-}
-
-// TestHostDID: the remembered audience is the did:web of the Host asked
-// for, whichever Host came before.
-func TestHostDID(t *testing.T) {
-	var m hostDID
-	for _, host := range []string{"a.example", "a.example", "127.0.0.1:8443", "a.example", "[::1]:8443", "[::1]:8443"} {
-		if got, want := m.of(host), site.Audiences(host)[0]; got != want {
-			t.Fatalf("of(%q) = %q, want %q", host, got, want)
-		}
-	}
-	if n := testing.AllocsPerRun(100, func() { m.of("[::1]:8443") }); n != 0 {
-		t.Errorf("the same Host again: %v allocations, want 0", n)
 	}
 }
 

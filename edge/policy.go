@@ -14,6 +14,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
 	"github.com/mcpi-edge/caddy-mcpi/edge/level3"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
+	"github.com/mcpi-edge/caddy-mcpi/edge/proofstep"
 	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
@@ -101,7 +102,7 @@ type toolPolicy struct {
 	// proofs signs consent challenges and denials; l3 finds the session
 	// that makes a delegation holder-bound; front, when on, asks OAuth
 	// clients to step up; consent is where prompts send the user.
-	proofs  *proofStep
+	proofs  *proofstep.Step
 	l3      *level3.Step
 	front   *authserver.Server
 	consent *agentConsent
@@ -344,7 +345,7 @@ func (p *toolPolicy) enforce(w http.ResponseWriter, r *http.Request, d *vc.Deleg
 			if err != nil {
 				return w, false, requestStateRefusal(m, err, adm)
 			}
-			if err := p.proofs.checkResume(r, m, name, d, adm); err != nil {
+			if err := p.proofs.CheckResume(r, m, name, d, adm); err != nil {
 				return w, false, err
 			}
 			dec := p.decide(p.site.Host(r), name, d, presented)

@@ -52,12 +52,12 @@ func (p *toolPolicy) denied(w http.ResponseWriter, r *http.Request, msgs []mcp.M
 		}
 		if m.Method == mcp.MethodToolsCall && !decisions[i].Allowed {
 			name, _ := mcp.ToolCallName(m)
-			if b, ok := p.proofs.signedChallenge(w, r, batch, m, name, decisions[i], d); ok {
+			if b, ok := p.proofs.SignedChallenge(w, r, batch, m, name, decisions[i], d); ok {
 				out = append(out, b)
 				continue
 			}
 			b := p.deniedResult(r, era, m, name, decisions[i], d)
-			if sb, ok := p.proofs.signedDenial(w, r, batch, m, b, decisions[i].Reason, d); ok {
+			if sb, ok := p.proofs.SignedDenial(w, r, batch, m, b, decisions[i].Reason, d); ok {
 				b = sb
 			}
 			out = append(out, b)

@@ -1,4 +1,4 @@
-package edge
+package proofstep
 
 import (
 	"encoding/json"
@@ -30,33 +30,33 @@ import (
 // is down or full fails every one.
 const resumeWarnInterval = 30 * time.Second
 
-// signedChallenge is the signed needs_authorization answer to the denied
+// SignedChallenge is the signed needs_authorization answer to the denied
 // call m of tool; ok is false when the edge does not sign responses, the
 // caller is anonymous, no consent URL is usable, the call is one of a batch (2026 clients send
 // none), or signing failed: the unsigned prompt of today answers then.
-func (p *proofStep) signedChallenge(w http.ResponseWriter, r *http.Request, batch bool, m mcp.Message, tool string, dec mcp.Decision, d *vc.Delegation) ([]byte, bool) {
+func (p *Step) SignedChallenge(w http.ResponseWriter, r *http.Request, batch bool, m mcp.Message, tool string, dec mcp.Decision, d *vc.Delegation) ([]byte, bool) {
 	// An anonymous caller gets the unsigned prompt: a resumeToken is a
 	// record in the shared store, which no anonymous request may write.
-	if batch || d == nil || !p.SignsResponses() || (p.cfg.ConsentURL == "" && !p.consent.on()) || len(dec.Missing) == 0 ||
+	if batch || d == nil || !p.gate.SignsResponses() || p.parts.Consent == nil || len(dec.Missing) == 0 ||
 		(dec.Reason != mcp.ReasonInsufficientScope && dec.Reason != mcp.ReasonAnonymous) {
 		return nil, false
 	}
 	agent := d.AgentDID
 	now := time.Now()
-	token, exp, err := p.IssueResume(r.Context(), delegationOwner(d), agent, tool, now)
+	token, exp, err := p.gate.IssueResume(r.Context(), delegationOwner(d), agent, tool, now)
 	if err != nil {
 		if p.resumeWarn.Allow(resumeWarnInterval) {
-			p.logger.Warn("issuing a resumeToken failed; answering the unsigned consent prompt (logged at most every 30s)", zap.Error(err))
+			p.parts.Logger.Warn("issuing a resumeToken failed; answering the unsigned consent prompt (logged at most every 30s)", zap.Error(err))
 		}
 		return nil, false
 	}
-	link, ok := mcp.ConsentLink(mcp.NeedsAuthorization{Tool: tool, Missing: dec.Missing, ConsentURL: p.consent.url(r, tool, dec, d, token), AgentDID: agent, ResumeToken: token})
+	link, ok := mcp.ConsentLink(mcp.NeedsAuthorization{Tool: tool, Missing: dec.Missing, ConsentURL: p.parts.Consent(r, tool, dec, d, token), AgentDID: agent, ResumeToken: token})
 	if !ok {
 		return nil, false
 	}
-	s, err := p.responseSigner(r)()
+	s, err := p.Signer(r)()
 	if err != nil {
-		p.logger.Warn("signing the consent challenge failed; answering the unsigned prompt", zap.Error(err))
+		p.parts.Logger.Warn("signing the consent challenge failed; answering the unsigned prompt", zap.Error(err))
 		return nil, false
 	}
 	// The challenge holds resultType besides content: like any such result
@@ -68,7 +68,7 @@ func (p *proofStep) signedChallenge(w http.ResponseWriter, r *http.Request, batc
 		AuthorizationURL: link, ResumeToken: token, ExpiresAt: exp.Unix(),
 	}, now.Unix())
 	if err != nil {
-		p.logger.Warn("signing the consent challenge failed; answering the unsigned prompt", zap.Error(err))
+		p.parts.Logger.Warn("signing the consent challenge failed; answering the unsigned prompt", zap.Error(err))
 		return nil, false
 	}
 	out, err := json.Marshal(struct {
@@ -83,24 +83,24 @@ func (p *proofStep) signedChallenge(w http.ResponseWriter, r *http.Request, batc
 	return out, true
 }
 
-// signedDenial signs the edge's refusal resp of the denied call m (a tool
+// SignedDenial signs the edge's refusal resp of the denied call m (a tool
 // error result) with outcome denied and the refusal's reason, as KYA-OS
 // §4.1 has a server state what it decided (no responseHash); ok is false
 // when the edge does not sign responses or resp is not one result (the
 // response writer then signs or passes it as any answer).
-func (p *proofStep) signedDenial(w http.ResponseWriter, r *http.Request, batch bool, m mcp.Message, resp []byte, reason string, d *vc.Delegation) ([]byte, bool) {
-	if batch || !p.SignsResponses() {
+func (p *Step) SignedDenial(w http.ResponseWriter, r *http.Request, batch bool, m mcp.Message, resp []byte, reason string, d *vc.Delegation) ([]byte, bool) {
+	if batch || !p.gate.SignsResponses() {
 		return nil, false
 	}
 	result := jsonscan.Member(resp, "result")
 	if len(result) == 0 || result[0] != '{' {
 		return nil, false
 	}
-	s, err := p.responseSigner(r)()
+	s, err := p.Signer(r)()
 	if err != nil {
 		return nil, false
 	}
-	s.Envelope = p.SignsEnvelope() || !kyaos.ContentOnly(result)
+	s.Envelope = p.gate.SignsEnvelope() || !kyaos.ContentOnly(result)
 	aud := p.callerAudience(r, d)
 	signed, err := s.SignResult(result, m.Raw, aud, kyaos.ResponseMeta{Outcome: kyaos.OutcomeDenied, Reason: reason}, time.Now().Unix())
 	if err != nil {
@@ -112,18 +112,18 @@ func (p *proofStep) signedDenial(w http.ResponseWriter, r *http.Request, batch b
 
 // callerAudience is the audience of the edge's response proofs: the
 // caller's DID (docs/protocol/kyaos.md#response-proofs), else the route's.
-func (p *proofStep) callerAudience(r *http.Request, d *vc.Delegation) string {
+func (p *Step) callerAudience(r *http.Request, d *vc.Delegation) string {
 	if d != nil && d.AgentDID != "" {
 		return d.AgentDID
 	}
-	return p.audience(r)
+	return p.Audience(r)
 }
 
-// checkResume checks the resumeToken a retried tools/call m of tool
-// carries, when it is one of the edge's, and consumes it; handled: the
-// refusal is returned and nothing is forwarded. A token of the upstream's
+// CheckResume checks the resumeToken a retried tools/call m of tool
+// carries, when it is one of the edge's, and consumes it; a refusal is a
+// *refusal.Refusal, and nothing is forwarded. A token of the upstream's
 // (without the edge's prefix) passes on unchecked.
-func (p *proofStep) checkResume(r *http.Request, m mcp.Message, tool string, d *vc.Delegation, adm observe.Decision) error {
+func (p *Step) CheckResume(r *http.Request, m mcp.Message, tool string, d *vc.Delegation, adm observe.Decision) error {
 	token, ok, err := proof.ResumeToken(m.Params)
 	var rf *proof.Refusal
 	switch {
@@ -136,7 +136,7 @@ func (p *proofStep) checkResume(r *http.Request, m mcp.Message, tool string, d *
 		if d != nil {
 			agent = d.AgentDID
 		}
-		if rf = p.RedeemResume(r.Context(), token, delegationOwner(d), agent, tool, time.Now()); rf == nil {
+		if rf = p.gate.RedeemResume(r.Context(), token, delegationOwner(d), agent, tool, time.Now()); rf == nil {
 			return nil
 		}
 	}
