@@ -222,7 +222,7 @@ func (c *Config) Validate() error {
 	if err := h.validateRateLimits(); err != nil {
 		return err
 	}
-	return h.validatePolicy()
+	return h.PolicyConfig.Validate()
 }
 
 // IsCarrier reports whether name is a carrier Config.Carriers may list.

@@ -107,7 +107,7 @@ func (p *proofStep) proofBody(w http.ResponseWriter, r *http.Request, found *car
 	switch {
 	case found.Body != nil:
 		return found.Body, nil
-	case p.Enabled() && !bodyless(r.Method) && hasRequestBody(r):
+	case p.Enabled() && !carrier.Bodyless(r.Method) && carrier.HasBody(r):
 		// Any method that may carry a body, not only POST: an upstream
 		// may take a PUT or a "post" for one.
 	case p.SignsResponses() && carrier.WantsBody(r):

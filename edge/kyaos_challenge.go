@@ -37,7 +37,7 @@ const resumeWarnInterval = 30 * time.Second
 func (p *proofStep) signedChallenge(w http.ResponseWriter, r *http.Request, batch bool, m mcp.Message, tool string, dec mcp.Decision, d *vc.Delegation) ([]byte, bool) {
 	// An anonymous caller gets the unsigned prompt: a resumeToken is a
 	// record in the shared store, which no anonymous request may write.
-	if batch || d == nil || !p.SignsResponses() || (p.cfg.ConsentURL == "" && !p.consent.on()) || len(dec.Missing) == 0 ||
+	if batch || d == nil || !p.SignsResponses() || (p.cfg.ConsentURL == "" && !p.consent.Own()) || len(dec.Missing) == 0 ||
 		(dec.Reason != mcp.ReasonInsufficientScope && dec.Reason != mcp.ReasonAnonymous) {
 		return nil, false
 	}
@@ -50,7 +50,7 @@ func (p *proofStep) signedChallenge(w http.ResponseWriter, r *http.Request, batc
 		}
 		return nil, false
 	}
-	link, ok := mcp.ConsentLink(mcp.NeedsAuthorization{Tool: tool, Missing: dec.Missing, ConsentURL: p.consent.url(r, tool, dec, d, token), AgentDID: agent, ResumeToken: token})
+	link, ok := mcp.ConsentLink(mcp.NeedsAuthorization{Tool: tool, Missing: dec.Missing, ConsentURL: p.consent.URL(r, tool, dec, d, token), AgentDID: agent, ResumeToken: token})
 	if !ok {
 		return nil, false
 	}
