@@ -1,5 +1,8 @@
 package edge
 
+// The edge's side of the tool policy step (edge/toolpolicy): its settings
+// under their edge names, building it, and the other steps as it asks them.
+
 import (
 	"net/http"
 
@@ -9,6 +12,24 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
+
+// The tool policy's settings are the step's own types (edge/toolpolicy);
+// these names keep them where Config and its users have always found
+// them, so the configuration's Go and JSON shapes do not change.
+type (
+	// PolicyConfig holds the MCP-aware authorization settings.
+	PolicyConfig = toolpolicy.PolicyConfig
+	// ToolPolicy is the rule for the tools whose name matches its Name.
+	ToolPolicy = toolpolicy.ToolPolicy
+	// RuleConfig is one operator rule.
+	RuleConfig = toolpolicy.RuleConfig
+	// ToolAnnotationsPolicy gives scopes by annotation class.
+	ToolAnnotationsPolicy = toolpolicy.ToolAnnotationsPolicy
+)
+
+// ValidActionHost accepts a host name (no scheme, port or path) or
+// "*.<host name>".
+func ValidActionHost(s string) bool { return toolpolicy.ValidActionHost(s) }
 
 // provisionPolicy builds the tool policy step (edge/toolpolicy) from the
 // parts built before it; it runs at the end of build.
