@@ -138,7 +138,7 @@ type Config struct {
 	Level3Config
 	// Revocation and Linked Data proof settings (delegation.go).
 	DelegationConfig
-	// Per-tool policy settings (policy.go).
+	// Per-tool policy settings (edge/toolpolicy).
 	PolicyConfig
 	// Rate limits and quotas (ratelimits.go).
 	RateLimitConfig

@@ -26,7 +26,7 @@ import (
 // credential and must name the same agent; the request then goes on with
 // its identity.
 func (p *Policy) consented(r *http.Request, m mcp.Message, stateResume string, d *vc.Delegation, dec mcp.Decision) (*vc.Delegation, bool) {
-	if !p.Consent.Own() || d == nil || dec.Allowed || dec.Reason != mcp.ReasonInsufficientScope {
+	if !p.parts.Consent.Own() || d == nil || dec.Allowed || dec.Reason != mcp.ReasonInsufficientScope {
 		return nil, false
 	}
 	resume := stateResume
@@ -37,18 +37,18 @@ func (p *Policy) consented(r *http.Request, m mcp.Message, stateResume string, d
 		}
 		resume = tok
 	}
-	raw, ok, err := p.Front.Approved(r.Context(), resume, d.AgentDID)
+	raw, ok, err := p.parts.Front.Approved(r.Context(), resume, d.AgentDID)
 	if err != nil {
-		p.Logger.Warn("looking up a consent approval failed; answering the prompt again", zap.Error(err))
+		p.parts.Logger.Warn("looking up a consent approval failed; answering the prompt again", zap.Error(err))
 		return nil, false
 	}
 	if !ok {
 		return nil, false
 	}
-	nd, err := p.Approve(r, []byte(raw))
+	nd, err := p.parts.Approve(r, []byte(raw))
 	if err != nil || nd.AgentDID != d.AgentDID {
 		if err != nil {
-			p.Logger.Warn("the approved delegation does not verify, or the edge could not tell the upstream who calls with it (is `trust authorization_server` set?)", zap.Error(err))
+			p.parts.Logger.Warn("the approved delegation does not verify, or the edge could not tell the upstream who calls with it (is `trust authorization_server` set?)", zap.Error(err))
 		}
 		return nil, false
 	}

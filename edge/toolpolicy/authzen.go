@@ -114,7 +114,7 @@ func (tp *Policy) logPDPError(tool string, err error) {
 	if now-last < int64(pdpLogEvery) || !p.lastLog.CompareAndSwap(last, now) {
 		return
 	}
-	tp.Logger.Warn("mcpi: the AuthZEN PDP gave no decision; the call is refused (policy_error). Check the PDP and authzen url/timeout. Logged at most every "+pdpLogEvery.String()+".",
+	tp.parts.Logger.Warn("mcpi: the AuthZEN PDP gave no decision; the call is refused (policy_error). Check the PDP and authzen url/timeout. Logged at most every "+pdpLogEvery.String()+".",
 		zap.String("tool", tp.toolLabel(tool)), zap.String("error", err.Error()))
 }
 

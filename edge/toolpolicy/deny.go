@@ -53,12 +53,12 @@ func (p *Policy) denied(w http.ResponseWriter, r *http.Request, msgs []mcp.Messa
 		}
 		if m.Method == mcp.MethodToolsCall && !decisions[i].Allowed {
 			name, _ := mcp.ToolCallName(m)
-			if b, ok := p.Proofs.SignedChallenge(w, r, batch, m, name, decisions[i], d); ok {
+			if b, ok := p.parts.Proofs.SignedChallenge(w, r, batch, m, name, decisions[i], d); ok {
 				out = append(out, b)
 				continue
 			}
 			b := p.deniedResult(r, era, m, name, decisions[i], d)
-			if sb, ok := p.Proofs.SignedDenial(w, r, batch, m, b, decisions[i].Reason, d); ok {
+			if sb, ok := p.parts.Proofs.SignedDenial(w, r, batch, m, b, decisions[i].Reason, d); ok {
 				b = sb
 			}
 			out = append(out, b)
@@ -106,7 +106,7 @@ func (p *Policy) deniedResult(r *http.Request, era mcp.Era, m mcp.Message, tool 
 		if d != nil {
 			n.AgentDID = d.AgentDID
 		}
-		if n.ConsentURL = p.Consent.URL(r, tool, dec, d, n.ResumeToken); n.ConsentURL == "" {
+		if n.ConsentURL = p.parts.Consent.URL(r, tool, dec, d, n.ResumeToken); n.ConsentURL == "" {
 			n.ResumeToken = ""
 		}
 		if b, ok := p.consentInput(era, m, n); ok {
@@ -137,8 +137,8 @@ func (p *Policy) logDecision(tool string, d *vc.Delegation, dec mcp.Decision) {
 	if dec.Allowed {
 		outcome = "allowed"
 	}
-	p.Recorder.ToolDecision(p.toolLabel(tool), outcome)
-	c := p.Logger.Check(zapcore.DebugLevel, "tool call decided")
+	p.parts.Recorder.ToolDecision(p.toolLabel(tool), outcome)
+	c := p.parts.Logger.Check(zapcore.DebugLevel, "tool call decided")
 	if c == nil {
 		return
 	}

@@ -46,7 +46,7 @@ func (p *Policy) policeHTTP(r *http.Request, method string, read bool) (int, err
 		return http.StatusBadRequest, errConnect
 	}
 	if r.Header.Get("Upgrade") != "" {
-		if c := p.Logger.Check(zapcore.DebugLevel, "protocol upgrade ignored under the tool policy"); c != nil {
+		if c := p.parts.Logger.Check(zapcore.DebugLevel, "protocol upgrade ignored under the tool policy"); c != nil {
 			c.Write(zap.String("upgrade", r.Header.Get("Upgrade")))
 		}
 		r.Header.Del("Upgrade")

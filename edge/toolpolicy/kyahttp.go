@@ -37,7 +37,7 @@ type kyaAcceptKey struct{}
 // NoteKYAAccept remembers KYA-Accept-Challenge (any non-empty value) on a
 // route that offers the challenge.
 func (p *Policy) NoteKYAAccept(r *http.Request) *http.Request {
-	if p.Front == nil || !p.Front.KYAHTTP() || r.Header.Get("KYA-Accept-Challenge") == "" {
+	if p.parts.Front == nil || !p.parts.Front.KYAHTTP() || r.Header.Get("KYA-Accept-Challenge") == "" {
 		return r
 	}
 	return r.WithContext(context.WithValue(r.Context(), kyaAcceptKey{}, true))
@@ -77,7 +77,7 @@ func (p *Policy) kyaHTTP(r *http.Request, msgs []mcp.Message, batch bool, decisi
 // kyaHTTPChallenge is the challenge for the denied call m, or nil when it
 // does not apply.
 func (p *Policy) kyaHTTPChallenge(r *http.Request, m mcp.Message, dec mcp.Decision, d *vc.Delegation) *refusal.Refusal {
-	if dec.Allowed || p.Front == nil || !p.Front.KYAHTTP() || d == nil || dec.Reason != mcp.ReasonInsufficientScope || len(dec.Missing) == 0 {
+	if dec.Allowed || p.parts.Front == nil || !p.parts.Front.KYAHTTP() || d == nil || dec.Reason != mcp.ReasonInsufficientScope || len(dec.Missing) == 0 {
 		return nil
 	}
 	fetcher, _ := r.Context().Value(kyaAcceptKey{}).(bool)
@@ -86,20 +86,20 @@ func (p *Policy) kyaHTTPChallenge(r *http.Request, m mcp.Message, dec mcp.Decisi
 	}
 	tool, _ := mcp.ToolCallName(m)
 	now := time.Now()
-	c, ok := p.Front.NewKYAChallenge(p.Site.Origin(r), authserver.AgentPrompt{
+	c, ok := p.parts.Front.NewKYAChallenge(p.parts.Site.Origin(r), authserver.AgentPrompt{
 		AgentDID: d.AgentDID, Tool: tool, Missing: dec.Missing, Held: d.Scopes,
 	}, now)
 	if !ok {
 		return nil
 	}
-	s, err := p.Proofs.ResponseSigner(r)()
+	s, err := p.parts.Proofs.ResponseSigner(r)()
 	if err != nil {
-		p.Logger.Warn("no edge key to sign the draft-kya-http-02 challenge; answering the MCP prompt", zap.Error(err))
+		p.parts.Logger.Warn("no edge key to sign the draft-kya-http-02 challenge; answering the MCP prompt", zap.Error(err))
 		return nil
 	}
 	proof, err := s.SignChallengeProof(c.SID, c.ConsentURI, c.Scopes, now.Unix())
 	if err != nil {
-		p.Logger.Warn("signing the draft-kya-http-02 challenge failed; answering the MCP prompt", zap.Error(err))
+		p.parts.Logger.Warn("signing the draft-kya-http-02 challenge failed; answering the MCP prompt", zap.Error(err))
 		return nil
 	}
 	var b kyaChallengeBody
@@ -122,8 +122,8 @@ func (p *Policy) kyaHTTPChallenge(r *http.Request, m mcp.Message, dec mcp.Decisi
 		hdr.Set("KYA-Action", "challenge")
 		return &refusal.Refusal{Status: http.StatusOK, Reason: "kya_challenge", Body: body, Header: hdr}
 	}
-	hdr.Add("WWW-Authenticate", delegationChallenge(p.Site.Host(r), c, interval))
-	hdr.Add("WWW-Authenticate", `Bearer resource_metadata="`+refusal.Quote(p.Site.ResourceMetadataURL(r))+`"`)
+	hdr.Add("WWW-Authenticate", delegationChallenge(p.parts.Site.Host(r), c, interval))
+	hdr.Add("WWW-Authenticate", `Bearer resource_metadata="`+refusal.Quote(p.parts.Site.ResourceMetadataURL(r))+`"`)
 	hdr.Set("Retry-After", interval)
 	return &refusal.Refusal{Status: http.StatusUnauthorized, Reason: "kya_challenge", Body: body, Header: hdr}
 }

@@ -1,3 +1,11 @@
+// Package toolpolicy is the edge's tool policy step. Policy.Check decides
+// on an admitted request (the HTTP a policy reads, each tools/call's
+// scopes, operator rules and AuthZEN decision, requestState and resume
+// tokens, the edge's agent consent, rate limits) and returns either a
+// Verdict or a *refusal.Refusal for the caller to write; Policy.Wrap
+// applies the Verdict to the answer (tools/list filtering, handshake-action
+// and consent-URL checks, learning parameter headers and annotation
+// classes). Nothing in the package writes a refusal itself.
 package toolpolicy
 
 import (
@@ -101,7 +109,8 @@ type Policy struct {
 	actionHosts     []string
 	maxBody         int64
 	maxResponseSize int64
-	Parts
+	// parts are the rest of the edge, as New was given them.
+	parts Parts
 }
 
 // Parts are what the step reads of the rest of the edge, built before it.
@@ -194,7 +203,7 @@ func New(ctx context.Context, cfg *PolicyConfig, maxBody int64, parts Parts) (*P
 	p := &Policy{pol: pol, actions: mode, listed: &toolNames{m: make(map[string]struct{})},
 		annotations: newAnnotationPolicy(cfg.ToolAnnotationsPolicy), states: states,
 		params: newParamHeaderStore(), actionHosts: cfg.HandshakeActionHosts,
-		maxBody: maxBody, maxResponseSize: maxResponse, Parts: parts}
+		maxBody: maxBody, maxResponseSize: maxResponse, parts: parts}
 	if parts.Limiter != nil {
 		p.limits = &rateLimits{limiter: parts.Limiter}
 	}
@@ -245,7 +254,7 @@ func (p *Policy) AdmitAnonymous(r *http.Request, rb *framing.Body) bool {
 		switch {
 		case m.Method == mcp.MethodToolsCall:
 			name, _ := mcp.ToolCallName(m)
-			if !p.toolAllowed(p.Site.Host(r), name, nil, false) {
+			if !p.toolAllowed(p.parts.Site.Host(r), name, nil, false) {
 				return false
 			}
 		case slices.Contains(anonymousMethods, m.Method), strings.HasPrefix(m.Method, "notifications/"):
@@ -312,8 +321,9 @@ type Verdict struct {
 // for an anonymous one, adm is its admission); Wrap then applies the
 // verdict to the answer. It returns a *refusal.Refusal (or an error of the
 // carriers or framing) when the request goes no further; the refusal
-// carries the request's decision. w is only read: a body read here is
-// limited through it.
+// carries the request's decision. w is the writer the answer goes to: a
+// body read here is limited through it, and the proof step marks on it an
+// answer it signed.
 //
 // Methods are compared without regard to case, since a server may route
 // "post" as POST. Every method but GET, HEAD, OPTIONS, DELETE, TRACE and
@@ -420,15 +430,15 @@ func (p *Policy) Check(w http.ResponseWriter, r *http.Request, d *vc.Delegation,
 			if err != nil {
 				return Verdict{}, requestStateRefusal(m, err, adm)
 			}
-			if err := p.Proofs.CheckResume(r, m, name, d, adm); err != nil {
+			if err := p.parts.Proofs.CheckResume(r, m, name, d, adm); err != nil {
 				return Verdict{}, err
 			}
-			dec := p.decide(p.Site.Host(r), name, d, presented)
+			dec := p.decide(p.parts.Site.Host(r), name, d, presented)
 			// A retry after the user approved at the edge's consent page
 			// goes on with the delegation approved (agentconsent.go).
 			if !batch {
 				if nd, ok := p.consented(r, m, stateResume, d, dec); ok {
-					d, dec = nd, p.decide(p.Site.Host(r), name, nd, presented)
+					d, dec = nd, p.decide(p.parts.Site.Host(r), name, nd, presented)
 					adm.Delegation = nd
 				}
 			}
@@ -527,10 +537,10 @@ func (p *Policy) holderBound(r *http.Request, d *vc.Delegation, adm observe.Deci
 		// looking it up again would cost another MAC or store round trip.
 		return true
 	}
-	if p.Sessions == nil {
+	if p.parts.Sessions == nil {
 		return false
 	}
-	s, err := p.Sessions.Session(r)
+	s, err := p.parts.Sessions.Session(r)
 	return err == nil && s != nil && s.Hash == d.Hash && s.AgentDID == d.AgentDID
 }
 

@@ -167,7 +167,7 @@ func (p *Policy) warnRateLimitStore(err error) {
 	if errors.Is(err, ratelimit.ErrFull) {
 		msg = "rate limits: the in-memory store is full of live counters, new callers are refused (503)"
 	}
-	p.Logger.Warn(msg, zap.Error(err))
+	p.parts.Logger.Warn(msg, zap.Error(err))
 }
 
 // ReadsBody: a step after admission decides on every JSON-RPC body, and

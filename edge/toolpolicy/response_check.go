@@ -54,7 +54,7 @@ type responseCheck struct {
 }
 
 func (p *Policy) newResponseCheck(r *http.Request, d *vc.Delegation, msgs []mcp.Message, batch, filter, actions bool) *responseCheck {
-	c := &responseCheck{p: p, host: p.Site.Host(r), d: d, msgs: msgs, batch: batch, filter: filter, era: mcp.HeaderEra(r.Header)}
+	c := &responseCheck{p: p, host: p.parts.Site.Host(r), d: d, msgs: msgs, batch: batch, filter: filter, era: mcp.HeaderEra(r.Header)}
 	if actions {
 		c.actions = p.actions
 		c.opts = mcp.ActionOptions{ToolEndpointHost: r.Host, AllowedHosts: p.actionHosts, Era: c.era}
@@ -169,7 +169,7 @@ func (c *responseCheck) rewrite(data []byte) ([]byte, error) {
 		if c.actions == mcp.ActionsObserve {
 			msg = "invalid handshake action (observe only)"
 		}
-		if ce := c.p.Logger.Check(zapcore.WarnLevel, msg); ce != nil {
+		if ce := c.p.parts.Logger.Check(zapcore.WarnLevel, msg); ce != nil {
 			ce.Write(zap.String("tool", c.toolLabel()), zap.String("action", is.Action), zap.String("issue", is.Code),
 				zap.String("field", is.Field), zap.String("detail", is.Detail))
 		}
@@ -207,13 +207,13 @@ func (c *responseCheck) failBody(err error) []byte {
 // logWithheld logs a response that was not forwarded: the operator's
 // upstream answered something the edge could not check.
 func (c *responseCheck) logWithheld(err error) {
-	if ce := c.p.Logger.Check(zapcore.WarnLevel, "upstream response withheld: it could not be checked"); ce != nil {
+	if ce := c.p.parts.Logger.Check(zapcore.WarnLevel, "upstream response withheld: it could not be checked"); ce != nil {
 		ce.Write(zap.String("tool", c.toolLabel()), zap.Error(err))
 	}
 }
 
 func (c *responseCheck) logUnchecked(err error) {
-	if ce := c.p.Logger.Check(zapcore.DebugLevel, "upstream response passed unchecked"); ce != nil {
+	if ce := c.p.parts.Logger.Check(zapcore.DebugLevel, "upstream response passed unchecked"); ce != nil {
 		ce.Write(zap.String("tool", c.toolLabel()), zap.Error(err))
 	}
 }

@@ -100,14 +100,14 @@ func (c *PolicyConfig) compileRules() (*toolRules, error) {
 func (p *Policy) ruleInput(r *http.Request, method string, d *vc.Delegation, adm observe.Decision, presented bool) *rules.Input {
 	in := &rules.Input{
 		Request: map[string]any{"method": method, "http_method": r.Method, "era": eraName(mcp.HeaderEra(r.Header)),
-			"host": p.Site.Host(r), "path": r.URL.Path},
+			"host": p.parts.Site.Host(r), "path": r.URL.Path},
 		Now: time.Now(),
 	}
 	if d == nil {
 		return in
 	}
 	in.Agent = map[string]any{"did": d.AgentDID}
-	if score, ok := p.Identity.Reputation(r.Context(), d.AgentDID); ok {
+	if score, ok := p.parts.Identity.Reputation(r.Context(), d.AgentDID); ok {
 		in.Agent["reputation"] = score
 	}
 	in.User = map[string]any{"did": d.UserDID}
@@ -202,7 +202,7 @@ func (p *Policy) logRuleError(r *checkedRule, tool string, err error) {
 	if r.logged.Or(bit)&bit != 0 {
 		return
 	}
-	p.Logger.Warn("mcpi: a tool rule could not be evaluated; the calls it decides are refused (policy_error). Logged once per rule and kind of error.",
+	p.parts.Logger.Warn("mcpi: a tool rule could not be evaluated; the calls it decides are refused (policy_error). Logged once per rule and kind of error.",
 		zap.String("rule", r.Name), zap.String("tool", p.toolLabel(tool)), zap.String("error", kind))
 }
 

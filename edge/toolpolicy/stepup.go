@@ -19,7 +19,7 @@ import (
 // 403 insufficient_scope with that scope. Other clients get the tool
 // result they always got.
 func (p *Policy) stepUpScope(msgs []mcp.Message, batch bool, decisions []mcp.Decision, d *vc.Delegation) (string, bool) {
-	if p.Front == nil || d == nil || batch || len(msgs) != 1 || !authserver.IsUserDID(d.Issuer) {
+	if p.parts.Front == nil || d == nil || batch || len(msgs) != 1 || !authserver.IsUserDID(d.Issuer) {
 		return "", false
 	}
 	dec := decisions[0]
