@@ -82,3 +82,10 @@ func (pp policyProofs) ResponseSigner(r *http.Request) proof.Signer { return pp.
 type policySessions struct{ l *level3 }
 
 func (ps policySessions) Session(r *http.Request) (*vc.Delegation, error) { return ps.l.session(r) }
+
+// Interface guards
+var (
+	_ toolpolicy.Proofs   = policyProofs{}
+	_ toolpolicy.Sessions = policySessions{}
+	_ toolpolicy.Consent  = (*agentConsent)(nil)
+)
