@@ -1,6 +1,10 @@
 package toolpolicy
 
-import "testing"
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
 
 func TestJSONValueEnd(t *testing.T) {
 	tests := []struct {
@@ -27,4 +31,36 @@ func TestJSONValueEnd(t *testing.T) {
 			t.Errorf("%s: end %d bad %t, want %d %t", tt.desc, end, bad, tt.end, tt.bad)
 		}
 	}
+}
+
+// FuzzJSONValueEnd: an upstream answer written in two pieces ends where
+// the same answer written at once ends, and a valid JSON object or array
+// ends just past its last byte.
+func FuzzJSONValueEnd(f *testing.F) {
+	f.Add([]byte(`{"a":"}]\""}`), 3)
+	f.Add([]byte(` [1,{"b":"\\"}] tail`), 7)
+	f.Add([]byte(`"str"`), 1)
+	f.Fuzz(func(t *testing.T, body []byte, cut int) {
+		var whole jsonValueEnd
+		end, bad := whole.feed(body)
+		if cut < 0 || cut > len(body) {
+			cut = len(body) / 2
+		}
+		var split jsonValueEnd
+		end2, bad2 := split.feed(body[:cut])
+		if end2 < 0 && !bad2 {
+			if end2, bad2 = split.feed(body[cut:]); end2 >= 0 {
+				end2 += cut
+			}
+		}
+		if end != end2 || bad != bad2 {
+			t.Fatalf("%q cut at %d: whole (%d, %t), split (%d, %t)", body, cut, end, bad, end2, bad2)
+		}
+		trimmed := bytes.TrimSpace(body)
+		if json.Valid(trimmed) && len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[') {
+			if want := bytes.LastIndexAny(body, "}]") + 1; end != want || bad {
+				t.Fatalf("%q: end %d bad %t, want %d", body, end, bad, want)
+			}
+		}
+	})
 }
