@@ -138,7 +138,7 @@ type Config struct {
 	Level3Config
 	// Revocation and Linked Data proof settings (delegation.go).
 	DelegationConfig
-	// Per-tool policy settings (policy.go).
+	// Per-tool policy settings (edge/toolpolicy).
 	PolicyConfig
 	// Rate limits and quotas (ratelimits.go).
 	RateLimitConfig
@@ -222,7 +222,7 @@ func (c *Config) Validate() error {
 	if err := h.validateRateLimits(); err != nil {
 		return err
 	}
-	return h.validatePolicy()
+	return h.PolicyConfig.Validate()
 }
 
 // IsCarrier reports whether name is a carrier Config.Carriers may list.

@@ -29,7 +29,9 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/level3"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/proofstep"
+	"github.com/mcpi-edge/caddy-mcpi/edge/ratelimit"
 	"github.com/mcpi-edge/caddy-mcpi/edge/site"
+	"github.com/mcpi-edge/caddy-mcpi/edge/toolpolicy"
 	"github.com/mcpi-edge/caddy-mcpi/edge/wellknown"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 	"time"
@@ -116,12 +118,13 @@ type Handler struct {
 	// docs are the documents the edge serves (edge/wellknown).
 	docs *wellknown.Documents
 
-	ident  *identity.Identity // nil below level 2
-	l3     *level3.Step       // nil below level 3
-	policy toolPolicy
-	// limits is nil without rate limits (ratelimits.go).
-	limits *rateLimits
-	obs    *observe.Recorder
+	ident *identity.Identity // nil below level 2
+	l3    *level3.Step       // nil below level 3
+	// policy is the tool policy step (edge/toolpolicy).
+	policy *toolpolicy.Policy
+	// limiter counts the rate limits; nil without them (ratelimits.go).
+	limiter *ratelimit.Limiter
+	obs     *observe.Recorder
 	// proofs is the KYA-OS step: declarations, request and response proofs.
 	proofs *proofstep.Step
 	// dpop checks the proofs of DPoP-bound credentials (boundcredential.go).
@@ -269,12 +272,12 @@ func (h *Handler) build() error {
 	}
 	// Framing reads the body strictly where the policy, the rate limits
 	// or the proof step decide on it.
-	readsBody, proofs := h.policy.readsBody(), h.proofs.Gate()
+	readsBody, proofs := h.policy.ReadsBody(), h.proofs.Gate()
 	h.framing = &framing.Framing{
 		MaxBody:        h.cfg.MaxBodySize,
 		DecidesOnBody:  func(raw []byte) bool { return readsBody || proofs.RequiresExtension() || proofs.Inspects(raw) },
 		AmbiguousProof: proofs.AmbiguousProof,
-		ParamHeaders:   h.policy.checkParamHeaders,
+		ParamHeaders:   h.policy.CheckParamHeaders,
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/level3"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/proofstep"
+	"github.com/mcpi-edge/caddy-mcpi/edge/toolpolicy"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
@@ -19,7 +20,7 @@ import (
 // writes; handOn installs the response chain and records the admission.
 func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) error {
 	// 1. Identity headers are the edge's to set; a client's are lies.
-	r = h.noteKYAAccept(r) // an opt-in among the kya-* names (kyahttp.go)
+	r = h.policy.NoteKYAAccept(r) // an opt-in among the kya-* names (edge/toolpolicy)
 	h.carriers.StripIdentity(r)
 	// The ancestors of a chain are read now and never travel on.
 	chain := h.carriers.TakeChain(r)
@@ -58,7 +59,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 		return h.refuse(w, r, errNotJSONMediaType, nil)
 	}
 	found, err := h.carriers.Find(w, r)
-	if err != nil && (h.policy.pol == nil || err != carrier.ErrBodyNotJSON) {
+	if err != nil && (!h.policy.PerTool() || err != carrier.ErrBodyNotJSON) {
 		// A tool policy reads every body and refuses what is not JSON
 		// itself (its 400 or 415), after the credential.
 		return h.refuse(w, r, err, nil)
@@ -100,7 +101,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 			}
 		}
 		if d == nil {
-			if h.policy.admitAnonymous(r, &rb) {
+			if h.policy.AdmitAnonymous(r, &rb) {
 				// request_proof holds for anonymous tools too.
 				if _, err := h.proofs.Admit(r, &rb, nil); err != nil {
 					return h.refuse(w, r, err, nil)
@@ -147,7 +148,7 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 
 	// 8. The tool policy and the upstream (handOn); the audit log records
 	// the admission with its carrier unless the policy refuses.
-	carrierName := carrierSession
+	carrierName := toolpolicy.CarrierSession
 	if cred != nil {
 		carrierName = cred.Carrier.String()
 	}
@@ -164,27 +165,24 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 // signing of the answer (and its declaration of the extension), its
 // memory of the session's declaration, then the tool policy's check of
 // the answer (list filtering, consent URLs). Neither buffers an SSE
-// stream. A request has one decision: adm is recorded unless the policy
-// recorded it itself (naming the tools called) or refused the request (a
-// refusal carries its own decision).
+// stream. A request has one decision, recorded here: adm, or the policy's
+// in its place (naming the tools called); a refusal carries its own.
 func (h *Handler) handOn(w http.ResponseWriter, r *http.Request, next Next, d *vc.Delegation, rb *framing.Body, adm observe.Decision) error {
 	w, finish := h.proofs.Wrap(w, r, rb.Raw(), d)
-	pw, recorded, err := h.policy.enforce(w, r, d, rb, adm)
+	v, err := h.policy.Check(w, r, d, rb, adm)
 	if err != nil {
 		_ = h.refuse(w, r, err, nil)
 		return finish() // the refusal went through the proof step's writer
 	}
-	if !recorded {
-		h.obs.Decision(r, adm)
+	if v.Decision != nil {
+		adm = *v.Decision
 	}
+	h.obs.Decision(r, adm)
+	pw := h.policy.Wrap(w, r, v)
 	err = next(pw, r)
-	finishResponse(pw) // a checked answer without a body is sent as it came
+	toolpolicy.Finish(pw) // a checked answer without a body is sent as it came
 	if err != nil {
 		return err
 	}
 	return finish()
 }
-
-// carrierSession is the carrier of a decision admitted by a handshake
-// session (edge session, or an upstream session bound at verify).
-const carrierSession = "session"

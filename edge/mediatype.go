@@ -20,7 +20,7 @@ var errNotJSONMediaType = errors.New("a POST to an MCP endpoint must carry JSON:
 // no body an upstream may still parse as JSON goes on unread. A POST
 // without a body (Content-Length: 0) needs no Content-Type.
 func notJSONPost(r *http.Request) bool {
-	if !strings.EqualFold(r.Method, http.MethodPost) || !hasRequestBody(r) {
+	if !strings.EqualFold(r.Method, http.MethodPost) || !carrier.HasBody(r) {
 		return false
 	}
 	cts := r.Header.Values("Content-Type")

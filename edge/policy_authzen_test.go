@@ -169,14 +169,14 @@ func TestAuthZENConfigRefused(t *testing.T) {
 	for _, pc := range []*authzen.Config{{URL: ""}, {URL: "http://pdp.example.com"}, {URL: "https://pdp.example.com", CacheTTL: -1}} {
 		cfg := &Config{}
 		cfg.AuthZEN = pc
-		if err := cfg.validatePolicy(); err == nil {
+		if err := cfg.PolicyConfig.Validate(); err == nil {
 			t.Errorf("authzen %+v accepted", pc)
 		}
 	}
 	cfg := &Config{}
 	cfg.AuthZEN = &authzen.Config{URL: "https://pdp.example.com"}
 	cfg.Rules = []RuleConfig{{Name: "authzen", Expression: "true"}}
-	if err := cfg.validatePolicy(); err == nil || !strings.Contains(err.Error(), "choose another") {
+	if err := cfg.PolicyConfig.Validate(); err == nil || !strings.Contains(err.Error(), "choose another") {
 		t.Errorf("a rule named authzen beside the PDP: %v", err)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -53,6 +52,17 @@ func polHandler(t testing.TB, f fixture, mod func(*setup)) *Handler {
 }
 
 // polResult is what one request through the handler produced.
+// checked reports whether w, the writer next got, is the tool policy's
+// check of the answer rather than the recorder itself.
+func checked(w http.ResponseWriter) bool {
+	_, bare := w.(*httptest.ResponseRecorder)
+	return !bare
+}
+
+// codeBatchRefused is the JSON-RPC error the edge gives the requests of a
+// batch it did not forward because another call in it was denied.
+const codeBatchRefused = -32000
+
 type polResult struct {
 	rec     *httptest.ResponseRecorder
 	called  bool
@@ -566,10 +576,6 @@ func TestPolicyToolsListJSON(t *testing.T) {
 	if res.fwd.Header.Get("Accept-Encoding") != "" {
 		t.Error("Accept-Encoding forwarded: the answer could come compressed")
 	}
-	// The names the upstream listed become log labels; others do not.
-	if h.policy.toolLabel("shell") != "shell" || h.policy.toolLabel("never-listed") != "other" {
-		t.Errorf("labels: %q %q", h.policy.toolLabel("shell"), h.policy.toolLabel("never-listed"))
-	}
 
 	t.Run("batch with tools/list and other requests", func(t *testing.T) {
 		reply := func(w http.ResponseWriter, _ *http.Request) {
@@ -759,7 +765,7 @@ func TestPolicyGETStreamFiltered(t *testing.T) {
 	if !res.called {
 		t.Fatalf("HTTP %d", res.rec.Code)
 	}
-	if _, wrapped := res.w.(*responseFilter); !wrapped {
+	if wrapped := checked(res.w); !wrapped {
 		t.Error("GET stream not wrapped")
 	}
 
@@ -879,7 +885,7 @@ func TestPolicyHandshakeActions(t *testing.T) {
 	t.Run("off", func(t *testing.T) {
 		h := f.handler(t, func(c *setup) { c.HandshakeActions = "off" })
 		res := polServe(t, h, call(), polJSONReply(polActionResult(4, foreign)))
-		if _, wrapped := res.w.(*responseFilter); wrapped || res.rec.Body.String() != polActionResult(4, foreign) {
+		if wrapped := checked(res.w); wrapped || res.rec.Body.String() != polActionResult(4, foreign) {
 			t.Errorf("off: wrapped=%t %s", wrapped, res.rec.Body)
 		}
 	})
@@ -889,13 +895,13 @@ func TestPolicyHandshakeActions(t *testing.T) {
 		// the answer to notifications too.
 		h := f.handler(t, nil)
 		res := polServe(t, h, polPost(`{"jsonrpc":"2.0","id":1,"method":"ping"}`, tok), nil)
-		if _, wrapped := res.w.(*responseFilter); !wrapped {
+		if wrapped := checked(res.w); !wrapped {
 			t.Error("ping not wrapped")
 		}
 		res = polServe(t, h, polPost(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, tok), func(w http.ResponseWriter, _ *http.Request) {
 			w.WriteHeader(http.StatusAccepted)
 		})
-		if _, wrapped := res.w.(*responseFilter); !wrapped || res.rec.Code != http.StatusAccepted || res.rec.Body.Len() != 0 {
+		if wrapped := checked(res.w); !wrapped || res.rec.Code != http.StatusAccepted || res.rec.Body.Len() != 0 {
 			t.Errorf("notification: wrapped=%t HTTP %d %q", wrapped, res.rec.Code, res.rec.Body)
 		}
 	})
@@ -951,7 +957,7 @@ func TestPolicyResponseController(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`)
 	})
-	if _, wrapped := res.w.(*responseFilter); !wrapped {
+	if wrapped := checked(res.w); !wrapped {
 		t.Fatal("tools/call not wrapped while handshake actions are enforced")
 	}
 	if res.rec.Body.String() != `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}` {
@@ -967,40 +973,13 @@ func TestPolicyFlushBeforeWriteHeader(t *testing.T) {
 	res := polServe(t, h, polPost(polCall(1, "echo"), f.jwt(t, nil)), func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.(http.Flusher).Flush()
-		if _, wrapped := w.(*responseFilter); !wrapped {
+		if wrapped := checked(w); !wrapped {
 			t.Error("tools/call not wrapped")
 		}
 		_, _ = io.WriteString(w, "data: "+polActionResult(1, "https://auth.example.com/x")+"\n\n")
 	})
 	if !res.rec.Flushed || res.rec.Code != http.StatusOK || !strings.Contains(res.rec.Body.String(), "context_did=") {
 		t.Errorf("flushed=%t HTTP %d %s", res.rec.Flushed, res.rec.Code, res.rec.Body)
-	}
-}
-
-func TestJSONValueEnd(t *testing.T) {
-	tests := []struct {
-		in   []string
-		end  int // in the last piece; -1 none
-		bad  bool
-		desc string
-	}{
-		{[]string{`{"a":1}`}, 7, false, "object"},
-		{[]string{` [1,`, `{"b":"}]\""}] `}, 13, false, "strings with brackets and escapes, split"},
-		{[]string{`{"a":"\\`, `"}`}, 2, false, "escaped backslash across pieces"},
-		{[]string{`{"a":`}, -1, false, "incomplete"},
-		{[]string{`"str"`}, -1, true, "string"},
-		{[]string{`nope`}, -1, true, "garbage"},
-		{[]string{`}`}, -1, true, "closing first"},
-	}
-	for _, tt := range tests {
-		var s jsonValueEnd
-		end, bad := -1, false
-		for _, p := range tt.in {
-			end, bad = s.feed([]byte(p))
-		}
-		if end != tt.end || bad != tt.bad {
-			t.Errorf("%s: end %d bad %t, want %d %t", tt.desc, end, bad, tt.end, tt.bad)
-		}
 	}
 }
 
@@ -1180,7 +1159,7 @@ func TestPolicyToolsListUnderAnotherID(t *testing.T) {
 	})
 	t.Run("notifications only: wrapped, a bodiless answer passes", func(t *testing.T) {
 		res := polServe(t, h, polPost(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, tok), nil)
-		if _, wrapped := res.w.(*responseFilter); !wrapped || res.rec.Code != http.StatusOK || res.rec.Body.Len() != 0 {
+		if wrapped := checked(res.w); !wrapped || res.rec.Code != http.StatusOK || res.rec.Body.Len() != 0 {
 			t.Errorf("wrapped=%t HTTP %d %q", wrapped, res.rec.Code, res.rec.Body)
 		}
 	})
@@ -1460,43 +1439,4 @@ func TestPolicyPartialContentChecked(t *testing.T) {
 			}
 		})
 	}
-}
-
-// utf8CharsetRef is utf8Charset as it was: mime.ParseMediaType for every
-// value.
-func utf8CharsetRef(ct string) bool {
-	_, params, err := mime.ParseMediaType(ct)
-	if err != nil {
-		return false
-	}
-	cs, ok := params["charset"]
-	return !ok || strings.EqualFold(cs, "utf-8")
-}
-
-var contentTypeSeeds = []string{
-	"application/json", "Application/JSON", " application/json ", "application/json; charset=utf-8",
-	"application/json;charset=latin1", "application/json; charset=UTF-8; x=y", "application/json; x",
-	"application", "application/", "/json", "application/json x", "application/json/x", "application/js(on",
-	"text/plain", "\tapplication/json", "application/json\u00a0", "applİcation/json", "a/b;", "a/b; ;",
-	"application/json;", "*/*", "application/vnd.api+json", "app lication/json", "application/\x00json",
-}
-
-// The fast path of utf8Charset refuses and accepts what mime does.
-func TestUTF8Charset(t *testing.T) {
-	for _, ct := range contentTypeSeeds {
-		if got, want := utf8Charset(ct), utf8CharsetRef(ct); got != want {
-			t.Errorf("utf8Charset(%q) = %v, mime says %v", ct, got, want)
-		}
-	}
-}
-
-func FuzzUTF8Charset(f *testing.F) {
-	for _, ct := range contentTypeSeeds {
-		f.Add(ct)
-	}
-	f.Fuzz(func(t *testing.T, ct string) {
-		if got, want := utf8Charset(ct), utf8CharsetRef(ct); got != want {
-			t.Errorf("utf8Charset(%q) = %v, mime says %v", ct, got, want)
-		}
-	})
 }

@@ -65,8 +65,8 @@ func (h *Handler) provisionProofs() {
 	parts := proofstep.Parts{Site: h.site, Identity: h.ident, Logger: h.logger}
 	// A signed consent challenge needs somewhere to send the user:
 	// consent_url, else the edge's own consent page.
-	if h.cfg.ConsentURL != "" || h.consent.on() {
-		parts.Consent = h.consent.url
+	if h.cfg.ConsentURL != "" || h.consent.Own() {
+		parts.Consent = h.consent.URL
 	}
 	h.proofs = proofstep.New(gate, proofstep.Route{
 		EdgeDID: h.cfg.EdgeDID, UpstreamDID: h.cfg.UpstreamDID, Audiences: h.cfg.Audiences, MaxBody: h.cfg.MaxBodySize,

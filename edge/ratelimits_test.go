@@ -1,9 +1,7 @@
 package edge
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,6 +12,9 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/ratelimit"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
+
+// codeRateLimited is the JSON-RPC error of a request over a rate limit.
+const codeRateLimited = -32029
 
 // rlError is a rate limit's JSON-RPC error as an agent reads it.
 type rlError struct {
@@ -147,44 +148,11 @@ func TestRateLimitBatchOverBurst(t *testing.T) {
 	}
 }
 
-// A store the limits cannot reach refuses the request with 503 (never
-// 429, never forwarded) unless rate_limit_fail_open.
-func TestRateLimitStoreDown(t *testing.T) {
-	f := newFixture(t)
-	for _, open := range []bool{false, true} {
-		h := f.handler(t, func(c *setup) { c.RateLimits = []ratelimit.Limit{perMinute(5, "agent")}; c.RateLimitFailOpen = open })
-		l, err := ratelimit.New(h.cfg.RateLimits, downStore{}, ratelimit.Options{FailOpen: open})
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.limits.limiter = l
-		res := polServe(t, h, polPost(polCall(1, "echo"), f.jwt(t, nil)), nil)
-		if open {
-			if !res.called {
-				t.Errorf("fail open: %d %s", res.rec.Code, res.rec.Body)
-			}
-			continue
-		}
-		var e rlError
-		_ = json.Unmarshal(res.rec.Body.Bytes(), &e)
-		if res.called || res.rec.Code != http.StatusServiceUnavailable || e.Error.Data.Reason != "rate_limit_unavailable" {
-			t.Errorf("fail closed: called %v status %d body %s", res.called, res.rec.Code, res.rec.Body)
-		}
-	}
-}
-
-// downStore is a store that cannot be reached.
-type downStore struct{}
-
-func (downStore) Take(context.Context, string, ratelimit.Quota, int) (ratelimit.Result, error) {
-	return ratelimit.Result{}, errors.New("dial tcp: connection refused")
-}
-
 // Without rate limits nothing changes: the limiter is not even built.
 func TestRateLimitOffByDefault(t *testing.T) {
 	f := newFixture(t)
 	h := f.handler(t, nil)
-	if h.limits != nil {
+	if h.limiter != nil {
 		t.Fatal("limits built without rate_limits")
 	}
 }

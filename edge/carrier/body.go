@@ -11,6 +11,20 @@ import (
 	"unicode/utf8"
 )
 
+// HasBody reports whether r may carry a body.
+func HasBody(r *http.Request) bool {
+	return r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
+}
+
+// Bodyless reports whether method (upper case) carries no JSON-RPC in MCP.
+func Bodyless(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodDelete, http.MethodTrace, http.MethodConnect:
+		return true
+	}
+	return false
+}
+
 // WantsBody reports whether r is a POST with a JSON body: only such a
 // request can hold a JSON-RPC carrier. GET (SSE streams) and everything
 // else is never read, so streams stay streams.

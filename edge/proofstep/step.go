@@ -27,7 +27,7 @@ func (p *Step) ReadBody(w http.ResponseWriter, r *http.Request, found *carrier.F
 	switch {
 	case found.Body != nil:
 		return found.Body, nil
-	case p.gate.Enabled() && mayHoldJSONRPC(r):
+	case p.gate.Enabled() && !carrier.Bodyless(r.Method) && carrier.HasBody(r):
 		// Any method that may carry a body, not only POST: an upstream
 		// may take a PUT or a "post" for one.
 	case p.gate.SignsResponses() && carrier.WantsBody(r):
@@ -39,16 +39,6 @@ func (p *Step) ReadBody(w http.ResponseWriter, r *http.Request, found *carrier.F
 		found.Body = b
 	}
 	return b, err
-}
-
-// mayHoldJSONRPC reports whether r has a body and a method (upper case)
-// that may carry JSON-RPC in MCP.
-func mayHoldJSONRPC(r *http.Request) bool {
-	switch r.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodDelete, http.MethodTrace, http.MethodConnect:
-		return false
-	}
-	return r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
 }
 
 // Negotiate applies the declaration gate; a refusal is a

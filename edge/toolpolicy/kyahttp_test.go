@@ -1,7 +1,6 @@
-package edge
+package toolpolicy
 
 import (
-	"context"
 	"strings"
 	"testing"
 )
@@ -43,44 +42,5 @@ func FuzzKYASignatureLabel(f *testing.F) {
 		if got && !strings.Contains(v, "kya=") {
 			t.Fatalf("%q: a kya label without kya=", v)
 		}
-	})
-}
-
-// TestRequestStateResume: the resume token sealed in a requestState comes
-// back for the agent and tool it was issued to; a truncated, altered or
-// foreign state is refused.
-func TestRequestStateResume(t *testing.T) {
-	s, err := newStateSealer(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := s.sealResume("did:key:zA", "files", "resume-1")
-	if got, err := s.openResume(st, "did:key:zA", "files"); err != nil || got != "resume-1" {
-		t.Fatalf("openResume = %q, %v", got, err)
-	}
-	if got, err := s.openResume(s.seal("did:key:zA", "files"), "did:key:zA", "files"); err != nil || got != "" {
-		t.Fatalf("a state without a resume token: %q, %v", got, err)
-	}
-	for _, c := range []struct{ state, agent, tool string }{
-		{st, "did:key:zB", "files"},
-		{st, "did:key:zA", "file"},
-		{st, "did:key:zA", "filesresume-1"},
-		{st[:len(st)-2], "did:key:zA", "files"},
-		{st + "A", "did:key:zA", "files"},
-		{requestStatePrefix, "did:key:zA", "files"},
-		{"mcpi1.!!!", "did:key:zA", "files"},
-	} {
-		if _, err := s.openResume(c.state, c.agent, c.tool); err == nil {
-			t.Errorf("state %q opened for %s/%s", c.state, c.agent, c.tool)
-		}
-	}
-}
-
-func FuzzRequestStateOpen(f *testing.F) {
-	s, _ := newStateSealer(context.Background(), nil)
-	f.Add(s.sealResume("did:key:zA", "files", "r"), "did:key:zA", "files")
-	f.Add("mcpi1.AAAA", "", "")
-	f.Fuzz(func(t *testing.T, state, agent, tool string) {
-		_, _ = s.openResume(state, agent, tool) // must not panic
 	})
 }

@@ -1,24 +1,26 @@
-package edge
+// Package toolpolicy is the edge's tool policy step. Policy.Check decides
+// on an admitted request (the HTTP a policy reads, each tools/call's
+// scopes, operator rules and AuthZEN decision, requestState and resume
+// tokens, the edge's agent consent, rate limits) and returns either a
+// Verdict or a *refusal.Refusal for the caller to write; Policy.Wrap
+// applies the Verdict to the answer (tools/list filtering, handshake-action
+// and consent-URL checks, learning parameter headers and annotation
+// classes). Nothing in the package writes a refusal itself.
+package toolpolicy
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 
-	"github.com/mcpi-edge/caddy-mcpi/edge/admit"
-	"github.com/mcpi-edge/caddy-mcpi/edge/authserver"
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/framing"
-	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
-	"github.com/mcpi-edge/caddy-mcpi/edge/level3"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
-	"github.com/mcpi-edge/caddy-mcpi/edge/proofstep"
-	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
-	"go.uber.org/zap"
 )
 
 // MCP-aware authorization (docs/protocol/mcpi.md#tool-policy-answers): per-tool policy on
@@ -67,12 +69,13 @@ const (
 	codeBatchRefused = -32000
 )
 
-// toolPolicy is the tool policy step of the pipeline: Check on the
-// request (scopes, rules, anonymous tools, requestState and resume
-// tokens) in enforce, Wrap on the answer (list filtering, consent URLs,
-// learned parameter headers) through responseCheck. It knows the route
-// through the fields at the end, set by provisionPolicy.
-type toolPolicy struct {
+// Policy is the tool policy step of the pipeline: Check on the request
+// (scopes, operator rules, the AuthZEN PDP, requestState and resume
+// tokens, the edge's agent consent, denials, rate limits), Wrap on the
+// answer (list filtering, handshake-action and consent-URL checks, learned
+// parameter headers, annotation classes). It never writes a response: a
+// request that goes no further is a *refusal.Refusal the caller writes.
+type Policy struct {
 	// pol is nil when no per-tool policy applies (no rules, default not
 	// deny): every tool is allowed and tools/list is not filtered.
 	pol             *mcp.Policy
@@ -88,89 +91,87 @@ type toolPolicy struct {
 	// params holds the x-mcp-header bindings learned from tools/list
 	// answers (paramheaders.go).
 	params *paramHeaderStore
-	// rules is nil without operator rules (policy_rules.go).
+	// rules is nil without operator rules (rules.go).
 	rules *toolRules
-	// pdp is nil without an AuthZEN PDP (policy_authzen.go).
+	// pdp is nil without an AuthZEN PDP (authzen.go).
 	pdp *pdpState
-	// limits is nil without rate limits (ratelimits.go).
+	// limits is nil without rate limits (ratelimit.go).
 	limits *rateLimits
 
-	cfg    *Config
-	site   *site.Site
-	obs    *observe.Recorder
-	logger *zap.Logger
-	// proofs signs consent challenges and denials; l3 finds the session
-	// that makes a delegation holder-bound; front, when on, asks OAuth
-	// clients to step up; consent is where prompts send the user.
-	proofs  *proofstep.Step
-	l3      *level3.Step
-	front   *authserver.Server
-	consent *agentConsent
-	// admit verifies the delegation a user approved at the edge's consent
-	// page, and identify tells the host and the upstream who is calling
-	// with it (agentconsent.go).
-	admit    *admit.Admission
-	identify func(*http.Request, *vc.Delegation) error
-	// ident reads an agent's reputation for the rules; nil below level 2.
-	ident *identity.Identity
+	actionHosts     []string
+	maxBody         int64
+	maxResponseSize int64
+	// parts are the rest of the edge, as New was given them.
+	parts Parts
 }
 
-// provisionPolicy runs at the end of Provision.
-func (h *Handler) provisionPolicy() error {
-	if h.cfg.MaxResponseSize == 0 {
-		h.cfg.MaxResponseSize = defaultMaxResponseSize
-	}
-	pol, err := h.cfg.PolicyConfig.policy()
+// CarrierSession is the carrier of a decision admitted by a handshake
+// session (edge session, or an upstream session bound at verify).
+const CarrierSession = "session"
+
+// New builds the step for cfg; maxBody is the route's max_body_size. It
+// applies cfg's default max_response_size.
+func New(ctx context.Context, cfg *PolicyConfig, maxBody int64, parts Parts) (*Policy, error) {
+	pol, err := cfg.policy()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	mode, err := h.cfg.PolicyConfig.actionMode()
+	mode, err := cfg.actionMode()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var states *stateSealer
 	if pol != nil {
 		// Only a tool policy prompts; without one, storage is not touched.
-		if states, err = newStateSealer(h.ctx, h.keyStorage); err != nil {
-			return err
+		if states, err = newStateSealer(ctx, parts.Keys); err != nil {
+			return nil, err
 		}
 	}
-	st := toolPolicy{pol: pol, actions: mode, listed: &toolNames{m: make(map[string]struct{})},
-		annotations: newAnnotationPolicy(h.cfg.ToolAnnotationsPolicy), states: states,
-		params: newParamHeaderStore(), limits: h.limits,
-		cfg: &h.cfg, site: h.site, obs: h.obs, logger: h.logger, proofs: h.proofs, l3: h.l3, front: h.front,
-		consent: h.consent, admit: h.admit, identify: identify(h.hooks, h.ident), ident: h.ident}
-	if st.rules, err = h.cfg.PolicyConfig.compileRules(); err != nil {
-		return err
+	maxResponse := cfg.MaxResponseSize
+	if maxResponse == 0 {
+		maxResponse = defaultMaxResponseSize
 	}
-	if st.pdp, err = newPDP(h.cfg.AuthZEN); err != nil {
-		return err
+	p := &Policy{pol: pol, actions: mode, listed: &toolNames{m: make(map[string]struct{})},
+		annotations: newAnnotationPolicy(cfg.ToolAnnotationsPolicy), states: states,
+		params: newParamHeaderStore(), actionHosts: cfg.HandshakeActionHosts,
+		maxBody: maxBody, maxResponseSize: maxResponse, parts: parts}
+	if parts.Limiter != nil {
+		p.limits = &rateLimits{limiter: parts.Limiter}
 	}
-	for _, t := range h.cfg.Tools {
-		st.anyAnonymous = st.anyAnonymous || t.AllowAnonymous
-		st.anyPresentation = st.anyPresentation || t.RequirePresentation
+	if p.rules, err = cfg.compileRules(); err != nil {
+		return nil, err
 	}
-	h.policy = st
-	return nil
+	if p.pdp, err = newPDP(cfg.AuthZEN); err != nil {
+		return nil, err
+	}
+	for _, t := range cfg.Tools {
+		p.anyAnonymous = p.anyAnonymous || t.AllowAnonymous
+		p.anyPresentation = p.anyPresentation || t.RequirePresentation
+	}
+	return p, nil
 }
+
+// PerTool reports whether a per-tool policy applies: then the step reads
+// every body and refuses what is not JSON itself.
+func (p *Policy) PerTool() bool { return p.pol != nil }
 
 // anonymousMethods are the methods an anonymous client may send (besides
 // notifications and the tools/call of anonymous tools): what an MCP client
 // needs to start a session and find the public tools.
 var anonymousMethods = []string{"initialize", "server/discover", "ping", mcp.MethodToolsList}
 
-// admitAnonymous reports whether r, which presents no credential and no
+// AdmitAnonymous reports whether r, which presents no credential and no
 // session, may go upstream anyway because everything it calls is allowed
 // anonymously. body is the request body when the carriers read it, else nil.
-func (p *toolPolicy) admitAnonymous(r *http.Request, rb *framing.Body) bool {
+func (p *Policy) AdmitAnonymous(r *http.Request, rb *framing.Body) bool {
 	if p.pol == nil || !p.anyAnonymous || r.Method != http.MethodPost {
 		return false
 	}
 	if rb.Raw() == nil {
-		if !hasRequestBody(r) {
+		if !carrier.HasBody(r) {
 			return false
 		}
-		body, err := carrier.ReadBody(nil, r, p.cfg.MaxBodySize)
+		body, err := carrier.ReadBody(nil, r, p.maxBody)
 		if err != nil {
 			return false
 		}
@@ -184,7 +185,7 @@ func (p *toolPolicy) admitAnonymous(r *http.Request, rb *framing.Body) bool {
 		switch {
 		case m.Method == mcp.MethodToolsCall:
 			name, _ := mcp.ToolCallName(m)
-			if !p.toolAllowed(p.site.Host(r), name, nil, false) {
+			if !p.toolAllowed(p.parts.Site.Host(r), name, nil, false) {
 				return false
 			}
 		case slices.Contains(anonymousMethods, m.Method), strings.HasPrefix(m.Method, "notifications/"):
@@ -199,7 +200,7 @@ func (p *toolPolicy) admitAnonymous(r *http.Request, rb *framing.Body) bool {
 // (site.Host), for the caller holding d (nil when anonymous). An
 // anonymous caller gets only tools whose rule allows anonymous callers:
 // tool_default allow is for verified callers.
-func (p *toolPolicy) toolAllowed(host, tool string, d *vc.Delegation, presented bool) bool {
+func (p *Policy) toolAllowed(host, tool string, d *vc.Delegation, presented bool) bool {
 	dec := p.decide(host, tool, d, presented)
 	if d == nil {
 		return dec.Allowed && dec.Rule != nil && dec.Rule.AllowAnonymous
@@ -207,7 +208,7 @@ func (p *toolPolicy) toolAllowed(host, tool string, d *vc.Delegation, presented 
 	return dec.Allowed
 }
 
-func (p *toolPolicy) decide(host, tool string, d *vc.Delegation, presented bool) mcp.Decision {
+func (p *Policy) decide(host, tool string, d *vc.Delegation, presented bool) mcp.Decision {
 	pol := p.pol
 	if d == nil {
 		return pol.Decide(tool, nil, true, false)
@@ -233,12 +234,27 @@ var handshakeTools = []string{"_mcpi_handshake", "_kyaos_handshake", "_mcpi"}
 // reasonHandshakeTool is the decision reason for a handshakeTools call.
 const reasonHandshakeTool = "handshake_tool"
 
-// enforce applies the per-tool policy to an admitted request (d is nil
-// for an anonymous one, adm is its admission) and may wrap w to filter or
-// check the response. It returns a *refusal.Refusal (or an error refuse
-// maps) when the request goes no further; the refusal carries the
-// request's decision. recorded: it recorded adm itself, naming the tools
-// called.
+// Verdict is what Check decided of a request it lets through: how Wrap
+// checks the answer, and the request's decision when Check changed it.
+type Verdict struct {
+	// check is nil when the answer goes back unchecked.
+	check *responseCheck
+	// learn: the request holds a tools/list whose answers teach
+	// annotation classes before the filter decides on them.
+	learn bool
+	// Decision replaces the admission as the request's one decision: it
+	// names the tools called and, after an approval at the edge's consent
+	// page, the delegation approved. Nil: the admission as it came.
+	Decision *observe.Decision
+}
+
+// Check applies the per-tool policy to an admitted request (d is nil
+// for an anonymous one, adm is its admission); Wrap then applies the
+// verdict to the answer. It returns a *refusal.Refusal (or an error of the
+// carriers or framing) when the request goes no further; the refusal
+// carries the request's decision. w is the writer the answer goes to: a
+// body read here is limited through it, and the proof step marks on it an
+// answer it signed.
 //
 // Methods are compared without regard to case, since a server may route
 // "post" as POST. Every method but GET, HEAD, OPTIONS, DELETE, TRACE and
@@ -253,41 +269,41 @@ const reasonHandshakeTool = "handshake_tool"
 // stream may carry results (replayed after Last-Event-ID, or sent by a
 // server on its standalone stream) to requests the edge has not seen in
 // this request. The stream is rewritten event by event, never buffered.
-func (p *toolPolicy) enforce(w http.ResponseWriter, r *http.Request, d *vc.Delegation, rb *framing.Body, adm observe.Decision) (_ http.ResponseWriter, recorded bool, err error) {
+func (p *Policy) Check(w http.ResponseWriter, r *http.Request, d *vc.Delegation, rb *framing.Body, adm observe.Decision) (_ Verdict, err error) {
 	body := rb.Raw()
 	if p.pol == nil && p.actions == mcp.ActionsOff && p.limits == nil {
-		return w, false, nil
+		return Verdict{}, nil
 	}
 	method := strings.ToUpper(r.Method)
 	if p.pol != nil {
 		if status, err := p.policeHTTP(r, method, body != nil); err != nil {
-			return w, false, bodyRefusal(status, mcp.CodeInvalidRequest, err, adm)
+			return Verdict{}, bodyRefusal(status, mcp.CodeInvalidRequest, err, adm)
 		}
 	}
-	if bodyless(method) {
+	if carrier.Bodyless(method) {
 		if method != http.MethodGet || (p.pol == nil && p.actions == mcp.ActionsOff) {
-			return w, false, nil
+			return Verdict{}, nil
 		}
 		c := p.newResponseCheck(r, d, nil, false, p.pol != nil, p.actions != mcp.ActionsOff)
 		c.presented = p.anyPresentation && p.holderBound(r, d, adm)
 		c.ruleIn = p.rulesInput(r, mcp.MethodToolsList, d, adm, c.presented)
-		return c.wrap(w, r), false, nil
+		return Verdict{check: c}, nil
 	}
 
 	if body == nil {
 		// A tool policy reads every body: a tools/call sent with another
 		// content type must not slip past it. Handshake-action checks
 		// alone look at JSON bodies only.
-		if !hasRequestBody(r) || (!p.readsBody() && !carrier.WantsBody(r)) {
-			return w, false, nil
+		if !carrier.HasBody(r) || (!p.ReadsBody() && !carrier.WantsBody(r)) {
+			return Verdict{}, nil
 		}
-		if body, err = carrier.ReadBody(w, r, p.cfg.MaxBodySize); err != nil {
-			return w, false, err
+		if body, err = carrier.ReadBody(w, r, p.maxBody); err != nil {
+			return Verdict{}, err
 		}
 		rb.Use(body)
 	}
 	read := rb.Messages
-	if !p.readsBody() {
+	if !p.ReadsBody() {
 		read = rb.Lenient
 	}
 	msgs, batch, err := read()
@@ -299,20 +315,20 @@ func (p *toolPolicy) enforce(w http.ResponseWriter, r *http.Request, d *vc.Deleg
 	if errors.Is(err, mcp.ErrAmbiguous) {
 		// Whatever the edge decided, the upstream might read another
 		// request: refused with or without a tool policy.
-		return w, false, framing.Ambiguous(err)
+		return Verdict{}, framing.Ambiguous(err)
 	}
 	if errors.Is(err, mcp.ErrParse) {
 		// Not JSON at all: the answer the carriers give such a body
 		// (a JSON-RPC parse error), with or without a tool policy.
-		return w, false, carrier.ErrBodyNotJSON
+		return Verdict{}, carrier.ErrBodyNotJSON
 	}
 	if err != nil {
-		if !p.readsBody() {
-			return w, false, nil // nothing to authorize; not JSON-RPC
+		if !p.ReadsBody() {
+			return Verdict{}, nil // nothing to authorize; not JSON-RPC
 		}
 		// What the edge cannot read, it cannot authorize; an upstream
 		// reading it differently could run a tool the policy denies.
-		return w, false, bodyRefusal(http.StatusBadRequest, mcp.ErrorCode(err), err, adm)
+		return Verdict{}, bodyRefusal(http.StatusBadRequest, mcp.ErrorCode(err), err, adm)
 	}
 
 	var hasList, hasCall, hasRequest bool
@@ -343,17 +359,17 @@ func (p *toolPolicy) enforce(w http.ResponseWriter, r *http.Request, d *vc.Deleg
 			name, _ := mcp.ToolCallName(m)
 			stateResume, err := p.checkRequestState(r, m, name, d)
 			if err != nil {
-				return w, false, requestStateRefusal(m, err, adm)
+				return Verdict{}, requestStateRefusal(m, err, adm)
 			}
-			if err := p.proofs.CheckResume(r, m, name, d, adm); err != nil {
-				return w, false, err
+			if err := p.parts.Proofs.CheckResume(r, m, name, d, adm); err != nil {
+				return Verdict{}, err
 			}
-			dec := p.decide(p.site.Host(r), name, d, presented)
+			dec := p.decide(p.parts.Site.Host(r), name, d, presented)
 			// A retry after the user approved at the edge's consent page
 			// goes on with the delegation approved (agentconsent.go).
 			if !batch {
 				if nd, ok := p.consented(r, m, stateResume, d, dec); ok {
-					d, dec = nd, p.decide(p.site.Host(r), name, nd, presented)
+					d, dec = nd, p.decide(p.parts.Site.Host(r), name, nd, presented)
 					adm.Delegation = nd
 				}
 			}
@@ -369,17 +385,17 @@ func (p *toolPolicy) enforce(w http.ResponseWriter, r *http.Request, d *vc.Deleg
 			p.logDecision(name, d, dec)
 		}
 		if denied {
-			return w, false, p.denied(w, r, msgs, batch, decisions, d, adm)
+			return Verdict{}, p.denied(w, r, msgs, batch, decisions, d, adm)
 		}
 	}
 	if err := p.limitRate(r, d, msgs, batch, adm); err != nil {
-		return w, false, err
+		return Verdict{}, err
 	}
+	var v Verdict
 	// The admission of a tools/call names its tool in the audit log.
 	if hasCall {
 		adm.Tool = toolCallNames(msgs)
-		p.obs.Decision(r, adm)
-		recorded = true
+		v.Decision = &adm
 	}
 
 	// Any answer may carry a tool list: servers that route answers by
@@ -393,18 +409,29 @@ func (p *toolPolicy) enforce(w http.ResponseWriter, r *http.Request, d *vc.Deleg
 	// elicitation/create on the stream of any request.
 	actions := p.actions != mcp.ActionsOff
 	if !filter && !actions {
-		return w, recorded, nil
+		return v, nil
 	}
 	c := p.newResponseCheck(r, d, msgs, batch, filter, actions)
 	c.presented = presented
 	c.ruleIn = p.rulesInput(r, mcp.MethodToolsList, d, adm, presented)
 	c.sniff = !hasList
-	if filter && hasList {
-		// Learn the listed tools' annotation classes before the filter
-		// decides on them (no-op unless tool_annotations_policy is set).
-		return p.annotations.learnFrom(c.wrap(w, r), c.host, c.ids, p.cfg.MaxResponseSize), recorded, nil
+	// Learn the listed tools' annotation classes before the filter
+	// decides on them (no-op unless tool_annotations_policy is set).
+	v.check, v.learn = c, filter && hasList
+	return v, nil
+}
+
+// Wrap returns w wrapped to check the answer to r as v says; w itself
+// when nothing is checked. Finish ends what it wrapped.
+func (p *Policy) Wrap(w http.ResponseWriter, r *http.Request, v Verdict) http.ResponseWriter {
+	if v.check == nil {
+		return w
 	}
-	return c.wrap(w, r), recorded, nil
+	w = v.check.wrap(w, r)
+	if v.learn {
+		return p.annotations.learnFrom(w, v.check.host, v.check.ids, p.maxResponseSize)
+	}
+	return w
 }
 
 // toolCallNames names the tools/call requests of msgs for an audit entry:
@@ -432,25 +459,25 @@ func toolCallNames(msgs []mcp.Message) string {
 // holderBound reports whether d was presented holder-bound: in a VP signed by
 // the agent, or over a Level 3 handshake session (the agent proved its key
 // when the session was issued).
-func (p *toolPolicy) holderBound(r *http.Request, d *vc.Delegation, adm observe.Decision) bool {
+func (p *Policy) holderBound(r *http.Request, d *vc.Delegation, adm observe.Decision) bool {
 	if d == nil {
 		return false
 	}
-	if d.Presented || adm.Carrier == carrierSession {
+	if d.Presented || adm.Carrier == CarrierSession {
 		// Admitted by its session: that session is the proof, and
 		// looking it up again would cost another MAC or store round trip.
 		return true
 	}
-	if p.l3 == nil {
+	if p.parts.Sessions == nil {
 		return false
 	}
-	s, err := p.l3.Session(r)
+	s, err := p.parts.Sessions.Session(r)
 	return err == nil && s != nil && s.Hash == d.Hash && s.AgentDID == d.AgentDID
 }
 
 // toolLabel is tool as a log or metric label: a name from the configured
 // policy or from the upstream's tool list, else "other".
-func (p *toolPolicy) toolLabel(tool string) string {
+func (p *Policy) toolLabel(tool string) string {
 	return mcp.LabelForTool(tool, func(n string) bool {
 		return (p.pol != nil && p.pol.KnownTool(n)) || p.listed.has(n)
 	})

@@ -1,4 +1,4 @@
-package edge
+package toolpolicy
 
 import (
 	"encoding/json"
@@ -19,7 +19,7 @@ import (
 // rewrite to each complete JSON value that the responseFilter
 // (response_filter.go) hands it.
 type responseCheck struct {
-	p         *toolPolicy
+	p         *Policy
 	host      string         // site.Host of the request
 	d         *vc.Delegation // nil: anonymous
 	presented bool
@@ -53,11 +53,11 @@ type responseCheck struct {
 	rw responseFilter
 }
 
-func (p *toolPolicy) newResponseCheck(r *http.Request, d *vc.Delegation, msgs []mcp.Message, batch, filter, actions bool) *responseCheck {
-	c := &responseCheck{p: p, host: p.site.Host(r), d: d, msgs: msgs, batch: batch, filter: filter, era: mcp.HeaderEra(r.Header)}
+func (p *Policy) newResponseCheck(r *http.Request, d *vc.Delegation, msgs []mcp.Message, batch, filter, actions bool) *responseCheck {
+	c := &responseCheck{p: p, host: p.parts.Site.Host(r), d: d, msgs: msgs, batch: batch, filter: filter, era: mcp.HeaderEra(r.Header)}
 	if actions {
 		c.actions = p.actions
-		c.opts = mcp.ActionOptions{ToolEndpointHost: r.Host, AllowedHosts: p.cfg.HandshakeActionHosts, Era: c.era}
+		c.opts = mcp.ActionOptions{ToolEndpointHost: r.Host, AllowedHosts: p.actionHosts, Era: c.era}
 		if d != nil {
 			c.opts.UserDID = d.UserDID
 		}
@@ -113,7 +113,7 @@ func (c *responseCheck) wrap(w http.ResponseWriter, r *http.Request) http.Respon
 	// an encode handler after this one nor the upstream compresses (the
 	// proxy transport negotiates and decodes its own compression).
 	r.Header.Del("Accept-Encoding")
-	c.rw = responseFilter{ResponseWriter: w, check: c, max: int(c.p.cfg.MaxResponseSize)}
+	c.rw = responseFilter{ResponseWriter: w, check: c, max: int(c.p.maxResponseSize)}
 	return &c.rw
 }
 
@@ -169,7 +169,7 @@ func (c *responseCheck) rewrite(data []byte) ([]byte, error) {
 		if c.actions == mcp.ActionsObserve {
 			msg = "invalid handshake action (observe only)"
 		}
-		if ce := c.p.logger.Check(zapcore.WarnLevel, msg); ce != nil {
+		if ce := c.p.parts.Logger.Check(zapcore.WarnLevel, msg); ce != nil {
 			ce.Write(zap.String("tool", c.toolLabel()), zap.String("action", is.Action), zap.String("issue", is.Code),
 				zap.String("field", is.Field), zap.String("detail", is.Detail))
 		}
@@ -183,7 +183,7 @@ func (c *responseCheck) rewrite(data []byte) ([]byte, error) {
 func (c *responseCheck) failBody(err error) []byte {
 	msg := "mcpi: the upstream response could not be checked and was withheld"
 	if errors.Is(err, errResponseOversize) || errors.Is(err, mcp.ErrEventTooLarge) {
-		msg = fmt.Sprintf("mcpi: the upstream response is larger than max_response_size (%d bytes), so it could not be checked and was withheld; raise max_response_size on this route", c.p.cfg.MaxResponseSize)
+		msg = fmt.Sprintf("mcpi: the upstream response is larger than max_response_size (%d bytes), so it could not be checked and was withheld; raise max_response_size on this route", c.p.maxResponseSize)
 	}
 	var ids []json.RawMessage
 	for _, m := range c.msgs {
@@ -207,13 +207,13 @@ func (c *responseCheck) failBody(err error) []byte {
 // logWithheld logs a response that was not forwarded: the operator's
 // upstream answered something the edge could not check.
 func (c *responseCheck) logWithheld(err error) {
-	if ce := c.p.logger.Check(zapcore.WarnLevel, "upstream response withheld: it could not be checked"); ce != nil {
+	if ce := c.p.parts.Logger.Check(zapcore.WarnLevel, "upstream response withheld: it could not be checked"); ce != nil {
 		ce.Write(zap.String("tool", c.toolLabel()), zap.Error(err))
 	}
 }
 
 func (c *responseCheck) logUnchecked(err error) {
-	if ce := c.p.logger.Check(zapcore.DebugLevel, "upstream response passed unchecked"); ce != nil {
+	if ce := c.p.parts.Logger.Check(zapcore.DebugLevel, "upstream response passed unchecked"); ce != nil {
 		ce.Write(zap.String("tool", c.toolLabel()), zap.Error(err))
 	}
 }

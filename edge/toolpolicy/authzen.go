@@ -1,4 +1,4 @@
-package edge
+package toolpolicy
 
 import (
 	"context"
@@ -73,7 +73,7 @@ func pdpRequest(in *rules.Input, tool string, args map[string]any) *authzen.Requ
 
 // askPDP asks the route's PDP about a tools/call that dec allowed; in is
 // the request's rule input, m the call.
-func (tp *toolPolicy) askPDP(ctx context.Context, in *rules.Input, m *mcp.Message, tool string, dec mcp.Decision) mcp.Decision {
+func (tp *Policy) askPDP(ctx context.Context, in *rules.Input, m *mcp.Message, tool string, dec mcp.Decision) mcp.Decision {
 	p := tp.pdp
 	if p == nil || in == nil || !dec.Allowed || dec.Reason == reasonHandshakeTool {
 		return dec
@@ -107,14 +107,14 @@ func (tp *toolPolicy) askPDP(ctx context.Context, in *rules.Input, m *mcp.Messag
 
 // logPDPError logs a call refused for want of a decision, at most once per
 // pdpLogEvery. The error names what failed, never the request's values.
-func (tp *toolPolicy) logPDPError(tool string, err error) {
+func (tp *Policy) logPDPError(tool string, err error) {
 	p := tp.pdp
 	now := time.Now().UnixNano()
 	last := p.lastLog.Load()
 	if now-last < int64(pdpLogEvery) || !p.lastLog.CompareAndSwap(last, now) {
 		return
 	}
-	tp.logger.Warn("mcpi: the AuthZEN PDP gave no decision; the call is refused (policy_error). Check the PDP and authzen url/timeout. Logged at most every "+pdpLogEvery.String()+".",
+	tp.parts.Logger.Warn("mcpi: the AuthZEN PDP gave no decision; the call is refused (policy_error). Check the PDP and authzen url/timeout. Logged at most every "+pdpLogEvery.String()+".",
 		zap.String("tool", tp.toolLabel(tool)), zap.String("error", err.Error()))
 }
 

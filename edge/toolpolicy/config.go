@@ -1,4 +1,4 @@
-package edge
+package toolpolicy
 
 // The per-tool policy's configuration: the rules an operator writes, how
 // they become an mcp.Policy, and what Validate refuses.
@@ -34,12 +34,12 @@ type ToolPolicy struct {
 	RequirePresentation bool `json:"require_presentation,omitempty"`
 
 	// Rules the calls of the tool must meet besides its scopes
-	// (policy_rules.go).
+	// (rules.go).
 	Rules []RuleConfig `json:"rules,omitempty"`
 }
 
 // PolicyConfig holds the MCP-aware authorization settings (per-tool policy,
-// tools/list filtering, handshake-action checks). It is embedded in Config,
+// tools/list filtering, handshake-action checks). edge.Config embeds it,
 // so its fields are top-level JSON config fields of http.handlers.mcpi.
 type PolicyConfig struct {
 	// Per-tool rules for tools/call, also applied to tools/list answers,
@@ -87,11 +87,11 @@ type PolicyConfig struct {
 	// With it, tool_default defaults to deny even without tool rules.
 	ToolAnnotationsPolicy *ToolAnnotationsPolicy `json:"tool_annotations_policy,omitempty"`
 
-	// Rules every tools/call of the route must meet (policy_rules.go).
+	// Rules every tools/call of the route must meet (rules.go).
 	Rules []RuleConfig `json:"rules,omitempty"`
 
 	// An OpenID AuthZEN PDP every tools/call the scopes and rules allowed
-	// is sent to (policy_authzen.go).
+	// is sent to (authzen.go).
 	AuthZEN *authzen.Config `json:"authzen,omitempty"`
 }
 
@@ -134,9 +134,8 @@ func (c *PolicyConfig) actionMode() (mcp.ActionMode, error) {
 	return m, nil
 }
 
-// validatePolicy runs from Validate.
-func (cfg *Config) validatePolicy() error {
-	c := &cfg.PolicyConfig
+// Validate checks the settings, saying what to change.
+func (c *PolicyConfig) Validate() error {
 	pol, err := c.policy()
 	if err != nil {
 		return err

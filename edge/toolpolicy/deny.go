@@ -1,4 +1,4 @@
-package edge
+package toolpolicy
 
 import (
 	"crypto/rand"
@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"net/http"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/refusal"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 )
 
 // denialDecision is the request's one decision, the denial of its first
@@ -32,7 +33,7 @@ func denialDecision(msgs []mcp.Message, decisions []mcp.Decision, adm observe.De
 // the edge with HTTP 200: a tool error result for every denied call, a JSON-RPC
 // error for every other request of a batch (none of it was forwarded).
 // Notifications get no answer; with nothing to answer it is 202 Accepted.
-func (p *toolPolicy) denied(w http.ResponseWriter, r *http.Request, msgs []mcp.Message, batch bool, decisions []mcp.Decision, d *vc.Delegation, adm observe.Decision) *refusal.Refusal {
+func (p *Policy) denied(w http.ResponseWriter, r *http.Request, msgs []mcp.Message, batch bool, decisions []mcp.Decision, d *vc.Delegation, adm observe.Decision) *refusal.Refusal {
 	// A KYA-OS agent that asked for the draft-kya-http-02 challenge gets it
 	// (kyahttp.go), whoever issued its delegation.
 	if rf := p.kyaHTTP(r, msgs, batch, decisions, d, adm); rf != nil {
@@ -52,12 +53,12 @@ func (p *toolPolicy) denied(w http.ResponseWriter, r *http.Request, msgs []mcp.M
 		}
 		if m.Method == mcp.MethodToolsCall && !decisions[i].Allowed {
 			name, _ := mcp.ToolCallName(m)
-			if b, ok := p.proofs.SignedChallenge(w, r, batch, m, name, decisions[i], d); ok {
+			if b, ok := p.parts.Proofs.SignedChallenge(w, r, batch, m, name, decisions[i], d); ok {
 				out = append(out, b)
 				continue
 			}
 			b := p.deniedResult(r, era, m, name, decisions[i], d)
-			if sb, ok := p.proofs.SignedDenial(w, r, batch, m, b, decisions[i].Reason, d); ok {
+			if sb, ok := p.parts.Proofs.SignedDenial(w, r, batch, m, b, decisions[i].Reason, d); ok {
 				b = sb
 			}
 			out = append(out, b)
@@ -97,7 +98,7 @@ func joinBatch(msgs [][]byte) []byte {
 // A 2026 client that declared URL-mode elicitation gets the consent prompt
 // as an input-required result (prompt2026.go); every other one the tool
 // result it has always got.
-func (p *toolPolicy) deniedResult(r *http.Request, era mcp.Era, m mcp.Message, tool string, dec mcp.Decision, d *vc.Delegation) []byte {
+func (p *Policy) deniedResult(r *http.Request, era mcp.Era, m mcp.Message, tool string, dec mcp.Decision, d *vc.Delegation) []byte {
 	id := m.ID
 	switch dec.Reason {
 	case mcp.ReasonInsufficientScope, mcp.ReasonAnonymous:
@@ -105,7 +106,7 @@ func (p *toolPolicy) deniedResult(r *http.Request, era mcp.Era, m mcp.Message, t
 		if d != nil {
 			n.AgentDID = d.AgentDID
 		}
-		if n.ConsentURL = p.consent.url(r, tool, dec, d, n.ResumeToken); n.ConsentURL == "" {
+		if n.ConsentURL = p.parts.Consent.URL(r, tool, dec, d, n.ResumeToken); n.ConsentURL == "" {
 			n.ResumeToken = ""
 		}
 		if b, ok := p.consentInput(era, m, n); ok {
@@ -131,13 +132,13 @@ func resumeToken() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-func (p *toolPolicy) logDecision(tool string, d *vc.Delegation, dec mcp.Decision) {
+func (p *Policy) logDecision(tool string, d *vc.Delegation, dec mcp.Decision) {
 	outcome := "denied"
 	if dec.Allowed {
 		outcome = "allowed"
 	}
-	p.obs.ToolDecision(p.toolLabel(tool), outcome)
-	c := p.logger.Check(zapcore.DebugLevel, "tool call decided")
+	p.parts.Recorder.ToolDecision(p.toolLabel(tool), outcome)
+	c := p.parts.Logger.Check(zapcore.DebugLevel, "tool call decided")
 	if c == nil {
 		return
 	}

@@ -1,4 +1,4 @@
-package edge
+package toolpolicy
 
 import (
 	"bufio"
@@ -135,8 +135,10 @@ func (f *responseFilter) finish() {
 	}
 }
 
-// finishResponse finishes the responseFilter that w is or wraps, if any.
-func finishResponse(w http.ResponseWriter) {
+// Finish ends the response checker that w is or wraps, if any, once the
+// rest of the route returned: an answer that wrote no body is sent as it
+// came.
+func Finish(w http.ResponseWriter) {
 	for {
 		switch v := w.(type) {
 		case *responseFilter:

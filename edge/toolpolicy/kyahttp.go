@@ -1,4 +1,4 @@
-package edge
+package toolpolicy
 
 import (
 	"context"
@@ -29,14 +29,15 @@ import (
 // prompt as before.
 
 // kyaAcceptKey marks, in the request's context, a caller that sent
-// KYA-Accept-Challenge: the header is a kya-* name, which the first step
-// strips with every other before anything reads it.
+// KYA-Accept-Challenge: the header is a kya-* name, which the edge's first
+// step strips with every other before anything reads it, so the edge
+// notes it (NoteKYAAccept) before that.
 type kyaAcceptKey struct{}
 
-// noteKYAAccept remembers KYA-Accept-Challenge (any non-empty value) on a
+// NoteKYAAccept remembers KYA-Accept-Challenge (any non-empty value) on a
 // route that offers the challenge.
-func (h *Handler) noteKYAAccept(r *http.Request) *http.Request {
-	if h.front == nil || !h.front.KYAHTTP() || r.Header.Get("KYA-Accept-Challenge") == "" {
+func (p *Policy) NoteKYAAccept(r *http.Request) *http.Request {
+	if p.parts.Front == nil || !p.parts.Front.KYAHTTP() || r.Header.Get("KYA-Accept-Challenge") == "" {
 		return r
 	}
 	return r.WithContext(context.WithValue(r.Context(), kyaAcceptKey{}, true))
@@ -61,7 +62,7 @@ const kyaInstructions = "This action requires human authorization. Generate one 
 // kyaHTTP is the answer to a request of one denied tools/call with the
 // draft-kya-http-02 challenge, when the route offers it and the caller
 // asked for it; nil otherwise. It carries the denial as its decision.
-func (p *toolPolicy) kyaHTTP(r *http.Request, msgs []mcp.Message, batch bool, decisions []mcp.Decision, d *vc.Delegation, adm observe.Decision) *refusal.Refusal {
+func (p *Policy) kyaHTTP(r *http.Request, msgs []mcp.Message, batch bool, decisions []mcp.Decision, d *vc.Delegation, adm observe.Decision) *refusal.Refusal {
 	if batch || len(msgs) != 1 || msgs[0].Method != mcp.MethodToolsCall {
 		return nil
 	}
@@ -75,8 +76,8 @@ func (p *toolPolicy) kyaHTTP(r *http.Request, msgs []mcp.Message, batch bool, de
 
 // kyaHTTPChallenge is the challenge for the denied call m, or nil when it
 // does not apply.
-func (p *toolPolicy) kyaHTTPChallenge(r *http.Request, m mcp.Message, dec mcp.Decision, d *vc.Delegation) *refusal.Refusal {
-	if dec.Allowed || p.front == nil || !p.front.KYAHTTP() || d == nil || dec.Reason != mcp.ReasonInsufficientScope || len(dec.Missing) == 0 {
+func (p *Policy) kyaHTTPChallenge(r *http.Request, m mcp.Message, dec mcp.Decision, d *vc.Delegation) *refusal.Refusal {
+	if dec.Allowed || p.parts.Front == nil || !p.parts.Front.KYAHTTP() || d == nil || dec.Reason != mcp.ReasonInsufficientScope || len(dec.Missing) == 0 {
 		return nil
 	}
 	fetcher, _ := r.Context().Value(kyaAcceptKey{}).(bool)
@@ -85,20 +86,20 @@ func (p *toolPolicy) kyaHTTPChallenge(r *http.Request, m mcp.Message, dec mcp.De
 	}
 	tool, _ := mcp.ToolCallName(m)
 	now := time.Now()
-	c, ok := p.front.NewKYAChallenge(p.site.Origin(r), authserver.AgentPrompt{
+	c, ok := p.parts.Front.NewKYAChallenge(p.parts.Site.Origin(r), authserver.AgentPrompt{
 		AgentDID: d.AgentDID, Tool: tool, Missing: dec.Missing, Held: d.Scopes,
 	}, now)
 	if !ok {
 		return nil
 	}
-	s, err := p.proofs.Signer(r)()
+	s, err := p.parts.Proofs.Signer(r)()
 	if err != nil {
-		p.logger.Warn("no edge key to sign the draft-kya-http-02 challenge; answering the MCP prompt", zap.Error(err))
+		p.parts.Logger.Warn("no edge key to sign the draft-kya-http-02 challenge; answering the MCP prompt", zap.Error(err))
 		return nil
 	}
 	proof, err := s.SignChallengeProof(c.SID, c.ConsentURI, c.Scopes, now.Unix())
 	if err != nil {
-		p.logger.Warn("signing the draft-kya-http-02 challenge failed; answering the MCP prompt", zap.Error(err))
+		p.parts.Logger.Warn("signing the draft-kya-http-02 challenge failed; answering the MCP prompt", zap.Error(err))
 		return nil
 	}
 	var b kyaChallengeBody
@@ -121,8 +122,8 @@ func (p *toolPolicy) kyaHTTPChallenge(r *http.Request, m mcp.Message, dec mcp.De
 		hdr.Set("KYA-Action", "challenge")
 		return &refusal.Refusal{Status: http.StatusOK, Reason: "kya_challenge", Body: body, Header: hdr}
 	}
-	hdr.Add("WWW-Authenticate", delegationChallenge(p.site.Host(r), c, interval))
-	hdr.Add("WWW-Authenticate", `Bearer resource_metadata="`+refusal.Quote(p.site.ResourceMetadataURL(r))+`"`)
+	hdr.Add("WWW-Authenticate", delegationChallenge(p.parts.Site.Host(r), c, interval))
+	hdr.Add("WWW-Authenticate", `Bearer resource_metadata="`+refusal.Quote(p.parts.Site.ResourceMetadataURL(r))+`"`)
 	hdr.Set("Retry-After", interval)
 	return &refusal.Refusal{Status: http.StatusUnauthorized, Reason: "kya_challenge", Body: body, Header: hdr}
 }

@@ -1,4 +1,4 @@
-package edge
+package toolpolicy
 
 import (
 	"bytes"
@@ -135,9 +135,9 @@ func (s *paramHeaderStore) learn(era mcp.Era, body []byte, ids map[string]string
 	})
 }
 
-// checkParamHeaders checks the Mcp-Param-* headers of a 2026 tools/call m
+// CheckParamHeaders checks the Mcp-Param-* headers of a 2026 tools/call m
 // (framing already accepted) against the bindings learned for its tool.
-func (p *toolPolicy) checkParamHeaders(r *http.Request, m mcp.Message) error {
+func (p *Policy) CheckParamHeaders(r *http.Request, m mcp.Message) error {
 	s := p.params
 	if s == nil || s.n.Load() == 0 || m.Method != mcp.MethodToolsCall {
 		return nil

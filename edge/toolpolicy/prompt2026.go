@@ -1,4 +1,4 @@
-package edge
+package toolpolicy
 
 import (
 	"net/http"
@@ -19,7 +19,7 @@ import (
 // consentInput is the input-required consent prompt for the denied call m,
 // when the request is of the 2026 era, the client can show a URL, and a
 // consent URL is configured; ok is false otherwise.
-func (p *toolPolicy) consentInput(era mcp.Era, m mcp.Message, n mcp.NeedsAuthorization) ([]byte, bool) {
+func (p *Policy) consentInput(era mcp.Era, m mcp.Message, n mcp.NeedsAuthorization) ([]byte, bool) {
 	if era < mcp.Era2026 || n.ConsentURL == "" || p.states == nil || !mcp.DeclaresURLElicitation(m.Params) {
 		return nil, false
 	}
@@ -30,7 +30,7 @@ func (p *toolPolicy) consentInput(era mcp.Era, m mcp.Message, n mcp.NeedsAuthori
 // by the caller holding d (nil: anonymous), and returns the resume token of
 // the prompt it answers. States the edge did not issue (no edge prefix)
 // belong to the upstream and are not its concern.
-func (p *toolPolicy) checkRequestState(r *http.Request, m mcp.Message, tool string, d *vc.Delegation) (string, error) {
+func (p *Policy) checkRequestState(r *http.Request, m mcp.Message, tool string, d *vc.Delegation) (string, error) {
 	if mcp.HeaderEra(r.Header) < mcp.Era2026 || p.states == nil {
 		return "", nil
 	}

@@ -1,4 +1,4 @@
-package edge
+package toolpolicy
 
 import (
 	"encoding/json"
@@ -97,17 +97,17 @@ func (c *PolicyConfig) compileRules() (*toolRules, error) {
 // ruleInput is what the rules read of a request, but for the tool and its
 // arguments. carrier is where the credential was found, presented whether
 // the delegation is holder-bound.
-func (p *toolPolicy) ruleInput(r *http.Request, method string, d *vc.Delegation, adm observe.Decision, presented bool) *rules.Input {
+func (p *Policy) ruleInput(r *http.Request, method string, d *vc.Delegation, adm observe.Decision, presented bool) *rules.Input {
 	in := &rules.Input{
 		Request: map[string]any{"method": method, "http_method": r.Method, "era": eraName(mcp.HeaderEra(r.Header)),
-			"host": p.site.Host(r), "path": r.URL.Path},
+			"host": p.parts.Site.Host(r), "path": r.URL.Path},
 		Now: time.Now(),
 	}
 	if d == nil {
 		return in
 	}
 	in.Agent = map[string]any{"did": d.AgentDID}
-	if score, ok := p.ident.Reputation(r.Context(), d.AgentDID); ok {
+	if score, ok := p.parts.Identity.Reputation(r.Context(), d.AgentDID); ok {
 		in.Agent["reputation"] = score
 	}
 	in.User = map[string]any{"did": d.UserDID}
@@ -135,7 +135,7 @@ func (p *toolPolicy) ruleInput(r *http.Request, method string, d *vc.Delegation,
 }
 
 // toolBinding is the tool variable of a call of tool.
-func (p *toolPolicy) toolBinding(_ *rules.Input, tool string) map[string]any {
+func (p *Policy) toolBinding(_ *rules.Input, tool string) map[string]any {
 	return map[string]any{"name": tool}
 }
 
@@ -149,7 +149,7 @@ func eraName(e mcp.Era) string {
 // applyRules checks the rules that apply to a call of tool that dec
 // allowed; m is the tools/call (nil when deciding a listing). It returns
 // dec, or the refusal of the first rule that does not hold.
-func (p *toolPolicy) applyRules(in *rules.Input, m *mcp.Message, tool string, dec mcp.Decision) mcp.Decision {
+func (p *Policy) applyRules(in *rules.Input, m *mcp.Message, tool string, dec mcp.Decision) mcp.Decision {
 	tr := p.rules
 	if tr == nil || in == nil || !dec.Allowed || dec.Reason == reasonHandshakeTool {
 		return dec
@@ -197,12 +197,12 @@ func (p *toolPolicy) applyRules(in *rules.Input, m *mcp.Message, tool string, de
 // logRuleError logs the first evaluation error of a rule. The error names
 // what the rule could not read, never an argument's value: CEL's messages
 // name keys, overloads and limits.
-func (p *toolPolicy) logRuleError(r *checkedRule, tool string, err error) {
+func (p *Policy) logRuleError(r *checkedRule, tool string, err error) {
 	kind, bit := ruleErrorKind(err)
 	if r.logged.Or(bit)&bit != 0 {
 		return
 	}
-	p.logger.Warn("mcpi: a tool rule could not be evaluated; the calls it decides are refused (policy_error). Logged once per rule and kind of error.",
+	p.parts.Logger.Warn("mcpi: a tool rule could not be evaluated; the calls it decides are refused (policy_error). Logged once per rule and kind of error.",
 		zap.String("rule", r.Name), zap.String("tool", p.toolLabel(tool)), zap.String("error", kind))
 }
 
@@ -250,7 +250,7 @@ func ruleDeniedResult(era mcp.Era, id []byte, tool string, dec mcp.Decision) []b
 
 // rulesInput is ruleInput when the route has rules or a PDP, else nil
 // (nothing built on the hot path).
-func (p *toolPolicy) rulesInput(r *http.Request, method string, d *vc.Delegation, adm observe.Decision, presented bool) *rules.Input {
+func (p *Policy) rulesInput(r *http.Request, method string, d *vc.Delegation, adm observe.Decision, presented bool) *rules.Input {
 	if p.rules == nil && p.pdp == nil {
 		return nil
 	}
@@ -260,7 +260,7 @@ func (p *toolPolicy) rulesInput(r *http.Request, method string, d *vc.Delegation
 
 // listedByRules reports whether the rules let tool be listed for the
 // request in (nil: no rules).
-func (p *toolPolicy) listedByRules(in *rules.Input, tool string) bool {
+func (p *Policy) listedByRules(in *rules.Input, tool string) bool {
 	if in == nil {
 		return true
 	}

@@ -1,4 +1,4 @@
-package edge
+package toolpolicy
 
 import (
 	"errors"
@@ -6,11 +6,12 @@ import (
 	"net/http"
 	"strings"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
 	"github.com/mcpi-edge/caddy-mcpi/edge/refusal"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 )
 
 // Refusals of requests whose body the tool policy will not read (policeHTTP).
@@ -20,15 +21,6 @@ var (
 	errBodyEncoded    = errors.New("mcpi: a request body with a Content-Encoding is refused where a tool policy applies")
 	errBodyCharset    = errors.New("mcpi: where a tool policy applies, a request body needs one well-formed Content-Type, naming no charset but UTF-8")
 )
-
-// bodyless reports whether method (upper case) carries no JSON-RPC in MCP.
-func bodyless(method string) bool {
-	switch method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodDelete, http.MethodTrace, http.MethodConnect:
-		return true
-	}
-	return false
-}
 
 // policeHTTP is what a tool policy requires of a request before its body is
 // read: everything the upstream may read as JSON-RPC must be what the edge
@@ -49,17 +41,17 @@ func bodyless(method string) bool {
 //     as a Node.js server decoding charset=utf-7 or inflating gzip) would
 //     read other JSON than the edge did. read is whether the carriers
 //     already read the body.
-func (p *toolPolicy) policeHTTP(r *http.Request, method string, read bool) (int, error) {
+func (p *Policy) policeHTTP(r *http.Request, method string, read bool) (int, error) {
 	if method == http.MethodConnect {
 		return http.StatusBadRequest, errConnect
 	}
 	if r.Header.Get("Upgrade") != "" {
-		if c := p.logger.Check(zapcore.DebugLevel, "protocol upgrade ignored under the tool policy"); c != nil {
+		if c := p.parts.Logger.Check(zapcore.DebugLevel, "protocol upgrade ignored under the tool policy"); c != nil {
 			c.Write(zap.String("upgrade", r.Header.Get("Upgrade")))
 		}
 		r.Header.Del("Upgrade")
 	}
-	if bodyless(method) {
+	if carrier.Bodyless(method) {
 		switch {
 		case r.ContentLength > 0:
 			return http.StatusBadRequest, errBodylessMethod
@@ -69,7 +61,7 @@ func (p *toolPolicy) policeHTTP(r *http.Request, method string, read bool) (int,
 		}
 		return 0, nil
 	}
-	if !read && !hasRequestBody(r) {
+	if !read && !carrier.HasBody(r) {
 		return 0, nil
 	}
 	for _, v := range r.Header.Values("Content-Encoding") {
@@ -102,11 +94,6 @@ func bodyRefusal(status, code int, err error, adm observe.Decision) *refusal.Ref
 		rf.Header = http.Header{"Accept-Encoding": {"identity"}}
 	}
 	return rf
-}
-
-// hasRequestBody: r may carry a body.
-func hasRequestBody(r *http.Request) bool {
-	return r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
 }
 
 // utf8Charset reports whether the Content-Type ct is well-formed with no
