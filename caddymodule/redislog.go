@@ -19,7 +19,7 @@ func init() { redis.SetLogger(redisLogger{}) }
 // redisLogger is go-redis's logger as Caddy log lines at WARN, under
 // "mcpi.redis". Its lines are about connections that failed or misbehaved:
 // each is worth a look, none is a request failure by itself (those are
-// logged by the nonce store, noncestore_alarm.go).
+// logged by the nonce store, challenge.Alarm).
 type redisLogger struct{}
 
 func (redisLogger) Printf(_ context.Context, format string, v ...any) {
