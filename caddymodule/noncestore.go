@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -122,56 +121,21 @@ func (m *MemoryNonceStore) Provision(ctx caddy.Context) error {
 	store := p.NonceStore
 	m.store, m.key, m.bound = store, key, n
 	m.Watched = challenge.Watch(store, p.alarm, ctx.Logger(), "memory")
-	memoryBounds.add(store, n)
+	memoryBounds.Add(store, n)
 	return nil
 }
 
 // Cleanup releases this config's hold on the store.
 func (m *MemoryNonceStore) Cleanup() error {
 	if m.key != "" {
-		memoryBounds.remove(m.store, m.bound)
+		memoryBounds.Remove(m.store, m.bound)
 	}
 	return releaseStore(&m.key)
 }
 
-// memoryBounds counts the live memory store modules by their max_entries,
-// and sets the process's memory store's bound to the largest: during a
-// reload both the old and the new bound are live, so the store never
-// shrinks under the configuration still serving; when the old one is
-// cleaned up, the new bound holds alone.
-var memoryBounds = boundCounts{n: map[int]int{}}
-
-type boundCounts struct {
-	mu sync.Mutex
-	n  map[int]int
-}
-
-func (b *boundCounts) add(s challenge.NonceStore, n int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.n[n]++
-	b.apply(s)
-}
-
-func (b *boundCounts) remove(s challenge.NonceStore, n int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.n[n]--; b.n[n] <= 0 {
-		delete(b.n, n)
-	}
-	b.apply(s)
-}
-
-// apply sets s's bound to the largest counted; b.mu is held.
-func (b *boundCounts) apply(s challenge.NonceStore) {
-	largest := 0
-	for n := range b.n {
-		largest = max(largest, n)
-	}
-	if r, ok := s.(interface{ SetMaxEntries(int) }); ok && largest > 0 {
-		r.SetMaxEntries(largest)
-	}
-}
+// memoryBounds sets the process's memory store's bound to the largest
+// max_entries of the live memory store modules.
+var memoryBounds challenge.Bounds
 
 // UnmarshalCaddyfile sets up the store from Caddyfile tokens:
 //
