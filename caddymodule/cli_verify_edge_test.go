@@ -111,17 +111,16 @@ func edgeOfConfig(t *testing.T, cfg string) func(cred string) (string, http.Head
 	if err != nil {
 		t.Fatal(err)
 	}
-	routes, err := findMCPIRoutes(cfgJSON)
-	if err != nil || len(routes) != 1 {
-		t.Fatalf("routes %v, %v", routes, err)
+	var doc any
+	if err := json.Unmarshal(cfgJSON, &doc); err != nil {
+		t.Fatal(err)
 	}
-	raw := map[string]any{}
-	for k, v := range routes[0].handler {
-		if k != "handler" {
-			raw[k] = v
-		}
+	handlers := mcpiHandlers(doc, nil)
+	if len(handlers) != 1 {
+		t.Fatalf("%d mcpi handlers in the config, want 1", len(handlers))
 	}
-	b, _ := json.Marshal(raw)
+	delete(handlers[0], "handler")
+	b, _ := json.Marshal(handlers[0])
 	h := new(Handler)
 	if err := caddy.StrictUnmarshalJSON(b, h); err != nil {
 		t.Fatal(err)
@@ -157,6 +156,25 @@ func edgeOfConfig(t *testing.T, cfg string) func(cred string) (string, http.Head
 		}
 		return rej.Reason, nil
 	}
+}
+
+// mcpiHandlers appends the {"handler": "mcpi", ...} objects of v, a
+// decoded JSON config, to out.
+func mcpiHandlers(v any, out []map[string]any) []map[string]any {
+	switch t := v.(type) {
+	case map[string]any:
+		if t["handler"] == "mcpi" {
+			out = append(out, t)
+		}
+		for _, c := range t {
+			out = mcpiHandlers(c, out)
+		}
+	case []any:
+		for _, c := range t {
+			out = mcpiHandlers(c, out)
+		}
+	}
+	return out
 }
 
 // checkAssertionWindow: the upstream's assertion is current and ends no

@@ -726,13 +726,13 @@ func TestNonceStoreMemoryModule(t *testing.T) {
 func TestNonceStoreRedisModule(t *testing.T) {
 	redis := redistest.Start(t)
 	ctx := bareContext(t)
-	s := &RedisNonceStore{Address: redis.Addr(), KeyPrefix: "test:", Timeout: caddy.Duration(300 * time.Millisecond)}
+	s := &RedisNonceStore{RedisConfig: challenge.RedisConfig{Address: redis.Addr(), KeyPrefix: "test:", Timeout: edge.Duration(300 * time.Millisecond)}}
 	if err := s.Provision(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Cleanup() })
 	// The URL form of the same server is another configuration.
-	u := &RedisNonceStore{URL: "redis://" + redis.Addr() + "/0", KeyPrefix: "test:"}
+	u := &RedisNonceStore{RedisConfig: challenge.RedisConfig{URL: "redis://" + redis.Addr() + "/0", KeyPrefix: "test:"}}
 	if err := u.Provision(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -768,7 +768,7 @@ func TestNonceStoreRedisModule(t *testing.T) {
 	if err := (&RedisNonceStore{}).Provision(ctx); err == nil {
 		t.Error("Provision without url or address succeeded")
 	}
-	if err := (&RedisNonceStore{URL: "http://x"}).Provision(ctx); err == nil {
+	if err := (&RedisNonceStore{RedisConfig: challenge.RedisConfig{URL: "http://x"}}).Provision(ctx); err == nil {
 		t.Error("Provision with an http URL succeeded")
 	}
 }
@@ -887,18 +887,6 @@ func TestProvisionSharesDIDCache(t *testing.T) {
 	c := handler(func(h *Handler) { h.DIDCacheTTL = edge.Duration(time.Minute) })
 	if c.cacheKey == b.cacheKey {
 		t.Error("different settings share a cache")
-	}
-}
-func TestPickSetting(t *testing.T) {
-	get := func(h handlerKeySettings) string { return h.KeyStorageKey }
-	if v, err := pickSetting(nil, get, "d"); v != "d" || err != nil {
-		t.Errorf("none: %q %v", v, err)
-	}
-	if v, err := pickSetting([]handlerKeySettings{{}, {KeyStorageKey: "d"}}, get, "d"); v != "d" || err != nil {
-		t.Errorf("agreeing: %q %v", v, err)
-	}
-	if _, err := pickSetting([]handlerKeySettings{{}, {KeyStorageKey: "x"}}, get, "d"); err == nil {
-		t.Error("disagreeing handlers accepted")
 	}
 }
 

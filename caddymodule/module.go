@@ -130,7 +130,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		}
 	}
 	if st != nil && validating() {
-		st = readOnlyStorage{st} // storage_validate.go
+		st = assertion.ReadOnly(st) // storage_validate.go
 	}
 	if st != nil {
 		opts = append(opts, edge.WithKeyStorage(st))

@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/mcpi-edge/caddy-mcpi/challenge"
+	"github.com/mcpi-edge/caddy-mcpi/internal/duration"
 )
 
 func init() {
@@ -32,9 +31,9 @@ var nonceStores = caddy.NewUsagePool()
 type pooledStore struct {
 	challenge.NonceStore
 	close func() error
-	// alarm logs the store's outages, at most once per alarmInterval
-	// whichever configuration's request met them.
-	alarm *storeAlarm
+	// alarm logs the store's outages, at most once in a while whichever
+	// configuration's request met them.
+	alarm *challenge.Alarm
 }
 
 func (p pooledStore) Destruct() error { return p.close() }
@@ -46,7 +45,7 @@ func poolStore(key string, build func() (pooledStore, error)) (pooledStore, erro
 		if err != nil {
 			return nil, err
 		}
-		p.alarm = new(storeAlarm)
+		p.alarm = new(challenge.Alarm)
 		return p, nil
 	})
 	if err != nil {
@@ -78,10 +77,12 @@ type MemoryNonceStore struct {
 	// largest max_entries of the configurations using it.
 	MaxEntries int `json:"max_entries,omitempty"`
 
+	// Watched carries the store's operations, and fails closed before
+	// Provision.
+	challenge.Watched
 	store challenge.NonceStore
 	key   string
 	bound int
-	alarm alarmLog
 }
 
 // CaddyModule returns the Caddy module information.
@@ -119,94 +120,22 @@ func (m *MemoryNonceStore) Provision(ctx caddy.Context) error {
 	}
 	store := p.NonceStore
 	m.store, m.key, m.bound = store, key, n
-	m.alarm = alarmLog{p.alarm, ctx.Logger(), "memory"}
-	memoryBounds.add(store, n)
+	m.Watched = challenge.Watch(store, p.alarm, ctx.Logger(), "memory")
+	memoryBounds.Add(store, n)
 	return nil
 }
 
 // Cleanup releases this config's hold on the store.
 func (m *MemoryNonceStore) Cleanup() error {
 	if m.key != "" {
-		memoryBounds.remove(m.store, m.bound)
+		memoryBounds.Remove(m.store, m.bound)
 	}
 	return releaseStore(&m.key)
 }
 
-// memoryBounds counts the live memory store modules by their max_entries,
-// and sets the process's memory store's bound to the largest: during a
-// reload both the old and the new bound are live, so the store never
-// shrinks under the configuration still serving; when the old one is
-// cleaned up, the new bound holds alone.
-var memoryBounds = boundCounts{n: map[int]int{}}
-
-type boundCounts struct {
-	mu sync.Mutex
-	n  map[int]int
-}
-
-func (b *boundCounts) add(s challenge.NonceStore, n int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.n[n]++
-	b.apply(s)
-}
-
-func (b *boundCounts) remove(s challenge.NonceStore, n int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.n[n]--; b.n[n] <= 0 {
-		delete(b.n, n)
-	}
-	b.apply(s)
-}
-
-// apply sets s's bound to the largest counted; b.mu is held.
-func (b *boundCounts) apply(s challenge.NonceStore) {
-	largest := 0
-	for n := range b.n {
-		largest = max(largest, n)
-	}
-	if r, ok := s.(interface{ SetMaxEntries(int) }); ok && largest > 0 {
-		r.SetMaxEntries(largest)
-	}
-}
-
-// Put implements challenge.NonceStore.
-func (m *MemoryNonceStore) Put(ctx context.Context, nonce string, rec challenge.Record, ttl time.Duration) error {
-	if m.store == nil {
-		return fmt.Errorf("%w: not provisioned", challenge.ErrStoreUnavailable)
-	}
-	return m.alarm.note(m.store.Put(ctx, nonce, rec, ttl))
-}
-
-// Consume implements challenge.NonceStore.
-func (m *MemoryNonceStore) Consume(ctx context.Context, nonce string) (challenge.Record, error) {
-	if m.store == nil {
-		return challenge.Record{}, fmt.Errorf("%w: not provisioned", challenge.ErrStoreUnavailable)
-	}
-	rec, err := m.store.Consume(ctx, nonce)
-	return rec, m.alarm.note(err)
-}
-
-// Peek implements challenge.Peeker.
-func (m *MemoryNonceStore) Peek(ctx context.Context, nonce string) (challenge.Record, error) {
-	rec, err := peekStore(ctx, m.store, nonce)
-	return rec, m.alarm.note(err)
-}
-
-// peekStore peeks at s, the pooled store of a module; an unprovisioned
-// module has none, and a store without Peek makes it unsupported (the
-// handshake then consumes first, challenge.Peeker).
-func peekStore(ctx context.Context, s challenge.NonceStore, nonce string) (challenge.Record, error) {
-	if s == nil {
-		return challenge.Record{}, fmt.Errorf("%w: not provisioned", challenge.ErrStoreUnavailable)
-	}
-	p, ok := s.(challenge.Peeker)
-	if !ok {
-		return challenge.Record{}, fmt.Errorf("mcpi: nonce store cannot peek: %w", errors.ErrUnsupported)
-	}
-	return p.Peek(ctx, nonce)
-}
+// memoryBounds sets the process's memory store's bound to the largest
+// max_entries of the live memory store modules.
+var memoryBounds challenge.Bounds
 
 // UnmarshalCaddyfile sets up the store from Caddyfile tokens:
 //
@@ -264,67 +193,15 @@ func parseMaxEntries(d *caddyfile.Dispenser, dst *int) error {
 // reached, handshakes fail closed (HTTP 503, JSON-RPC -32000) and work
 // again by themselves when it is back, on the new master after a failover.
 type RedisNonceStore struct {
-	// Redis URL of one server: redis://[[user]:password@]host:port[/db],
-	// or rediss:// for TLS. The other fields win over what the URL says.
-	// Placeholders such as {env.REDIS_URL} are replaced at provision time.
-	URL string `json:"url,omitempty"`
-	// host:port of one Redis server.
-	Address string `json:"address,omitempty"`
-	// host:port of the sentinels (with sentinel_master) or of cluster
-	// nodes to start from (with cluster).
-	Addresses []string `json:"addresses,omitempty"`
-	// Name the sentinels monitor the master under: Sentinel mode.
-	SentinelMaster string `json:"sentinel_master,omitempty"`
-	// ACL user and password of the sentinels, when they have their own.
-	SentinelUsername string `json:"sentinel_username,omitempty"`
-	SentinelPassword string `json:"sentinel_password,omitempty"`
-	// Cluster mode: addresses are nodes of a Redis Cluster.
-	Cluster bool `json:"cluster,omitempty"`
-	// ACL user name (Redis 6).
-	Username string `json:"username,omitempty"`
-	// Password; use a placeholder ({env.REDIS_PASSWORD},
-	// {file./run/secrets/redis}) to keep it out of the config.
-	Password string `json:"password,omitempty"`
-	// Database number. Default: 0 (or the URL's).
-	DB int `json:"db,omitempty"`
-	// Connect with TLS (implied by a rediss:// URL).
-	TLS bool `json:"tls,omitempty"`
-	// Server name checked in the server's certificate. Default: the
-	// address's host.
-	TLSServerName string `json:"tls_server_name,omitempty"`
-	// PEM file of the CA certificates that sign the server's certificate
-	// (a private CA, as managed services use). Default: the system's.
-	TLSCA string `json:"tls_ca,omitempty"`
-	// PEM files of a client certificate and its key, for a server that
-	// asks for one.
-	TLSClientCert string `json:"tls_client_cert,omitempty"`
-	TLSClientKey  string `json:"tls_client_key,omitempty"`
-	// Most connections (per node of a cluster). Default: 10 per CPU.
-	PoolSize int `json:"pool_size,omitempty"`
-	// Replicas that must acknowledge a single-use write (a proof nonce,
-	// a presentation's replay record, a challenge issued or consumed)
-	// before it is relied on: "auto" (default: one, wherever the master
-	// reports a connected replica), "off", or a number (required however
-	// many replicas the master has). Too few in wait_timeout: 503.
-	WaitReplicas string `json:"wait_replicas,omitempty"`
-	// How long a single-use write waits for its replicas. Default: 250ms.
-	WaitTimeout caddy.Duration `json:"wait_timeout,omitempty"`
-	// Prefix of every key. Default: "mcpi:challenge:".
-	KeyPrefix string `json:"key_prefix,omitempty"`
-	// Timeout of one Redis dial, read or write; an unreachable Redis fails
-	// a handshake after about this long. Default: 1s to dial, 500ms to
-	// read or write.
-	Timeout caddy.Duration `json:"timeout,omitempty"`
-	// Start even though the server's maxmemory-policy may evict keys (any
-	// policy but noeviction). An evicted key is a challenge, binding or
-	// single-use record forgotten before its time: a used proof or
-	// presentation could then be used again. Off by default: provisioning
-	// fails on such a server, saying so.
-	AcceptEviction bool `json:"accept_eviction,omitempty"`
+	// The JSON fields: the server, credentials, TLS, timeouts, replicas to
+	// wait for and the eviction policy to accept.
+	challenge.RedisConfig
 
-	store challenge.NonceStore
+	// Watched carries the store's operations, and fails closed before
+	// Provision.
+	challenge.Watched
+	store *challenge.RedisStore
 	key   string
-	alarm alarmLog
 }
 
 // CaddyModule returns the Caddy module information.
@@ -336,11 +213,12 @@ func (RedisNonceStore) CaddyModule() caddy.ModuleInfo {
 }
 
 // Provision loads or creates the shared client for this configuration and
-// checks that the server does not evict keys (checkEviction). Caddy starts
+// checks that the server does not evict keys (challenge.RedisStore.CheckEviction). Caddy starts
 // while Redis is down (with a warning that the check could not be made),
 // and what needs the store fails closed until it is up.
 func (s *RedisNonceStore) Provision(ctx caddy.Context) error {
-	opts, key, err := s.options()
+	repl := caddy.NewReplacer()
+	opts, key, err := s.Options(func(v string) string { return repl.ReplaceAll(v, "") })
 	if err != nil {
 		return err
 	}
@@ -355,46 +233,23 @@ func (s *RedisNonceStore) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("mcpi: redis nonce store: %v", err)
 	}
 	logger := ctx.Logger()
-	s.store, s.key = p.NonceStore, key
-	s.alarm = alarmLog{p.alarm, logger, "redis"}
-	if err := s.checkEviction(ctx, logger, opts); err != nil {
+	s.key = key
+	s.store, _ = p.NonceStore.(*challenge.RedisStore)
+	err = s.store.CheckEviction(ctx, logger, opts)
+	if err == nil {
+		err = s.registerHealth(ctx, key)
+	}
+	if err != nil {
 		_ = releaseStore(&s.key)
 		s.store = nil
 		return err
 	}
-	if err := s.registerHealth(ctx, key); err != nil {
-		_ = releaseStore(&s.key)
-		s.store = nil
-		return err
-	}
+	s.Watched = challenge.Watch(s.store, p.alarm, logger, "redis")
 	return nil
 }
 
 // Cleanup releases this config's hold on the client.
 func (s *RedisNonceStore) Cleanup() error { return releaseStore(&s.key) }
-
-// Put implements challenge.NonceStore.
-func (s *RedisNonceStore) Put(ctx context.Context, nonce string, rec challenge.Record, ttl time.Duration) error {
-	if s.store == nil {
-		return fmt.Errorf("%w: not provisioned", challenge.ErrStoreUnavailable)
-	}
-	return s.alarm.note(s.store.Put(ctx, nonce, rec, ttl))
-}
-
-// Consume implements challenge.NonceStore.
-func (s *RedisNonceStore) Consume(ctx context.Context, nonce string) (challenge.Record, error) {
-	if s.store == nil {
-		return challenge.Record{}, fmt.Errorf("%w: not provisioned", challenge.ErrStoreUnavailable)
-	}
-	rec, err := s.store.Consume(ctx, nonce)
-	return rec, s.alarm.note(err)
-}
-
-// Peek implements challenge.Peeker.
-func (s *RedisNonceStore) Peek(ctx context.Context, nonce string) (challenge.Record, error) {
-	rec, err := peekStore(ctx, s.store, nonce)
-	return rec, s.alarm.note(err)
-}
 
 // UnmarshalCaddyfile sets up the store from Caddyfile tokens:
 //
@@ -476,58 +331,31 @@ func (s *RedisNonceStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				if err != nil || dur <= 0 {
 					return d.Errf("wait_replicas: invalid timeout %q", args[1])
 				}
-				s.WaitTimeout = caddy.Duration(dur)
+				s.WaitTimeout = duration.Duration(dur)
 			}
 			continue
-		case "url", "address", "username", "password", "db", "tls_server_name", "key_prefix", "timeout",
-			"sentinel_username", "sentinel_password", "tls_ca", "tls_client_cert", "tls_client_key", "pool_size":
-		default:
+		case "db", "pool_size", "timeout":
+			if len(args) != 1 {
+				return d.ArgErr()
+			}
+			if err := s.parseNumber(d, name, args[0]); err != nil {
+				return err
+			}
+			continue
+		}
+		field, ok := map[string]*string{
+			"url": &s.URL, "address": &s.Address, "username": &s.Username, "password": &s.Password,
+			"sentinel_username": &s.SentinelUsername, "sentinel_password": &s.SentinelPassword,
+			"tls_server_name": &s.TLSServerName, "tls_ca": &s.TLSCA, "tls_client_cert": &s.TLSClientCert,
+			"tls_client_key": &s.TLSClientKey, "key_prefix": &s.KeyPrefix,
+		}[name]
+		if !ok {
 			return d.Errf("unrecognized redis nonce store option %q", name)
 		}
 		if len(args) != 1 {
 			return d.ArgErr()
 		}
-		v := args[0]
-		switch name {
-		case "url":
-			s.URL = v
-		case "address":
-			s.Address = v
-		case "username":
-			s.Username = v
-		case "password":
-			s.Password = v
-		case "sentinel_username":
-			s.SentinelUsername = v
-		case "sentinel_password":
-			s.SentinelPassword = v
-		case "db", "pool_size":
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 || (name == "pool_size" && n == 0) {
-				return d.Errf("%s must be a %s integer, got %q", name, map[string]string{"db": "non-negative", "pool_size": "positive"}[name], v)
-			}
-			if name == "db" {
-				s.DB = n
-			} else {
-				s.PoolSize = n
-			}
-		case "tls_server_name":
-			s.TLSServerName = v
-		case "tls_ca":
-			s.TLSCA = v
-		case "tls_client_cert":
-			s.TLSClientCert = v
-		case "tls_client_key":
-			s.TLSClientKey = v
-		case "key_prefix":
-			s.KeyPrefix = v
-		case "timeout":
-			dur, err := caddy.ParseDuration(v)
-			if err != nil || dur <= 0 {
-				return d.Errf("timeout: invalid duration %q", v)
-			}
-			s.Timeout = caddy.Duration(dur)
-		}
+		*field = args[0]
 	}
 	single := s.URL != "" || s.Address != ""
 	switch {
@@ -539,11 +367,37 @@ func (s *RedisNonceStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return nil
 }
 
+// parseNumber sets db, pool_size or timeout from the Caddyfile's value v.
+func (s *RedisNonceStore) parseNumber(d *caddyfile.Dispenser, name, v string) error {
+	if name == "timeout" {
+		dur, err := caddy.ParseDuration(v)
+		if err != nil || dur <= 0 {
+			return d.Errf("timeout: invalid duration %q", v)
+		}
+		s.Timeout = duration.Duration(dur)
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || (name == "pool_size" && n == 0) {
+		return d.Errf("%s must be a %s integer, got %q", name, map[string]string{"db": "non-negative", "pool_size": "positive"}[name], v)
+	}
+	if name == "db" {
+		s.DB = n
+	} else {
+		s.PoolSize = n
+	}
+	return nil
+}
+
 // Interface guards
 var (
 	_ challenge.NonceStore  = (*MemoryNonceStore)(nil)
 	_ challenge.Peeker      = (*MemoryNonceStore)(nil)
+	_ challenge.SingleUse   = (*MemoryNonceStore)(nil)
+	_ challenge.OwnedBinder = (*MemoryNonceStore)(nil)
 	_ challenge.Peeker      = (*RedisNonceStore)(nil)
+	_ challenge.SingleUse   = (*RedisNonceStore)(nil)
+	_ challenge.OwnedBinder = (*RedisNonceStore)(nil)
 	_ caddy.Provisioner     = (*MemoryNonceStore)(nil)
 	_ caddy.CleanerUpper    = (*MemoryNonceStore)(nil)
 	_ caddyfile.Unmarshaler = (*MemoryNonceStore)(nil)

@@ -6,10 +6,8 @@ import "github.com/redis/go-redis/v9"
 // the key prefix the store reserves for them: the limits count in the same
 // Redis, over the same connections, as the store (nil before Provision).
 func (s *RedisNonceStore) RateLimitRedis() (redis.UniversalClient, string) {
-	if rb, ok := s.store.(interface {
-		RateLimitRedis() (redis.UniversalClient, string)
-	}); ok {
-		return rb.RateLimitRedis()
+	if s.store == nil {
+		return nil, ""
 	}
-	return nil, ""
+	return s.store.RateLimitRedis()
 }

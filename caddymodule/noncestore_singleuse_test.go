@@ -26,7 +26,7 @@ func TestNonceStoreModulesSingleUse(t *testing.T) {
 		t.Cleanup(func() { _ = s.Cleanup() })
 	}
 	redis := redistest.Start(t)
-	r, u := &RedisNonceStore{Address: redis.Addr(), KeyPrefix: "test:"}, &RedisNonceStore{URL: "redis://" + redis.Addr() + "/0", KeyPrefix: "test:"}
+	r, u := &RedisNonceStore{RedisConfig: challenge.RedisConfig{Address: redis.Addr(), KeyPrefix: "test:"}}, &RedisNonceStore{RedisConfig: challenge.RedisConfig{URL: "redis://" + redis.Addr() + "/0", KeyPrefix: "test:"}}
 	for _, s := range []*RedisNonceStore{r, u} {
 		if err := s.Provision(ctx); err != nil {
 			t.Fatal(err)

@@ -1,20 +1,16 @@
 package caddymodule
 
 import (
-	"context"
 	"os"
 	"slices"
-
-	"github.com/mcpi-edge/caddy-mcpi/assertion"
 )
 
 // `caddy validate` provisions every module as `caddy run` does, and the
 // edge's provisioning loads its keys from Caddy's storage, creating them
 // there when they are missing. A validation must leave no trace, so under
-// it the edge gets a read-only view of the storage: it reads the keys that
-// exist (a broken key set still fails the validation) and makes the
-// missing ones in memory only. Caddy gives a module no sign that it is
-// being validated rather than run; the command line is the sign.
+// it the edge gets a read-only view of the storage (assertion.ReadOnly).
+// Caddy gives a module no sign that it is being validated rather than run;
+// the command line is the sign.
 
 // validatingArgs reports whether args (os.Args) run `caddy validate`, or
 // `caddy adapt --validate`.
@@ -35,16 +31,3 @@ func validatingArgs(args []string) bool {
 
 // validating is validatingArgs of this process.
 func validating() bool { return validatingArgs(os.Args) }
-
-// readOnlyStorage reads through to its storage and writes nothing: Store
-// and the lock succeed without touching it (a file_system lock is a file
-// too).
-type readOnlyStorage struct{ assertion.Storage }
-
-func (readOnlyStorage) Store(context.Context, string, []byte) error { return nil }
-
-func (readOnlyStorage) Lock(context.Context, string) error { return nil }
-
-func (readOnlyStorage) Unlock(context.Context, string) error { return nil }
-
-var _ assertion.Storage = readOnlyStorage{}

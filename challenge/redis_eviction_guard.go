@@ -51,14 +51,21 @@ type evictionGuard struct {
 // evictionVerdict is what writes get: refusal, or nil under noeviction.
 type evictionVerdict struct{ refusal error }
 
-// record sets the guard from a reading of the policy: a server that
-// could not be reached leaves it as it was (the write then fails on its
-// own); one that answered without the policy refuses writes, as one that
-// may evict does.
+// record sets the guard from a reading of the policy: one that answered
+// without the policy refuses writes, as one that may evict does. A server
+// that could not be reached leaves a noeviction verdict as it was (the
+// write then fails on its own, saying the server is unreachable), and
+// turns a refusal into "unknown": the policy it refused may have been
+// fixed since, or the server that comes back be another, and the write's
+// error must say that the server does not answer, not repeat the policy it
+// had when it last did. Unknown, the policy is read before the next write.
 func (g *evictionGuard) record(policy string, err error, full bool) {
 	var refusal error
 	switch {
 	case errors.Is(err, ErrStoreUnavailable):
+		if v := g.verdict.Load(); v != nil && v.refusal != nil {
+			g.verdict.CompareAndSwap(v, nil)
+		}
 		return
 	case err != nil:
 		refusal = fmt.Errorf("%w: %w: it would not report its maxmemory-policy (%w); grant the store's ACL user INFO "+
@@ -113,8 +120,8 @@ func (s *RedisStore) allow(ctx context.Context) error {
 	if checked, refusal = g.state(); checked {
 		return refusal
 	}
-	return fmt.Errorf("%w: the Redis server's maxmemory-policy has not been read since the store started "+
-		"(the server has not answered); single-use writes wait until it is known to be noeviction", ErrStoreUnavailable)
+	return fmt.Errorf("%w: the Redis server does not answer, so its maxmemory-policy is not known; "+
+		"single-use writes wait until it answers and reports noeviction", ErrStoreUnavailable)
 }
 
 // written is the outcome of a single-use write that allow let through,

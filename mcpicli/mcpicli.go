@@ -1,7 +1,9 @@
 // Package mcpicli holds the operator commands of caddy-mcpi (keygen, issue,
-// verify) as cobra commands that need no Caddy: caddymodule registers them
-// as `caddy mcpi …`, with what only Caddy can do (reading a config for
-// verify --config, rotating keys in Caddy's storage).
+// verify, rotate-key, sign-request, dpop-proof, delegations) as cobra
+// commands that import no Caddy: caddymodule registers them as
+// `caddy mcpi …`, and lends the commands that read a Caddy config what only
+// Caddy can do (Caddy: loading and adapting the config, opening its storage
+// and nonce store, reading a site address).
 package mcpicli
 
 import (

@@ -1,4 +1,4 @@
-package caddymodule
+package mcpicli
 
 import (
 	"encoding/json"
@@ -8,11 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
-	caddycmd "github.com/caddyserver/caddy/v2/cmd"
-	"github.com/caddyserver/certmagic"
 
 	"github.com/mcpi-edge/caddy-mcpi/edge"
 )
@@ -40,11 +35,11 @@ func (r mcpiRoute) label() string {
 
 // siteHost is the Host a client of the route sends when the route has one
 // host on one port, else "".
-func (r mcpiRoute) siteHost() string {
+func (r mcpiRoute) siteHost(c Caddy) string {
 	if len(r.hosts) != 1 || strings.Contains(r.hosts[0], "*") || len(r.listen) != 1 {
 		return ""
 	}
-	return withPort(r.hosts[0], listenPort(r.listen[0]), "")
+	return withPort(r.hosts[0], c.ListenPort(r.listen[0]), "")
 }
 
 // findMCPIRoutes lists the mcpi handlers of a JSON config's http servers,
@@ -119,7 +114,7 @@ func routeHostMatchers(sets []map[string]json.RawMessage) ([]string, error) {
 // site is empty, and returns the Host a client of it sends ("" when that
 // cannot be told). Routes whose handlers have the same settings count as
 // one, since the same settings give the same verdict for the same Host.
-func pickRoute(routes []mcpiRoute, site string) (mcpiRoute, string, error) {
+func pickRoute(c Caddy, routes []mcpiRoute, site string) (mcpiRoute, string, error) {
 	if len(routes) == 0 {
 		return mcpiRoute{}, "", errors.New("the config has no mcpi handler")
 	}
@@ -128,36 +123,36 @@ func pickRoute(routes []mcpiRoute, site string) (mcpiRoute, string, error) {
 			return mcpiRoute{}, "", fmt.Errorf("the config has %d mcpi routes with different settings, choose one with --site: %s", len(distinct), labels(distinct))
 		}
 		// The Host of the site, when every route has the same one.
-		host := routes[0].siteHost()
+		host := routes[0].siteHost(c)
 		for _, r := range routes[1:] {
-			if r.siteHost() != host {
+			if r.siteHost(c) != host {
 				host = ""
 			}
 		}
 		return routes[0], host, nil
 	}
 
-	addr, err := httpcaddyfile.ParseAddress(site)
-	if err != nil || addr.Path != "" || (addr.Host == "" && addr.Port == "") {
+	scheme, siteHost, sitePort, err := c.ParseSite(site)
+	if err != nil || (siteHost == "" && sitePort == "") {
 		return mcpiRoute{}, "", fmt.Errorf("--site %q: want a site address, [scheme://]host[:port] or :port", site)
 	}
-	port := addr.Port
+	port := sitePort
 	switch {
 	case port != "":
-	case addr.Scheme == "http":
-		port = strconv.Itoa(certmagic.HTTPPort)
-	case addr.Scheme == "https":
-		port = strconv.Itoa(certmagic.HTTPSPort)
+	case scheme == "http":
+		port = strconv.Itoa(httpPort)
+	case scheme == "https":
+		port = strconv.Itoa(httpsPort)
 	}
 	onPort := func(r mcpiRoute) bool {
-		return port == "" || slices.ContainsFunc(r.listen, func(l string) bool { return listenPort(l) == port })
+		return port == "" || slices.ContainsFunc(r.listen, func(l string) bool { return c.ListenPort(l) == port })
 	}
 	// The routes naming the host, else those taking any host on that port:
 	// as Caddy tries a site's own routes before a catch-all.
 	var matched []mcpiRoute
-	if addr.Host != "" {
+	if siteHost != "" {
 		for _, r := range routes {
-			if onPort(r) && slices.ContainsFunc(r.hosts, func(h string) bool { return certmagic.MatchWildcard(addr.Host, h) }) {
+			if onPort(r) && slices.ContainsFunc(r.hosts, func(h string) bool { return c.MatchHost(siteHost, h) }) {
 				matched = append(matched, r)
 			}
 		}
@@ -177,8 +172,8 @@ func pickRoute(routes []mcpiRoute, site string) (mcpiRoute, string, error) {
 		return mcpiRoute{}, "", fmt.Errorf("%s has %d mcpi handlers with different settings (%s): verify cannot tell which one a request meets", site, len(distinct), labels(distinct))
 	}
 	host := ""
-	if addr.Host != "" {
-		host = withPort(addr.Host, addr.Port, addr.Scheme)
+	if siteHost != "" {
+		host = withPort(siteHost, sitePort, scheme)
 	}
 	return matched[0], host, nil
 }
@@ -205,21 +200,15 @@ func labels(routes []mcpiRoute) string {
 	return strings.Join(ls, "; ")
 }
 
-// listenPort is the port of a listen address, "" if it has none or a
-// range.
-func listenPort(l string) string {
-	na, err := caddy.ParseNetworkAddress(l)
-	if err != nil || na.StartPort != na.EndPort || na.IsUnixNetwork() {
-		return ""
-	}
-	return strconv.FormatUint(uint64(na.StartPort), 10)
-}
+// The default ports of the schemes: the CLI runs no http app that could
+// have changed them.
+const httpPort, httpsPort = 80, 443
 
 // withPort is the Host header a client sends for host on port: without
 // the port when it is the default of the scheme (either scheme's, when
 // scheme is not given).
 func withPort(host, port, scheme string) string {
-	https, http := strconv.Itoa(certmagic.HTTPSPort), strconv.Itoa(certmagic.HTTPPort)
+	https, http := strconv.Itoa(httpsPort), strconv.Itoa(httpPort)
 	switch {
 	case port == "",
 		port == https && scheme != "http",
@@ -229,13 +218,12 @@ func withPort(host, port, scheme string) string {
 	return host + ":" + port
 }
 
-// routeEdge builds the edge of a route's handler config as Provision does
-// (the JSON decoded as Caddy decodes a module's, Validate, edgeConfig),
+// routeEdge builds the edge of a route's handler config as Provision does,
 // keeping only what verifying a credential uses. The rest would start
 // work, or read keys and storage, that a one-off check has no use for:
 // Level 2 keys and upstream probes, the Level 3 handshake and its store,
 // the per-tool policy, the audit log, the verification cache.
-func routeEdge(handler map[string]any) (*edge.Handler, edge.Config, error) {
+func routeEdge(c Caddy, handler map[string]any) (*edge.Handler, edge.Config, error) {
 	m := make(map[string]any, len(handler))
 	for k, v := range handler {
 		if k != "handler" { // the module name, as Caddy strips it
@@ -246,14 +234,10 @@ func routeEdge(handler map[string]any) (*edge.Handler, edge.Config, error) {
 	if err != nil {
 		return nil, edge.Config{}, err
 	}
-	h := new(Handler)
-	if err := caddy.StrictUnmarshalJSON(b, h); err != nil {
+	cfg, err := c.EdgeConfig(b)
+	if err != nil {
 		return nil, edge.Config{}, fmt.Errorf("the route's mcpi settings: %v", err)
 	}
-	if err := h.Validate(); err != nil {
-		return nil, edge.Config{}, fmt.Errorf("the route's mcpi settings: %v", err)
-	}
-	cfg := h.edgeConfig()
 	cfg.Level = 1
 	cfg.Level2Config = edge.Level2Config{}
 	cfg.Level3Config = edge.Level3Config{}
@@ -267,10 +251,17 @@ func routeEdge(handler map[string]any) (*edge.Handler, edge.Config, error) {
 	return e, cfg, nil
 }
 
-// loadRoute reads the config (adapting it like `caddy run` does) and
-// returns the edge of the route of site, and the Host its clients send.
-func loadRoute(configFile, adapter, site string) (*edge.Handler, string, error) {
-	cfgJSON, _, _, err := caddycmd.LoadConfig(configFile, adapter)
+// Routes is the RouteLoader of Verify in c: it reads the config (adapting
+// it like `caddy run` does) and returns the edge of the route of site, and
+// the Host its clients send.
+func Routes(c Caddy) RouteLoader {
+	return func(configFile, adapter, site string) (*edge.Handler, string, error) {
+		return loadRoute(c, configFile, adapter, site)
+	}
+}
+
+func loadRoute(c Caddy, configFile, adapter, site string) (*edge.Handler, string, error) {
+	cfgJSON, err := c.LoadConfig(configFile, adapter)
 	if err != nil {
 		return nil, "", err
 	}
@@ -278,11 +269,11 @@ func loadRoute(configFile, adapter, site string) (*edge.Handler, string, error) 
 	if err != nil {
 		return nil, "", err
 	}
-	r, host, err := pickRoute(routes, site)
+	r, host, err := pickRoute(c, routes, site)
 	if err != nil {
 		return nil, "", err
 	}
-	e, cfg, err := routeEdge(r.handler)
+	e, cfg, err := routeEdge(c, r.handler)
 	if err != nil {
 		return nil, "", err
 	}

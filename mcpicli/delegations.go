@@ -1,4 +1,4 @@
-package caddymodule
+package mcpicli
 
 import (
 	"context"
@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/authserver"
@@ -20,7 +18,9 @@ import (
 // them) and revoked in the config's shared nonce store (where every
 // replica checks them).
 
-func delegationsCommand() *cobra.Command {
+// Delegations is `delegations list|revoke`, on the storage and nonce
+// store of a config that c loads.
+func Delegations(c Caddy) *cobra.Command {
 	var configFile, adapter string
 	cmd := &cobra.Command{
 		Use:   "delegations list|revoke",
@@ -49,7 +49,7 @@ revocations: revoke from the user's page (/oauth/delegations) instead.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 			defer cancel()
-			t, err := delegationsTarget(configFile, adapter, false)
+			t, err := delegationsTarget(c, configFile, adapter, false)
 			if err != nil {
 				return err
 			}
@@ -85,7 +85,7 @@ revocations: revoke from the user's page (/oauth/delegations) instead.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 			defer cancel()
-			t, err := delegationsTarget(configFile, adapter, true)
+			t, err := delegationsTarget(c, configFile, adapter, true)
 			if err != nil {
 				return err
 			}
@@ -114,15 +114,15 @@ type delegationsTargets struct {
 
 // delegationsTarget loads the config's storage and, when the front door
 // uses a shared nonce store, that store. needStore: fail without one.
-func delegationsTarget(configFile, adapter string, needStore bool) (delegationsTargets, error) {
-	st, _, err := rotateTarget(configFile, adapter)
+func delegationsTarget(c Caddy, configFile, adapter string, needStore bool) (delegationsTargets, error) {
+	st, _, _, err := rotateTarget(c, configFile, adapter)
 	if err != nil {
 		return delegationsTargets{}, err
 	}
-	t := delegationsTargets{keys: edgeKeyStorage{st}, close: func() {}}
+	t := delegationsTargets{keys: st, close: func() {}}
 	var stores []json.RawMessage
 	if configFile != "" || adapter != "" {
-		cfgJSON, _, _, err := caddycmd.LoadConfig(configFile, adapter)
+		cfgJSON, err := c.LoadConfig(configFile, adapter)
 		if err != nil {
 			return t, err
 		}
@@ -156,20 +156,10 @@ func delegationsTarget(configFile, adapter string, needStore bool) (delegationsT
 	case memory:
 		return t, nil
 	}
-	holder := struct {
-		NonceStoreRaw json.RawMessage `json:"nonce_store,omitempty" caddy:"namespace=mcpi.nonce_stores inline_key=backend"`
-	}{NonceStoreRaw: stores[0]}
-	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-	mod, err := ctx.LoadModule(&holder, "NonceStoreRaw")
+	store, closeStore, err := c.NonceStore(stores[0])
 	if err != nil {
-		cancel()
-		return t, fmt.Errorf("loading the nonce store: %v", err)
+		return t, err
 	}
-	store, ok := mod.(authserver.Store)
-	if !ok {
-		cancel()
-		return t, fmt.Errorf("the nonce store %T keeps no bindings", mod)
-	}
-	t.store, t.close = store, cancel
+	t.store, t.close = store, closeStore
 	return t, nil
 }

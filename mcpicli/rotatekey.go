@@ -1,4 +1,4 @@
-package caddymodule
+package mcpicli
 
 import (
 	"context"
@@ -9,17 +9,16 @@ import (
 	"slices"
 	"time"
 
-	"github.com/mcpi-edge/caddy-mcpi/edge"
-
-	"github.com/caddyserver/caddy/v2"
-	caddycmd "github.com/caddyserver/caddy/v2/cmd"
-	"github.com/caddyserver/certmagic"
 	"github.com/spf13/cobra"
 
 	"github.com/mcpi-edge/caddy-mcpi/assertion"
+	"github.com/mcpi-edge/caddy-mcpi/edge"
+	"github.com/mcpi-edge/caddy-mcpi/internal/duration"
 )
 
-func rotateKeyCommand() *cobra.Command {
+// RotateKey is `rotate-key`: a new Level 2 signing key in the storage of
+// a config that c loads.
+func RotateKey(c Caddy) *cobra.Command {
 	var configFile, adapter, storageKey, alg, delayFlag string
 	cmd := &cobra.Command{
 		Use:   "rotate-key [--config <file> [--adapter <name>]] [--key <storage key>] [--alg EdDSA|ES256] [--publish-delay <duration>]",
@@ -42,7 +41,7 @@ handlers of the config (key_storage_key, signing_alg, key_publish_delay),
 else mcpi/edge-keys.json, EdDSA and 20s. Prints the new state as JSON.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, handlers, err := rotateTarget(configFile, adapter)
+			st, name, handlers, err := rotateTarget(c, configFile, adapter)
 			if err != nil {
 				return err
 			}
@@ -69,14 +68,14 @@ else mcpi/edge-keys.json, EdDSA and 20s. Prints the new state as JSON.`,
 					return fmt.Errorf("%v: choose one with --publish-delay", err)
 				}
 			}
-			delay, err := caddy.ParseDuration(delayFlag)
+			delay, err := duration.Parse(delayFlag)
 			if err != nil || delay < 0 {
 				return fmt.Errorf("--publish-delay must be a duration of 0s or more, got %q", delayFlag)
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 			defer cancel()
 			now := time.Now()
-			ks, err := assertion.ScheduleStored(ctx, edgeKeyStorage{st}, storageKey, now, delay,
+			ks, err := assertion.ScheduleStored(ctx, st, storageKey, now, delay,
 				func() (crypto.PrivateKey, error) { return edge.GenerateEdgeKey(alg) })
 			if err != nil {
 				return err
@@ -93,7 +92,7 @@ else mcpi/edge-keys.json, EdDSA and 20s. Prints the new state as JSON.`,
 				StorageKey       string    `json:"storage_key"`
 				RetentionSeconds int64     `json:"retention_seconds"`
 				Published        []keyInfo `json:"published"`
-			}{Storage: fmt.Sprint(st), StorageKey: storageKey, RetentionSeconds: int64(ks.Retention() / time.Second)}
+			}{Storage: name, StorageKey: storageKey, RetentionSeconds: int64(ks.Retention() / time.Second)}
 			for _, k := range ks.Published(now) {
 				ki := keyInfo{Thumbprint: k.Thumbprint, Alg: k.Alg, SignsFrom: k.ActivatesAt, RetiredAt: k.RetiredAt}
 				if !k.RetiredAt.IsZero() {
@@ -125,59 +124,52 @@ type handlerKeySettings struct {
 	SigningKey    string `json:"signing_key"`
 	SigningAlg    string `json:"signing_alg"`
 	KeyStorageKey string `json:"key_storage_key"`
-	// caddy.Duration reads both forms a JSON config may hold: nanoseconds
-	// (as an adapted Caddyfile writes it) or a string such as "20s".
-	KeyPublishDelay caddy.Duration `json:"key_publish_delay"`
+	// Both forms a JSON config may hold: nanoseconds (as an adapted
+	// Caddyfile writes it) or a string such as "20s".
+	KeyPublishDelay duration.Duration `json:"key_publish_delay"`
 }
 
 // rotateTarget loads the config like `caddy storage export` does and
 // returns its storage (Caddy's default file storage when the config names
-// none, or when there is no config) and its Level 2 mcpi handlers that keep
-// their key in storage.
-func rotateTarget(configFile, adapter string) (certmagic.Storage, []handlerKeySettings, error) {
+// none, or when there is no config), the storage's name, and its Level 2
+// mcpi handlers that keep their key in storage.
+func rotateTarget(c Caddy, configFile, adapter string) (Storage, string, []handlerKeySettings, error) {
 	var (
 		cfgJSON []byte
 		err     error
 	)
 	if configFile != "" || adapter != "" {
 		if err := checkConfigPlaceholders(configFile, adapter); err != nil {
-			return nil, nil, err
+			return nil, "", nil, err
 		}
-		if cfgJSON, _, _, err = caddycmd.LoadConfig(configFile, adapter); err != nil {
-			return nil, nil, err
+		if cfgJSON, err = c.LoadConfig(configFile, adapter); err != nil {
+			return nil, "", nil, err
 		}
 	}
 	var top struct {
-		StorageRaw json.RawMessage `json:"storage,omitempty" caddy:"namespace=caddy.storage inline_key=module"`
+		Storage json.RawMessage `json:"storage,omitempty"`
 	}
 	var handlers []handlerKeySettings
 	if len(cfgJSON) > 0 {
 		if err := json.Unmarshal(cfgJSON, &top); err != nil {
-			return nil, nil, fmt.Errorf("reading config: %v", err)
+			return nil, "", nil, fmt.Errorf("reading config: %v", err)
 		}
 		var doc any
 		if err := json.Unmarshal(cfgJSON, &doc); err != nil {
-			return nil, nil, fmt.Errorf("reading config: %v", err)
+			return nil, "", nil, fmt.Errorf("reading config: %v", err)
 		}
 		handlers = findMCPIHandlers(doc, nil)
 	}
-	if len(top.StorageRaw) == 0 {
-		return caddy.DefaultStorage, handlers, nil
+	if len(top.Storage) > 0 {
+		if err := checkStoragePlaceholders(top.Storage); err != nil {
+			return nil, "", nil, err
+		}
 	}
-	if err := checkStoragePlaceholders(top.StorageRaw); err != nil {
-		return nil, nil, err
-	}
-	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-	defer cancel()
-	val, err := ctx.LoadModule(&top, "StorageRaw")
+	st, name, err := c.Storage(top.Storage)
 	if err != nil {
-		return nil, nil, fmt.Errorf("loading storage module: %v", err)
+		return nil, "", nil, err
 	}
-	st, err := val.(caddy.StorageConverter).CertMagicStorage()
-	if err != nil {
-		return nil, nil, fmt.Errorf("creating storage value: %v", err)
-	}
-	return st, handlers, nil
+	return st, name, handlers, nil
 }
 
 // findMCPIHandlers walks a JSON config for {"handler": "mcpi", ...} objects

@@ -1,4 +1,4 @@
-package caddymodule
+package challenge
 
 import (
 	"context"
@@ -6,57 +6,47 @@ import (
 	"fmt"
 
 	"go.uber.org/zap"
-
-	"github.com/mcpi-edge/caddy-mcpi/challenge"
 )
 
-// evictionChecker is what checkEviction asks: the pooled Redis store.
-type evictionChecker interface {
-	EvictionPolicy(ctx context.Context) (string, error)
-}
-
-// checkEviction refuses a Redis server whose maxmemory-policy may evict
-// the store's keys: an evicted challenge, binding or single-use marker is
-// forgotten before its TTL, and a proof nonce or presentation forgotten
-// early can be used a second time. Every key the store writes has a TTL,
-// so the volatile-* policies evict them too; only noeviction is safe. A
-// server that answers but will not tell (an ACL user without INFO) is
-// refused too. accept_eviction turns the refusal into a warning. A server
-// that cannot be reached now is not refused (Caddy starts): the store
+// CheckEviction, made when a configuration starts using the store, refuses
+// a Redis server whose maxmemory-policy may evict the store's keys: an
+// evicted challenge, binding or single-use marker is forgotten before its
+// TTL, and a proof nonce or presentation forgotten early can be used a
+// second time. Every key the store writes has a TTL, so the volatile-*
+// policies evict them too; only noeviction is safe. A server that answers
+// but will not tell (an ACL user without INFO) is refused too.
+// opts.AcceptEviction (opts are the store's) turns the refusal into a
+// warning, logged to logger. A server that cannot be reached now is not refused (Caddy starts): the store
 // reads the policy when it answers, and again every 30 seconds and on
 // every new connection, and refuses single-use writes (503) while it is
-// not noeviction (challenge.ErrEvictionRisk).
-func (s *RedisNonceStore) checkEviction(ctx context.Context, logger *zap.Logger, opts challenge.RedisOptions) error {
-	ec, ok := s.store.(evictionChecker)
-	if !ok {
-		return nil
-	}
+// not noeviction (ErrEvictionRisk).
+func (s *RedisStore) CheckEviction(ctx context.Context, logger *zap.Logger, opts RedisOptions) error {
 	// Long enough for one dial and one command, retried once.
-	wait := 2 * (max(opts.DialTimeout, challenge.DefaultRedisDialTimeout) + max(opts.ReadTimeout, challenge.DefaultRedisReadTimeout))
+	wait := 2 * (max(opts.DialTimeout, DefaultRedisDialTimeout) + max(opts.ReadTimeout, DefaultRedisReadTimeout))
 	cctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	policy, err := ec.EvictionPolicy(cctx)
+	policy, err := s.EvictionPolicy(cctx)
 	switch {
-	case errors.Is(err, challenge.ErrStoreUnavailable) && s.AcceptEviction:
+	case errors.Is(err, ErrStoreUnavailable) && opts.AcceptEviction:
 		logger.Warn("could not check the Redis server's maxmemory-policy, it did not answer; "+
 			"requests that need the nonce store get 503 until it does", zap.Error(err))
 		return nil
-	case errors.Is(err, challenge.ErrStoreUnavailable):
+	case errors.Is(err, ErrStoreUnavailable):
 		logger.Warn("could not check the Redis server's maxmemory-policy, it did not answer; "+
 			"requests that need the nonce store get 503 until it does and its maxmemory-policy is read as noeviction "+
 			"(a server that evicts keys lets used proofs and presentations be used again)",
 			zap.Error(err))
 		return nil
-	case err != nil && !s.AcceptEviction:
+	case err != nil && !opts.AcceptEviction:
 		return fmt.Errorf("mcpi: redis nonce store: the server would not report its maxmemory-policy (%v), so the edge cannot tell "+
 			"whether it evicts keys. Grant the edge's ACL user INFO (ACL SETUSER <user> +info) "+
 			"and set maxmemory-policy noeviction; or, if you have made sure the server does not evict, add accept_eviction to nonce_store redis", err)
 	case err != nil:
 		logger.Warn("accept_eviction: starting without knowing the Redis server's maxmemory-policy", zap.Error(err))
 		return nil
-	case policy == challenge.NoEviction:
+	case policy == NoEviction:
 		return nil
-	case !s.AcceptEviction:
+	case !opts.AcceptEviction:
 		return fmt.Errorf("mcpi: redis nonce store: the server's maxmemory-policy is %s, which may evict the edge's keys "+
 			"(all of them have a TTL, so volatile-* policies evict them too): a challenge, proof nonce or presentation "+
 			"record evicted early could be used again. Set maxmemory-policy noeviction on that server, or give the edge "+
