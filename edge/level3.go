@@ -216,8 +216,12 @@ func (h *Handler) provisionLevel3() error {
 		if err != nil {
 			return fmt.Errorf("mcpi: handshake session key: %v", err)
 		}
+		ck, err := handshake.ChallengeKey(stored, l.policy)
+		if err != nil {
+			return fmt.Errorf("mcpi: handshake challenge key: %v", err)
+		}
 		l.sessions = handshake.NewSessions(key, time.Duration(h.cfg.SessionTTL)).WithSkew(time.Duration(h.cfg.ClockSkew))
-		opts = append(opts, challenge.WithSessionIssuer(routeSessions{l}))
+		opts = append(opts, challenge.WithSessionIssuer(routeSessions{l}), challenge.WithChallengeKey(ck))
 
 	case HandshakeProxy:
 		if h.cfg.DiscoveryTTL == 0 {
