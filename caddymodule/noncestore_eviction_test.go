@@ -115,13 +115,7 @@ func TestRedisStoreRefusesUnknownPolicy(t *testing.T) {
 // to set, once however many are refused.
 func TestRedisStoreEvictionAlarm(t *testing.T) {
 	srv := redistest.Start(t)
-	s := &RedisNonceStore{URL: srv.URL(), KeyPrefix: "alarm:"}
-	if err := s.Provision(bareContext(t)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Cleanup() })
-	core, logs := observer.New(zap.InfoLevel)
-	s.alarm.logger = zap.New(core)
+	s, logs := alarmedRedisStore(t, srv, "alarm:")
 	ctx := context.Background()
 	if err := s.UseOnce(ctx, [32]byte{1}, time.Minute); err != nil {
 		t.Fatalf("UseOnce on a noeviction server: %v", err)
@@ -174,4 +168,18 @@ func TestRedisStoreCaddyfileAcceptEviction(t *testing.T) {
 			t.Errorf("%q: %+v, %v", tc.input, s, err)
 		}
 	}
+}
+
+// alarmedRedisStore is a provisioned store in srv whose alarm lines are
+// observed.
+func alarmedRedisStore(t *testing.T, srv *redistest.Server, prefix string) (*RedisNonceStore, *observer.ObservedLogs) {
+	t.Helper()
+	s := &RedisNonceStore{URL: srv.URL(), KeyPrefix: prefix}
+	if err := s.Provision(bareContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Cleanup() })
+	core, logs := observer.New(zap.InfoLevel)
+	s.alarm.logger = zap.New(core)
+	return s, logs
 }

@@ -216,7 +216,7 @@ func (s *RedisStore) durableSetNX(ctx context.Context, key string, val any, ms i
 	wait := p.Do(ctx, "WAIT", n, s.wait.timeoutArg)
 	_, _ = p.Exec(ctx)
 	if err := setReply(set); err != nil {
-		if errors.Is(err, ErrStoreUnavailable) {
+		if isDown(err) {
 			s.failed(node)
 		}
 		return s.health.note(err)
@@ -325,9 +325,10 @@ type RedisHealth struct {
 }
 
 // note records err's outcome and returns it: an error wrapping
-// ErrStoreUnavailable marks the store down, any other outcome up.
+// ErrStoreUnavailable marks the store down, any other outcome (a full
+// store's refusal too) up.
 func (h *RedisHealth) note(err error) error {
-	down := errors.Is(err, ErrStoreUnavailable)
+	down := isDown(err)
 	if down {
 		h.failures.Add(1)
 	}
