@@ -26,14 +26,21 @@ import (
 // as every other single-use value of the edge is written.
 //
 // Both keep the sizes of the stored form: the nonce is 24 bytes (32
-// base64url characters), the challenge 32 (43 characters). The key is the
+// base64url characters), the challenge 32 (43 characters). The nonce
+// ends with a tag (a MAC truncated to 64 bits) binding it to the agent
+// DID, so that a presentation, which carries the nonce without the
+// challenge, is bound to the agent too (SpendNonce). The key is the
 // route's: a challenge issued on one route (one acceptance policy, one
 // audience) does not verify on a route whose key differs.
 
 const (
 	// statelessVersion is the nonce's first byte; four bytes of expiry
-	// follow, and randomness fills the rest of nonceBytes (152 bits).
+	// follow, then 11 random bytes (88 bits) and the agent tag.
 	statelessVersion = 1
+	// nonceTagBytes is the length of the agent tag that ends a nonce.
+	nonceTagBytes = 8
+	// nonceTagLabel separates the tag's MAC input from the challenge's.
+	nonceTagLabel = "mcpi level3 nonce v1\x00"
 	// challengeMACLabel separates this MAC's input from any other use of
 	// the key.
 	challengeMACLabel = "mcpi level3 challenge v1\x00"
@@ -53,20 +60,38 @@ func WithChallengeKey(key []byte) Option {
 	return func(v *Service) { v.key = append([]byte(nil), key...) }
 }
 
-// statelessNonce is a decoded nonce of the stateless form.
-type statelessNonce struct {
-	expires time.Time
-}
-
-// newStatelessNonce returns a nonce expiring at exp (whole seconds).
-func newStatelessNonce(exp time.Time) (string, error) {
+// newStatelessNonce returns a nonce for agentDID expiring at exp (whole
+// seconds).
+func (s *Service) newStatelessNonce(exp time.Time, agentDID string) (string, error) {
 	var b [nonceBytes]byte
 	b[0] = statelessVersion
 	binary.BigEndian.PutUint32(b[1:5], uint32(exp.Unix()))
-	if _, err := rand.Read(b[5:]); err != nil {
+	if _, err := rand.Read(b[5 : nonceBytes-nonceTagBytes]); err != nil {
 		return "", fmt.Errorf("challenge: random: %w", err)
 	}
+	copy(b[nonceBytes-nonceTagBytes:], s.nonceTag(b[:nonceBytes-nonceTagBytes], agentDID))
 	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// nonceTag is the tag binding the nonce's head to agentDID.
+func (s *Service) nonceTag(head []byte, agentDID string) []byte {
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte(nonceTagLabel))
+	m.Write(head)
+	m.Write([]byte(agentDID))
+	return m.Sum(nil)[:nonceTagBytes]
+}
+
+// statelessNonce is a decoded nonce of the stateless form.
+type statelessNonce struct {
+	expires time.Time
+	head    []byte
+	tag     []byte
+}
+
+// issuedTo reports whether n was issued to agentDID (constant time).
+func (s *Service) issuedTo(n statelessNonce, agentDID string) bool {
+	return hmac.Equal(n.tag, s.nonceTag(n.head, agentDID))
 }
 
 // parseStatelessNonce decodes a nonce of the stateless form; ok is false
@@ -75,11 +100,12 @@ func parseStatelessNonce(nonce string) (n statelessNonce, ok bool) {
 	if len(nonce) != base64.RawURLEncoding.EncodedLen(nonceBytes) {
 		return n, false
 	}
-	var b [nonceBytes]byte
-	if k, err := base64.RawURLEncoding.Decode(b[:], []byte(nonce)); err != nil || k != nonceBytes || b[0] != statelessVersion {
+	b := make([]byte, nonceBytes)
+	if k, err := base64.RawURLEncoding.Decode(b, []byte(nonce)); err != nil || k != nonceBytes || b[0] != statelessVersion {
 		return n, false
 	}
 	n.expires = time.Unix(int64(binary.BigEndian.Uint32(b[1:5])), 0)
+	n.head, n.tag = b[:nonceBytes-nonceTagBytes], b[nonceBytes-nonceTagBytes:]
 	return n, true
 }
 
@@ -99,7 +125,7 @@ func (s *Service) issueStateless(p HandshakeParams, methods []string) (Handshake
 	// Whole seconds, rounded down, so that the nonce never outlives the
 	// expiresIn it is sent with.
 	exp := time.Unix(s.now().Add(s.ttl).Unix(), 0)
-	nonce, err := newStatelessNonce(exp)
+	nonce, err := s.newStatelessNonce(exp, p.AgentDID)
 	if err != nil {
 		return HandshakeResult{}, err
 	}
@@ -127,7 +153,7 @@ func (s *Service) issueStateless(p HandshakeParams, methods []string) (Handshake
 func (s *Service) verifyStateless(ctx context.Context, p *VerifyParams, n statelessNonce, now time.Time, checks []vc.CheckOption) (*Verified, error) {
 	sc := &p.SignedChallenge
 	want := s.challengeFor(sc.Nonce, sc.AgentDID)
-	if !hmac.Equal([]byte(want), []byte(sc.Challenge)) {
+	if !s.issuedTo(n, sc.AgentDID) || !hmac.Equal([]byte(want), []byte(sc.Challenge)) {
 		return nil, fmt.Errorf("%w: challenge was not issued under this nonce to this agent on this route", ErrBadProof)
 	}
 	if !now.Before(n.expires) {
@@ -147,6 +173,31 @@ func (s *Service) verifyStateless(ctx context.Context, p *VerifyParams, n statel
 		return nil, err
 	}
 	return s.verified(ctx, sc.AgentDID, kid, d)
+}
+
+// SpendNonce spends the challenge issued under nonce for a presentation
+// that carries it (a VP's nonce), by holder, the agent that signed the
+// presentation, which has verified: handled is false when nonce is not of
+// the stateless form (the caller then takes it from the store). A nonce
+// issued to another agent is ErrBadProof, one past its expiry ErrExpired,
+// one already answered or spent ErrReplay; a store failure
+// ErrStoreUnavailable.
+func (s *Service) SpendNonce(ctx context.Context, nonce, holder string) (handled bool, err error) {
+	if s.key == nil {
+		return false, nil
+	}
+	n, ok := parseStatelessNonce(nonce)
+	if !ok {
+		return false, nil
+	}
+	now := s.now()
+	switch {
+	case !s.issuedTo(n, holder):
+		return true, fmt.Errorf("%w: nonce was not issued to this agent on this route", ErrBadProof)
+	case !now.Before(n.expires):
+		return true, fmt.Errorf("%w: challenge lifetime over", ErrExpired)
+	}
+	return true, s.markAnswered(ctx, nonce, n.expires.Sub(now)+s.skew)
 }
 
 // markAnswered records that the challenge under nonce was answered: a

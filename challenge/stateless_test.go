@@ -228,7 +228,8 @@ func TestChallengeKeyTooShort(t *testing.T) {
 
 // Nonces that are not of the stateless form are not read as one.
 func TestParseStatelessNonceMalformed(t *testing.T) {
-	good, err := newStatelessNonce(time.Unix(2_000_000_000, 0))
+	svc := &Service{key: testChallengeKey(1)}
+	good, err := svc.newStatelessNonce(time.Unix(2_000_000_000, 0), testDID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,13 +252,13 @@ func TestParseStatelessNonceMalformed(t *testing.T) {
 			}
 		})
 	}
-	if n, ok := parseStatelessNonce(good); !ok || n.expires.Unix() != 2_000_000_000 {
+	if n, ok := parseStatelessNonce(good); !ok || n.expires.Unix() != 2_000_000_000 || !svc.issuedTo(n, testDID) || svc.issuedTo(n, testDID+"x") {
 		t.Fatalf("good nonce: %v %v", n, ok)
 	}
 }
 
 func FuzzParseStatelessNonce(f *testing.F) {
-	good, _ := newStatelessNonce(time.Unix(2_000_000_000, 0))
+	good, _ := (&Service{key: testChallengeKey(1)}).newStatelessNonce(time.Unix(2_000_000_000, 0), testDID)
 	for _, s := range []string{"", good, good[:31], "AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", strings.Repeat("_", 32)} {
 		f.Add(s)
 	}
@@ -276,4 +277,35 @@ func FuzzParseStatelessNonce(f *testing.F) {
 			t.Fatalf("expiry %v out of range", n.expires)
 		}
 	})
+}
+
+// A presentation's nonce spends the challenge issued under it, once, by
+// the agent it was issued to; the challenge cannot be answered after.
+func TestSpendNonce(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, WithChallengeKey(testChallengeKey(1)), WithChallengeTTL(10*time.Second))
+	a := newAgent(t, didresolver.Ed25519)
+	other := newAgent(t, didresolver.Ed25519)
+	hr := f.issue(t, a)
+	if handled, err := f.svc.SpendNonce(ctx, hr.Nonce, other.did); !handled || !errors.Is(err, ErrBadProof) {
+		t.Fatalf("another agent's spend = %v, %v; want handled, ErrBadProof", handled, err)
+	}
+	if handled, err := f.svc.SpendNonce(ctx, hr.Nonce, a.did); !handled || err != nil {
+		t.Fatalf("spend = %v, %v", handled, err)
+	}
+	if _, err := f.svc.SpendNonce(ctx, hr.Nonce, a.did); !errors.Is(err, ErrReplay) {
+		t.Fatalf("second spend = %v, want ErrReplay", err)
+	}
+	p := VerifyParams{SignedChallenge: answer(t, a, hr, TimestampRFC3339(f.clock.Now())), Credential: f.credential(t, a.did)}
+	if _, err := f.svc.Verify(ctx, p); !errors.Is(err, ErrReplay) {
+		t.Fatalf("answer after the spend = %v, want ErrReplay", err)
+	}
+	late := f.issue(t, a)
+	f.clock.Advance(11 * time.Second)
+	if _, err := f.svc.SpendNonce(ctx, late.Nonce, a.did); !errors.Is(err, ErrExpired) {
+		t.Fatalf("spend after expiry = %v, want ErrExpired", err)
+	}
+	if handled, _ := f.svc.SpendNonce(ctx, "6789012345abcdef", a.did); handled {
+		t.Fatal("a nonce not of the stateless form was handled")
+	}
 }

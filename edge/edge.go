@@ -242,6 +242,7 @@ func (h *Handler) build() error {
 	parts := admit.Parts{Site: h.site, Verifier: h.verifier, Measure: h.obs.Verification, DPoP: h.dpop}
 	if h.cfg.Level >= 3 {
 		parts.Nonces = h.l3.store
+		parts.SpendChallenge = h.l3.spendNonce
 	}
 	if h.front != nil {
 		parts.Revoked = grantRevoked(h.front)

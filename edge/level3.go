@@ -444,6 +444,15 @@ func (l *level3) session(r *http.Request) (*vc.Delegation, error) {
 	return nil, nil
 }
 
+// spendNonce spends a stateless challenge's nonce for a presentation
+// (challenge.Service.SpendNonce); the service is built after admission.
+func (l *level3) spendNonce(ctx context.Context, nonce, holder string) (bool, error) {
+	if l.service == nil {
+		return false, nil
+	}
+	return l.service.SpendNonce(ctx, nonce, holder)
+}
+
 // routeSessions issues sessions with the route's current Sessions, so that
 // the challenge service issues with the very sessions the route checks
 // them with (tests swap them for a shared key or a later clock).
