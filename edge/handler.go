@@ -110,9 +110,18 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 			return h.refuse(w, r, err, cred)
 		}
 	}
+	carrierName := carrierSession
+	if cred != nil {
+		carrierName = cred.Carrier.String()
+	}
 	// The request proof, bound to the credential's (or the handshake
-	// session's) subject.
+	// session's) subject. The rate limits are taken between its
+	// signatures and its nonce's write (ratelimits_proof.go).
+	r, limited := h.policy.limitAtProof(r, d, &rb, carrierName)
 	if proved, err = h.proofs.admitProof(r, &rb, d); err != nil {
+		if limited != nil && *limited != nil {
+			err = *limited
+		}
 		return h.refuse(w, r, err, nil)
 	}
 
@@ -136,10 +145,6 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 
 	// 8. The tool policy and the upstream (handOn); the audit log records
 	// the admission with its carrier unless the policy refuses.
-	carrierName := carrierSession
-	if cred != nil {
-		carrierName = cred.Carrier.String()
-	}
 	reason := "ok"
 	if proved {
 		reason = proofOK
