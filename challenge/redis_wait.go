@@ -133,6 +133,14 @@ func (w *replicaWait) refresh(ctx context.Context, c redis.UniversalClient, node
 		// the write then waits, and fails closed if none acknowledges.
 		n = w.n
 	}
+	if node != "" {
+		// A cluster node: the replicas the cluster would promote count.
+		if k := clusterReplicas(ctx, c); k < 0 {
+			n = max(n, w.n) // cannot tell: wait, and fail closed if none acknowledges
+		} else {
+			n = max(n, k)
+		}
+	}
 	if w.sentinels != nil {
 		// A replica the master lost but Sentinel would still promote
 		// counts: writes wait for it, and fail closed while it is away.
