@@ -113,3 +113,29 @@ func TestWatchedOutageAfterPolicyChange(t *testing.T) {
 		t.Fatalf("single-use writes still refused after the server came back with noeviction: %v", w.UseOnce(ctx, [32]byte{4}, time.Minute))
 	}
 }
+
+// TestWatchedFullAlarm: a Redis out of memory under noeviction refuses
+// writes as full, and the one ERROR line says so, and what to raise,
+// rather than "unavailable".
+func TestWatchedFullAlarm(t *testing.T) {
+	srv := redistest.Start(t)
+	_, w, logs := watchedStore(t, srv)
+	if _, err := srv.CLI("CONFIG", "SET", "maxmemory", "1"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		err := w.UseOnce(context.Background(), [32]byte{3, byte(i)}, time.Minute)
+		if !errors.Is(err, ErrStoreFull) {
+			t.Fatalf("UseOnce %d on a Redis out of memory = %v, want ErrStoreFull", i, err)
+		}
+	}
+	msg := errorLine(t, logs, "10 refused writes")
+	for _, want := range []string{"out of memory", "raise maxmemory", "nonce_store_full"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the ERROR line does not say %q: %s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "unavailable") {
+		t.Errorf("the ERROR line calls a full store unavailable: %s", msg)
+	}
+}

@@ -17,7 +17,7 @@ func (s *RedisStore) Bind(ctx context.Context, key string, value []byte, ttl tim
 	}
 	res, err := s.client.Do(ctx, "SET", s.bindingKey(key), value, "PX", ms).Result()
 	if err != nil {
-		return s.health.note(fmt.Errorf("%w: %w", ErrStoreUnavailable, err))
+		return s.health.note(redisWriteError(err))
 	}
 	if str, ok := res.(string); !ok || str != "OK" {
 		return s.health.note(fmt.Errorf("%w: unexpected SET reply", ErrStoreUnavailable))

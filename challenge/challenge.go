@@ -58,6 +58,8 @@ type Service struct {
 	sessions SessionIssuer
 	methods  []string
 	checks   []vc.CheckOption
+	// key makes challenges stateless (WithChallengeKey; stateless.go).
+	key []byte
 }
 
 // Option configures New.
@@ -134,6 +136,8 @@ func New(opts ...Option) (*Service, error) {
 		return nil, errors.New("challenge: skew must not be negative")
 	case len(s.methods) == 0:
 		return nil, errors.New("challenge: no supported signature method")
+	case s.key != nil && len(s.key) < minChallengeKey:
+		return nil, errors.New("challenge: a challenge key must be at least 32 bytes")
 	}
 	return s, nil
 }
@@ -150,7 +154,9 @@ func (s *Service) retention(ttl time.Duration) time.Duration { return ttl + s.sk
 // (crypto/rand, base64url, 256 and 192 bits) and stores the challenge under
 // the nonce, bound to p.AgentDID, for the challenge TTL. If p lists
 // supportedMethods, the result offers the ones the service also accepts
-// (none in common is ErrInvalidParams); otherwise all of them.
+// (none in common is ErrInvalidParams); otherwise all of them. With a
+// challenge key (WithChallengeKey), nothing is stored: the challenge is a
+// MAC of the nonce and the agent DID (stateless.go).
 func (s *Service) Issue(ctx context.Context, p HandshakeParams) (HandshakeResult, error) {
 	if err := p.validate(); err != nil {
 		return HandshakeResult{}, err
@@ -161,6 +167,9 @@ func (s *Service) Issue(ctx context.Context, p HandshakeParams) (HandshakeResult
 		if len(methods) == 0 {
 			return HandshakeResult{}, fmt.Errorf("%w: no supported signature method in common", ErrInvalidParams)
 		}
+	}
+	if s.key != nil {
+		return s.issueStateless(p, methods)
 	}
 	now := s.now()
 	rec := Record{AgentDID: p.AgentDID, IssuedAt: now, ExpiresAt: now.Add(s.ttl)}
@@ -252,6 +261,8 @@ func (v *Verified) Result() VerifyResult {
 //  1. params well formed (ErrInvalidParams);
 //  2. timestamp within the skew of the edge's clock: too old is ErrExpired,
 //     too far ahead ErrBadProof;
+//     (a nonce of the stateless form, with a challenge key, is checked
+//     from here by verifyStateless, which writes only after step 6);
 //  3. when the store is a Peeker, the record under the nonce is read
 //     without consuming it: unknown or already used is ErrReplay, a store
 //     failure ErrStoreUnavailable; the record must not have expired
@@ -294,6 +305,11 @@ func (s *Service) Verify(ctx context.Context, p VerifyParams, checks ...vc.Check
 	case ts.After(now.Add(s.skew)):
 		return nil, fmt.Errorf("%w: timestamp in the future", ErrBadProof)
 	}
+	if s.key != nil {
+		if n, ok := parseStatelessNonce(sc.Nonce); ok {
+			return s.verifyStateless(ctx, &p, n, now, checks)
+		}
+	}
 
 	peeked, didPeek, err := s.peek(ctx, sc.Nonce)
 	if err != nil {
@@ -325,6 +341,16 @@ func (s *Service) Verify(ctx context.Context, p VerifyParams, checks ...vc.Check
 		return nil, err
 	}
 
+	d, err := s.verifyCredential(ctx, &p, checks)
+	if err != nil {
+		return nil, err
+	}
+	return s.verified(ctx, sc.AgentDID, kid, d)
+}
+
+// verifyCredential verifies the credential of p with the service's and
+// the given checks; it must delegate to the agent that signed.
+func (s *Service) verifyCredential(ctx context.Context, p *VerifyParams, checks []vc.CheckOption) (*vc.Delegation, error) {
 	raw, err := p.credentialBytes()
 	if err != nil {
 		return nil, err
@@ -334,12 +360,17 @@ func (s *Service) Verify(ctx context.Context, p VerifyParams, checks ...vc.Check
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUntrustedCredential, err)
 	}
-	if d == nil || d.AgentDID != sc.AgentDID {
+	if d == nil || d.AgentDID != p.SignedChallenge.AgentDID {
 		return nil, fmt.Errorf("%w: credential delegates to another agent", ErrUntrustedCredential)
 	}
+	return d, nil
+}
 
+// verified is the outcome of an answer that passed every check: a session
+// is issued when a SessionIssuer is set.
+func (s *Service) verified(ctx context.Context, agentDID, kid string, d *vc.Delegation) (*Verified, error) {
 	v := &Verified{
-		AgentDID:   sc.AgentDID,
+		AgentDID:   agentDID,
 		UserDID:    d.UserDID,
 		Scopes:     append([]string(nil), d.Scopes...),
 		ExpiresAt:  d.ExpiresAt,
@@ -347,7 +378,7 @@ func (s *Service) Verify(ctx context.Context, p VerifyParams, checks ...vc.Check
 		Delegation: d,
 	}
 	if s.sessions != nil {
-		id, exp, err := s.sessions.IssueSession(ctx, d, sc.AgentDID)
+		id, exp, err := s.sessions.IssueSession(ctx, d, agentDID)
 		if err != nil {
 			return nil, fmt.Errorf("challenge: issuing session: %w", err)
 		}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -257,34 +256,19 @@ func TestReplay(t *testing.T) {
 }
 
 func TestConcurrentVerifyOnlyOneWins(t *testing.T) {
-	ctx := context.Background()
-	f := newFixture(t)
-	a := newAgent(t, didresolver.Ed25519)
-	hr := f.issue(t, a)
-	p := VerifyParams{SignedChallenge: answer(t, a, hr, TimestampRFC3339(f.clock.Now())), Credential: f.credential(t, a.did)}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	ok, replay := 0, 0
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := f.svc.Verify(ctx, p)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				ok++
-			case errors.Is(err, ErrReplay):
-				replay++
-			default:
-				t.Errorf("Verify: %v", err)
+	for name, opts := range map[string][]Option{
+		"stored":    nil,
+		"stateless": {WithChallengeKey(testChallengeKey(1))},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, opts...)
+			a := newAgent(t, didresolver.Ed25519)
+			hr := f.issue(t, a)
+			p := VerifyParams{SignedChallenge: answer(t, a, hr, TimestampRFC3339(f.clock.Now())), Credential: f.credential(t, a.did)}
+			if ok, replay := verifyConcurrently(t, f.svc, p, 16); ok != 1 || replay != 15 {
+				t.Fatalf("ok=%d replay=%d, want 1 and 15", ok, replay)
 			}
-		}()
-	}
-	wg.Wait()
-	if ok != 1 || replay != 15 {
-		t.Fatalf("ok=%d replay=%d, want 1 and 15", ok, replay)
+		})
 	}
 }
 

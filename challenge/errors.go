@@ -38,7 +38,8 @@ var (
 	// must fail closed (HTTP 503, JSON-RPC -32000).
 	ErrStoreUnavailable = errors.New("challenge: nonce store unavailable")
 	// ErrStoreFull: the in-memory store holds its maximum number of live
-	// challenges. It wraps ErrStoreUnavailable.
+	// challenges, or Redis is out of memory (ErrRedisOutOfMemory). It
+	// wraps ErrStoreUnavailable.
 	ErrStoreFull = storeFullError{}
 	// ErrNonceNotFound: NonceStore.Consume found no live record (absent,
 	// expired or already consumed).

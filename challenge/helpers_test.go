@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -179,4 +180,29 @@ func (f *fixture) issue(t testing.TB, a agent) HandshakeResult {
 		t.Fatalf("Issue: %v", err)
 	}
 	return hr
+}
+
+// verifyConcurrently sends p to svc n times at once and counts the answers
+// admitted and the ones refused as replays; any other outcome fails t.
+func verifyConcurrently(t *testing.T, svc *Service, p VerifyParams, n int) (ok, replay int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for range n {
+		wg.Go(func() {
+			_, err := svc.Verify(context.Background(), p)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				ok++
+			case errors.Is(err, ErrReplay):
+				replay++
+			default:
+				t.Errorf("Verify: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	return ok, replay
 }

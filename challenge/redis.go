@@ -324,7 +324,7 @@ func setReply(cmd *redis.Cmd) error {
 		return ErrNonceExists
 	}
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+		return redisWriteError(err)
 	}
 	if str, ok := res.(string); !ok || str != "OK" {
 		return fmt.Errorf("%w: unexpected SET reply", ErrStoreUnavailable)

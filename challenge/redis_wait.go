@@ -133,6 +133,14 @@ func (w *replicaWait) refresh(ctx context.Context, c redis.UniversalClient, node
 		// the write then waits, and fails closed if none acknowledges.
 		n = w.n
 	}
+	if node != "" {
+		// A cluster node: the replicas the cluster would promote count.
+		if k := clusterReplicas(ctx, c); k < 0 {
+			n = max(n, w.n) // cannot tell: wait, and fail closed if none acknowledges
+		} else {
+			n = max(n, k)
+		}
+	}
 	if w.sentinels != nil {
 		// A replica the master lost but Sentinel would still promote
 		// counts: writes wait for it, and fail closed while it is away.
@@ -216,7 +224,7 @@ func (s *RedisStore) durableSetNX(ctx context.Context, key string, val any, ms i
 	wait := p.Do(ctx, "WAIT", n, s.wait.timeoutArg)
 	_, _ = p.Exec(ctx)
 	if err := setReply(set); err != nil {
-		if errors.Is(err, ErrStoreUnavailable) {
+		if isDown(err) {
 			s.failed(node)
 		}
 		return s.health.note(err)
@@ -325,9 +333,10 @@ type RedisHealth struct {
 }
 
 // note records err's outcome and returns it: an error wrapping
-// ErrStoreUnavailable marks the store down, any other outcome up.
+// ErrStoreUnavailable marks the store down, any other outcome (a full
+// store's refusal too) up.
 func (h *RedisHealth) note(err error) error {
-	down := errors.Is(err, ErrStoreUnavailable)
+	down := isDown(err)
 	if down {
 		h.failures.Add(1)
 	}

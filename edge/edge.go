@@ -251,6 +251,14 @@ func (h *Handler) build() error {
 	parts := admit.Parts{Site: h.site, Verifier: h.verifier, Measure: h.obs.Verification, DPoP: h.dpop}
 	if h.cfg.Level >= 3 {
 		parts.Nonces = h.nonces
+		// The Level 3 step is built after admission: a presentation spends
+		// its handshake nonce through the step as it is then.
+		parts.SpendChallenge = func(ctx context.Context, nonce, holder string) (bool, error) {
+			if h.l3 == nil {
+				return false, nil
+			}
+			return h.l3.SpendNonce(ctx, nonce, holder)
+		}
 	}
 	if h.front != nil {
 		parts.Revoked = grantRevoked(h.front)

@@ -122,9 +122,18 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 			return h.refuse(w, r, err, cred)
 		}
 	}
+	carrierName := toolpolicy.CarrierSession
+	if cred != nil {
+		carrierName = cred.Carrier.String()
+	}
 	// The request proof, bound to the credential's (or the handshake
-	// session's) subject.
+	// session's) subject. The rate limits are taken between its
+	// signatures and its nonce's write (toolpolicy/ratelimit_proof.go).
+	r, limited := h.policy.LimitAtProof(r, d, &rb, carrierName)
 	if proved, err = h.proofs.Admit(r, &rb, d); err != nil {
+		if limited != nil && *limited != nil {
+			err = *limited
+		}
 		return h.refuse(w, r, err, nil)
 	}
 
@@ -148,10 +157,6 @@ func (h *Handler) ServeNext(w http.ResponseWriter, r *http.Request, next Next) e
 
 	// 8. The tool policy and the upstream (handOn); the audit log records
 	// the admission with its carrier unless the policy refuses.
-	carrierName := toolpolicy.CarrierSession
-	if cred != nil {
-		carrierName = cred.Carrier.String()
-	}
 	reason := "ok"
 	if proved {
 		reason = proofstep.ReasonProofOK

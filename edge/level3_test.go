@@ -380,39 +380,50 @@ func TestHandshakeStoreUnavailable(t *testing.T) {
 	redis := redistest.Start(t)
 	h := f.l3Handler(t, useStore(redisStore(t, redis.Addr(), 300*time.Millisecond), "redis"))
 	cred := f.jwt(t, nil)
-	hr := doHandshake(t, h, defaultHandshakePath, f.agent, nil)
 
+	// A handshake needs no store: its challenge is a MAC, so an agent gets
+	// one while Redis is down; answering it needs the store (the answer is
+	// single-use) and is refused with 503 until Redis is back.
 	redis.Stop()
-	rep := rpcCall(t, h, defaultHandshakePath, handshakeMsg(7, f.agent.did), nil)
-	if rep.Status != http.StatusServiceUnavailable || rep.code() != challenge.CodeStoreUnavailable || string(rep.ID) != "7" {
-		t.Fatalf("handshake with Redis down: HTTP %d %s", rep.Status, rep.Raw)
-	}
-	rep = rpcCall(t, h, defaultVerifyPath, verifyMsg(8, answer(t, f.agent, hr), cred), nil)
-	if rep.Status != http.StatusServiceUnavailable || rep.code() != challenge.CodeStoreUnavailable {
+	hr := doHandshake(t, h, defaultHandshakePath, f.agent, nil)
+	rep := rpcCall(t, h, defaultVerifyPath, verifyMsg(8, answer(t, f.agent, hr), cred), nil)
+	if rep.Status != http.StatusServiceUnavailable || rep.code() != challenge.CodeStoreUnavailable || string(rep.ID) != "8" {
 		t.Fatalf("verify with Redis down: HTTP %d %s", rep.Status, rep.Raw)
 	}
 
-	// Back on the same port, empty (no persistence): new handshakes work.
+	// Back on the same port, empty (no persistence): the challenge issued
+	// while it was down is answered, once.
 	redis.Restart()
-	hr = doHandshake(t, h, defaultHandshakePath, f.agent, nil)
-	if rep := rpcCall(t, h, defaultVerifyPath, verifyMsg(9, answer(t, f.agent, hr), cred), nil); rep.Error != nil {
+	sc := answer(t, f.agent, hr)
+	if rep := rpcCall(t, h, defaultVerifyPath, verifyMsg(9, sc, cred), nil); rep.Error != nil {
 		t.Fatalf("after Redis came back: %s", rep.Raw)
+	}
+	if rep := rpcCall(t, h, defaultVerifyPath, verifyMsg(10, sc, cred), nil); rep.code() != challenge.CodeReplay {
+		t.Fatalf("second answer after Redis came back: %s", rep.Raw)
 	}
 }
 
 func TestReloadKeepsChallenges(t *testing.T) {
 	f := newFixture(t)
-	// A reload: the new config is built with the host's store, then the
-	// old one is closed, which must leave the store it did not make alone.
+	// A reload: the new config is built with the host's store and storage,
+	// then the old one is closed, which must leave the store it did not
+	// make alone. The challenge is checked with the key derived from the
+	// storage's, which the reload keeps.
 	store := challenge.NewMemoryStore(bareContext(t))
-	old := f.l3Handler(t, useStore(store, "memory"))
+	st := fileStorage(t)
+	shared := func(c *setup) { useStore(store, "memory")(c); c.use(WithKeyStorage(st)) }
+	old := f.l3Handler(t, shared)
 	hr := doHandshake(t, old, defaultHandshakePath, f.agent, nil)
-	cur := f.l3Handler(t, useStore(store, "memory"))
+	cur := f.l3Handler(t, shared)
 	if err := old.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if rep := rpcCall(t, cur, defaultVerifyPath, verifyMsg(1, answer(t, f.agent, hr), f.jwt(t, nil)), nil); rep.Error != nil {
+	sc := answer(t, f.agent, hr)
+	if rep := rpcCall(t, cur, defaultVerifyPath, verifyMsg(1, sc, f.jwt(t, nil)), nil); rep.Error != nil {
 		t.Fatalf("challenge of the previous config: %s", rep.Raw)
+	}
+	if rep := rpcCall(t, cur, defaultVerifyPath, verifyMsg(2, sc, f.jwt(t, nil)), nil); rep.code() != challenge.CodeReplay {
+		t.Fatalf("second answer: %s", rep.Raw)
 	}
 }
 

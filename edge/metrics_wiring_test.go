@@ -78,14 +78,15 @@ func TestHandshakeMetricsTerminate(t *testing.T) {
 	if n := len(all["caddy_mcpi_decisions_total"]); n != 0 {
 		t.Errorf("handshake calls counted as decisions: %v", all["caddy_mcpi_decisions_total"])
 	}
-	// One Put (the challenge), two Peeks (the verify and the replay, whose
-	// "not found" is a normal answer of the store, not an error) and one
-	// Consume (the verify's: the replay stops at its Peek).
+	// The handshake writes nothing (its challenge is a MAC); the verify and
+	// the replay each mark the answer used, measured as a "put" (the
+	// replay's "already used" is a normal answer of the store, not an
+	// error); nothing is peeked or consumed.
 	const ns = "caddy_mcpi_nonce_store_duration_seconds"
 	for _, c := range []struct {
 		op   string
 		want float64
-	}{{"put", 1}, {"peek", 2}, {"consume", 1}} {
+	}{{"put", 2}, {"peek", 0}, {"consume", 0}} {
 		if got := observetest.Value(all, ns, "store", "memory", "op", c.op, "result", "ok"); got != c.want {
 			t.Errorf("%s{memory,%s,ok} = %v, want %v", ns, c.op, got, c.want)
 		}

@@ -214,3 +214,12 @@ func l3Eventually(t *testing.T, limit time.Duration, what string, f func() bool)
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// answeredHandshake runs a handshake for w's agent at h and answers it
+// with cred: the answer is what writes to the nonce store (a handshake
+// writes nothing).
+func answeredHandshake(ctx context.Context, t *testing.T, h *harness, w *world, cred string, id int) rpcResponse {
+	t.Helper()
+	hr := agentHandshake(ctx, t, h, w.agent, id)
+	return agentVerify(ctx, h, nil, signAnswer(t, w.agent.key, w.agent.did, hr), cred, id)
+}

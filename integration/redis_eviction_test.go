@@ -12,18 +12,17 @@ import (
 
 // TestRedisEvictionPolicyChanged: an edge started on a noeviction Redis
 // whose policy is then changed to allkeys-lru stops writing single-use
-// records there: handshakes (a challenge each) get 503 once it has
-// reconnected, and one ERROR line says why and what to set.
+// records there: verify calls (a single-use marker each) get 503 once it
+// has reconnected, and one ERROR line says why and what to set.
 func TestRedisEvictionPolicyChanged(t *testing.T) {
 	redis := redistest.Start(t)
 	h := startL3Edge(t, "level 3\nhandshake terminate\nnonce_store redis "+redis.URL(), nil, sharedStorage(t))
 	ctx := testContext(t)
-	handshake := func(id int) rpcResponse {
-		return h.post(ctx, l3HandshakePath, nil, "", map[string]any{"jsonrpc": "2.0", "id": id, "method": "handshake",
-			"params": map[string]any{"agentDid": "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"}})
-	}
+	w := newWorld(t, h)
+	cred := w.jwt(t)
+	handshake := func(id int) rpcResponse { return answeredHandshake(ctx, t, h, w, cred, id) }
 	if resp := handshake(1); resp.Status != http.StatusOK || resp.rpcError(t, 1) != 0 {
-		t.Fatalf("handshake on a noeviction Redis: HTTP %d %s", resp.Status, resp.Body)
+		t.Fatalf("verify on a noeviction Redis: HTTP %d %s", resp.Status, resp.Body)
 	}
 	if out, err := redis.CLI("CONFIG", "SET", "maxmemory-policy", "allkeys-lru"); err != nil {
 		t.Fatalf("CONFIG SET: %v %s", err, out)
@@ -38,11 +37,11 @@ func TestRedisEvictionPolicyChanged(t *testing.T) {
 	for id := 3; id < 8; id++ {
 		resp := handshake(id)
 		if resp.Status != http.StatusServiceUnavailable || resp.rpcError(t, id) != challenge.CodeStoreUnavailable {
-			t.Fatalf("handshake %d on an allkeys-lru Redis: HTTP %d %s", id, resp.Status, resp.Body)
+			t.Fatalf("verify %d on an allkeys-lru Redis: HTTP %d %s", id, resp.Status, resp.Body)
 		}
 	}
 	if after, _ := redis.CLI("DBSIZE"); after != before {
-		t.Errorf("refused handshakes wrote to Redis: %s keys before, %s after", strings.TrimSpace(before), strings.TrimSpace(after))
+		t.Errorf("refused verify calls wrote to Redis: %s keys before, %s after", strings.TrimSpace(before), strings.TrimSpace(after))
 	}
 
 	var evictLines int

@@ -260,11 +260,25 @@ func TestRedisClusterFailoverNoReplays(t *testing.T) {
 		t.Fatal("no replica found in the cluster")
 	}
 	edges, w, cred := failoverEdges(t, "nonce_store redis {\n cluster "+strings.Join(c.Addrs(), " ")+"\n}")
-	// A cluster replica's link is not ours to carry: the replica is
-	// paused instead, which delays its copy of the master's writes
-	// (they wait in its socket) without losing them.
+	// A cluster replica's link is not ours to carry (the cluster names
+	// the master's address), so it is cut from the replica's side and its
+	// reconnection held: the replica drops the link and cannot log in to
+	// the master again (a user the master does not have). Writes the
+	// master takes from then on never reach the replica it is replaced by,
+	// and the master no longer counts it; the cluster still lists it and
+	// promotes it. Only waiting for the replicas the cluster lists keeps
+	// those writes from being admitted: counting the master's connected
+	// replicas alone, every proof admitted after the cut is admitted again
+	// after the failover.
 	results, killed := stallAndKill(t, edges, w, cred, master,
-		func() bool { replica.Pause(); return true }, func() bool { replica.Resume(); return true }, func() bool {
+		func() bool {
+			for _, cmd := range [][]string{{"CONFIG", "SET", "masteruser", "nobody"}, {"CONFIG", "SET", "masterauth", "wrong"}, {"CLIENT", "KILL", "TYPE", "master"}} {
+				if out, err := replica.CLI(cmd...); err != nil {
+					t.Errorf("cutting the replica's link: %v: %v %s", cmd, err, out)
+				}
+			}
+			return true
+		}, func() bool { return true }, func() bool {
 			out, _ := replica.CLI("INFO", "replication")
 			return strings.Contains(out, "role:master")
 		})

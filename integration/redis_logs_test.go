@@ -11,19 +11,20 @@ import (
 )
 
 // TestRedisDownLogs: an edge whose Redis is down starts (warning that it
-// could not check the eviction policy), refuses handshakes with 503, and
+// could not check the eviction policy), refuses verify calls with 503, and
 // says so in its log: one ERROR line naming the store for several failed
-// requests (and none per refused handshake), and go-redis's own lines as JSON log entries, never plain text.
+// requests (and none per refused call), and go-redis's own lines as JSON log entries, never plain text.
 func TestRedisDownLogs(t *testing.T) {
 	redis := redistest.Start(t)
 	redis.Stop()
 	h := startL3Edge(t, "level 3\nhandshake terminate\nnonce_store redis "+redis.URL(), nil, sharedStorage(t))
 	ctx := testContext(t)
+	w := newWorld(t, h)
+	cred := w.jwt(t)
 	for id := range 3 {
-		resp := h.post(ctx, l3HandshakePath, nil, "", map[string]any{"jsonrpc": "2.0", "id": id, "method": "handshake",
-			"params": map[string]any{"agentDid": "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"}})
+		resp := answeredHandshake(ctx, t, h, w, cred, id)
 		if resp.Status != http.StatusServiceUnavailable || resp.rpcError(t, id) != challenge.CodeStoreUnavailable {
-			t.Fatalf("handshake with Redis down: HTTP %d %s", resp.Status, resp.Body)
+			t.Fatalf("verify with Redis down: HTTP %d %s", resp.Status, resp.Body)
 		}
 	}
 

@@ -48,6 +48,10 @@ type Parts struct {
 	// Nonces, at Level 3, is the store whose challenges a presentation
 	// nonce must be; nil below.
 	Nonces challenge.NonceStore
+	// SpendChallenge, at Level 3, spends a stateless challenge's nonce
+	// for a presentation by holder (challenge.Service.SpendNonce);
+	// handled is false for a nonce to take from Nonces instead.
+	SpendChallenge func(ctx context.Context, nonce, holder string) (handled bool, err error)
 	// Revoked, when the front door is on, reports whether it revoked the
 	// credential id of a delegation's chain (false for ids it did not
 	// issue).
@@ -152,7 +156,7 @@ func (a *Admission) requestChecks(r *http.Request, raw []byte, chain []string) (
 	}
 	var bind *nonceBinding
 	if a.parts.Nonces != nil && hasPresentationNonce(raw) {
-		bind = &nonceBinding{ctx: r.Context(), store: a.parts.Nonces}
+		bind = &nonceBinding{ctx: r.Context(), store: a.parts.Nonces, spend: a.parts.SpendChallenge}
 		opts = append(opts, vc.WithPresentationNonce(bind.consume))
 	}
 	return opts, bind, nil

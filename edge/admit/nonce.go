@@ -28,6 +28,8 @@ type nonceBinding struct {
 	store challenge.NonceStore
 	rec   challenge.Record
 	used  bool
+	// spend takes a stateless challenge's nonce (Parts.SpendChallenge).
+	spend func(ctx context.Context, nonce, holder string) (bool, error)
 }
 
 // consume is the vc.WithPresentationNonce check. vc calls it only for a
@@ -39,6 +41,17 @@ type nonceBinding struct {
 func (b *nonceBinding) consume(nonce, holder string) error {
 	if strings.HasPrefix(nonce, ReplayKeyPrefix) {
 		return challenge.ErrNonceNotFound // a replay record, not a challenge
+	}
+	if b.spend != nil {
+		if handled, err := b.spend(b.ctx, nonce, holder); handled {
+			if errors.Is(err, challenge.ErrBadProof) {
+				return ErrNonceOtherAgent
+			}
+			if err == nil {
+				b.rec, b.used = challenge.Record{AgentDID: holder}, true
+			}
+			return err
+		}
 	}
 	var peeked *challenge.Record
 	if p, ok := b.store.(challenge.Peeker); ok {

@@ -146,8 +146,12 @@ func New(cfg Config, p Parts) (*Step, error) {
 		if err != nil {
 			return nil, fmt.Errorf("mcpi: handshake session key: %v", err)
 		}
+		ck, err := handshake.ChallengeKey(stored, cfg.Policy)
+		if err != nil {
+			return nil, fmt.Errorf("mcpi: handshake challenge key: %v", err)
+		}
 		s.sessions = handshake.NewSessions(key, cfg.SessionTTL).WithSkew(cfg.ClockSkew)
-		opts = append(opts, challenge.WithSessionIssuer(routeSessions{s}))
+		opts = append(opts, challenge.WithSessionIssuer(routeSessions{s}), challenge.WithChallengeKey(ck))
 
 	case handshake.Proxy:
 		if p.Binder == nil {
@@ -304,4 +308,10 @@ type routeSessions struct{ s *Step }
 
 func (rs routeSessions) IssueSession(ctx context.Context, d *vc.Delegation, agentDID string) (string, time.Time, error) {
 	return rs.s.sessions.IssueSession(ctx, d, agentDID)
+}
+
+// SpendNonce spends a stateless challenge's nonce for a presentation by
+// holder (challenge.Service.SpendNonce).
+func (s *Step) SpendNonce(ctx context.Context, nonce, holder string) (bool, error) {
+	return s.service.SpendNonce(ctx, nonce, holder)
 }

@@ -390,6 +390,9 @@ func Tag(reason string) string {
 type nonceStore struct{ s challenge.NonceStore }
 
 func (n nonceStore) UseNonce(ctx context.Context, did, nonce string, ttl time.Duration) error {
+	if err := beforeUse(ctx); err != nil {
+		return err
+	}
 	sum := nonceDigest(did, nonce)
 	err := errors.ErrUnsupported
 	if su, ok := n.s.(challenge.SingleUse); ok {

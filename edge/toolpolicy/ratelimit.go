@@ -46,7 +46,7 @@ type rateLimits struct {
 // fails and the limits fail closed), the request is refused: the refusal
 // carries its decision.
 func (p *Policy) limitRate(r *http.Request, d *vc.Delegation, msgs []mcp.Message, batch bool, adm observe.Decision) error {
-	if p.limits == nil {
+	if p.limits == nil || rateTakenAtProof(r) {
 		return nil
 	}
 	calls := make([]ratelimit.Call, 0, len(msgs))
