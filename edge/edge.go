@@ -34,6 +34,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/toolpolicy"
 	"github.com/mcpi-edge/caddy-mcpi/edge/wellknown"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
+	"github.com/mcpi-edge/caddy-mcpi/vc/cache"
 	"time"
 )
 
@@ -135,7 +136,7 @@ type Handler struct {
 	logger *zap.Logger
 	// consent is where the route's prompts send the user (agentconsent.go).
 	consent  *agentConsent
-	verifier *vc.Verifier
+	verifier admit.Verifier
 	carriers *carrier.Reader
 	// framing reads the body once and checks the MCP framing headers.
 	framing *framing.Framing
@@ -239,12 +240,12 @@ func (h *Handler) build() error {
 	more = append(more, frontDoorOptions(h.front, &h.cfg)...)
 	// Trust is always given, so that a config that somehow skipped
 	// Validate trusts no issuer rather than every issuer.
-	h.verifier = vc.NewVerifier(verifierResolver(h.front, h.didCache), append([]vc.Option{
+	h.verifier = h.withVerificationCache(vc.NewVerifier(verifierResolver(h.front, h.didCache), append([]vc.Option{
 		vc.WithClockSkew(time.Duration(h.cfg.ClockSkew)),
 		vc.WithMaxSize(int(h.cfg.MaxCredentialSize)),
 		vc.WithTrustedIssuers(h.cfg.TrustedIssuers...),
 		vc.WithTrace(observe.StartVerify),
-	}, append(append(more, h.cfg.lifetimeOptions()...), h.verificationCacheOptions()...)...)...)
+	}, append(more, h.cfg.lifetimeOptions()...)...)...))
 
 	// Admission: at Level 3 presentation nonces are challenges of the
 	// nonce store; with the front door, its revocations count.
@@ -327,20 +328,17 @@ func (cfg *Config) lifetimeOptions() []vc.Option {
 	return opts
 }
 
-// verificationCacheOptions turns on the verified-delegation cache and
-// counts its hits and misses.
-func (h *Handler) verificationCacheOptions() []vc.Option {
+// withVerificationCache puts the verified-delegation cache around v
+// (unless it is off) and counts its hits and misses.
+func (h *Handler) withVerificationCache(v *vc.Verifier) admit.Verifier {
 	size := h.cfg.VerificationCacheSize
 	switch {
 	case size < 0:
-		return nil
+		return v
 	case size == 0:
 		size = DefaultVerificationCache
 	}
-	return []vc.Option{
-		vc.WithResultCache(size),
-		vc.WithCacheObserver(func(hit bool) { h.obs.Cache("delegation", hit) }),
-	}
+	return cache.New(v, size, cache.WithObserver(func(hit bool) { h.obs.Cache("delegation", hit) }))
 }
 
 // Wrap returns next behind the edge, for a plain net/http server. An error

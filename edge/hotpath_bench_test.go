@@ -39,7 +39,7 @@ const hotPathReply = `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text
 // load: a full cache stores a token only the second time it is verified
 // and its doorkeeper remembers about 4×freshCache tokens, far fewer than
 // the ring, so no token of the ring is ever stored or served from the
-// cache (vc/admission.go).
+// cache (vc/cache/admission.go).
 // "a" is the same request handed straight to next: what every other line spends
 // outside the handler (building the request, the recorder, the upstream's
 // answer), so a line minus "a" is the handler's own cost.

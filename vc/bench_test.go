@@ -5,11 +5,11 @@ import (
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/sha256"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/internal/cputime"
 	"github.com/mcpi-edge/caddy-mcpi/internal/ed25519v"
 )
 
@@ -74,13 +74,13 @@ func BenchmarkEd25519Verify(b *testing.B) {
 	}
 	sig := ed25519.Sign(priv, input)
 	b.ReportAllocs()
-	cpu := processCPU()
+	cpu := cputime.Process()
 	for b.Loop() {
 		if !ed25519.Verify(pub, input, sig) {
 			b.Fatal("verify failed")
 		}
 	}
-	reportCPU(b, cpu)
+	cputime.Report(b, cpu)
 }
 
 func BenchmarkP256Verify(b *testing.B) {
@@ -172,90 +172,6 @@ func BenchmarkStatusListCached(b *testing.B) {
 	}
 }
 
-// BenchmarkVerifyMissEdDSA is configuration (c) of BENCHMARKS.md as the
-// edge runs it: the verifier the caddymodule provisions (result cache,
-// status checking on, trusted issuer, audience per request) over
-// didresolver.New in a didresolver.Cache, given a fresh did:key-issued
-// EdDSA VC-JWT in the KYA-OS shape on every call, so that every call
-// misses the result cache. The tokens are minted before the timer starts.
-// The cache is full of others, as under sustained load, so it stores none
-// of the pool's (admission.go). The edge's (c) never sends a token twice;
-// the pool repeats, so its doorkeeper is given a single slot, in which
-// each token forgets the one before: every token is new to the cache, and
-// a hit fails the benchmark.
-// Compare it with BenchmarkEd25519Verify, the floor, in the same run.
-func BenchmarkVerifyMissEdDSA(b *testing.B) {
-	const cacheSize, poolSize = 1024, 4096
-	issuer := newKey(b, didresolver.Ed25519)
-	agent := newKey(b, didresolver.Ed25519)
-	user := newKey(b, didresolver.Ed25519)
-	const audience = "did:web:127.0.0.1%3A8080"
-	now := time.Now()
-	tmpl := Template{
-		AgentDID:  agent.did,
-		UserDID:   user.did,
-		Audience:  []string{audience},
-		Scopes:    []string{"greet:execute"},
-		NotBefore: now.Add(-time.Minute),
-		ExpiresAt: now.Add(6 * time.Hour),
-	}
-	// Filling: as many tokens again as the cache, four times over, so
-	// that each of its shards (chosen by key) is full.
-	const fill = 4 * cacheSize
-	pool := make([][]byte, fill+poolSize)
-	for i := range pool {
-		tok, err := IssueJWT(issuer.priv, issuer.kid, tmpl)
-		if err != nil {
-			b.Fatal(err)
-		}
-		pool[i] = []byte(tok)
-	}
-	var hits int
-	v := NewVerifier(didresolver.NewCache(didresolver.New()),
-		WithTrustedIssuers(issuer.did),
-		WithStatusLists(nil, false),
-		WithResultCache(cacheSize),
-		WithCacheObserver(func(hit bool) {
-			if hit {
-				hits++
-			}
-		}))
-	ctx := context.Background()
-	checks := []CheckOption{ForAudience(audience)}
-	verify := func(raw []byte) {
-		d, err := v.Verify(ctx, raw, checks...)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if d.AgentDID != agent.did {
-			b.Fatal("wrong agent")
-		}
-	}
-	v.results.door = doorkeeper{slots: make([]atomic.Uint32, 1)}
-	for _, raw := range pool[:fill] {
-		verify(raw)
-	}
-	if n := v.results.Len(); n != cacheSize {
-		b.Fatalf("the cache holds %d, not %d", n, cacheSize)
-	}
-	pool = pool[fill:]
-	hits = 0
-	b.SetBytes(int64(len(pool[0])))
-	b.ReportAllocs()
-	i := 0
-	cpu := processCPU()
-	for b.Loop() {
-		verify(pool[i])
-		if i++; i == len(pool) {
-			i = 0
-		}
-	}
-	reportCPU(b, cpu)
-	if hits != 0 {
-		b.Fatalf("%d calls hit the result cache", hits)
-	}
-}
-
 // BenchmarkParseJWT: parsing alone (no key, no signature check) of a
 // VC-JWT of the shape BenchmarkVerifyMissEdDSA verifies: the part of a
 // miss that is this package's own.
@@ -263,13 +179,13 @@ func BenchmarkParseJWT(b *testing.B) {
 	raw := benchVCJWT(b)
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
-	cpu := processCPU()
+	cpu := cputime.Process()
 	for b.Loop() {
 		if p, _, err := parseJWS(raw); err != nil || p == nil {
 			b.Fatal(err)
 		}
 	}
-	reportCPU(b, cpu)
+	cputime.Report(b, cpu)
 }
 
 // BenchmarkEd25519VerifyTable is BenchmarkEd25519Verify through
@@ -287,11 +203,11 @@ func BenchmarkEd25519VerifyTable(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
-	cpu := processCPU()
+	cpu := cputime.Process()
 	for b.Loop() {
 		if !k.Verify(input, sig) {
 			b.Fatal("verify failed")
 		}
 	}
-	reportCPU(b, cpu)
+	cputime.Report(b, cpu)
 }

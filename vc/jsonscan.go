@@ -26,7 +26,8 @@ type jsonScan struct {
 	data []byte
 	// src is data as a string: a string value without escapes or
 	// non-ASCII bytes is a substring of it, so decoding it does not
-	// allocate. The decoded values keep src alive; see resultCache.put.
+	// allocate. The decoded values keep src alive; a cache of results must
+	// copy them (vc/cache detaches them).
 	src   string
 	i     int // next byte to read
 	depth int // open objects and arrays

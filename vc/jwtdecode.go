@@ -126,22 +126,40 @@ func (s *jsonScan) jwtPayload(jp *jwtPayload) error {
 	return s.end()
 }
 
-// credential decodes into *c, allocating it if nil; null sets it to nil.
-func (s *jsonScan) credential(c **credential) error {
+// objectNext reports whether an object follows, for a member whose value
+// is an object or null: it reads a null (false, and the null's error), and
+// refuses anything else (false, errJSON).
+func (s *jsonScan) objectNext() (bool, error) {
 	switch s.peek() {
-	case 'n':
-		*c = nil
-		return s.null()
 	case '{':
-		if *c == nil {
-			*c = s.room().credential()
-		}
-		cred := *c
-		return s.object(func(key string) error {
-			return s.credentialMember(cred, fieldName(key, credentialNames))
-		})
+		return true, nil
+	case 'n':
+		return false, s.null()
 	}
-	return errJSON
+	return false, errJSON
+}
+
+// The credential, its delegation and their constraints are pointers: an
+// object decodes into *p, which the claims' room allocates if nil, and
+// null sets it to nil (and so does an error, which fails the decoding).
+
+// orNew returns *p, setting it first to alloc() if it is nil.
+func orNew[T any](p **T, alloc func() *T) *T {
+	if *p == nil {
+		*p = alloc()
+	}
+	return *p
+}
+
+func (s *jsonScan) credential(p **credential) error {
+	if ok, err := s.objectNext(); !ok {
+		*p = nil
+		return err
+	}
+	c := orNew(p, s.room().credential)
+	return s.object(func(key string) error {
+		return s.credentialMember(c, fieldName(key, credentialNames))
+	})
 }
 
 // credentialMember decodes the member name of c ("" skips the value).
@@ -223,83 +241,80 @@ func (s *jsonScan) subject(f *subjectField) error {
 }
 
 func (s *jsonScan) delegation(p **delegationClaim) error {
-	switch s.peek() {
-	case 'n':
+	if ok, err := s.objectNext(); !ok {
 		*p = nil
-		return s.null()
-	case '{':
-		if *p == nil {
-			*p = s.room().delegation()
-		}
-		d := *p
-		return s.object(func(key string) error {
-			switch fieldName(key, delegationNames) {
-			case "id":
-				return s.str(&d.ID)
-			case "subjectDid":
-				return s.str(&d.SubjectDID)
-			case "userDid":
-				return s.str(&d.UserDID)
-			case "scopes":
-				return s.scopeList(&d.Scopes)
-			case "parentId":
-				return s.str(&d.ParentID)
-			case "parentCredentialUrl":
-				return s.str(&d.ParentURL)
-			case "constraints":
-				return s.constraints(&d.Constraints)
-			}
-			_, err := s.skip()
-			return err
-		})
+		return err
 	}
-	return errJSON
+	d := orNew(p, s.room().delegation)
+	return s.object(func(key string) error {
+		switch fieldName(key, delegationNames) {
+		case "id":
+			return s.str(&d.ID)
+		case "subjectDid":
+			return s.str(&d.SubjectDID)
+		case "userDid":
+			return s.str(&d.UserDID)
+		case "scopes":
+			return s.scopeList(&d.Scopes)
+		case "parentId":
+			return s.str(&d.ParentID)
+		case "parentCredentialUrl":
+			return s.str(&d.ParentURL)
+		case "constraints":
+			return s.constraints(&d.Constraints)
+		}
+		_, err := s.skip()
+		return err
+	})
 }
 
 func (s *jsonScan) constraints(p **constraints) error {
-	switch s.peek() {
-	case 'n':
+	if ok, err := s.objectNext(); !ok {
 		*p = nil
-		return s.null()
-	case '{':
-		if *p == nil {
-			*p = s.room().constraints()
-		}
-		c := *p
-		start := s.i
-		err := s.object(func(key string) error {
-			switch fieldName(key, constraintNames) {
-			case "scopes":
-				return s.scopeList(&c.Scopes)
-			case "notBefore":
-				return s.numericDate(&c.NotBefore)
-			case "notAfter":
-				return s.numericDate(&c.NotAfter)
-			case "audience":
-				return s.stringList(&c.Audience)
-			}
-			_, err := s.skip()
-			return err
-		})
-		// A substring of the claims' text: kept without a copy, as the
-		// decoded strings are.
-		c.text = s.src[start:s.i]
 		return err
 	}
-	return errJSON
+	c := orNew(p, s.room().constraints)
+	start := s.i
+	err := s.object(func(key string) error {
+		switch fieldName(key, constraintNames) {
+		case "scopes":
+			return s.scopeList(&c.Scopes)
+		case "notBefore":
+			return s.numericDate(&c.NotBefore)
+		case "notAfter":
+			return s.numericDate(&c.NotAfter)
+		case "audience":
+			return s.stringList(&c.Audience)
+		}
+		_, err := s.skip()
+		return err
+	})
+	// A substring of the claims' text: kept without a copy, as the
+	// decoded strings are.
+	c.text = s.src[start:s.i]
+	return err
+}
+
+// nullOrString reads null (isNull) or a string; any other value is
+// errJSON.
+func (s *jsonScan) nullOrString() (v string, isNull bool, err error) {
+	switch s.peek() {
+	case 'n':
+		return "", true, s.null()
+	case '"':
+		v, err = s.stringValue()
+		return v, false, err
+	}
+	return "", false, errJSON
 }
 
 // str decodes a string member; null leaves it as it was.
 func (s *jsonScan) str(dst *string) error {
-	switch s.peek() {
-	case 'n':
-		return s.null()
-	case '"':
-		v, err := s.stringValue()
+	v, isNull, err := s.nullOrString()
+	if !isNull { // on an error, v is "" and the decoding fails
 		*dst = v
-		return err
 	}
-	return errJSON
+	return err
 }
 
 // raw keeps a member's text, whatever its type (null too, as
@@ -344,22 +359,31 @@ func (s *jsonScan) keep(list ...string) []string {
 	return s.arena[start:len(s.arena):len(s.arena)]
 }
 
+// stringOrList reads null (isNull), a string (one, with list nil) or an
+// array of strings (list, empty but not nil for []).
+func (s *jsonScan) stringOrList() (one string, list []string, isNull bool, err error) {
+	if s.peek() == '[' {
+		list, err = s.strings()
+		return "", list, false, err
+	}
+	one, isNull, err = s.nullOrString()
+	return one, nil, isNull, err
+}
+
 // stringList: a string or an array of strings; null clears it.
 func (s *jsonScan) stringList(l *stringList) error {
-	switch s.peek() {
-	case 'n':
+	one, list, isNull, err := s.stringOrList()
+	switch {
+	case err != nil:
+		return err
+	case isNull:
 		*l = nil
-		return s.null()
-	case '"':
-		v, err := s.stringValue()
-		*l = s.keep(v)
-		return err
-	case '[':
-		v, err := s.strings()
-		*l = v
-		return err
+	case list != nil:
+		*l = list
+	default:
+		*l = s.keep(one)
 	}
-	return errJSON
+	return nil
 }
 
 // scopeList: an array, or a string of space-separated scopes; null
@@ -367,33 +391,21 @@ func (s *jsonScan) stringList(l *stringList) error {
 // so an array never lands on an earlier one, which encoding/json would
 // decode it over.
 func (s *jsonScan) scopeList(l *scopeList) error {
-	switch s.peek() {
-	case 'n':
-		return s.null()
-	case '"':
-		v, err := s.stringValue()
-		l.v, l.set = strings.Fields(v), true
-		return err
-	case '[':
-		v, err := s.strings()
-		l.v, l.set = v, true
+	one, list, isNull, err := s.stringOrList()
+	if err != nil || isNull {
 		return err
 	}
-	return errJSON
+	if list == nil {
+		list = strings.Fields(one)
+	}
+	l.v, l.set = list, true
+	return nil
 }
 
 // issuer: a string; null clears it; an object is left to
 // issuerField.UnmarshalJSON.
 func (s *jsonScan) issuer(f *issuerField) error {
-	switch s.peek() {
-	case 'n':
-		*f = ""
-		return s.null()
-	case '"':
-		v, err := s.stringValue()
-		*f = issuerField(v)
-		return err
-	case '{':
+	if s.peek() == '{' {
 		b, err := s.skip()
 		if err != nil {
 			return err
@@ -403,7 +415,11 @@ func (s *jsonScan) issuer(f *issuerField) error {
 		}
 		return nil
 	}
-	return errJSON
+	v, _, err := s.nullOrString() // null: ""
+	if err == nil {
+		*f = issuerField(v)
+	}
+	return err
 }
 
 // numericDate is numericDate.UnmarshalJSON on the member's text.
@@ -420,20 +436,14 @@ func (s *jsonScan) numericDate(n *numericDate) error {
 
 // dateTime: a dateTime string; null leaves it as it was.
 func (s *jsonScan) dateTime(d *dateTime) error {
-	switch s.peek() {
-	case 'n':
-		return s.null()
-	case '"':
-		v, err := s.stringValue()
-		if err != nil {
-			return err
-		}
-		t, err := parseDateTime(v)
-		if err != nil {
-			return errJSON
-		}
-		d.t, d.set = clampDate(t), true
-		return nil
+	v, isNull, err := s.nullOrString()
+	if err != nil || isNull {
+		return err
 	}
-	return errJSON
+	t, err := parseDateTime(v)
+	if err != nil {
+		return errJSON
+	}
+	d.t, d.set = clampDate(t), true
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/lestrrat-go/jwx/v2/jwt"
 
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/internal/cputime"
 )
 
 // The hand-written decoder (jwtdecode.go) stands beside jwx, which the
@@ -42,7 +43,7 @@ func BenchmarkParseJWTWithJWX(b *testing.B) {
 	raw := benchVCJWT(b)
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
-	cpu := processCPU()
+	cpu := cputime.Process()
 	for b.Loop() {
 		tok, err := jwt.ParseInsecure(raw)
 		if err != nil {
@@ -61,14 +62,14 @@ func BenchmarkParseJWTWithJWX(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	reportCPU(b, cpu)
+	cputime.Report(b, cpu)
 }
 
 func BenchmarkParseJWTWithJWS(b *testing.B) {
 	raw := benchVCJWT(b)
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
-	cpu := processCPU()
+	cpu := cputime.Process()
 	for b.Loop() {
 		msg, err := jws.Parse(raw)
 		if err != nil {
@@ -79,7 +80,7 @@ func BenchmarkParseJWTWithJWS(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	reportCPU(b, cpu)
+	cputime.Report(b, cpu)
 }
 
 // FuzzJWTDecodeMatchesJWX: on claims both this package's decoder and jwx

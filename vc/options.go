@@ -83,8 +83,6 @@ type Verifier struct {
 	vpLifetime time.Duration
 	replay     ReplayGuard // nil: presentation ids are not tracked
 	statusCfg  statusConfig
-	results    *resultCache // nil: every call verifies (see resultcache.go)
-	resultCfg  resultCacheConfig
 	fetch      *chainFetcher // nil: parents are never fetched (see chainfetch.go)
 	fetchCfg   *ChainFetch
 	trace      func(context.Context) (context.Context, func(error)) // nil: none (see trace.go)
@@ -218,7 +216,7 @@ func WithMaxLifetime(d time.Duration) Option {
 // usable by whoever obtains it until its issuer revokes it, if it can.
 // With WithMaxLifetime such a credential is accepted until the maximum
 // after its start; without it, forever (a cached result is still served
-// for at most WithResultCacheTTL). Status list credentials are not
+// for at most vc/cache's TTL). Status list credentials are not
 // delegations and need no end either way: a fetched list is used for
 // WithStatusListTTL.
 func WithAllowNoExpiry() Option {
@@ -301,7 +299,6 @@ func NewVerifier(r didresolver.Resolver, opts ...Option) *Verifier {
 		maxDepth:   MaxChainDepth,
 		vpLifetime: defaultPresentationLifetime,
 		statusCfg:  statusConfig{ttl: defaultStatusTTL},
-		resultCfg:  resultCacheConfig{ttl: defaultResultCacheTTL, maxBytes: defaultResultCacheBytes},
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -310,9 +307,6 @@ func NewVerifier(r didresolver.Resolver, opts ...Option) *Verifier {
 	}
 	if !v.statusCfg.off {
 		v.status = newStatusLists(v, v.statusCfg)
-	}
-	if v.resultCfg.maxEntries > 0 {
-		v.results = newResultCache(v.resultCfg)
 	}
 	if v.fetchCfg != nil {
 		v.fetch = newChainFetcher(v, *v.fetchCfg)
@@ -324,7 +318,7 @@ func NewVerifier(r didresolver.Resolver, opts ...Option) *Verifier {
 type CheckOption func(*checks)
 
 // checks are the per-call rules. Every field must be part of the result
-// cache key (keyInput) or make the call bypass the cache.
+// cache key (Call.AppendKey) or make the call bypass the cache.
 type checks struct {
 	audiences           []string
 	requireAudience     bool

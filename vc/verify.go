@@ -99,60 +99,22 @@ type parsed struct {
 // Surrounding ASCII whitespace is trimmed; Delegation.Hash is over the
 // trimmed bytes.
 //
-// With WithResultCache, a credential verified before under the same rules
-// is served from the cache (see resultcache.go).
+// A cache of results (vc/cache) implements the same Verify around a
+// Verifier, through Prepare.
 func (v *Verifier) Verify(ctx context.Context, raw []byte, opts ...CheckOption) (*Delegation, error) {
-	if len(raw) > v.maxSize {
-		return nil, fail(ErrTooLarge, "")
+	call, err := v.Prepare(raw, opts)
+	if err != nil {
+		return nil, err
 	}
-	raw = trimSpace(raw)
-	if len(raw) == 0 {
-		return nil, fail(ErrMalformed, "empty")
-	}
-	// The options are funcs, so the checks they fill escape: pooled, they
-	// cost no allocation per call. Nothing keeps c past this call (vc
-	// starts no goroutine; a cache flight keeps results, not checks).
-	c := checksPool.Get().(*checks)
-	defer func() {
-		*c = checks{}
-		checksPool.Put(c)
-	}()
-	for _, o := range opts {
-		if o != nil {
-			o(c)
-		}
-	}
-	if v.results != nil {
-		return v.results.verify(ctx, v, raw, c)
-	}
-	d, _, err := v.verifySum(ctx, raw, c)
-	return d, err
+	defer call.Release()
+	return call.Verify(ctx)
 }
 
 var checksPool = sync.Pool{New: func() any { return new(checks) }}
 
-// verifySum is verify of raw with its SHA-256, which the parsed credential
-// and Delegation.Hash start from.
-func (v *Verifier) verifySum(ctx context.Context, raw []byte, c *checks) (*Delegation, outcome, error) {
-	sum := sha256.Sum256(raw)
-	return v.verify(ctx, raw, &sum, c)
-}
-
-// outcome is what a verification found besides its Delegation, for the
-// result cache.
-type outcome struct {
-	// statusChecked: a credentialStatus of the chain was checked.
-	statusChecked bool
-	// unusedAncestors: some of the ancestors given (WithAncestors) are not
-	// on the chain, nor copies of the credential itself. They are part of the cache key all the same, so the
-	// holder of one credential could make keys without end from junk
-	// ancestors; such a result is not stored.
-	unusedAncestors bool
-}
-
 // verify verifies the trimmed, non-empty raw, whose SHA-256 is sum, under
 // c.
-func (v *Verifier) verify(ctx context.Context, raw []byte, sum *[sha256.Size]byte, c *checks) (d *Delegation, out outcome, err error) {
+func (v *Verifier) verify(ctx context.Context, raw []byte, sum *[sha256.Size]byte, c *checks) (d *Delegation, out Outcome, err error) {
 	if v.trace != nil {
 		var end func(error)
 		ctx, end = v.trace(ctx)
@@ -194,7 +156,7 @@ func (v *Verifier) verify(ctx context.Context, raw []byte, sum *[sha256.Size]byt
 	if err != nil {
 		return nil, out, err
 	}
-	out.unusedAncestors = onChain(chain, given)+copiesOf(raw, c.ancestors) < len(c.ancestors)
+	out.UnusedAncestors = onChain(chain, given)+copiesOf(raw, c.ancestors) < len(c.ancestors)
 	if v.status != nil {
 		// Leaf first: it is the likeliest to be revoked. Revoking any link
 		// revokes everything below it.
@@ -203,7 +165,7 @@ func (v *Verifier) verify(ctx context.Context, raw []byte, sum *[sha256.Size]byt
 			if !present(l.status) {
 				continue
 			}
-			out.statusChecked = true
+			out.StatusChecked = true
 			if err := v.status.check(ctx, l.d.Issuer, l.status); err != nil {
 				if i != len(chain)-1 {
 					err = within(err, "ancestor credential")

@@ -36,10 +36,16 @@ type Rules struct {
 	MaxChain int64
 }
 
+// Verifier verifies a delegation credential: a *vc.Verifier, or one with
+// its results cached (vc/cache).
+type Verifier interface {
+	Verify(ctx context.Context, raw []byte, opts ...vc.CheckOption) (*vc.Delegation, error)
+}
+
 // Parts are what the step uses of the route.
 type Parts struct {
 	Site     *site.Site
-	Verifier *vc.Verifier
+	Verifier Verifier
 	// Measure, when set, is told of every verification: how long it took,
 	// its error and the credential.
 	Measure func(took time.Duration, err error, raw []byte)

@@ -1,4 +1,4 @@
-package vc
+package cache
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
 // TestResultCacheEntryOwnsStrings: an entry's strings are one block of
@@ -20,22 +21,22 @@ import (
 // as what the caller got.
 func TestResultCacheEntryOwnsStrings(t *testing.T) {
 	f := newFixture(t)
-	v, _, _ := f.cachedVerifier(&testClock{t: fixedNow}, 100)
-	raw := mint(t, f.ed.priv, header("EdDSA", f.ed.kid), f.vc11Claims(f.ed))
-	d, err := v.Verify(context.Background(), raw, ForAudience(serverDID))
+	v, _, _ := f.cached(&testClock{t: fixedNow}, 100, nil)
+	raw := issue(t, f.ed, f.vc11Claims(f.ed))
+	d, err := v.Verify(context.Background(), raw, vc.ForAudience(serverDID))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var e *resultEntry
-	for i := range v.results.shards {
-		for _, x := range v.results.shards[i].entries {
+	for i := range v.shards {
+		for _, x := range v.shards[i].entries {
 			e = x
 		}
 	}
 	if e == nil {
 		t.Fatal("not cached")
 	}
-	if got := cloneDelegation(&e.d); !reflect.DeepEqual(got, d) {
+	if got := e.d.Clone(); !reflect.DeepEqual(got, d) {
 		t.Fatalf("entry %+v, caller %+v", e.d, d)
 	}
 	// One block holding each distinct value once, in the order
@@ -89,23 +90,23 @@ func TestResultCacheLeaderPanics(t *testing.T) {
 	f := newFixture(t)
 	res := &panicOnce{next: f.res, gate: make(chan struct{})}
 	hc := &hitCounter{}
-	v := NewVerifier(res, WithClock(func() time.Time { return fixedNow }), WithResultCache(100), WithCacheObserver(hc.observe))
-	raw := mint(t, f.ed.priv, header("EdDSA", f.ed.kid), f.vc11Claims(f.ed))
+	v := New(vc.NewVerifier(res, vc.WithClock(func() time.Time { return fixedNow })), 100, WithObserver(hc.observe))
+	raw := issue(t, f.ed, f.vc11Claims(f.ed))
 	ctx := context.Background()
 	var (
 		wg        sync.WaitGroup
 		recovered any
-		d         *Delegation
+		d         *vc.Delegation
 		err       error
 	)
 	wg.Go(func() {
 		defer func() { recovered = recover() }()
-		v.Verify(ctx, raw, ForAudience(serverDID))
+		v.Verify(ctx, raw, vc.ForAudience(serverDID))
 	})
 	for res.n.Load() < 1 {
 		time.Sleep(time.Millisecond)
 	}
-	wg.Go(func() { d, err = v.Verify(ctx, raw, ForAudience(serverDID)) })
+	wg.Go(func() { d, err = v.Verify(ctx, raw, vc.ForAudience(serverDID)) })
 	for hc.misses.Load() < 2 {
 		time.Sleep(time.Millisecond)
 	}
@@ -127,33 +128,33 @@ func TestResultCacheLeaderPanics(t *testing.T) {
 // entry's own room is cached and served like any other.
 func TestResultCacheManyScopes(t *testing.T) {
 	f := newFixture(t)
-	v, _, hc := f.cachedVerifier(&testClock{t: fixedNow}, 100)
+	v, _, hc := f.cached(&testClock{t: fixedNow}, 100, nil)
 	claims := f.vc11Claims(f.ed)
 	scopes := []any{"s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9"}
 	setPath(claims, "vc.credentialSubject.delegation.scopes", scopes)
 	setPath(claims, "vc.credentialSubject.delegation.constraints.scopes", scopes)
-	raw := mint(t, f.ed.priv, header("EdDSA", f.ed.kid), claims)
+	raw := issue(t, f.ed, claims)
 	ctx := context.Background()
-	first, err := v.Verify(ctx, raw, ForAudience(serverDID))
+	first, err := v.Verify(ctx, raw, vc.ForAudience(serverDID))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(first.Scopes) != len(scopes) {
 		t.Fatalf("scopes %q", first.Scopes)
 	}
-	again, err := v.Verify(ctx, raw, ForAudience(serverDID))
+	again, err := v.Verify(ctx, raw, vc.ForAudience(serverDID))
 	if err != nil || hc.hits.Load() != 1 || !reflect.DeepEqual(again, first) {
 		t.Fatalf("hit: %v, %v; %+v", err, hc, again)
 	}
 }
 
-// TestDetachStringsCoversEveryField: a string field of Delegation that
+// TestDetachStringsCoversEveryField: a string field of vc.Delegation that
 // detachStrings does not copy keeps the whole decoded claims of its
 // credential alive in the cache (this happened once, with RootIssuer,
 // which doubled the cache's memory per entry).
 func TestDetachStringsCoversEveryField(t *testing.T) {
 	src := strings.Repeat("x", 4096)
-	var d Delegation
+	var d vc.Delegation
 	v := reflect.ValueOf(&d).Elem()
 	n := 0
 	for i := range v.NumField() {

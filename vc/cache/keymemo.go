@@ -1,4 +1,4 @@
-package vc
+package cache
 
 import (
 	"bytes"

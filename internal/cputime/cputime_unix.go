@@ -1,6 +1,8 @@
 //go:build unix
 
-package vc
+// Package cputime measures benchmarks in the CPU time of the process as
+// well as in wall time.
+package cputime
 
 import (
 	"syscall"
@@ -8,9 +10,9 @@ import (
 	"time"
 )
 
-// processCPU is the CPU time (user and system) this process has used so
+// Process is the CPU time (user and system) this process has used so
 // far, every thread and the garbage collector included.
-func processCPU() time.Duration {
+func Process() time.Duration {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return 0
@@ -18,13 +20,13 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// reportCPU adds "cpu-ns/op", the process CPU time per iteration since
-// start (a processCPU reading taken just before the loop). On a machine
+// Report adds "cpu-ns/op", the process CPU time per iteration since
+// start (a Process reading taken just before the loop). On a machine
 // shared with other work, wall time per op grows with what the others
 // take; CPU time per op hardly does, and, like the whole-proxy benchmark's
 // figure, it counts the garbage collection an iteration causes.
-func reportCPU(b *testing.B, start time.Duration) {
+func Report(b *testing.B, start time.Duration) {
 	if b.N > 0 {
-		b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(Process()-start)/float64(b.N), "cpu-ns/op")
 	}
 }

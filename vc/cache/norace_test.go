@@ -1,5 +1,5 @@
 //go:build !race
 
-package vc
+package cache
 
 const raceEnabled = false

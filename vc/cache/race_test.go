@@ -1,6 +1,6 @@
 //go:build race
 
-package vc
+package cache
 
 // raceEnabled scales down tests that are slow under the race detector.
 const raceEnabled = true

@@ -1,9 +1,11 @@
-package vc
+package cache
 
 import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
 // TestResultCacheAdmission: while the cache has room every verified
@@ -14,9 +16,9 @@ func TestResultCacheAdmission(t *testing.T) {
 	f := newFixture(t)
 	m := f.minter(t)
 	clock := &testClock{t: fixedNow}
-	v, res, hc := f.cachedVerifier(clock, capacity)
+	v, res, hc := f.cached(clock, capacity, nil)
 	ctx := context.Background()
-	aud := ForAudience(serverDID)
+	aud := vc.ForAudience(serverDID)
 	verify := func(raw []byte) {
 		t.Helper()
 		if _, err := v.Verify(ctx, raw, aud); err != nil {
@@ -31,7 +33,7 @@ func TestResultCacheAdmission(t *testing.T) {
 		verify(m.mint(i))
 	}
 	expectCalls(t, res, capacity, "room for all: each stored the first time")
-	if n := v.results.Len(); n != capacity {
+	if n := v.Len(); n != capacity {
 		t.Fatalf("Len = %d, want %d", n, capacity)
 	}
 
@@ -56,7 +58,7 @@ func TestResultCacheAdmission(t *testing.T) {
 	expectCalls(t, res, capacity+oneOffs+1, "a one-off verified a second time")
 	verify(last)
 	expectCalls(t, res, capacity+oneOffs+1, "the same, a third time: stored the second")
-	if n := v.results.Len(); n != capacity {
+	if n := v.Len(); n != capacity {
 		t.Fatalf("Len = %d, want %d", n, capacity)
 	}
 

@@ -1,4 +1,4 @@
-package vc
+package cache
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
 	"github.com/mcpi-edge/caddy-mcpi/internal/memstat"
+	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
 // The cache under many distinct credentials: its bounds, and the memory it
@@ -33,16 +34,14 @@ type vcMinter struct {
 	idDigits int
 }
 
-const idMarker = "3f0c0000-0000-4000-8000-000000000001" // the fixture's id, 36 bytes
-
 func (f *fixture) minter(t testing.TB) *vcMinter {
 	claims := mustJSON(t, f.vc11Claims(f.ed))
 	if bytes.Count(claims, []byte(idMarker)) != 3 {
 		t.Fatal("fixture id not found")
 	}
 	return &vcMinter{
-		priv:     f.ed.priv.(ed25519.PrivateKey),
-		prefix:   b64(mustJSON(t, header("EdDSA", f.ed.kid))) + ".",
+		priv:     f.ed.priv,
+		prefix:   b64(mustJSON(t, header(f.ed.kid))) + ".",
 		claims:   claims,
 		idDigits: 12,
 	}
@@ -76,9 +75,9 @@ func TestResultCacheBound(t *testing.T) {
 		creds[i] = m.mint(i)
 	}
 	hot := m.mint(n)
-	v, res, hc := f.cachedVerifier(&testClock{t: fixedNow}, maxEntries)
+	v, res, hc := f.cached(&testClock{t: fixedNow}, maxEntries, nil)
 	ctx := context.Background()
-	aud := ForAudience(serverDID)
+	aud := vc.ForAudience(serverDID)
 	if _, err := v.Verify(ctx, hot, aud); err != nil {
 		t.Fatal(err)
 	}
@@ -92,12 +91,12 @@ func TestResultCacheBound(t *testing.T) {
 			}
 		}
 		if i%1000 == 999 {
-			if l := v.results.Len(); l > maxEntries {
+			if l := v.Len(); l > maxEntries {
 				t.Fatalf("after %d: Len = %d > %d", i+1, l, maxEntries)
 			}
 		}
 	}
-	if l := v.results.Len(); l > maxEntries || l < maxEntries*9/10 {
+	if l := v.Len(); l > maxEntries || l < maxEntries*9/10 {
 		t.Errorf("Len = %d, max %d", l, maxEntries)
 	}
 	expectCalls(t, res, int64(n+1), "distinct credentials")
@@ -128,7 +127,7 @@ type cacheMemory struct {
 }
 
 // measureCacheMemory runs n distinct credentials, minted on the fly by
-// workers goroutines, through a Verifier with a cache of maxEntries, and
+// workers goroutines, through a vc.Verifier with a cache of maxEntries, and
 // reports the heap (after a GC, less what it was before) and RSS. Their
 // ids end in idDigits hex digits (12: the usual size; more make outsized
 // credentials).
@@ -136,11 +135,10 @@ func measureCacheMemory(tb testing.TB, n, maxEntries, idDigits, workers int, opt
 	f := newFixture(tb)
 	m := f.minter(tb)
 	m.idDigits = idDigits
-	cache := didresolver.NewCache(f.res, didresolver.WithCacheClock(func() time.Time { return fixedNow }))
-	all := []Option{WithClock(func() time.Time { return fixedNow }), WithResultCache(maxEntries)}
-	v := NewVerifier(cache, append(all, opts...)...)
+	res := didresolver.NewCache(f.res, didresolver.WithCacheClock(func() time.Time { return fixedNow }))
+	v := New(vc.NewVerifier(res, vc.WithClock(func() time.Time { return fixedNow })), maxEntries, opts...)
 	ctx := context.Background()
-	aud := ForAudience(serverDID)
+	aud := vc.ForAudience(serverDID)
 
 	var before runtime.MemStats
 	runtime.GC()
@@ -161,7 +159,7 @@ func measureCacheMemory(tb testing.TB, n, maxEntries, idDigits, workers int, opt
 					return
 				}
 				if i%200000 == 199999 {
-					tb.Logf("%d credentials, %d cached, %v", i+1, v.results.Len(), time.Since(start).Round(time.Second))
+					tb.Logf("%d credentials, %d cached, %v", i+1, v.Len(), time.Since(start).Round(time.Second))
 				}
 			}
 		})
@@ -171,7 +169,7 @@ func measureCacheMemory(tb testing.TB, n, maxEntries, idDigits, workers int, opt
 	if err := <-errs; err != nil {
 		tb.Fatal(err)
 	}
-	out := cacheMemory{n: n, entries: v.results.Len(), credBytes: len(m.mint(0)), elapsed: time.Since(start), rss: memstat.RSS()}
+	out := cacheMemory{n: n, entries: v.Len(), credBytes: len(m.mint(0)), elapsed: time.Since(start), rss: memstat.RSS()}
 	var after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&after)

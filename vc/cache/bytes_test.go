@@ -1,4 +1,4 @@
-package vc
+package cache
 
 import (
 	"context"
@@ -6,23 +6,24 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
 // putID stores, under the key of name, a delegation whose only non-empty
 // string is an id of idLen bytes (its accounted size is then exactly
 // resultEntrySize(idLen, 0)).
-func putID(rc *resultCache, name string, idLen int) resultKey {
+func putID(rc *Cache, name string, idLen int) resultKey {
 	k := resultKey(sha256.Sum256([]byte(name)))
 	id := name + strings.Repeat("x", max(idLen-len(name), 0))
-	rc.put(&k, &Delegation{ID: id[:idLen]}, fixedNow, false, 0, 0)
+	rc.put(&k, &vc.Delegation{ID: id[:idLen]}, fixedNow, false)
 	return k
 }
 
 // checkAccounting fails unless every shard's bytes are the sum of its
 // entries' sizes, each of which is what resultEntrySize says of its
 // strings, and within the shard's budget; and the whole within budget.
-func checkAccounting(t *testing.T, rc *resultCache, budget int) {
+func checkAccounting(t *testing.T, rc *Cache, budget int) {
 	t.Helper()
 	total := 0
 	for i := range rc.shards {
@@ -60,7 +61,7 @@ func checkAccounting(t *testing.T, rc *resultCache, budget int) {
 // small entry in use stays cached and a new small one is stored.
 func TestResultCacheByteBudget(t *testing.T) {
 	const maxEntries, maxBytes = 1000, 1 << 20 // 16 shards of 64 KiB: entries up to 4 KiB
-	rc := newResultCache(resultCacheConfig{maxEntries: maxEntries, maxBytes: maxBytes, ttl: time.Minute})
+	rc := New(vc.NewVerifier(nil), maxEntries, WithMaxBytes(maxBytes))
 	large := rc.shards[0].maxEntryBytes - resultEntryOverhead // the largest stored
 	hot := putID(rc, "hot", 40)
 	for i := range 5000 {
@@ -119,7 +120,7 @@ func TestResultCacheEntryLimit(t *testing.T) {
 			idLen: 1000 - resultEntryOverhead, stored: true, wantMaxEntryBytes: 1000, wantShards: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rc := newResultCache(resultCacheConfig{maxEntries: tc.maxEntries, maxBytes: tc.budget, ttl: time.Minute})
+			rc := New(vc.NewVerifier(nil), tc.maxEntries, WithMaxBytes(tc.budget))
 			if len(rc.shards) != tc.wantShards || rc.shards[0].maxEntryBytes != tc.wantMaxEntryBytes {
 				t.Fatalf("%d shards, entries up to %d B", len(rc.shards), rc.shards[0].maxEntryBytes)
 			}
@@ -156,18 +157,18 @@ func TestResultCacheBytesOption(t *testing.T) {
 		want int
 	}{
 		{"default", nil, defaultResultCacheBytes},
-		{"set", []Option{WithResultCacheBytes(1<<20 + 5)}, 1<<20 + 5},
-		{"zero keeps the default", []Option{WithResultCacheBytes(0)}, defaultResultCacheBytes},
-		{"negative keeps the default", []Option{WithResultCacheBytes(-1)}, defaultResultCacheBytes},
+		{"set", []Option{WithMaxBytes(1<<20 + 5)}, 1<<20 + 5},
+		{"zero keeps the default", []Option{WithMaxBytes(0)}, defaultResultCacheBytes},
+		{"negative keeps the default", []Option{WithMaxBytes(-1)}, defaultResultCacheBytes},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := f.verifier(append(tc.opts, WithResultCache(1000))...)
+			v := New(f.verifier(), 1000, tc.opts...)
 			total := 0
-			for i := range v.results.shards {
-				total += v.results.shards[i].maxBytes
+			for i := range v.shards {
+				total += v.shards[i].maxBytes
 			}
-			if len(v.results.shards) != 16 || total != tc.want {
-				t.Errorf("%d shards, %d B in all, want 16, %d", len(v.results.shards), total, tc.want)
+			if len(v.shards) != 16 || total != tc.want {
+				t.Errorf("%d shards, %d B in all, want 16, %d", len(v.shards), total, tc.want)
 			}
 		})
 	}
@@ -183,8 +184,8 @@ func TestResultCacheLongIDs(t *testing.T) {
 	}
 	f := newFixture(t)
 	ctx := context.Background()
-	aud := ForAudience(serverDID)
-	verify := func(v *Verifier, raw []byte) {
+	aud := vc.ForAudience(serverDID)
+	verify := func(v *Cache, raw []byte) {
 		t.Helper()
 		if _, err := v.Verify(ctx, raw, aud); err != nil {
 			t.Fatal(err)
@@ -196,7 +197,7 @@ func TestResultCacheLongIDs(t *testing.T) {
 	// delegation id), so the bytes bound the cache to about 55 entries,
 	// the count to 255.
 	const maxEntries, budget = 255, 256 << 10
-	v, res, hc := f.cachedVerifier(&testClock{t: fixedNow}, maxEntries, WithResultCacheBytes(budget))
+	v, res, hc := f.cached(&testClock{t: fixedNow}, maxEntries, []Option{WithMaxBytes(budget)})
 	hot := f.minter(t).mint(n)
 	m := f.minter(t)
 	m.idDigits = 2000
@@ -206,11 +207,11 @@ func TestResultCacheLongIDs(t *testing.T) {
 		if i%10 == 0 {
 			verify(v, hot)
 		}
-		if b := v.results.Bytes(); b > budget {
+		if b := v.Bytes(); b > budget {
 			t.Fatalf("after %d: %d B > %d", i+1, b, budget)
 		}
 	}
-	if l := v.results.Len(); l > budget/resultEntrySize(2*2000, 0)+1 {
+	if l := v.Len(); l > budget/resultEntrySize(2*2000, 0)+1 {
 		t.Errorf("Len = %d of %d long-id credentials", l, n)
 	}
 	expectCalls(t, res, int64(n+1), "long ids")
@@ -220,14 +221,14 @@ func TestResultCacheLongIDs(t *testing.T) {
 
 	// Credentials of about 54 KB are not cached at all under
 	// the default budget.
-	v, res, _ = f.cachedVerifier(&testClock{t: fixedNow}, 10000)
+	v, res, _ = f.cached(&testClock{t: fixedNow}, 10000, nil)
 	m.idDigits = 13000
 	for i := range 3 {
 		raw := m.mint(i)
 		verify(v, raw)
 		verify(v, raw)
 	}
-	if l, b := v.results.Len(), v.results.Bytes(); l != 0 || b != 0 {
+	if l, b := v.Len(), v.Bytes(); l != 0 || b != 0 {
 		t.Errorf("outsized credentials cached: Len %d, %d B", l, b)
 	}
 	expectCalls(t, res, 6, "outsized credentials, each verified twice")

@@ -1,4 +1,8 @@
-package vc
+// Package cache keeps verified delegations: a Cache implements the
+// Verify of the vc.Verifier it wraps, and serves a credential verified
+// before, under the same rules, without parsing, resolving or verifying
+// it again.
+package cache
 
 import (
 	"context"
@@ -10,24 +14,26 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
-// The verified-delegation cache (WithResultCache). An edge sees the same
+// An edge sees the same
 // credential on every request of a session; once it has verified, a
 // repeat costs a SHA-256 of the token (and the rules) and a map lookup: nothing is parsed,
 // resolved or verified again. A credential served again and again skips the
 // SHA-256 too (keymemo.go).
 //
 // Key. SHA-256 over the trimmed credential followed by an encoding of every
-// per-call rule that can change the outcome (ForAudience, RequireAudience,
-// RequireScopes and the SHA-256 of each WithAncestors credential) and the
-// credential's length: one pass over the credential per hit, which also
+// per-call rule that can change the outcome (vc.Call.AppendKey: the
+// audiences, RequireAudience, the scopes and the SHA-256 of each ancestor
+// credential) and the credential's length: one pass over the credential per hit, which also
 // gives, at the credential's end, the credential's own SHA-256
 // (Delegation.Hash), so that a miss does not hash it again. A credential
 // accepted for one audience or set of scopes is therefore never served for
 // another. The Verifier's own
 // configuration (trust, algorithms, skew, …) is fixed, and the cache
-// belongs to it.
+// wraps one Verifier.
 //
 // Bypass. Presentations are never stored: their nonce and replay checks
 // hold per use. Calls with WithPresentationNonce or RequirePresentation
@@ -41,10 +47,10 @@ import (
 //
 // Lifetime. An entry is served while the clock is before the earliest of:
 // the chain's ExpiresAt (exactly, without the clock skew Verify allows), the
-// cache TTL after it was stored (WithResultCacheTTL, default 60s: how long
+// cache TTL after it was stored (WithTTL, default 60s: how long
 // a rotated or removed issuer key may still be honoured), and, when any
 // credential of the chain has a credentialStatus that was checked, the
-// status list TTL after it was stored (WithStatusListTTL). The list itself
+// status list TTL after it was stored (vc.WithStatusListTTL). The list itself
 // may have been fetched up to one TTL before, so a revocation takes effect
 // within two status TTLs (plus WithStatusStaleIfError, if set). Every hit
 // also re-checks NotBefore and IssuedAt, with the skew, against the clock
@@ -99,7 +105,8 @@ import (
 // that verified gets the Delegation it verified, unless others waited for
 // it, which copy it. An entry's strings are copied into one string of its
 // own: a credential's decoded strings share the bytes of its whole claims
-// (see jsonScan), which an entry must not keep alive.
+// (the VC-JWT decoder does not copy them), which an entry must not keep
+// alive.
 
 const (
 	defaultResultCacheTTL   = 60 * time.Second
@@ -107,72 +114,68 @@ const (
 	maxResultEntryBytes     = 16 << 10
 )
 
-// resultCacheConfig is what the result cache options set.
-type resultCacheConfig struct {
-	maxEntries int
-	maxBytes   int
-	ttl        time.Duration
-	observe    func(hit bool)
+// Option configures a Cache.
+type Option func(*config)
+
+// config is what the options set.
+type config struct {
+	maxBytes int
+	ttl      time.Duration
+	observe  func(hit bool)
 }
 
-// WithResultCache keeps up to maxEntries verified delegations and serves
-// a credential verified before, under the same CheckOptions, without
-// parsing, resolving or verifying it again. Default 0: off.
-//
-// An entry is served until the earliest of the chain's ExpiresAt, the
-// cache TTL (WithResultCacheTTL) and, when the chain has a
-// credentialStatus, the status list TTL (WithStatusListTTL); so a revoked
-// credential, or one whose issuer rotated its key, may still be accepted
-// for that long. Presentations are never cached. Failures are not cached;
-// concurrent calls with the same token share one verification. Eviction is
-// CLOCK (second chance) in 16 shards. The entries' memory is bounded too
-// (WithResultCacheBytes). Each call gets its own copy of the Delegation.
-// See resultcache.go for the details.
-func WithResultCache(maxEntries int) Option {
-	return func(v *Verifier) { v.resultCfg.maxEntries = max(maxEntries, 0) }
-}
-
-// WithResultCacheBytes bounds the memory the result cache's entries keep
-// (their strings and a fixed overhead each), whatever their count: entries
-// are evicted to stay within both bounds. Default 16 MiB, about twice what
-// 10,000 typical entries take; n <= 0 keeps the default. A delegation
-// larger than 16 KiB, or than a sixteenth of its shard's share of n (n/256
-// from 256 entries on, n/16 below), is not cached: it is verified on every
-// use.
-func WithResultCacheBytes(n int) Option {
-	return func(v *Verifier) {
+// WithMaxBytes bounds the memory the entries keep (their strings and a
+// fixed overhead each), whatever their count: entries are evicted to stay
+// within both bounds. Default 16 MiB, about twice what 10,000 typical
+// entries take; n <= 0 keeps the default. A delegation larger than 16 KiB,
+// or than a sixteenth of its shard's share of n (n/16 from 256 entries on,
+// n below), is not cached: it is verified on every use.
+func WithMaxBytes(n int) Option {
+	return func(c *config) {
 		if n > 0 {
-			v.resultCfg.maxBytes = n
+			c.maxBytes = n
 		}
 	}
 }
 
-// WithResultCacheTTL bounds how long a verified delegation is served from
-// the cache, whatever its expiry, so that a rotated issuer key (or a
-// changed DID document) stops being honoured within d. Default 60s;
-// d <= 0 keeps the default.
-func WithResultCacheTTL(d time.Duration) Option {
-	return func(v *Verifier) {
+// WithTTL bounds how long a verified delegation is served, whatever its
+// expiry, so that a rotated issuer key (or a changed DID document) stops
+// being honoured within d. Default 60s; d <= 0 keeps the default.
+func WithTTL(d time.Duration) Option {
+	return func(c *config) {
 		if d > 0 {
-			v.resultCfg.ttl = d
+			c.ttl = d
 		}
 	}
 }
 
-// WithCacheObserver calls fn once per Verify that consulted the result
-// cache, with whether it was served from it (for hit/miss metrics). fn runs
-// on the request path, concurrently: it must be quick and safe for
-// concurrent use.
-func WithCacheObserver(fn func(hit bool)) Option {
-	return func(v *Verifier) { v.resultCfg.observe = fn }
+// WithObserver calls fn once per Verify that consulted the cache, with
+// whether it was served from it (for hit/miss metrics). fn runs on the
+// request path, concurrently: it must be quick and safe for concurrent
+// use.
+func WithObserver(fn func(hit bool)) Option {
+	return func(c *config) { c.observe = fn }
 }
 
-// resultCache is the verified-delegation cache of a Verifier.
-type resultCache struct {
-	ttl     time.Duration
-	observe func(hit bool)
-	shards  []resultShard
-	mask    uint8
+// Cache is a vc.Verifier with its verified delegations kept: its Verify
+// is the Verifier's, and a credential verified before under the same rules
+// is served from the cache until the earliest of the chain's ExpiresAt,
+// the cache TTL (WithTTL) and, when the chain has a credentialStatus, the
+// status list TTL (vc.WithStatusListTTL); so a revoked credential, or one
+// whose issuer rotated its key, may still be accepted for that long.
+// Presentations are never cached. Failures are not cached; concurrent
+// calls with the same token share one verification. Eviction is CLOCK
+// (second chance) in 16 shards. The entries' memory is bounded too
+// (WithMaxBytes). Each call gets its own copy of the Delegation. Safe for
+// concurrent use.
+type Cache struct {
+	v *vc.Verifier
+	// skew and statusTTL are the Verifier's, fixed.
+	skew, statusTTL time.Duration
+	ttl             time.Duration
+	observe         func(hit bool)
+	shards          []resultShard
+	mask            uint8
 	// recent spares a credential served again its key's SHA-256
 	// (keymemo.go).
 	recent keyMemo
@@ -213,7 +216,7 @@ type resultFlight struct {
 // ref.
 type resultEntry struct {
 	key resultKey
-	d   Delegation // private: callers get copies
+	d   vc.Delegation // private: callers get copies
 	// strs holds d's slices when they fit (a few scopes, an audience and
 	// a credential: the usual), so that an entry is one allocation besides
 	// its strings.
@@ -242,27 +245,35 @@ func resultEntrySize(strBytes, n int) int {
 	return size
 }
 
-func newResultCache(cfg resultCacheConfig) *resultCache {
+// New returns v with a cache of at most maxEntries verified delegations
+// (at least one).
+func New(v *vc.Verifier, maxEntries int, opts ...Option) *Cache {
+	cfg := config{ttl: defaultResultCacheTTL, maxBytes: defaultResultCacheBytes}
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	maxEntries = min(max(maxEntries, 1), 1<<30) // slots are int32
 	n := 1
-	if cfg.maxEntries >= 256 {
+	if maxEntries >= 256 {
 		n = 16
 	}
-	cfg.maxEntries = min(cfg.maxEntries, 1<<30) // slots are int32
-	if cfg.maxBytes <= 0 {
-		cfg.maxBytes = defaultResultCacheBytes
-	}
-	rc := &resultCache{
-		ttl:     cfg.ttl,
-		observe: cfg.observe,
-		shards:  make([]resultShard, n),
-		mask:    uint8(n - 1),
-		recent:  keyMemo{seed: maphash.MakeSeed()},
-		door:    newDoorkeeper(cfg.maxEntries),
+	rc := &Cache{
+		v:         v,
+		skew:      v.ClockSkew(),
+		statusTTL: v.StatusListTTL(),
+		ttl:       cfg.ttl,
+		observe:   cfg.observe,
+		shards:    make([]resultShard, n),
+		mask:      uint8(n - 1),
+		recent:    keyMemo{seed: maphash.MakeSeed()},
+		door:      newDoorkeeper(maxEntries),
 	}
 	for i := range rc.shards {
 		s := &rc.shards[i]
-		s.capacity = cfg.maxEntries / n
-		if i < cfg.maxEntries%n {
+		s.capacity = maxEntries / n
+		if i < maxEntries%n {
 			s.capacity++
 		}
 		s.maxBytes = cfg.maxBytes / n
@@ -275,11 +286,11 @@ func newResultCache(cfg resultCacheConfig) *resultCache {
 	return rc
 }
 
-func (rc *resultCache) shard(k *resultKey) *resultShard { return &rc.shards[k[0]&rc.mask] }
+func (rc *Cache) shard(k *resultKey) *resultShard { return &rc.shards[k[0]&rc.mask] }
 
 // Len is the number of entries held, including expired ones not yet
 // evicted.
-func (rc *resultCache) Len() int {
+func (rc *Cache) Len() int {
 	n := 0
 	for i := range rc.shards {
 		s := &rc.shards[i]
@@ -291,7 +302,7 @@ func (rc *resultCache) Len() int {
 }
 
 // Bytes is what the entries take, as accounted against the budget.
-func (rc *resultCache) Bytes() int {
+func (rc *Cache) Bytes() int {
 	n := 0
 	for i := range rc.shards {
 		s := &rc.shards[i]
@@ -303,7 +314,7 @@ func (rc *resultCache) Bytes() int {
 }
 
 // get returns the entry for k if it may be served at now.
-func (rc *resultCache) get(k *resultKey, now time.Time) *resultEntry {
+func (rc *Cache) get(k *resultKey, now time.Time) *resultEntry {
 	s := rc.shard(k)
 	s.mu.RLock()
 	e := s.entries[*k]
@@ -322,29 +333,29 @@ func (rc *resultCache) get(k *resultKey, now time.Time) *resultEntry {
 }
 
 // put stores d for k, verified at now; statusChecked says a
-// credentialStatus of the chain was checked, capping the entry at
-// statusTTL.
-func (rc *resultCache) put(k *resultKey, d *Delegation, now time.Time, statusChecked bool, statusTTL, skew time.Duration) {
+// credentialStatus of the chain was checked, capping the entry at the
+// status list TTL.
+func (rc *Cache) put(k *resultKey, d *vc.Delegation, now time.Time, statusChecked bool) {
 	until := now.Add(rc.ttl)
 	if statusChecked {
-		until = earliest(until, now.Add(statusTTL))
+		until = earliest(until, now.Add(rc.statusTTL))
 	}
 	until = earliest(until, d.ExpiresAt)
 	if !until.After(now) {
 		return
 	}
 	e := &resultEntry{key: *k, until: until.UnixNano(), notBefore: math.MinInt64}
-	n := len(d.Scopes) + len(d.Audience) + len(d.Chain)
+	n := d.Strings()
 	var buf []string
 	if n <= len(e.strs) {
 		buf = e.strs[:0:n]
 	} else {
 		buf = make([]string, 0, n)
 	}
-	copyDelegation(&e.d, d, buf)
+	d.CopyTo(&e.d, buf)
 	size := resultEntrySize(detachStrings(&e.d), n)
 	if start := latest(d.NotBefore, d.IssuedAt); !start.IsZero() {
-		e.notBefore = start.Add(-skew).UnixNano()
+		e.notBefore = start.Add(-rc.skew).UnixNano()
 	}
 
 	s := rc.shard(k)
@@ -378,7 +389,7 @@ func (rc *resultCache) put(k *resultKey, d *Delegation, now time.Time, statusChe
 // always while its shard has room for another entry or holds an expired
 // entry for k (replacing it evicts nothing), and once the shard is full
 // only when k was verified before (admission.go).
-func (rc *resultCache) admits(k *resultKey) bool {
+func (rc *Cache) admits(k *resultKey) bool {
 	s := rc.shard(k)
 	s.mu.RLock()
 	_, stored := s.entries[*k]
@@ -421,7 +432,7 @@ func (s *resultShard) drop(e *resultEntry) {
 
 // remove drops the entry for k, if any. A flood of bad tokens finds none
 // and takes only the read lock.
-func (rc *resultCache) remove(k *resultKey) {
+func (rc *Cache) remove(k *resultKey) {
 	s := rc.shard(k)
 	s.mu.RLock()
 	e := s.entries[*k]
@@ -439,7 +450,7 @@ func (rc *resultCache) remove(k *resultKey) {
 // flightResult is what one verification hands to every caller that waited
 // for it.
 type flightResult struct {
-	d         *Delegation // read only
+	d         *vc.Delegation // read only
 	err       error
 	presented bool
 	// unfinished: the leader never set the result (it panicked).
@@ -480,25 +491,37 @@ func (s *resultShard) land(k *resultKey, f *resultFlight, res flightResult) int 
 	return n
 }
 
-// verify is Verify with the cache, for a trimmed raw and applied checks.
-// The credential's SHA-256 is taken only when it is verified: a hit needs
-// only the key.
-func (rc *resultCache) verify(ctx context.Context, v *Verifier, raw []byte, c *checks) (*Delegation, error) {
-	var buf [maxKeyOnStack]byte
-	in, ok := v.keyInput(raw, c, buf[:0])
-	if !ok {
-		d, _, err := v.verifySum(ctx, raw, c)
-		return d, err
+// Verify is vc.Verifier.Verify, served from the cache when it can be.
+func (rc *Cache) Verify(ctx context.Context, raw []byte, opts ...vc.CheckOption) (*vc.Delegation, error) {
+	call, err := rc.v.Prepare(raw, opts)
+	if err != nil {
+		return nil, err
 	}
+	// The release is deferred here, apart from verify's returns: with
+	// verify's own defer it would take the slower, runtime path for
+	// deferred calls on every hit.
+	defer call.Release()
+	return rc.verify(ctx, call)
+}
+
+// verify is Verify of a prepared call. The credential's SHA-256 is taken
+// only when it is verified: a hit needs only the key.
+func (rc *Cache) verify(ctx context.Context, call vc.Call) (*vc.Delegation, error) {
+	var buf [maxKeyOnStack]byte
+	in, ok := call.AppendKey(buf[:0])
+	if !ok {
+		return call.Verify(ctx)
+	}
+	raw := call.Credential()
 	key, credSum, sum, known := rc.recent.key(in, len(raw))
-	if e := rc.get(&key, v.now()); e != nil {
+	if e := rc.get(&key, rc.v.Now()); e != nil {
 		if !known {
 			rc.recent.served(sum, in, &key)
 		}
 		if rc.observe != nil {
 			rc.observe(true)
 		}
-		return cloneDelegation(&e.d), nil
+		return e.d.Clone(), nil
 	}
 	if rc.observe != nil {
 		rc.observe(false)
@@ -513,48 +536,62 @@ func (rc *resultCache) verify(ctx context.Context, v *Verifier, raw []byte, c *c
 		case res.presented, res.unfinished, res.err != nil && ctx.Err() == nil && (res.cancelled || isContextError(res.err)):
 			// A presentation is checked per use; and the leader's context
 			// ending, or its panic, says nothing about this credential.
-			d, _, err := v.verifySum(ctx, raw, c)
-			return d, err
+			return call.Verify(ctx)
 		case res.err != nil:
 			return nil, res.err
 		}
-		return cloneDelegation(res.d), nil
+		return res.d.Clone(), nil
 	}
 
 	landed := false
 	defer func() {
-		if !landed { // v.verify panicked: let the waiters verify on their own
+		if !landed { // the verification panicked: let the waiters verify on their own
 			s.land(&key, f, flightResult{unfinished: true})
 		}
 	}()
 	// Another flight may have stored it between our lookup and now.
-	if e := rc.get(&key, v.now()); e != nil {
+	if e := rc.get(&key, rc.v.Now()); e != nil {
 		landed = true
 		s.land(&key, f, flightResult{d: &e.d})
-		return cloneDelegation(&e.d), nil
+		return e.d.Clone(), nil
 	}
 	if known { // the key came from the memo, without the credential's sum
 		credSum = sha256.Sum256(raw)
 	}
-	d, out, err := v.verify(ctx, raw, &credSum, c)
+	d, out, err := call.VerifySum(ctx, &credSum)
 	if err != nil {
 		rc.remove(&key)
 		landed = true
 		s.land(&key, f, flightResult{err: err, cancelled: ctx.Err() != nil})
 		return nil, err
 	}
-	if !d.Presented && !out.unusedAncestors && rc.admits(&key) {
-		rc.put(&key, d, v.now(), out.statusChecked, v.statusCfg.ttl, v.skew)
+	if !d.Presented && !out.UnusedAncestors && rc.admits(&key) {
+		rc.put(&key, d, rc.v.Now(), out.StatusChecked)
 	}
 	landed = true
 	if s.land(&key, f, flightResult{d: d, presented: d.Presented}) > 0 && !d.Presented {
 		// The waiters copy d: the caller must not be able to change it
 		// under them.
-		return cloneDelegation(d), nil
+		return d.Clone(), nil
 	}
 	return d, nil
 }
 
 func isContextError(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// earliest and latest of two times, a zero time counting as none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -1,13 +1,15 @@
-package vc
+package cache
 
 import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"hash/maphash"
 	"testing"
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
+	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
 func TestEqualConstantTime(t *testing.T) {
@@ -36,7 +38,7 @@ func TestEqualConstantTime(t *testing.T) {
 // input under the same hash (which the seed makes as good as impossible
 // to arrange) yields the input's own SHA-256.
 func TestKeyMemoExactInput(t *testing.T) {
-	m := keyMemo{seed: newResultCache(resultCacheConfig{maxEntries: 1}).recent.seed}
+	m := keyMemo{seed: maphash.MakeSeed()}
 	a := bytes.Repeat([]byte("a"), 1900)
 	b := bytes.Repeat([]byte("a"), 1900)
 	b[1000] = 'b'
@@ -65,27 +67,25 @@ func TestKeyMemoExactInput(t *testing.T) {
 // verification under other rules is another key.
 func TestResultCacheRecentKeys(t *testing.T) {
 	f := newFixture(t)
-	raw := mint(t, f.ed.priv, header("EdDSA", f.ed.kid), f.vc11Claims(f.ed))
-	cache := didresolver.NewCache(f.res, didresolver.WithCacheClock(func() time.Time { return fixedNow }))
-	v := NewVerifier(cache, WithClock(func() time.Time { return fixedNow }), WithResultCache(100))
+	raw := issue(t, f.ed, f.vc11Claims(f.ed))
+	res := didresolver.NewCache(f.res, didresolver.WithCacheClock(func() time.Time { return fixedNow }))
+	v := New(vc.NewVerifier(res, vc.WithClock(func() time.Time { return fixedNow })), 100)
 	ctx := context.Background()
-	first, err := v.Verify(ctx, raw, ForAudience(serverDID))
+	first, err := v.Verify(ctx, raw, vc.ForAudience(serverDID))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := checks{audiences: []string{serverDID}}
-	var buf [maxKeyOnStack]byte
-	in, _ := v.keyInput(raw, &c, buf[:0])
+	in := keyInput(t, v, raw, vc.ForAudience(serverDID))
 	for i := range 4 {
-		d, err := v.Verify(ctx, raw, ForAudience(serverDID))
+		d, err := v.Verify(ctx, raw, vc.ForAudience(serverDID))
 		if err != nil || d.Hash != first.Hash || d.DelegationID != first.DelegationID {
 			t.Fatalf("use %d: %v", i+2, err)
 		}
 	}
-	if _, _, _, known := v.results.recent.key(in, len(raw)); !known {
+	if _, _, _, known := v.recent.key(in, len(raw)); !known {
 		t.Error("a credential served four times is not known")
 	}
-	if _, err := v.Verify(ctx, raw, ForAudience("did:web:other.example")); err == nil {
+	if _, err := v.Verify(ctx, raw, vc.ForAudience("did:web:other.example")); err == nil {
 		t.Error("a credential known under one audience verified for another")
 	}
 }
@@ -93,7 +93,7 @@ func TestResultCacheRecentKeys(t *testing.T) {
 // A key in use keeps its slot against another input coming to it: the
 // newcomer takes it only once the first went unused.
 func TestKeyMemoSecondChance(t *testing.T) {
-	m := keyMemo{seed: newResultCache(resultCacheConfig{maxEntries: 1}).recent.seed}
+	m := keyMemo{seed: maphash.MakeSeed()}
 	a, b := []byte("input a"), []byte("input b")
 	ka, _, sumA, _ := m.key(a, len(a))
 	m.served(sumA, a, &ka)
@@ -122,7 +122,7 @@ func TestKeyMemoSecondChance(t *testing.T) {
 // TestKeyMemoBound: an input longer than maxKeyOnStack is never
 // remembered, so the slots keep at most keyMemoSlots·maxKeyOnStack bytes.
 func TestKeyMemoBound(t *testing.T) {
-	m := keyMemo{seed: newResultCache(resultCacheConfig{maxEntries: 1}).recent.seed}
+	m := keyMemo{seed: maphash.MakeSeed()}
 	for _, n := range []int{maxKeyOnStack, maxKeyOnStack + 1, 64 << 10} {
 		in := bytes.Repeat([]byte{'a'}, n)
 		k, _, sum, _ := m.key(in, len(in))
@@ -155,19 +155,19 @@ func TestKeySums(t *testing.T) {
 	}
 }
 
-// Delegation.Hash is the credential's SHA-256 on every path through the
+// vc.Delegation.Hash is the credential's SHA-256 on every path through the
 // cache: a miss (the sum taken with the key), a hit, and a miss whose key
 // the memo knew (the entry expired), where no sum came with the key.
 func TestResultCacheHashOnEveryPath(t *testing.T) {
 	f := newFixture(t)
-	raw := mint(t, f.ed.priv, header("EdDSA", f.ed.kid), f.vc11Claims(f.ed))
+	raw := issue(t, f.ed, f.vc11Claims(f.ed))
 	want := sha256.Sum256(raw)
 	now := fixedNow
 	clock := func() time.Time { return now }
-	cache := didresolver.NewCache(f.res, didresolver.WithCacheClock(clock))
+	res := didresolver.NewCache(f.res, didresolver.WithCacheClock(clock))
 	var hits, misses int
-	v := NewVerifier(cache, WithClock(clock), WithResultCache(100), WithResultCacheTTL(time.Minute),
-		WithCacheObserver(func(hit bool) {
+	v := New(vc.NewVerifier(res, vc.WithClock(clock)), 100, WithTTL(time.Minute),
+		WithObserver(func(hit bool) {
 			if hit {
 				hits++
 			} else {
@@ -177,7 +177,7 @@ func TestResultCacheHashOnEveryPath(t *testing.T) {
 	ctx := context.Background()
 	verify := func(what string) {
 		t.Helper()
-		d, err := v.Verify(ctx, append([]byte(" "), raw...), ForAudience(serverDID))
+		d, err := v.Verify(ctx, append([]byte(" "), raw...), vc.ForAudience(serverDID))
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
@@ -189,10 +189,8 @@ func TestResultCacheHashOnEveryPath(t *testing.T) {
 	for range 3 {
 		verify("hit")
 	}
-	c := checks{audiences: []string{serverDID}}
-	var buf [maxKeyOnStack]byte
-	in, _ := v.keyInput(raw, &c, buf[:0])
-	if _, _, _, known := v.results.recent.key(in, len(raw)); !known || hits != 3 || misses != 1 {
+	in := keyInput(t, v, raw, vc.ForAudience(serverDID))
+	if _, _, _, known := v.recent.key(in, len(raw)); !known || hits != 3 || misses != 1 {
 		t.Fatalf("memo known %v after %d hits, %d misses; want known after 3 and 1", known, hits, misses)
 	}
 	now = now.Add(2 * time.Minute) // past the cache TTL
