@@ -34,7 +34,9 @@ func TestRedisWaitReplicas(t *testing.T) {
 	master := redistest.Start(t)
 	replica := redistest.StartWith(t, "--replicaof", "127.0.0.1", fmt.Sprint(master.Port()))
 	waitSynced(t, replica)
-	s := newWaitStore(t, RedisOptions{Addr: master.Addr(), WaitTimeout: 100 * time.Millisecond})
+	// A second: a live replica on a loaded machine (the full suite runs
+	// beside this test) may take well over 100ms to acknowledge.
+	s := newWaitStore(t, RedisOptions{Addr: master.Addr(), WaitTimeout: time.Second})
 	key := func(d [32]byte) string { return fmt.Sprintf("%skyaos-rp:%x", s.prefix, d[:]) }
 
 	d := digestOf("acknowledged")
@@ -57,8 +59,8 @@ func TestRedisWaitReplicas(t *testing.T) {
 		replica.Resume()
 		t.Fatalf("UseOnce with a stalled replica = %v, want ErrStoreUnavailable and ErrReplicasNotAcked", err)
 	}
-	if took := time.Since(start); took > time.Second {
-		t.Errorf("the refusal took %v; the wait timeout is 100ms", took)
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("the refusal took %v; the wait timeout is 1s", took)
 	}
 	rec := Record{Challenge: "c", AgentDID: testDID}
 	if err := s.Put(ctx, "stalled-challenge", rec, time.Minute); !errors.Is(err, ErrReplicasNotAcked) {
