@@ -139,7 +139,7 @@ func (b *bench) measure(ctx context.Context, c config, round int, d time.Duratio
 	if c.load == loadHandshake {
 		counter = "the handshake driver"
 	}
-	if c.load == loadProof {
+	if c.load == loadProof && round != roundProfile { // profile mints its own first
 		if err := b.mintProofs(c, d); err != nil {
 			return sample{}, err
 		}
