@@ -117,6 +117,9 @@ type RedisStore struct {
 	// batch writes single-use markers by group commit (redis_batch.go);
 	// nil for a cluster, where each is its own command.
 	batch *markerBatcher
+	// recent refuses a replay of a marker this process saw without a
+	// round trip (recent.go).
+	recent *recentMarkers
 }
 
 // boxedMillis is a PX argument in milliseconds and the same value boxed.
@@ -229,7 +232,7 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 	if prefix == "" {
 		prefix = DefaultRedisKeyPrefix
 	}
-	s := &RedisStore{kind: kind, prefix: prefix, wait: wait, health: new(RedisHealth)}
+	s := &RedisStore{kind: kind, prefix: prefix, wait: wait, health: new(RedisHealth), recent: newRecentMarkers(maxRecentMarkers)}
 	if !opts.AcceptEviction {
 		s.evict = &evictionGuard{cluster: kind == RedisCluster, done: make(chan struct{})}
 		ro.OnConnect = s.onConnect
@@ -398,12 +401,27 @@ const redisSingleUsePrefix = "kyaos-rp:"
 // UseOnce implements SingleUse with one "SET <prefix>kyaos-rp:<hex> 1 NX
 // PX ttl": a marker has no record to encode (where the write waits for
 // replicas, it holds a random token instead of 1: markerToken). Outside a
-// cluster, concurrent markers share one pipeline (redis_batch.go).
+// cluster, concurrent markers share one pipeline (redis_batch.go). A
+// replay of a marker this process wrote or found is refused without a
+// round trip (recent.go).
 func (s *RedisStore) UseOnce(ctx context.Context, digest [32]byte, ttl time.Duration) error {
 	ms := ttl.Milliseconds()
 	if ms <= 0 {
 		return fmt.Errorf("challenge: redis store: ttl must be at least 1ms")
 	}
+	now := time.Now()
+	if s.recent.seen(digest, now) {
+		return ErrNonceExists // a replay to this replica: no round trip
+	}
+	err := s.useOnce(ctx, digest, ms)
+	if err == nil || errors.Is(err, ErrNonceExists) && !errors.Is(err, ErrStoreUnavailable) {
+		s.recent.add(digest, now, ttl)
+	}
+	return err
+}
+
+// useOnce is UseOnce's write.
+func (s *RedisStore) useOnce(ctx context.Context, digest [32]byte, ms int64) error {
 	if err := s.allow(ctx); err != nil {
 		return err
 	}

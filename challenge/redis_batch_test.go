@@ -32,18 +32,18 @@ func useConcurrently(s *RedisStore, ctx context.Context, digests [][32]byte) []e
 	return errs
 }
 
-// readsProcessed is the server's count of reads from its clients: one per
-// batch that arrives in one piece, one per command sent alone.
-func readsProcessed(t *testing.T, srv *redistest.Server) int {
+// infoStat is the number field of the server's INFO stats (reads: one per
+// batch that arrives in one piece, one per command sent alone).
+func infoStat(t *testing.T, srv *redistest.Server, field string) int {
 	t.Helper()
 	out, err := srv.CLI("INFO", "stats")
 	if err != nil {
 		t.Fatalf("INFO stats: %v", err)
 	}
-	v, ok := infoField(out, "total_reads_processed")
+	v, ok := infoField(out, field)
 	n, err := strconv.Atoi(strings.TrimSpace(v))
 	if !ok || err != nil {
-		t.Skipf("redis-server reports no total_reads_processed (%q)", v)
+		t.Skipf("redis-server reports no %s (%q)", field, v)
 	}
 	return n
 }
@@ -69,9 +69,9 @@ func TestRedisMarkerBatch(t *testing.T) {
 			for i := range 256 {
 				digests = append(digests, digestOf(fmt.Sprintf("%s-%d", mode.name, i/4)))
 			}
-			before := readsProcessed(t, master)
+			before := infoStat(t, master, "total_reads_processed")
 			errs := useConcurrently(s, ctx, digests)
-			reads := readsProcessed(t, master) - before
+			reads := infoStat(t, master, "total_reads_processed") - before
 			admitted := map[[32]byte]int{}
 			for i, err := range errs {
 				switch {
