@@ -13,10 +13,10 @@ import (
 )
 
 // Single-use markers are written by group commit: a request's UseOnce
-// queues its marker and waits; one writer goroutine per store takes
-// everything queued and sends it to the master as one pipeline (one
-// write, one read, one round trip), then answers every request of the
-// batch. Under load the batch grows with the requests in flight, so the
+// queues its marker and waits; a writer goroutine of the store (one of
+// markerWriters) takes everything queued and sends it to the master as
+// one pipeline (one write, one read, one round trip), then answers every
+// request of the batch. Under load the batch grows with the requests in flight, so the
 // edge and Redis each pay a few system calls per batch instead of per
 // request; an idle edge sends batches of one, as before.
 //
@@ -68,21 +68,31 @@ type markerBatcher struct {
 	mu     sync.Mutex
 	queue  []*pendingMarker
 	closed bool
-	start  sync.Once
+	// idle counts the writers waiting for work.
+	idle  int
+	start sync.Once
 	// wake tells an idle writer that the queue is no longer empty.
-	wake chan struct{}
-	stop chan struct{}
-	done chan struct{}
+	wake    chan struct{}
+	stop    chan struct{}
+	writers sync.WaitGroup
+}
 
-	// The writer's own, reused from batch to batch.
-	spare []*pendingMarker
+// markerWriters is how many batches may be in flight at once: while one
+// waits for its replies (and, with WAIT, for the replicas), the next is
+// sent, so that a replica's round trip does not bound the edge's rate.
+const markerWriters = 2
+
+// markerWriter is one writer's own state, reused from batch to batch.
+type markerWriter struct {
+	b     *markerBatcher
+	batch []*pendingMarker
 	pipe  redis.Pipeliner
 	cmds  []*redis.Cmd
 	key   []byte
 }
 
 func newMarkerBatcher(s *RedisStore) *markerBatcher {
-	return &markerBatcher{s: s, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	return &markerBatcher{s: s, wake: make(chan struct{}, markerWriters), stop: make(chan struct{})}
 }
 
 // use queues the marker of digest (SET NX PX px) and waits for its batch.
@@ -92,7 +102,12 @@ func (b *markerBatcher) use(ctx context.Context, digest [32]byte, px any) error 
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 	}
-	b.start.Do(func() { go b.run() })
+	b.start.Do(func() {
+		for range markerWriters {
+			w := &markerWriter{b: b, pipe: b.s.client.Pipeline()}
+			b.writers.Go(w.run)
+		}
+	})
 	m := pendingMarkers.Get().(*pendingMarker)
 	m.digest, m.px, m.err = digest, px, nil
 	b.mu.Lock()
@@ -107,13 +122,13 @@ func (b *markerBatcher) use(ctx context.Context, digest [32]byte, px any) error 
 		return errBatchFull
 	}
 	b.queue = append(b.queue, m)
-	first := len(b.queue) == 1
+	wake := b.idle > 0
+	if wake {
+		b.idle--
+	}
 	b.mu.Unlock()
-	if first {
-		select {
-		case b.wake <- struct{}{}:
-		default:
-		}
+	if wake {
+		b.wake <- struct{}{} // buffered for every writer: never blocks
 	}
 	select {
 	case <-m.done:
@@ -127,30 +142,28 @@ func (b *markerBatcher) use(ctx context.Context, digest [32]byte, px any) error 
 	}
 }
 
-// run is the writer: it sends what is queued, batch after batch, and sleeps
+// run is a writer: it sends what is queued, batch after batch, and sleeps
 // while nothing is.
-func (b *markerBatcher) run() {
-	defer close(b.done)
-	b.pipe = b.s.client.Pipeline()
+func (w *markerWriter) run() {
+	b := w.b
 	for {
 		b.mu.Lock()
-		batch := b.queue
-		if len(batch) > maxBatch {
-			batch = batch[:maxBatch]
-			// The rest moves to the front of a queue of its own.
-			b.queue = append(b.spare[:0], b.queue[maxBatch:]...)
-		} else {
-			b.queue = b.spare[:0]
-		}
+		// The oldest, up to maxBatch; the rest moves up for the next.
+		n := min(len(b.queue), maxBatch)
+		w.batch = append(w.batch[:0], b.queue[:n]...)
+		rest := copy(b.queue, b.queue[n:])
+		clear(b.queue[rest:])
+		b.queue = b.queue[:rest]
 		closed := b.closed
+		if n == 0 && !closed {
+			b.idle++
+		}
 		b.mu.Unlock()
-		if len(batch) > 0 {
-			b.flush(batch)
-			clear(batch)
-			b.spare = batch[:0]
+		if n > 0 {
+			w.flush(w.batch)
+			clear(w.batch)
 			continue
 		}
-		b.spare = batch[:0]
 		if closed {
 			return
 		}
@@ -165,9 +178,9 @@ func (b *markerBatcher) run() {
 }
 
 // flush writes batch as one pipeline and answers each of its requests.
-func (b *markerBatcher) flush(batch []*pendingMarker) {
+func (w *markerWriter) flush(batch []*pendingMarker) {
 	ctx := context.Background() // the client's read and write timeouts bound it
-	s := b.s
+	b, s := w.b, w.b.s
 	n, err := s.wait.target(ctx, s.client, "")
 	if err != nil {
 		s.failed("")
@@ -181,24 +194,24 @@ func (b *markerBatcher) flush(batch []*pendingMarker) {
 			return
 		}
 	}
-	b.cmds = b.cmds[:0]
+	w.cmds = w.cmds[:0]
 	for i, m := range batch {
-		b.key = append(append(b.key[:0], s.prefix...), redisSingleUsePrefix...)
-		b.key = hex.AppendEncode(b.key, m.digest[:])
+		w.key = append(append(w.key[:0], s.prefix...), redisSingleUsePrefix...)
+		w.key = hex.AppendEncode(w.key, m.digest[:])
 		var val any = "1"
 		if n > 0 {
 			val = markerValue(token, i)
 		}
-		b.cmds = append(b.cmds, b.pipe.Do(ctx, "SET", string(b.key), val, "NX", "PX", m.px))
+		w.cmds = append(w.cmds, w.pipe.Do(ctx, "SET", string(w.key), val, "NX", "PX", m.px))
 	}
 	var wait *redis.Cmd
 	if n > 0 {
-		wait = b.pipe.Do(ctx, "WAIT", n, s.wait.timeoutArg)
+		wait = w.pipe.Do(ctx, "WAIT", n, s.wait.timeoutArg)
 	}
-	_, _ = b.pipe.Exec(ctx)
+	_, _ = w.pipe.Exec(ctx)
 	down := false
 	for i, m := range batch {
-		m.err = setReply(b.cmds[i])
+		m.err = setReply(w.cmds[i])
 		down = down || errors.Is(m.err, ErrStoreUnavailable)
 	}
 	if down {
@@ -206,27 +219,28 @@ func (b *markerBatcher) flush(batch []*pendingMarker) {
 	}
 	if wait != nil && !down {
 		if err := s.acked(ctx, s.client, "", wait, n); err != nil {
-			b.unwrite(ctx, batch, err)
+			w.unwrite(ctx, batch, err)
 		}
 	}
 	for _, m := range batch {
 		m.err = s.health.note(m.err)
 		m.done <- struct{}{}
 	}
-	clear(b.cmds)
+	clear(w.cmds)
 }
 
 // unwrite deletes the markers of batch that too few replicas acknowledged,
 // each only if it still holds its own token (best effort: a failed delete
 // leaves a marker that expires by itself), and refuses their requests
 // with err.
-func (b *markerBatcher) unwrite(ctx context.Context, batch []*pendingMarker, err error) {
+func (w *markerWriter) unwrite(ctx context.Context, batch []*pendingMarker, err error) {
+	b := w.b
 	cctx, cancel := context.WithTimeout(ctx, b.s.wait.timeout)
 	defer cancel()
 	p := b.s.client.Pipeline()
 	for i, m := range batch {
 		if m.err == nil {
-			set := b.cmds[i]
+			set := w.cmds[i]
 			delIfScript.Eval(cctx, p, []string{set.Args()[1].(string)}, set.Args()[2])
 			m.err = err
 		}
@@ -253,7 +267,7 @@ func (b *markerBatcher) close() {
 	b.mu.Unlock()
 	if started && !again {
 		close(b.stop)
-		<-b.done
+		b.writers.Wait()
 	}
 }
 

@@ -34,7 +34,7 @@ func useConcurrently(s *RedisStore, ctx context.Context, digests [][32]byte) []e
 
 // infoStat is the number field of the server's INFO stats (reads: one per
 // batch that arrives in one piece, one per command sent alone).
-func infoStat(t *testing.T, srv *redistest.Server, field string) int {
+func infoStat(t testing.TB, srv *redistest.Server, field string) int {
 	t.Helper()
 	out, err := srv.CLI("INFO", "stats")
 	if err != nil {
