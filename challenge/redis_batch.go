@@ -16,9 +16,9 @@ import (
 // queues its marker and waits; a writer goroutine of the store (one of
 // markerWriters) takes everything queued and sends it to the master as
 // one pipeline (one write, one read, one round trip), then answers every
-// request of the batch. Under load the batch grows with the requests in flight, so the
-// edge and Redis each pay a few system calls per batch instead of per
-// request; an idle edge sends batches of one, as before.
+// request of the batch. Under load the batch grows with the requests in
+// flight, so the edge and Redis each pay a few system calls per batch
+// instead of per request; an idle edge sends batches of one, as before.
 //
 // The guarantees stay those of one SET NX per request: every marker is its
 // own SET NX (so of two requests with one digest, at most one succeeds,
@@ -217,7 +217,9 @@ func (w *markerWriter) flush(batch []*pendingMarker) {
 	if down {
 		s.failed("")
 	}
-	if wait != nil && !down {
+	// Checked whatever else failed: a marker written beside a failed one
+	// is relied on only once the replicas have it.
+	if wait != nil {
 		if err := s.acked(ctx, s.client, "", wait, n); err != nil {
 			w.unwrite(ctx, batch, err)
 		}
@@ -256,8 +258,8 @@ func (b *markerBatcher) answer(batch []*pendingMarker, err error) {
 	}
 }
 
-// close refuses later markers, lets the writer send what is queued, and
-// waits for it to stop (if it ever started).
+// close refuses later markers, lets the writers send what is queued, and
+// waits for them to stop (if they ever started).
 func (b *markerBatcher) close() {
 	started := true
 	b.start.Do(func() { started = false })
