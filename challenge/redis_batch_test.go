@@ -165,3 +165,46 @@ func TestRedisMarkerBatchDown(t *testing.T) {
 		t.Fatalf("UseOnce after Close = %v, want ErrStoreUnavailable", err)
 	}
 }
+
+// TestRedisMarkerBatchPartFailed: in a batch where Redis refuses one
+// marker (here an ACL that allows only keys whose digest starts with 0),
+// the others are still relied on only once the replica has them: with the
+// replica stalled, they are refused (503) and taken back, not admitted.
+func TestRedisMarkerBatchPartFailed(t *testing.T) {
+	master := redistest.Start(t)
+	replica := redistest.StartWith(t, "--replicaof", "127.0.0.1", fmt.Sprint(master.Port()))
+	waitSynced(t, replica)
+	prefix := "test:partfailed:"
+	if out, err := master.CLI("ACL", "SETUSER", "edge", "on", ">edge-pw", "~"+prefix+"kyaos-rp:0*", "+@all"); err != nil {
+		t.Fatalf("ACL SETUSER: %v %s", err, out)
+	}
+	s := newWaitStore(t, RedisOptions{Addr: master.Addr(), Username: "edge", Password: "edge-pw", KeyPrefix: prefix,
+		WaitReplicas: 1, WaitTimeout: 100 * time.Millisecond, AcceptEviction: true})
+	var allowed, denied [32]byte
+	for i := 0; allowed == [32]byte{} || denied == [32]byte{}; i++ {
+		d := digestOf(fmt.Sprint("part-", i))
+		if d[0]>>4 == 0 {
+			allowed = d
+		} else {
+			denied = d
+		}
+	}
+	batch := []*pendingMarker{
+		{digest: allowed, px: int64(60000), done: make(chan struct{}, 1)},
+		{digest: denied, px: int64(60000), done: make(chan struct{}, 1)},
+	}
+	w := &markerWriter{b: s.batch, pipe: s.client.Pipeline()}
+	replica.Pause()
+	w.flush(batch)
+	replica.Resume()
+	if err := batch[1].err; !errors.Is(err, ErrStoreUnavailable) {
+		t.Fatalf("the marker the ACL refuses = %v, want ErrStoreUnavailable", err)
+	}
+	if err := batch[0].err; !errors.Is(err, ErrReplicasNotAcked) {
+		t.Fatalf("the marker beside it, with the replica stalled = %v, want ErrReplicasNotAcked", err)
+	}
+	waitSynced(t, replica)
+	if err := s.UseOnce(context.Background(), allowed, time.Minute); err != nil {
+		t.Fatalf("the marker taken back, used again = %v", err)
+	}
+}
