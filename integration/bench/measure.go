@@ -176,7 +176,7 @@ func (b *bench) measureLoad(c config, round int, where, counter string, run func
 	withRedis := c.redis && b.redisAddr != ""
 	if withRedis {
 		var err error
-		if redis0, err = redisInfo(b.redisAddr); err != nil {
+		if redis0, err = b.redisCounters(); err != nil {
 			return s, err
 		}
 	}
@@ -185,7 +185,7 @@ func (b *bench) measureLoad(c config, round int, where, counter string, run func
 		return s, err
 	}
 	if withRedis {
-		redis1, err := redisInfo(b.redisAddr)
+		redis1, err := b.redisCounters()
 		if err != nil {
 			return s, err
 		}
@@ -240,7 +240,7 @@ func (s sample) brief() string {
 		float64(s.Load.Ops)/s.Load.Seconds, unit, s.Load.P50, s.Load.P99,
 		float64(s.CPU.Microseconds())/ops, s.Mallocs/ops, s.Load.Failed)
 	if r := s.Redis; r != nil {
-		line += fmt.Sprintf("  redis %.2f cmds %.3f reads %.0f B in %.0f B out /op", r.Commands/ops, r.Reads/ops, r.InBytes/ops, r.OutBytes/ops)
+		line += fmt.Sprintf("  redis %.2f cmds %.3f reads %.0f B in %.0f B out %.1fµs cpu /op", r.Commands/ops, r.Reads/ops, r.InBytes/ops, r.OutBytes/ops, r.CPU/ops)
 	}
 	return line
 }

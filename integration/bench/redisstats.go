@@ -17,10 +17,13 @@ import (
 // round trip, however many commands a pipeline carried.
 type redisStats struct {
 	Commands, Reads, InBytes, OutBytes float64
+	// CPU is redis-server's user+system time (/proc), in µs: it shares the
+	// machine with Caddy, and Caddy's CPU figure leaves it out.
+	CPU float64
 }
 
 func (s redisStats) minus(o redisStats) redisStats {
-	return redisStats{s.Commands - o.Commands, s.Reads - o.Reads, s.InBytes - o.InBytes, s.OutBytes - o.OutBytes}
+	return redisStats{s.Commands - o.Commands, s.Reads - o.Reads, s.InBytes - o.InBytes, s.OutBytes - o.OutBytes, s.CPU - o.CPU}
 }
 
 // redisInfo reads the counters from the redis-server at addr. The INFO
@@ -93,14 +96,14 @@ func (r *Report) redisMarkdown(b *strings.Builder) {
 			names = append(names, s.Config)
 		}
 		ops := float64(s.Load.Ops)
-		per[s.Config] = append(per[s.Config], redisStats{s.Redis.Commands / ops, s.Redis.Reads / ops, s.Redis.InBytes / ops, s.Redis.OutBytes / ops})
+		per[s.Config] = append(per[s.Config], redisStats{s.Redis.Commands / ops, s.Redis.Reads / ops, s.Redis.InBytes / ops, s.Redis.OutBytes / ops, s.Redis.CPU / ops})
 	}
 	if len(names) == 0 {
 		return
 	}
 	b.WriteString("\n### Redis per request\n\n")
-	b.WriteString("redis-server's own counters (`INFO stats`) around each run, per request, medians over the rounds: commands, reads from its clients' connections (one per round trip, however many commands a pipeline carries; the edge writes concurrent proofs' nonces as one pipeline) and bytes each way. The two INFO calls of a run count as one command and one read.\n\n")
-	b.WriteString("| config | commands/req | reads (round trips)/req | bytes in/req | bytes out/req |\n|---|--:|--:|--:|--:|\n")
+	b.WriteString("redis-server's own counters (`INFO stats`) around each run, per request, medians over the rounds: commands, reads from its clients' connections (one per round trip, however many commands a pipeline carries; the edge writes concurrent proofs' nonces as one pipeline) and bytes each way, and redis-server's CPU per request (not in Caddy's figures, but on the same cores). The two INFO calls of a run count as one command and one read.\n\n")
+	b.WriteString("| config | commands/req | reads (round trips)/req | bytes in/req | bytes out/req | redis-server CPU µs/req |\n|---|--:|--:|--:|--:|--:|\n")
 	for _, n := range names {
 		col := func(f func(redisStats) float64) float64 {
 			var xs []float64
@@ -109,8 +112,23 @@ func (r *Report) redisMarkdown(b *strings.Builder) {
 			}
 			return median(xs)
 		}
-		fmt.Fprintf(b, "| %s | %.2f | %.3f | %.0f | %.0f |\n", n,
+		fmt.Fprintf(b, "| %s | %.2f | %.3f | %.0f | %.0f | %.1f |\n", n,
 			col(func(s redisStats) float64 { return s.Commands }), col(func(s redisStats) float64 { return s.Reads }),
-			col(func(s redisStats) float64 { return s.InBytes }), col(func(s redisStats) float64 { return s.OutBytes }))
+			col(func(s redisStats) float64 { return s.InBytes }), col(func(s redisStats) float64 { return s.OutBytes }),
+			col(func(s redisStats) float64 { return s.CPU }))
 	}
+}
+
+// redisCounters reads the bench's redis-server's counters and CPU time.
+func (b *bench) redisCounters() (redisStats, error) {
+	s, err := redisInfo(b.redisAddr)
+	if err != nil {
+		return s, err
+	}
+	cpu, err := cpuTime(b.redis.cmd.Process.Pid)
+	if err != nil {
+		return s, fmt.Errorf("redis-server CPU: %v", err)
+	}
+	s.CPU = float64(cpu.Microseconds())
+	return s, nil
 }

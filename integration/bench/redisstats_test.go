@@ -14,8 +14,8 @@ func TestParseRedisInfo(t *testing.T) {
 		want       redisStats
 		err        string
 	}{
-		{"redis 7", full, redisStats{120, 40, 9000, 700}, ""},
-		{"redis 6: no read count", strings.Replace(full, "total_reads_processed:40\r\n", "", 1), redisStats{120, math.NaN(), 9000, 700}, ""},
+		{"redis 7", full, redisStats{Commands: 120, Reads: 40, InBytes: 9000, OutBytes: 700}, ""},
+		{"redis 6: no read count", strings.Replace(full, "total_reads_processed:40\r\n", "", 1), redisStats{Commands: 120, Reads: math.NaN(), InBytes: 9000, OutBytes: 700}, ""},
 		{"no commands", strings.Replace(full, "total_commands_processed:120\r\n", "", 1), redisStats{}, "no total_commands_processed"},
 		{"not a number", strings.Replace(full, ":9000", ":lots", 1), redisStats{}, "total_net_input_bytes"},
 		{"empty", "", redisStats{}, "no total_"},
