@@ -114,6 +114,12 @@ type RedisStore struct {
 	// kept and reused while the TTL stays the same. A boxed value cannot be
 	// changed, so sharing it between calls is safe.
 	lastPX atomic.Pointer[boxedMillis]
+	// batch writes single-use markers by group commit (redis_batch.go);
+	// nil for a cluster, where each is its own command.
+	batch *markerBatcher
+	// recent refuses a replay of a marker this process saw without a
+	// round trip (recent.go).
+	recent *recentMarkers
 }
 
 // boxedMillis is a PX argument in milliseconds and the same value boxed.
@@ -226,7 +232,7 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 	if prefix == "" {
 		prefix = DefaultRedisKeyPrefix
 	}
-	s := &RedisStore{kind: kind, prefix: prefix, wait: wait, health: new(RedisHealth)}
+	s := &RedisStore{kind: kind, prefix: prefix, wait: wait, health: new(RedisHealth), recent: newRecentMarkers(maxRecentMarkers)}
 	if !opts.AcceptEviction {
 		s.evict = &evictionGuard{cluster: kind == RedisCluster, done: make(chan struct{})}
 		ro.OnConnect = s.onConnect
@@ -262,6 +268,9 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 		})
 	default:
 		s.client = redis.NewClient(ro)
+	}
+	if kind != RedisCluster {
+		s.batch = newMarkerBatcher(s)
 	}
 	if s.evict != nil {
 		ctx, stop := context.WithCancel(context.Background())
@@ -391,18 +400,37 @@ const redisSingleUsePrefix = "kyaos-rp:"
 
 // UseOnce implements SingleUse with one "SET <prefix>kyaos-rp:<hex> 1 NX
 // PX ttl": a marker has no record to encode (where the write waits for
-// replicas, it holds a random token instead of 1: markerToken).
+// replicas, it holds a random token instead of 1: markerToken). Outside a
+// cluster, concurrent markers share one pipeline (redis_batch.go). A
+// replay of a marker this process wrote or found is refused without a
+// round trip (recent.go).
 func (s *RedisStore) UseOnce(ctx context.Context, digest [32]byte, ttl time.Duration) error {
 	ms := ttl.Milliseconds()
 	if ms <= 0 {
 		return fmt.Errorf("challenge: redis store: ttl must be at least 1ms")
 	}
-	key := make([]byte, 0, len(s.prefix)+len(redisSingleUsePrefix)+hex.EncodedLen(len(digest)))
-	key = append(append(key, s.prefix...), redisSingleUsePrefix...)
-	key = hex.AppendEncode(key, digest[:])
+	now := time.Now()
+	if s.recent.seen(digest, now) {
+		return ErrNonceExists // a replay to this replica: no round trip
+	}
+	err := s.useOnce(ctx, digest, ms)
+	if err == nil || errors.Is(err, ErrNonceExists) && !errors.Is(err, ErrStoreUnavailable) {
+		s.recent.add(digest, now, ttl)
+	}
+	return err
+}
+
+// useOnce is UseOnce's write.
+func (s *RedisStore) useOnce(ctx context.Context, digest [32]byte, ms int64) error {
 	if err := s.allow(ctx); err != nil {
 		return err
 	}
+	if s.batch != nil {
+		return s.written(s.batch.use(ctx, digest, s.pxArg(ms)))
+	}
+	key := make([]byte, 0, len(s.prefix)+len(redisSingleUsePrefix)+hex.EncodedLen(len(digest)))
+	key = append(append(key, s.prefix...), redisSingleUsePrefix...)
+	key = hex.AppendEncode(key, digest[:])
 	if s.wait.enabled() {
 		return s.written(s.durableSetNX(ctx, string(key), nil, ms))
 	}
@@ -430,6 +458,9 @@ func (s *RedisStore) Ping(ctx context.Context) error {
 // Close stops the eviction policy checks and closes the client's
 // connections.
 func (s *RedisStore) Close() error {
+	if s.batch != nil {
+		s.batch.close()
+	}
 	if s.wait.sentinels != nil {
 		s.wait.sentinels.close()
 	}

@@ -1,6 +1,7 @@
 package didresolver
 
 import (
+	"context"
 	"strings"
 	"sync"
 )
@@ -77,14 +78,29 @@ type didKeyResolver interface {
 	didKey(d DID) (*derivedKey, bool, error)
 }
 
+// Observer is implemented by a Resolver that wraps another only to watch
+// its resolutions (a trace span, a metric). Observed returns the resolver
+// it wraps when there is nothing to watch in ctx (no span is recorded,
+// say), so that ResolveKey may answer a did:key from that resolver's
+// derived keys without building a document; nil otherwise.
+type Observer interface {
+	Observed(ctx context.Context) Resolver
+}
+
 // quickKey serves ResolveKey for a did:key from r's derived keys when r is
-// this package's resolver and the request is the common one: the DID's
+// this package's resolver (or an Observer of one with nothing to
+// watch) and the request is the common one: the DID's
 // own key (no fragment, or the fragment its key id names) for
 // authentication or assertionMethod. It returns ok false for everything
 // else, which then takes the general path with the same outcome.
-func quickKey(r Resolver, d DID, rel Relationship) (Key, bool, error) {
+func quickKey(ctx context.Context, r Resolver, d DID, rel Relationship) (Key, bool, error) {
 	if d.Method != "key" || rel != AssertionMethod && rel != Authentication {
 		return Key{}, false, nil
+	}
+	if w, ok := r.(Observer); ok {
+		if inner := w.Observed(ctx); inner != nil {
+			r = inner
+		}
 	}
 	kr, ok := r.(didKeyResolver)
 	if !ok {

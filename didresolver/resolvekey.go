@@ -15,7 +15,7 @@ func ResolveKey(ctx context.Context, r Resolver, kid string, rel Relationship) (
 	if err != nil {
 		return Key{}, err
 	}
-	if k, ok, err := quickKey(r, d, rel); ok {
+	if k, ok, err := quickKey(ctx, r, d, rel); ok {
 		return k, err
 	}
 	did := d.String()

@@ -148,6 +148,16 @@ func TraceResolver(next didresolver.Resolver) didresolver.Resolver {
 
 type tracedResolver struct{ next didresolver.Resolver }
 
+// Observed implements didresolver.Observer: without a recorded span there
+// is nothing to trace, and a did:key is then answered from next's derived
+// keys without building its document.
+func (t tracedResolver) Observed(ctx context.Context) didresolver.Resolver {
+	if trace.SpanFromContext(ctx).IsRecording() {
+		return nil
+	}
+	return t.next
+}
+
 func (t tracedResolver) Resolve(ctx context.Context, did string) (*didresolver.Document, error) {
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return t.next.Resolve(ctx, did)

@@ -137,6 +137,9 @@ type sample struct {
 	// metrics scrapes' own allocations taken out).
 	Mallocs, Bytes float64
 	Upstream       routeStats
+	// Redis is what redis-server counted during the run, for a
+	// configuration with the Redis store.
+	Redis *redisStats
 	// Handshakes: the ops are Level 3 handshakes (two calls each), not
 	// requests.
 	Handshakes bool
@@ -197,6 +200,8 @@ type bench struct {
 	caddyBin, peerBin, vcTest string
 	admin, upstream           string
 	caddy, up, redis          *process
+	// redisAddr is redis-server's host:port, once started.
+	redisAddr string
 
 	// servers are the configurations' Caddy servers, by name: each has
 	// its own port, audience and reused credential (servers.go).

@@ -139,7 +139,7 @@ func (b *bench) measure(ctx context.Context, c config, round int, d time.Duratio
 	if c.load == loadHandshake {
 		counter = "the handshake driver"
 	}
-	if c.load == loadProof {
+	if c.load == loadProof && round != roundProfile { // profile mints its own first
 		if err := b.mintProofs(c, d); err != nil {
 			return sample{}, err
 		}
@@ -172,9 +172,25 @@ func (b *bench) measureLoad(c config, round int, where, counter string, run func
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return s, err
 	}
+	var redis0 redisStats
+	withRedis := c.redis && b.redisAddr != ""
+	if withRedis {
+		var err error
+		if redis0, err = b.redisCounters(); err != nil {
+			return s, err
+		}
+	}
 	res, err := run()
 	if err != nil {
 		return s, err
+	}
+	if withRedis {
+		redis1, err := b.redisCounters()
+		if err != nil {
+			return s, err
+		}
+		d := redis1.minus(redis0)
+		s.Redis = &d
 	}
 	cpu1, err1 := cpuTime(b.caddy.cmd.Process.Pid)
 	m1, err2 := scrapeMemStats(b.admin)
@@ -220,7 +236,11 @@ func (s sample) brief() string {
 		unit = "hs"
 	}
 	ops := float64(max(s.Load.Ops, 1))
-	return fmt.Sprintf("%8.0f %s/s  p50 %-8v p99 %-8v cpu %6.1fµs/op  %6.1f allocs/op  %d failed",
+	line := fmt.Sprintf("%8.0f %s/s  p50 %-8v p99 %-8v cpu %6.1fµs/op  %6.1f allocs/op  %d failed",
 		float64(s.Load.Ops)/s.Load.Seconds, unit, s.Load.P50, s.Load.P99,
 		float64(s.CPU.Microseconds())/ops, s.Mallocs/ops, s.Load.Failed)
+	if r := s.Redis; r != nil {
+		line += fmt.Sprintf("  redis %.2f cmds %.3f reads %.0f B in %.0f B out %.1fµs cpu /op", r.Commands/ops, r.Reads/ops, r.InBytes/ops, r.OutBytes/ops, r.CPU/ops)
+	}
+	return line
 }

@@ -82,12 +82,20 @@ func (b *bench) profile(ctx context.Context, name string) (*profileSummary, erro
 	secs := wrkSeconds(b.opts.Pprof)
 	b.logf("CPU profile of %s: %ds from %s/debug/pprof/profile while it runs", name, secs, b.admin)
 	path := filepath.Join(b.dir, name+".cpu.pprof")
+	d := time.Duration(secs+2) * time.Second
+	if c[0].load == loadProof {
+		// Minted before the profile starts, or it would profile Caddy idle
+		// while the pool is signed (measure leaves it to this run).
+		if err := b.mintProofs(c[0], d); err != nil {
+			return nil, err
+		}
+	}
 	fetched := make(chan error, 1)
 	go func() {
 		time.Sleep(time.Second) // let the connections settle
 		fetched <- fetch(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", b.admin, secs), path, time.Duration(secs+30)*time.Second)
 	}()
-	s, err := b.measure(ctx, c[0], roundProfile, time.Duration(secs+2)*time.Second)
+	s, err := b.measure(ctx, c[0], roundProfile, d)
 	if fetchErr := <-fetched; err == nil {
 		err = fetchErr
 	}

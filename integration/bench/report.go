@@ -199,6 +199,7 @@ func (r *Report) Markdown(command string) string {
 		}
 	}
 	r.proofFloorMarkdown(&b)
+	r.redisMarkdown(&b)
 	if r.Pool.Size > 0 {
 		fmt.Fprintf(&b, "\nFresh credentials for (c): %d VC-JWTs (EdDSA, %d bytes each, one issuer, each its own jti) minted on every core in %v; %d sent, %d repeats.\n",
 			r.Pool.Size, r.Pool.TokenBytes, r.Pool.Mint.Round(time.Millisecond), r.Pool.Used, r.Pool.Repeats)

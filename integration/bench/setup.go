@@ -208,6 +208,7 @@ func (b *bench) startRedis() (string, error) {
 			return "", err
 		}
 		if redisPing(addr) {
+			b.redisAddr = addr
 			return "redis://" + addr, nil
 		}
 		if time.Now().After(deadline) {
