@@ -134,7 +134,7 @@ func (h *Handler) provisionPolicy() error {
 		}
 	}
 	st := toolPolicy{pol: pol, actions: mode, listed: &toolNames{m: make(map[string]struct{})},
-		annotations: newAnnotationPolicy(h.cfg.ToolAnnotationsPolicy), states: states,
+		annotations: newAnnotationPolicy(h.cfg.ToolAnnotationsPolicy, h.cfg.PolicyConfig.readsTools()), states: states,
 		params: newParamHeaderStore(), limits: h.limits,
 		cfg: &h.cfg, site: h.site, obs: h.obs, logger: h.logger, proofs: h.proofs, l3: &h.l3, front: h.front,
 		consent: h.consent, admit: h.admit, identify: identify(h.hooks, h.ident), ident: h.ident}

@@ -134,9 +134,29 @@ func (p *toolPolicy) ruleInput(r *http.Request, method string, d *vc.Delegation,
 	return in
 }
 
-// toolBinding is the tool variable of a call of tool.
-func (p *toolPolicy) toolBinding(_ *rules.Input, tool string) map[string]any {
-	return map[string]any{"name": tool}
+// toolBinding is the tool variable of a call of tool: its annotations
+// are those the upstream's last tools/list answer at this host gave.
+func (p *toolPolicy) toolBinding(in *rules.Input, tool string) map[string]any {
+	b := map[string]any{"name": tool}
+	host, _ := in.Request["host"].(string)
+	if h := p.annotations.hints(host, tool); h != nil {
+		b["annotations"] = h
+	}
+	return b
+}
+
+// readsTools reports whether rules or a PDP read what the upstream lists of
+// its tools (tool.annotations).
+func (c *PolicyConfig) readsTools() bool {
+	if len(c.Rules) > 0 || c.AuthZEN != nil {
+		return true
+	}
+	for _, t := range c.Tools {
+		if len(t.Rules) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func eraName(e mcp.Era) string {
