@@ -24,6 +24,8 @@ type Client struct {
 	cache   *cache
 	message string
 	now     func() time.Time
+	// auth is the credential header sent on every request, if any.
+	auth *Header
 }
 
 // New returns the client of c. base may be nil; it is copied, never
@@ -42,8 +44,15 @@ func New(c *Config, base *http.Client) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcpi: authzen: %w", err)
 	}
-	return &Client{url: u, hc: hc, timeout: timeout, cache: newCache(time.Duration(c.CacheTTL), c.CacheSize),
-		message: c.Message, now: time.Now}, nil
+	cl := &Client{url: u, hc: hc, timeout: timeout, cache: newCache(time.Duration(c.CacheTTL), c.CacheSize),
+		message: c.Message, now: time.Now}
+	switch {
+	case c.Bearer != "":
+		cl.auth = &Header{Name: "Authorization", Value: "Bearer " + c.Bearer}
+	case c.Header != nil:
+		cl.auth = &Header{Name: c.Header.Name, Value: c.Header.Value}
+	}
+	return cl, nil
 }
 
 // Message is the operator's message for a refusal without a reason.
@@ -86,6 +95,9 @@ func (c *Client) post(ctx context.Context, body []byte) (_ Decision, keep bool, 
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Accept", "application/json")
+	if c.auth != nil {
+		hr.Header.Set(c.auth.Name, c.auth.Value)
+	}
 	resp, err := c.hc.Do(hr)
 	if err != nil {
 		switch {
