@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,6 +48,10 @@ type responseCheck struct {
 	lists bool
 	// ruleIn is what operator rules read of the request; nil without rules.
 	ruleIn *rules.Input
+	// ctx is the request's, for the PDP; pdpOK is the PDP's decisions on
+	// the tools of the list being filtered (policy_authzen_list.go).
+	ctx   context.Context
+	pdpOK map[string]bool
 
 	// rw is the filter wrap returns: allocated with the check, since every
 	// check wraps one response.
@@ -54,7 +59,7 @@ type responseCheck struct {
 }
 
 func (p *toolPolicy) newResponseCheck(r *http.Request, d *vc.Delegation, msgs []mcp.Message, batch, filter, actions bool) *responseCheck {
-	c := &responseCheck{p: p, host: p.site.Host(r), d: d, msgs: msgs, batch: batch, filter: filter, era: mcp.HeaderEra(r.Header)}
+	c := &responseCheck{p: p, host: p.site.Host(r), d: d, msgs: msgs, batch: batch, filter: filter, era: mcp.HeaderEra(r.Header), ctx: r.Context()}
 	if actions {
 		c.actions = p.actions
 		c.opts = mcp.ActionOptions{ToolEndpointHost: r.Host, AllowedHosts: p.cfg.HandshakeActionHosts, Era: c.era}
@@ -125,7 +130,7 @@ func (c *responseCheck) mayPassUnchecked() bool {
 
 func (c *responseCheck) allow(tool string) bool {
 	c.p.listed.add(tool)
-	return c.p.toolAllowed(c.host, tool, c.d, c.presented) && c.p.listedByRules(c.ruleIn, tool)
+	return c.p.toolAllowed(c.host, tool, c.d, c.presented) && c.p.listedByRules(c.ruleIn, tool) && c.pdpAllows(tool)
 }
 
 // rewrite applies c to one JSON-RPC body (an application/json answer, or the
@@ -137,6 +142,7 @@ func (c *responseCheck) rewrite(data []byte) ([]byte, error) {
 	out := data
 	read := false // ParseMessages accepted out: the action check need not again
 	if c.filter {
+		c.pdpOK = c.pdpListed(out)
 		filtered, parsed, err := mcp.FilterResponseBodyRead(c.era, out, c.ids, c.allow)
 		switch {
 		case err == nil:
