@@ -63,13 +63,13 @@ func FuzzEachListedToolHints(f *testing.F) {
 				t.Fatalf("%s: class %s with hints %v", n, c, h)
 			}
 			for k, v := range h {
-				switch v.(type) {
+				switch v := v.(type) {
 				case bool:
 					if k == "title" {
 						t.Fatalf("title %v", v)
 					}
 				case string:
-					if k != "title" || len(v.(string)) > MaxToolTitle {
+					if k != "title" || len(v) > MaxToolTitle {
 						t.Fatalf("%s %q", k, v)
 					}
 				default:
