@@ -127,7 +127,7 @@ func (p *toolPolicy) ruleInput(r *http.Request, method string, d *vc.Delegation,
 	// without them has an empty map, one the edge cannot read (nested
 	// too deep, a number out of range) none, so a rule reading it fails
 	// closed.
-	if c, err := rules.DecodeArguments(json.RawMessage(d.Constraints)); err == nil {
+	if c, err := rules.ReadObject([]byte(d.Constraints)); err == nil {
 		dm["constraints"] = c
 	}
 	in.Delegation = dm

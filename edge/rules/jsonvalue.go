@@ -48,6 +48,12 @@ func readArguments(raw []byte) (ref.Val, error) {
 	}
 }
 
+// ReadObject reads a JSON object of the caller's credential (its
+// constraints) as the arguments are read: checked whole once, then read
+// where a rule looks. Absent or null is an empty map. The value marshals
+// to JSON as its text, for those who send it on (the PDP).
+func ReadObject(raw []byte) (ref.Val, error) { return readArguments(raw) }
+
 // jsonValue converts one checked JSON value: scalars to CEL values,
 // an object to a jsonObject read on demand, a list to a CEL list of such
 // values.
@@ -212,3 +218,7 @@ func (o *jsonObject) Type() ref.Type { return types.MapType }
 func (o *jsonObject) Value() any { return o.read().Value() }
 
 func (o *jsonObject) String() string { return fmt.Sprint(o.read()) }
+
+// MarshalJSON writes the object's text, which was checked to be one JSON
+// object.
+func (o *jsonObject) MarshalJSON() ([]byte, error) { return o.raw, nil }

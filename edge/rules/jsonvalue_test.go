@@ -137,3 +137,19 @@ func FuzzArguments(f *testing.F) {
 		}
 	})
 }
+
+// TestReadObjectMarshalsAsItsText: a credential's constraints bound for
+// the rules go to the PDP as the issuer wrote them.
+func TestReadObjectMarshalsAsItsText(t *testing.T) {
+	v, err := ReadObject([]byte(`{"maxAmount": 500, "regions": ["eu"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(map[string]any{"constraints": v})
+	if err != nil || string(b) != `{"constraints":{"maxAmount":500,"regions":["eu"]}}` {
+		t.Fatalf("marshalled %s, %v", b, err)
+	}
+	if _, err := ReadObject([]byte(`{"a": 1, "A": 2}`)); !errors.Is(err, ErrArguments) {
+		t.Fatalf("repeated member: %v", err)
+	}
+}
