@@ -13,6 +13,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/framing"
 	"github.com/mcpi-edge/caddy-mcpi/edge/identity"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
+	"github.com/mcpi-edge/caddy-mcpi/edge/rules"
 	"github.com/mcpi-edge/caddy-mcpi/edge/site"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
@@ -395,7 +396,9 @@ func (p *toolPolicy) enforce(w http.ResponseWriter, r *http.Request, d *vc.Deleg
 	}
 	c := p.newResponseCheck(r, d, msgs, batch, filter, actions)
 	c.presented = presented
-	c.ruleIn = p.rulesInput(r, mcp.MethodToolsList, d, adm, presented)
+	if p.rules != nil || p.pdp != nil {
+		c.lazyRuleIn = func() *rules.Input { return p.rulesInput(r, mcp.MethodToolsList, d, adm, presented) }
+	}
 	c.sniff = !hasList
 	if filter && hasList {
 		// Learn the listed tools' annotation classes before the filter

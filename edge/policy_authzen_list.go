@@ -33,7 +33,7 @@ func (tp *toolPolicy) pdpListRequest(in *rules.Input, tool string) *authzen.Requ
 // request. A tool missing from the map is hidden.
 func (c *responseCheck) pdpListed(body []byte) map[string]bool {
 	tp := c.p
-	if tp.pdp == nil || c.ruleIn == nil {
+	if tp.pdp == nil || c.rulesIn() == nil {
 		return nil
 	}
 	if !slices.Contains(mapValues(c.ids), mcp.MethodToolsList) {

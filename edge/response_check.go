@@ -47,7 +47,11 @@ type responseCheck struct {
 	// x-mcp-header bindings of the listed tools (paramheaders.go).
 	lists bool
 	// ruleIn is what operator rules read of the request; nil without rules.
-	ruleIn *rules.Input
+	// lazyRuleIn, when set, builds it on first use (ruleInput): most
+	// answers hold no tool list, and the input costs a few dozen
+	// allocations.
+	ruleIn     *rules.Input
+	lazyRuleIn func() *rules.Input
 	// ctx is the request's, for the PDP; pdpOK is the PDP's decisions on
 	// the tools of the list being filtered (policy_authzen_list.go).
 	ctx   context.Context
@@ -130,7 +134,15 @@ func (c *responseCheck) mayPassUnchecked() bool {
 
 func (c *responseCheck) allow(tool string) bool {
 	c.p.listed.add(tool)
-	return c.p.toolAllowed(c.host, tool, c.d, c.presented) && c.p.listedByRules(c.ruleIn, tool) && c.pdpAllows(tool)
+	return c.p.toolAllowed(c.host, tool, c.d, c.presented) && c.p.listedByRules(c.rulesIn(), tool) && c.pdpAllows(tool)
+}
+
+// rulesIn is c.ruleIn, built on first use.
+func (c *responseCheck) rulesIn() *rules.Input {
+	if c.lazyRuleIn != nil {
+		c.ruleIn, c.lazyRuleIn = c.lazyRuleIn(), nil
+	}
+	return c.ruleIn
 }
 
 // rewrite applies c to one JSON-RPC body (an application/json answer, or the
