@@ -93,6 +93,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := resolveSignIn(&cfg); err != nil {
 		return err
 	}
+	if err := resolveAuthZEN(&cfg); err != nil {
+		return err
+	}
 	// A bad config must not load a store or touch the storage first.
 	if err := h.Validate(); err != nil {
 		return err
@@ -182,6 +185,9 @@ func (h *Handler) Validate() error {
 	}
 	cfg := h.edgeConfig()
 	if err := resolveSignIn(&cfg); err != nil {
+		return err
+	}
+	if err := resolveAuthZEN(&cfg); err != nil {
 		return err
 	}
 	return cfg.Validate()

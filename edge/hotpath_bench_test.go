@@ -27,7 +27,8 @@ const hotPathReply = `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text
 // verified before (the verified-delegation cache hit path), in the
 // configurations of BENCHMARKS.md: b (level 1, bearer credential reused),
 // b-hdr (b reading only the Authorization carrier), d (level 2, assertion
-// reused) and e-tool (b plus a per-tool rule for the called tool). "a" is
+// reused), e-tool (b plus a per-tool rule for the called tool) and e-cel
+// (e-tool with a CEL rule over the arguments and the delegation). "a" is
 // b-2026 is b as a 2026-era stateless request (MCP-Protocol-Version,
 // Mcp-Method and Mcp-Name checked against the body, which is parsed once).
 // c is b with a fresh credential on every request, all from one issuer as
@@ -98,6 +99,13 @@ func BenchmarkHotPath(b *testing.B) {
 			return f.handler(b, func(c *setup) {
 				observed(c)
 				c.Tools = []ToolPolicy{{Name: "echo", Scopes: []string{"echo:execute"}}}
+			})
+		}, false, false},
+		{"e-cel", func(b *testing.B) *Handler {
+			return f.handler(b, func(c *setup) {
+				observed(c)
+				c.Tools = []ToolPolicy{{Name: "echo", Scopes: []string{"echo:execute"}, Rules: []RuleConfig{
+					{Name: "short_text", Expression: "arguments.text.size() <= 100 && 'echo:execute' in delegation.scopes"}}}}
 			})
 		}, false, false},
 	} {

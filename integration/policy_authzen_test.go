@@ -20,11 +20,17 @@ import (
 // TestAuthZENSDK: an AuthZEN PDP decides tools/call through the real Caddy
 // binary, with the Go SDK client: it allows, denies with its reason, does
 // not answer in time (refused), and its cached decision is reused. No
-// refused call reaches the upstream.
+// refused call reaches the upstream. The PDP answers only the edge's
+// bearer token, taken from the environment.
 func TestAuthZENSDK(t *testing.T) {
+	t.Setenv("H27_PDP_TOKEN", "pdp-secret-1")
 	var asked atomic.Int32
 	pdp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		asked.Add(1)
+		if r.Header.Get("Authorization") != "Bearer pdp-secret-1" {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
 		var req struct {
 			Subject  struct{ Type, ID string }
 			Resource struct{ Type, ID string }
@@ -51,7 +57,7 @@ func TestAuthZENSDK(t *testing.T) {
 		}
 	}))
 	t.Cleanup(pdp.Close)
-	h := newPolicyHarness(t, fmt.Sprintf("authzen %s {\n\t\t\ttimeout 300ms\n\t\t\tcache_ttl 1m\n\t\t\tallow_private\n\t\t}", pdp.URL))
+	h := newPolicyHarness(t, fmt.Sprintf("authzen %s {\n\t\t\tbearer {env.H27_PDP_TOKEN}\n\t\t\ttimeout 300ms\n\t\t\tcache_ttl 1m\n\t\t\tallow_private\n\t\t}", pdp.URL))
 	w := newWorld(t, h)
 	ctx := testContext(t)
 	cs := h.mustConnect(ctx, mcpserver.Path, http.Header{"Authorization": {"Bearer " + w.jwt(t)}}, legacyProtocol, nil)
@@ -91,5 +97,8 @@ func TestAuthZENSDK(t *testing.T) {
 
 	if called, want := calledTools(h.upstream.Requests()), []string{"count", "count"}; !slices.Equal(called, want) {
 		t.Errorf("upstream ran %v, want %v", called, want)
+	}
+	if strings.Contains(h.output.String(), "pdp-secret-1") {
+		t.Error("Caddy's output holds the PDP's token")
 	}
 }

@@ -64,27 +64,7 @@ func ClassifyTool(readOnly, destructive *bool) ToolClass {
 // or a tools/list result that is not an object with a "tools" array, is an
 // error; fn may have been called for the tools before it.
 func EachListedTool(body []byte, requestIDs map[string]string, fn func(name string, class ToolClass)) error {
-	return eachListedToolObject(body, requestIDs, "annotations", func(name string, result []byte, a [2]int, twice bool, depth int) error {
-		if twice {
-			fn(name, ToolClassUnknown)
-			return nil
-		}
-		var readOnly, destructive *bool
-		if a[0] >= 0 && result[a[0]] == '{' {
-			h, dup, _, err := findMembers(result, a[0], depth, "readOnlyHint", "destructiveHint")
-			if err != nil {
-				return err
-			}
-			if dup != "" {
-				fn(name, ToolClassUnknown)
-				return nil
-			}
-			readOnly = boolValue(result, h[0])
-			destructive = boolValue(result, h[1])
-		}
-		fn(name, ClassifyTool(readOnly, destructive))
-		return nil
-	})
+	return EachListedToolHints(body, requestIDs, func(name string, class ToolClass, _ map[string]any) { fn(name, class) })
 }
 
 // eachListedToolObject calls fn for every tool in the "tools" array of the

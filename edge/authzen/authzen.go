@@ -11,9 +11,13 @@ package authzen
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/mcpi-edge/caddy-mcpi/internal/duration"
 )
@@ -54,6 +58,44 @@ type Config struct {
 	// Message is what a caller the PDP refused is told when the PDP gives
 	// no reason of its own.
 	Message string `json:"message,omitempty"`
+	// Bearer, when set, authenticates the edge to the PDP: every request
+	// carries "Authorization: Bearer <Bearer>". It is a secret: never
+	// logged nor put in an error.
+	Bearer string `json:"bearer,omitempty"`
+	// Header, when set, authenticates the edge to the PDP with a header of
+	// the PDP's choosing (an API key), sent on every request. At most one
+	// of Bearer and Header.
+	Header *Header `json:"header,omitempty"`
+}
+
+// Header is a header the edge sends the PDP; Value is a secret.
+type Header struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// reservedHeaders are the headers of the request itself, which a
+// credential header may not replace.
+var reservedHeaders = []string{"Accept", "Connection", "Content-Length", "Content-Type", "Host", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// checkCredential checks Bearer and Header; its errors name the setting,
+// never its value.
+func (c *Config) checkCredential() error {
+	switch {
+	case c.Bearer != "" && c.Header != nil:
+		return errors.New("mcpi: authzen: set bearer or header, not both: the PDP takes one credential")
+	case c.Bearer != "" && !httpguts.ValidHeaderFieldValue(c.Bearer), c.Bearer != "" && strings.ContainsAny(c.Bearer, " \t"):
+		return errors.New("mcpi: authzen bearer must be a token without spaces or control characters; check the value or the environment variable it comes from")
+	case c.Header == nil:
+		return nil
+	case !httpguts.ValidHeaderFieldName(c.Header.Name):
+		return fmt.Errorf("mcpi: authzen header: %q is not a header name", c.Header.Name)
+	case slices.Contains(reservedHeaders, http.CanonicalHeaderKey(c.Header.Name)):
+		return fmt.Errorf("mcpi: authzen header: %s is a header of the request itself; name the header the PDP reads its credential from", c.Header.Name)
+	case c.Header.Value == "" || !httpguts.ValidHeaderFieldValue(c.Header.Value):
+		return fmt.Errorf("mcpi: authzen header %s: the value must be non-empty, without control characters; check the value or the environment variable it comes from", c.Header.Name)
+	}
+	return nil
 }
 
 // endpoint checks c and returns the URL to POST to.
@@ -94,5 +136,5 @@ func (c *Config) Validate() error {
 	case strings.ContainsFunc(c.Message, func(r rune) bool { return r < ' ' }):
 		return errors.New("mcpi: authzen message must be one line of text")
 	}
-	return nil
+	return c.checkCredential()
 }

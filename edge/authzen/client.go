@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/didresolver"
@@ -24,6 +25,11 @@ type Client struct {
 	cache   *cache
 	message string
 	now     func() time.Time
+	// auth is the credential header sent on every request, if any.
+	auth *Header
+	// noBatch: the PDP answered that it has no Access Evaluations
+	// endpoint (batch.go); it is not asked there again.
+	noBatch atomic.Bool
 }
 
 // New returns the client of c. base may be nil; it is copied, never
@@ -42,8 +48,15 @@ func New(c *Config, base *http.Client) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcpi: authzen: %w", err)
 	}
-	return &Client{url: u, hc: hc, timeout: timeout, cache: newCache(time.Duration(c.CacheTTL), c.CacheSize),
-		message: c.Message, now: time.Now}, nil
+	cl := &Client{url: u, hc: hc, timeout: timeout, cache: newCache(time.Duration(c.CacheTTL), c.CacheSize),
+		message: c.Message, now: time.Now}
+	switch {
+	case c.Bearer != "":
+		cl.auth = &Header{Name: "Authorization", Value: "Bearer " + c.Bearer}
+	case c.Header != nil:
+		cl.auth = &Header{Name: c.Header.Name, Value: c.Header.Value}
+	}
+	return cl, nil
 }
 
 // Message is the operator's message for a refusal without a reason.
@@ -78,47 +91,61 @@ func (c *Client) Evaluate(ctx context.Context, req *Request) (d Decision, cached
 // post sends one evaluation; keep is false when the PDP asked that its
 // answer not be stored (Cache-Control no-store or no-cache).
 func (c *Client) post(ctx context.Context, body []byte) (_ Decision, keep bool, _ error) {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
+	b, keep, _, err := c.exchange(ctx, c.url, body, MaxAnswerSize)
 	if err != nil {
-		return Decision{}, false, fmt.Errorf("%w: %v", ErrPDP, err)
-	}
-	hr.Header.Set("Content-Type", "application/json")
-	hr.Header.Set("Accept", "application/json")
-	resp, err := c.hc.Do(hr)
-	if err != nil {
-		switch {
-		case errors.Is(err, didresolver.ErrForbiddenAddress):
-			return Decision{}, false, fmt.Errorf("%w: the PDP's address is loopback, private or reserved; set allow_private if it is yours", ErrPDP)
-		case ctx.Err() != nil:
-			return Decision{}, false, fmt.Errorf("%w: no answer within %s (authzen timeout)", ErrPDP, c.timeout)
-		}
-		return Decision{}, false, fmt.Errorf("%w: %v", ErrPDP, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return Decision{}, false, fmt.Errorf("%w: HTTP status %d (a decision comes with 200)", ErrPDP, resp.StatusCode)
-	}
-	if mt := carrier.MediaType(resp.Header.Get("Content-Type")); !carrier.IsJSONMediaType(mt) {
-		return Decision{}, false, fmt.Errorf("%w: Content-Type %q is not JSON", ErrAnswer, mt)
-	}
-	if resp.ContentLength > MaxAnswerSize {
-		return Decision{}, false, fmt.Errorf("%w: larger than %d bytes", ErrAnswer, MaxAnswerSize)
-	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerSize+1))
-	switch {
-	case err != nil && ctx.Err() != nil:
-		return Decision{}, false, fmt.Errorf("%w: the answer was not read within %s (authzen timeout)", ErrPDP, c.timeout)
-	case err != nil:
-		return Decision{}, false, fmt.Errorf("%w: reading the answer: %v", ErrPDP, err)
-	case len(b) > MaxAnswerSize:
-		return Decision{}, false, fmt.Errorf("%w: larger than %d bytes", ErrAnswer, MaxAnswerSize)
+		return Decision{}, false, err
 	}
 	d, err := ParseAnswer(b)
 	if err != nil {
 		return Decision{}, false, err
 	}
+	return d, keep, nil
+}
+
+// exchange POSTs body to url within the timeout and returns the answer's
+// body, read whole and at most max bytes; status is the answer's when it
+// is not 200 (the error then says so).
+func (c *Client) exchange(ctx context.Context, url string, body []byte, max int64) (_ []byte, keep bool, status int, _ error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, false, 0, fmt.Errorf("%w: %v", ErrPDP, err)
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Accept", "application/json")
+	if c.auth != nil {
+		hr.Header.Set(c.auth.Name, c.auth.Value)
+	}
+	resp, err := c.hc.Do(hr)
+	if err != nil {
+		switch {
+		case errors.Is(err, didresolver.ErrForbiddenAddress):
+			return nil, false, 0, fmt.Errorf("%w: the PDP's address is loopback, private or reserved; set allow_private if it is yours", ErrPDP)
+		case ctx.Err() != nil:
+			return nil, false, 0, fmt.Errorf("%w: no answer within %s (authzen timeout)", ErrPDP, c.timeout)
+		}
+		return nil, false, 0, fmt.Errorf("%w: %v", ErrPDP, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, false, resp.StatusCode, fmt.Errorf("%w: HTTP status %d (a decision comes with 200)", ErrPDP, resp.StatusCode)
+	}
+	if mt := carrier.MediaType(resp.Header.Get("Content-Type")); !carrier.IsJSONMediaType(mt) {
+		return nil, false, 0, fmt.Errorf("%w: Content-Type %q is not JSON", ErrAnswer, mt)
+	}
+	if resp.ContentLength > max {
+		return nil, false, 0, fmt.Errorf("%w: larger than %d bytes", ErrAnswer, max)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, false, 0, fmt.Errorf("%w: the answer was not read within %s (authzen timeout)", ErrPDP, c.timeout)
+	case err != nil:
+		return nil, false, 0, fmt.Errorf("%w: reading the answer: %v", ErrPDP, err)
+	case int64(len(b)) > max:
+		return nil, false, 0, fmt.Errorf("%w: larger than %d bytes", ErrAnswer, max)
+	}
 	cc := strings.ToLower(strings.Join(resp.Header.Values("Cache-Control"), ","))
-	return d, !strings.Contains(cc, "no-store") && !strings.Contains(cc, "no-cache"), nil
+	return b, !strings.Contains(cc, "no-store") && !strings.Contains(cc, "no-cache"), 0, nil
 }

@@ -193,3 +193,67 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("endpoint = %q, %v", u, err)
 	}
 }
+
+// TestEvaluateSendsTheCredential: the bearer or the header reaches the PDP
+// on every request, the cache's misses and all.
+func TestEvaluateSendsTheCredential(t *testing.T) {
+	for _, tc := range []struct {
+		name, header, want string
+		c                  Config
+	}{
+		{name: "bearer", header: "Authorization", want: "Bearer tok-1", c: Config{Bearer: "tok-1"}},
+		{name: "header", header: "X-Api-Key", want: "key-1", c: Config{Header: &Header{Name: "x-api-key", Value: "key-1"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, n := pdp(t, func(w http.ResponseWriter, r *http.Request) {
+				if got := r.Header.Values(tc.header); len(got) != 1 || got[0] != tc.want {
+					w.WriteHeader(http.StatusUnauthorized)
+					return
+				}
+				answer(`{"decision":true}`)(w, r)
+			})
+			tc.c.URL, tc.c.AllowPrivate = s.URL, true
+			cl := client(t, tc.c)
+			for i := range 2 {
+				d, _, err := cl.Evaluate(context.Background(), testRequest(map[string]any{"n": i}))
+				if err != nil || !d.Allowed {
+					t.Fatalf("evaluation %d: %+v, %v", i, d, err)
+				}
+			}
+			if n.Load() != 2 {
+				t.Errorf("the PDP was asked %d times, want 2", n.Load())
+			}
+		})
+	}
+	// Without the credential, the PDP's 401 is no decision.
+	s, _ := pdp(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusUnauthorized) })
+	if _, _, err := client(t, Config{URL: s.URL, AllowPrivate: true}).Evaluate(context.Background(), testRequest(nil)); !errors.Is(err, ErrPDP) || strings.Contains(err.Error(), "tok-1") {
+		t.Errorf("a 401: %v, want ErrPDP", err)
+	}
+}
+
+func TestConfigValidateCredential(t *testing.T) {
+	for _, tc := range []struct {
+		c    Config
+		want string
+	}{
+		{Config{Bearer: "tok-zz", Header: &Header{Name: "X-K", Value: "key-zz"}}, "not both"},
+		{Config{Bearer: "tok zz"}, "without spaces"},
+		{Config{Bearer: "a\r\nX-Evil: 1"}, "without spaces"},
+		{Config{Header: &Header{Name: "X K", Value: "v"}}, "not a header name"},
+		{Config{Header: &Header{Name: "", Value: "v"}}, "not a header name"},
+		{Config{Header: &Header{Name: "host", Value: "v"}}, "of the request itself"},
+		{Config{Header: &Header{Name: "Content-Length", Value: "v"}}, "of the request itself"},
+		{Config{Header: &Header{Name: "X-K", Value: ""}}, "must be non-empty"},
+		{Config{Header: &Header{Name: "X-K", Value: "v\x00"}}, "must be non-empty"},
+	} {
+		tc.c.URL = "https://pdp.example.com"
+		err := tc.c.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.c, err, tc.want)
+		}
+		if err != nil && (tc.c.Bearer != "" && strings.Contains(err.Error(), tc.c.Bearer) || tc.c.Header != nil && tc.c.Header.Value != "" && strings.Contains(err.Error(), tc.c.Header.Value)) {
+			t.Errorf("the error repeats the secret: %v", err)
+		}
+	}
+}

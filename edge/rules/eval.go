@@ -21,6 +21,12 @@ func (r *Rule) Eval(in *Input) (bool, error) {
 		}
 		a.args = args
 	}
+	if !r.walks {
+		// Only a comprehension checks the deadline: without one, a
+		// context would cost a timer and change nothing.
+		out, _, err := r.prg.Eval(&a)
+		return r.result(out, err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), EvalTimeout)
 	defer cancel()
 	out, _, err := r.prg.ContextEval(ctx, &a)

@@ -9,11 +9,19 @@ import (
 )
 
 // BenchmarkEval is the cost of one rule on the hot path, in ns per
-// evaluation, arguments decoded included.
+// evaluation, the arguments' check and reading included.
 func BenchmarkEval(b *testing.B) {
-	for _, bc := range []struct{ name, expr string }{
-		{"caller", "agent.reputation >= 80 && 'pay:execute' in delegation.scopes"},
-		{"arguments", "arguments.amount <= delegation.constraints.max_amount"},
+	// A call whose arguments carry more than the rule reads: a note and
+	// a list of line items.
+	large := json.RawMessage(`{"to": "acct-1", "note": "` + strings.Repeat("x", 512) + `", "items": [` +
+		strings.Repeat(`{"sku": "a-1", "qty": 2, "price": 9.5},`, 20) + `{"sku": "a-1", "qty": 2, "price": 9.5}], "amount": 120}`)
+	for _, bc := range []struct {
+		name, expr string
+		args       json.RawMessage
+	}{
+		{"caller", "agent.reputation >= 80 && 'pay:execute' in delegation.scopes", nil},
+		{"arguments", "arguments.amount <= delegation.constraints.max_amount", json.RawMessage(`{"amount": 120, "to": "acct-1"}`)},
+		{"arguments_large", "arguments.amount <= delegation.constraints.max_amount", large},
 	} {
 		r, err := Compile("bench", bc.expr, "")
 		if err != nil {
@@ -21,7 +29,7 @@ func BenchmarkEval(b *testing.B) {
 		}
 		agent := map[string]any{"did": "did:key:agent", "reputation": 85.0}
 		deleg := map[string]any{"scopes": []string{"pay:execute"}, "constraints": map[string]any{"max_amount": int64(500)}}
-		args := json.RawMessage(`{"amount": 120, "to": "acct-1"}`)
+		args := bc.args
 		now := time.Now()
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/interpreter"
 
 	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
@@ -35,17 +36,18 @@ type Input struct {
 	Arguments json.RawMessage
 	Now       time.Time
 
-	// args is Arguments decoded, once, by the first rule that reads them.
-	args    map[string]any
+	// args is Arguments as a CEL map, checked once by the first rule that
+	// reads them (readArguments).
+	args    ref.Val
 	argsErr error
-	decoded bool
+	checked bool
 }
 
-// arguments decodes in.Arguments for a rule, once per Input.
-func (in *Input) arguments() (map[string]any, error) {
-	if !in.decoded {
-		in.decoded = true
-		in.args, in.argsErr = DecodeArguments(in.Arguments)
+// arguments returns in.Arguments for a rule, checked once per Input.
+func (in *Input) arguments() (ref.Val, error) {
+	if !in.checked {
+		in.checked = true
+		in.args, in.argsErr = readArguments(in.Arguments)
 	}
 	return in.args, in.argsErr
 }
@@ -53,7 +55,8 @@ func (in *Input) arguments() (map[string]any, error) {
 // ErrArguments is wrapped by the errors of arguments a rule cannot read.
 var ErrArguments = errors.New("tool arguments cannot be read by a rule")
 
-// DecodeArguments reads tools/call arguments as a rule sees them: a JSON
+// DecodeArguments reads tools/call arguments whole, as a rule sees them, for
+// those who send them on (the PDP): a JSON
 // object (null or absent: empty) whose numbers are int64 when they are
 // integers that fit, else float64. The text is read strictly: a member
 // name given twice at any depth, in any letter case, is refused, since the
@@ -126,7 +129,7 @@ func convert(v any, depth int) (any, error) {
 // activation resolves the variables of one evaluation from an Input.
 type activation struct {
 	in   *Input
-	args map[string]any
+	args ref.Val
 }
 
 var emptyObject = map[string]any{}
@@ -145,7 +148,10 @@ func (a *activation) ResolveName(name string) (any, bool) {
 	case VarRequest:
 		m = a.in.Request
 	case VarArguments:
-		m = a.args
+		if a.args == nil {
+			return emptyObject, true
+		}
+		return a.args, true
 	case VarNow:
 		return a.in.Now, true
 	default:

@@ -83,8 +83,12 @@ type Rule struct {
 	// partial evaluates with arguments unknown, for tools/list.
 	partial cel.Program
 	// readsArguments: the rule names the arguments variable, so they are
-	// decoded for it.
+	// checked for it.
 	readsArguments bool
+	// walks: the rule has a comprehension (all, exists, map, filter…),
+	// the only part of an evaluation whose time the cost limit does not
+	// bound well, so it runs under EvalTimeout.
+	walks bool
 }
 
 // CompileError is a rule that does not parse or type-check. Line and
@@ -132,7 +136,8 @@ func Compile(name, expr, message string) (*Rule, error) {
 		return nil, fmt.Errorf("rule %q: %w", name, err)
 	}
 	return &Rule{Name: name, Message: message, Expr: expr, prg: prg, partial: partial,
-		readsArguments: readsVariable(checked.NativeRep().ReferenceMap(), VarArguments)}, nil
+		readsArguments: readsVariable(checked.NativeRep().ReferenceMap(), VarArguments),
+		walks:          len(ast.MatchDescendants(ast.NavigateAST(checked.NativeRep()), ast.KindMatcher(ast.ComprehensionKind))) > 0}, nil
 }
 
 // readsVariable reports whether a checked expression references the

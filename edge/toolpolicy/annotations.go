@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -85,16 +86,29 @@ type annotationPolicy struct {
 	rules [mcp.ToolClassOther + 1]*mcp.ToolRule
 
 	mu      sync.RWMutex
-	learned map[string]mcp.ToolClass
+	learned map[string]learnedTool
 	max     int
 }
 
-// newAnnotationPolicy returns nil when c is nil (the feature is off).
-func newAnnotationPolicy(c *ToolAnnotationsPolicy) *annotationPolicy {
+// learnedTool is what the upstream's tools/list said of a tool: its class,
+// and its annotations for the rules' tool.annotations
+// (mcp.EachListedToolHints).
+type learnedTool struct {
+	class mcp.ToolClass
+	hints map[string]any
+}
+
+// newAnnotationPolicy returns nil when c is nil and forRules is false: the
+// annotations are learned for tool_annotations_policy's classes, and for
+// the rules and the PDP (forRules), which read them as tool.annotations.
+func newAnnotationPolicy(c *ToolAnnotationsPolicy, forRules bool) *annotationPolicy {
+	a := &annotationPolicy{learned: make(map[string]learnedTool), max: maxLearnedTools}
 	if c == nil {
-		return nil
+		if !forRules {
+			return nil
+		}
+		return a // no class has scopes: decide leaves every tool to tool_default
 	}
-	a := &annotationPolicy{learned: make(map[string]mcp.ToolClass), max: maxLearnedTools}
 	for class, scopes := range map[mcp.ToolClass][]string{
 		mcp.ToolClassReadOnly:    c.ReadOnly,
 		mcp.ToolClassDestructive: c.Destructive,
@@ -113,7 +127,7 @@ func newAnnotationPolicy(c *ToolAnnotationsPolicy) *annotationPolicy {
 // tools read-only. A known tool's class is updated (the upstream may change
 // it); ToolClassUnknown forgets it. A new tool is not learned once the set
 // is full.
-func (a *annotationPolicy) learn(host, tool string, class mcp.ToolClass) {
+func (a *annotationPolicy) learn(host, tool string, class mcp.ToolClass, hints map[string]any) {
 	if tool == "" || len(tool) > maxLearnedNameLen {
 		return
 	}
@@ -122,7 +136,7 @@ func (a *annotationPolicy) learn(host, tool string, class mcp.ToolClass) {
 	old, known := a.learned[tool]
 	full := len(a.learned) >= a.max
 	a.mu.RUnlock()
-	if (known && old == class) || (!known && (full || class == mcp.ToolClassUnknown)) {
+	if (known && old.class == class && maps.Equal(old.hints, hints)) || (!known && (full || class == mcp.ToolClassUnknown)) {
 		return
 	}
 	a.mu.Lock()
@@ -132,7 +146,7 @@ func (a *annotationPolicy) learn(host, tool string, class mcp.ToolClass) {
 		return
 	}
 	if _, known := a.learned[tool]; known || len(a.learned) < a.max {
-		a.learned[tool] = class
+		a.learned[tool] = learnedTool{class: class, hints: hints}
 	}
 }
 
@@ -143,7 +157,19 @@ func (a *annotationPolicy) class(host, tool string) mcp.ToolClass {
 	a.mu.RLock()
 	c := a.learned[learnedKey(host, tool)]
 	a.mu.RUnlock()
-	return c
+	return c.class
+}
+
+// hints returns the annotations of tool at host, nil when not learned. The
+// map is shared: read only.
+func (a *annotationPolicy) hints(host, tool string) map[string]any {
+	if a == nil {
+		return nil
+	}
+	a.mu.RLock()
+	c := a.learned[learnedKey(host, tool)]
+	a.mu.RUnlock()
+	return c.hints
 }
 
 // decide is the class decision for a verified caller granted scopes, on a
@@ -272,7 +298,9 @@ func (l *annotationLearner) learnEvent(data []byte) ([]byte, error) {
 // learnBody learns from one JSON-RPC body; one the edge cannot read is the
 // filter's to refuse.
 func (l *annotationLearner) learnBody(body []byte) {
-	_ = mcp.EachListedTool(body, l.ids, func(tool string, class mcp.ToolClass) { l.a.learn(l.host, tool, class) })
+	_ = mcp.EachListedToolHints(body, l.ids, func(tool string, class mcp.ToolClass, hints map[string]any) {
+		l.a.learn(l.host, tool, class, hints)
+	})
 }
 
 // Flush and FlushError pass on to the filter.

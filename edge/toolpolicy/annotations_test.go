@@ -13,9 +13,9 @@ import (
 const testHost = "mcp.example.com"
 
 func TestToolAnnotationsBounded(t *testing.T) {
-	a := newAnnotationPolicy(&ToolAnnotationsPolicy{ReadOnly: []string{"r"}})
+	a := newAnnotationPolicy(&ToolAnnotationsPolicy{ReadOnly: []string{"r"}}, false)
 	for i := range maxLearnedTools + 500 {
-		a.learn(testHost, fmt.Sprintf("tool%d", i), mcp.ToolClassReadOnly)
+		a.learn(testHost, fmt.Sprintf("tool%d", i), mcp.ToolClassReadOnly, nil)
 	}
 	if n := len(a.learned); n != maxLearnedTools {
 		t.Fatalf("learned %d tools, want the cap %d", n, maxLearnedTools)
@@ -28,23 +28,23 @@ func TestToolAnnotationsBounded(t *testing.T) {
 		t.Errorf("tool0: %+v %t", d, ok)
 	}
 	// Known tools still update when full; forgetting makes room.
-	a.learn(testHost, "tool0", mcp.ToolClassDestructive)
+	a.learn(testHost, "tool0", mcp.ToolClassDestructive, nil)
 	if c := a.class(testHost, "tool0"); c != mcp.ToolClassDestructive {
 		t.Errorf("tool0 class %v after update", c)
 	}
-	a.learn(testHost, "tool1", mcp.ToolClassUnknown)
-	a.learn(testHost, beyond, mcp.ToolClassReadOnly)
+	a.learn(testHost, "tool1", mcp.ToolClassUnknown, nil)
+	a.learn(testHost, beyond, mcp.ToolClassReadOnly, nil)
 	if a.class(testHost, "tool1") != mcp.ToolClassUnknown || a.class(testHost, beyond) != mcp.ToolClassReadOnly || len(a.learned) != maxLearnedTools {
 		t.Errorf("forget and relearn: %v %v %d", a.class(testHost, "tool1"), a.class(testHost, beyond), len(a.learned))
 	}
 	// Over-long names are not learned.
 	long := strings.Repeat("x", maxLearnedNameLen+1)
-	a.learn(testHost, long, mcp.ToolClassReadOnly)
+	a.learn(testHost, long, mcp.ToolClassReadOnly, nil)
 	if a.class(testHost, long) != mcp.ToolClassUnknown {
 		t.Error("over-long name learned")
 	}
 	// A class without scopes falls back to tool_default.
-	a.learn(testHost, "tool2", mcp.ToolClassOther)
+	a.learn(testHost, "tool2", mcp.ToolClassOther, nil)
 	if _, ok := a.decide(testHost, "tool2", nil); ok {
 		t.Error("class without scopes decided")
 	}
@@ -56,7 +56,7 @@ func TestToolAnnotationsBounded(t *testing.T) {
 
 // TestToolAnnotationsConcurrent is for the race detector.
 func TestToolAnnotationsConcurrent(t *testing.T) {
-	a := newAnnotationPolicy(&ToolAnnotationsPolicy{Destructive: []string{"w"}})
+	a := newAnnotationPolicy(&ToolAnnotationsPolicy{Destructive: []string{"w"}}, false)
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)
@@ -64,7 +64,7 @@ func TestToolAnnotationsConcurrent(t *testing.T) {
 			defer wg.Done()
 			for i := range 200 {
 				name := fmt.Sprintf("t%d", (g*7+i)%50)
-				a.learn(testHost, name, mcp.ToolClass(1+i%3))
+				a.learn(testHost, name, mcp.ToolClass(1+i%3), nil)
 				a.decide(testHost, name, []string{"w"})
 			}
 		}()

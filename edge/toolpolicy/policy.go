@@ -19,6 +19,7 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/edge/framing"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
+	"github.com/mcpi-edge/caddy-mcpi/edge/rules"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
@@ -132,7 +133,7 @@ func New(ctx context.Context, cfg *PolicyConfig, maxBody int64, parts Parts) (*P
 		maxResponse = defaultMaxResponseSize
 	}
 	p := &Policy{pol: pol, actions: mode, listed: &toolNames{m: make(map[string]struct{})},
-		annotations: newAnnotationPolicy(cfg.ToolAnnotationsPolicy), states: states,
+		annotations: newAnnotationPolicy(cfg.ToolAnnotationsPolicy, cfg.readsTools()), states: states,
 		params: newParamHeaderStore(), actionHosts: cfg.HandshakeActionHosts,
 		maxBody: maxBody, maxResponseSize: maxResponse, parts: parts}
 	if parts.Limiter != nil {
@@ -413,7 +414,9 @@ func (p *Policy) Check(w http.ResponseWriter, r *http.Request, d *vc.Delegation,
 	}
 	c := p.newResponseCheck(r, d, msgs, batch, filter, actions)
 	c.presented = presented
-	c.ruleIn = p.rulesInput(r, mcp.MethodToolsList, d, adm, presented)
+	if p.rules != nil || p.pdp != nil {
+		c.lazyRuleIn = func() *rules.Input { return p.rulesInput(r, mcp.MethodToolsList, d, adm, presented) }
+	}
 	c.sniff = !hasList
 	// Learn the listed tools' annotation classes before the filter
 	// decides on them (no-op unless tool_annotations_policy is set).

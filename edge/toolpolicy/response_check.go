@@ -1,6 +1,7 @@
 package toolpolicy
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,7 +47,15 @@ type responseCheck struct {
 	// x-mcp-header bindings of the listed tools (paramheaders.go).
 	lists bool
 	// ruleIn is what operator rules read of the request; nil without rules.
-	ruleIn *rules.Input
+	// lazyRuleIn, when set, builds it on first use (ruleInput): most
+	// answers hold no tool list, and the input costs a few dozen
+	// allocations.
+	ruleIn     *rules.Input
+	lazyRuleIn func() *rules.Input
+	// ctx is the request's, for the PDP; pdpOK is the PDP's decisions on
+	// the tools of the list being filtered (policy_authzen_list.go).
+	ctx   context.Context
+	pdpOK map[string]bool
 
 	// rw is the filter wrap returns: allocated with the check, since every
 	// check wraps one response.
@@ -54,7 +63,7 @@ type responseCheck struct {
 }
 
 func (p *Policy) newResponseCheck(r *http.Request, d *vc.Delegation, msgs []mcp.Message, batch, filter, actions bool) *responseCheck {
-	c := &responseCheck{p: p, host: p.parts.Site.Host(r), d: d, msgs: msgs, batch: batch, filter: filter, era: mcp.HeaderEra(r.Header)}
+	c := &responseCheck{p: p, host: p.parts.Site.Host(r), d: d, msgs: msgs, batch: batch, filter: filter, era: mcp.HeaderEra(r.Header), ctx: r.Context()}
 	if actions {
 		c.actions = p.actions
 		c.opts = mcp.ActionOptions{ToolEndpointHost: r.Host, AllowedHosts: p.actionHosts, Era: c.era}
@@ -125,7 +134,15 @@ func (c *responseCheck) mayPassUnchecked() bool {
 
 func (c *responseCheck) allow(tool string) bool {
 	c.p.listed.add(tool)
-	return c.p.toolAllowed(c.host, tool, c.d, c.presented) && c.p.listedByRules(c.ruleIn, tool)
+	return c.p.toolAllowed(c.host, tool, c.d, c.presented) && c.p.listedByRules(c.rulesIn(), tool) && c.pdpAllows(tool)
+}
+
+// rulesIn is c.ruleIn, built on first use.
+func (c *responseCheck) rulesIn() *rules.Input {
+	if c.lazyRuleIn != nil {
+		c.ruleIn, c.lazyRuleIn = c.lazyRuleIn(), nil
+	}
+	return c.ruleIn
 }
 
 // rewrite applies c to one JSON-RPC body (an application/json answer, or the
@@ -137,6 +154,7 @@ func (c *responseCheck) rewrite(data []byte) ([]byte, error) {
 	out := data
 	read := false // ParseMessages accepted out: the action check need not again
 	if c.filter {
+		c.pdpOK = c.pdpListed(out)
 		filtered, parsed, err := mcp.FilterResponseBodyRead(c.era, out, c.ids, c.allow)
 		switch {
 		case err == nil:

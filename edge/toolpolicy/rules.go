@@ -127,16 +127,36 @@ func (p *Policy) ruleInput(r *http.Request, method string, d *vc.Delegation, adm
 	// without them has an empty map, one the edge cannot read (nested
 	// too deep, a number out of range) none, so a rule reading it fails
 	// closed.
-	if c, err := rules.DecodeArguments(json.RawMessage(d.Constraints)); err == nil {
+	if c, err := rules.ReadObject([]byte(d.Constraints)); err == nil {
 		dm["constraints"] = c
 	}
 	in.Delegation = dm
 	return in
 }
 
-// toolBinding is the tool variable of a call of tool.
-func (p *Policy) toolBinding(_ *rules.Input, tool string) map[string]any {
-	return map[string]any{"name": tool}
+// toolBinding is the tool variable of a call of tool: its annotations
+// are those the upstream's last tools/list answer at this host gave.
+func (p *Policy) toolBinding(in *rules.Input, tool string) map[string]any {
+	b := map[string]any{"name": tool}
+	host, _ := in.Request["host"].(string)
+	if h := p.annotations.hints(host, tool); h != nil {
+		b["annotations"] = h
+	}
+	return b
+}
+
+// readsTools reports whether rules or a PDP read what the upstream lists of
+// its tools (tool.annotations).
+func (c *PolicyConfig) readsTools() bool {
+	if len(c.Rules) > 0 || c.AuthZEN != nil {
+		return true
+	}
+	for _, t := range c.Tools {
+		if len(t.Rules) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func eraName(e mcp.Era) string {

@@ -35,7 +35,19 @@ var ErrSyntax = errors.New("not a JSON value")
 // vouches for another, so whoever reads untrusted JSON that others read
 // too refuses it. Check before decoding: after encoding/json has merged
 // the repeats, they cannot be seen.
-func CheckMembers(b []byte) error {
+func CheckMembers(b []byte) error { return checkMembers(b, 0, false) }
+
+// ErrTooDeep: CheckMembersLimit met a container nested past its limit.
+var ErrTooDeep = errors.New("nested too deep")
+
+// CheckMembersLimit is CheckMembers for readers that accept less nesting
+// than encoding/json: an object or array nested more than depth levels
+// deep, counting those it is in, gives ErrTooDeep (or the error met
+// first). Readers that walk a document recursively bound their own depth
+// with it.
+func CheckMembersLimit(b []byte, depth int) error { return checkMembers(b, depth, true) }
+
+func checkMembers(b []byte, depth int, limited bool) error {
 	names := membersPool.Get().(*jsonkey.Members)
 	defer func() {
 		// The names point into b: the pooled set must not keep it alive.
@@ -45,7 +57,7 @@ func CheckMembers(b []byte) error {
 	// src shares b's bytes instead of copying them: the names taken from
 	// it live in names only, which forgets them before this returns, and
 	// nothing writes to b meanwhile (the caller's, read only here).
-	w := walker{b: b, src: unsafe.String(unsafe.SliceData(b), len(b)), names: names}
+	w := walker{b: b, src: unsafe.String(unsafe.SliceData(b), len(b)), names: names, limit: depth, limited: limited}
 	w.ws()
 	ok := w.value(nil)
 	if ok {
@@ -54,8 +66,11 @@ func CheckMembers(b []byte) error {
 			return nil
 		}
 	}
-	if w.repeated {
+	switch {
+	case w.repeated:
 		return jsonkey.ErrRepeated
+	case limited && w.deep && w.depth < MaxDepth:
+		return ErrTooDeep
 	}
 	return ErrSyntax
 }

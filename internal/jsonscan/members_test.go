@@ -193,3 +193,70 @@ func BenchmarkCheckMembers(b *testing.B) {
 		}
 	}
 }
+
+func TestCheckMembersLimit(t *testing.T) {
+	nest := func(n int) string { return strings.Repeat(`{"a":`, n) + "1" + strings.Repeat("}", n) }
+	for _, tc := range []struct {
+		in    string
+		depth int
+		want  error
+	}{
+		{in: nest(3), depth: 3},
+		{in: nest(4), depth: 3, want: ErrTooDeep},
+		{in: `[[[1]]]`, depth: 3},
+		{in: `[[[[1]]]]`, depth: 3, want: ErrTooDeep},
+		{in: `1`, depth: 0},
+		{in: `[]`, depth: 0, want: ErrTooDeep},
+		// The first error met wins.
+		{in: `{"a":1,"a":[[[[1]]]]}`, depth: 3, want: jsonkey.ErrRepeated},
+		{in: `{"a":[[[[1]]]],"a":1}`, depth: 3, want: ErrTooDeep},
+		{in: `{"a":[[1]]`, depth: 3, want: ErrSyntax},
+		{in: `{"a":[[[[1]]]`, depth: 3, want: ErrTooDeep},
+		{in: `[` + strings.Repeat(`[`, MaxDepth) + `]`, depth: MaxDepth + 5, want: ErrSyntax},
+	} {
+		if err := CheckMembersLimit([]byte(tc.in), tc.depth); !errors.Is(err, tc.want) || (err == nil) != (tc.want == nil) {
+			t.Errorf("CheckMembersLimit(%.40q, %d) = %v, want %v", tc.in, tc.depth, err, tc.want)
+		}
+	}
+}
+
+// FuzzCheckMembersLimit: with a limit, the check agrees with CheckMembers
+// but for ErrTooDeep, which it gives only past the limit.
+func FuzzCheckMembersLimit(f *testing.F) {
+	for _, s := range []string{`{"a":{"a":{"a":1}}}`, `[[[]]]`, `{"a":1,"a":[[[1]]]}`, `[[[`, `"x"`} {
+		f.Add([]byte(s), 2)
+	}
+	f.Fuzz(func(t *testing.T, in []byte, depth int) {
+		depth %= 16
+		err, full := CheckMembersLimit(in, depth), CheckMembers(in)
+		switch {
+		case errors.Is(err, ErrTooDeep):
+			if d := maxNesting(in); d <= depth {
+				t.Fatalf("CheckMembersLimit(%q, %d) = ErrTooDeep at nesting %d", in, depth, d)
+			}
+		case err != full:
+			t.Fatalf("CheckMembersLimit(%q, %d) = %v, CheckMembers = %v", in, depth, err, full)
+		}
+	})
+}
+
+// maxNesting is the deepest nesting of brackets outside strings in b.
+func maxNesting(b []byte) int {
+	d, most, inStr, esc := 0, 0, false, false
+	for _, c := range b {
+		switch {
+		case inStr && esc:
+			esc = false
+		case inStr && c == '\\':
+			esc = true
+		case c == '"':
+			inStr = !inStr
+		case !inStr && (c == '{' || c == '['):
+			d++
+			most = max(most, d)
+		case !inStr && (c == '}' || c == ']'):
+			d--
+		}
+	}
+	return most
+}
