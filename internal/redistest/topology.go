@@ -137,7 +137,7 @@ func StartSentinel(t testing.TB, replicas int) *Sentinel {
 		d.links = append(d.links, link)
 	}
 	for _, r := range d.Replicas {
-		waitFor(t, 10*time.Second, func() bool {
+		waitFor(t, 30*time.Second, func() bool {
 			out, _ := r.CLI("INFO", "replication")
 			return strings.Contains(out, "master_link_status:up")
 		}, "replica %s to sync with its master", r.Addr())
