@@ -10,27 +10,33 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/internal/jsonscan"
 )
 
-// jsonScan reads one JSON text in a single pass, checking its syntax as it
-// goes. It exists for the VC-JWT hot path (jwtdecode.go): encoding/json
-// validates the whole text first and then decodes it, and every custom
-// UnmarshalJSON below it (string-or-array members, dates, the subject)
-// starts over on its part of the text with a decoder of its own, so a
-// KYA-OS VC-JWT's claims were scanned three or four times over, with about
-// sixty allocations. jsonScan accepts exactly the JSON encoding/json
-// accepts (RFC 8259, nesting at most 10000 deep) and, where unquoting is
-// not trivial, lets encoding/json do it, so a decoded value is the one
-// encoding/json gives. FuzzJWTDecodeMatchesJSON holds the two together.
+// jsonScan decodes one JSON text in a single pass, for the VC-JWT hot path
+// (jwtdecode.go): encoding/json validates the whole text first and then
+// decodes it, and every custom UnmarshalJSON below it (string-or-array
+// members, dates, the subject) starts over on its part of the text with a
+// decoder of its own, so a KYA-OS VC-JWT's claims were scanned three or
+// four times over, with about sixty allocations.
+//
+// The reading is internal/jsonscan's Cursor, the reader the edge's other
+// readers of untrusted JSON use: it accepts exactly what encoding/json
+// accepts (RFC 8259, nesting at most 10000 deep, nothing after the
+// value), and the values the decoder does not look at are skipped by it,
+// which refuses a member name repeated in any object inside them
+// (SkipUnique). What jsonScan adds is the decoding: member names matched
+// the way encoding/json matches them to fields (fieldName), repeats of
+// the names it reads itself refused, and strings unquoted by encoding/json
+// where that is not trivial, so a decoded value is the one encoding/json
+// gives. FuzzJWTDecodeMatchesJSON holds the two together.
 //
 // Errors carry no position or text: the callers report a fixed reason.
 type jsonScan struct {
+	c    jsonscan.Cursor
 	data []byte
 	// src is data as a string: a string value without escapes or
 	// non-ASCII bytes is a substring of it, so decoding it does not
 	// allocate. The decoded values keep src alive; a cache of results must
 	// copy them (vc/cache detaches them).
-	src   string
-	i     int // next byte to read
-	depth int // open objects and arrays
+	src string
 	// arena holds the decoded string lists, so that the few short lists
 	// of a credential cost one allocation, not one each.
 	arena []string
@@ -38,7 +44,9 @@ type jsonScan struct {
 	// credential, its delegation and constraints) and the first string
 	// lists are allocated, together (claimsRoom); nil until one is needed.
 	claims *claimsRoom
-	// names holds the member names of the open objects.
+	// names holds the member names of the open objects. It is passed to
+	// the cursor per call, never stored in it: the cursor's slices leak to
+	// the heap, and a pointer beside them would take this scanner along.
 	names jsonkey.Members
 }
 
@@ -47,38 +55,20 @@ type jsonScan struct {
 // reports a type error only at the end, but both fail.
 var errJSON = errors.New("vc: invalid JSON claims")
 
-// maxJSONDepth is encoding/json's nesting limit.
-const maxJSONDepth = 10000
-
-func newJSONScan(data []byte) jsonScan { return jsonScan{data: data, src: string(data)} }
+func newJSONScan(data []byte) jsonScan { return newJSONScanOf(data, string(data)) }
 
 // newJSONScanOf scans data, whose string src already is.
-func newJSONScanOf(data []byte, src string) jsonScan { return jsonScan{data: data, src: src} }
-
-// peek skips whitespace and returns the next byte, 0 at the end.
-func (s *jsonScan) peek() byte {
-	for s.i < len(s.data) {
-		switch c := s.data[s.i]; c {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return c
-		}
-	}
-	return 0
+func newJSONScanOf(data []byte, src string) jsonScan {
+	return jsonScan{c: jsonscan.NewCursor(data), data: data, src: src}
 }
 
-// end checks that only whitespace is left.
+// peek returns the first byte of the next value, 0 at the end or after an
+// error.
+func (s *jsonScan) peek() byte { return s.c.Kind() }
+
+// end checks that the value read was the whole text.
 func (s *jsonScan) end() error {
-	if s.peek() != 0 || s.i != len(s.data) {
-		return errJSON
-	}
-	return nil
-}
-
-func (s *jsonScan) open() error {
-	s.i++
-	if s.depth++; s.depth > maxJSONDepth {
+	if !s.c.Done() {
 		return errJSON
 	}
 	return nil
@@ -87,233 +77,93 @@ func (s *jsonScan) open() error {
 // object reads an object, calling member with each key (unquoted) and the
 // scanner at the member's value, which member must read.
 func (s *jsonScan) object(member func(key string) error) error {
-	if s.peek() != '{' {
+	if !s.c.Object() {
 		return errJSON
 	}
-	if err := s.open(); err != nil {
-		return err
-	}
-	if s.peek() == '}' {
-		s.i++
-		s.depth--
-		return nil
-	}
 	s.names.Open()
-	for {
-		key, err := s.key()
+	for s.c.NextMember() {
+		key, err := s.unquote(s.c.KeyStart(), s.c.Key())
 		if err != nil {
+			return err
+		}
+		if err := s.names.Add(key); err != nil {
 			return err
 		}
 		if err := member(key); err != nil {
 			return err
 		}
-		switch s.peek() {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			s.depth--
-			s.names.Close()
-			return nil
-		default:
-			return errJSON
-		}
 	}
-}
-
-// key reads a member name and its colon, and refuses a name the open
-// object already has.
-func (s *jsonScan) key() (string, error) {
-	if s.peek() != '"' {
-		return "", errJSON
+	if s.c.Failed() {
+		return errJSON
 	}
-	k, err := s.stringValue()
-	if err != nil {
-		return "", err
-	}
-	if err := s.names.Add(k); err != nil {
-		return "", err
-	}
-	if s.peek() != ':' {
-		return "", errJSON
-	}
-	s.i++
-	return k, nil
+	s.names.Close()
+	return nil
 }
 
 // array reads an array, calling elem with the scanner at each element,
 // which elem must read.
 func (s *jsonScan) array(elem func() error) error {
-	if s.peek() != '[' {
+	if !s.c.Array() {
 		return errJSON
 	}
-	if err := s.open(); err != nil {
-		return err
-	}
-	if s.peek() == ']' {
-		s.i++
-		s.depth--
-		return nil
-	}
-	for {
+	for s.c.NextElement() {
 		if err := elem(); err != nil {
 			return err
 		}
-		switch s.peek() {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			s.depth--
-			return nil
-		default:
-			return errJSON
-		}
 	}
+	if s.c.Failed() {
+		return errJSON
+	}
+	return nil
 }
 
-// stringValue reads a string and returns it unquoted.
+// stringValue reads a string, which the caller has seen is next (peek),
+// and returns it unquoted.
 func (s *jsonScan) stringValue() (string, error) {
-	start := s.i
-	plain, err := s.scanString()
-	if err != nil {
-		return "", err
+	start, end := s.c.Skip()
+	if s.c.Failed() {
+		return "", errJSON
 	}
-	if plain {
-		return s.src[start+1 : s.i-1], nil
+	return s.unquote(start, s.data[start:end])
+}
+
+// unquote returns the value of the string q, which starts at start.
+func (s *jsonScan) unquote(start int, q []byte) (string, error) {
+	if jsonscan.Plain(q) {
+		return s.src[start+1 : start+len(q)-1], nil
 	}
 	// Escapes, or bytes outside ASCII (invalid UTF-8 becomes U+FFFD):
 	// encoding/json's own unquoting, so the result is the same.
 	var v string
-	if json.Unmarshal(s.data[start:s.i], &v) != nil {
+	if json.Unmarshal(q, &v) != nil {
 		return "", errJSON
 	}
 	return v, nil
 }
 
-// scanString reads past a string, the scanner at its opening quote, and
-// reports whether it is plain: printable ASCII without escapes, so its
-// value is its text. The lexing is internal/jsonscan's, which the edge's
-// other readers of untrusted JSON share.
-func (s *jsonScan) scanString() (plain bool, err error) {
-	if s.peek() != '"' {
-		return false, errJSON
-	}
-	end, plain, ok := jsonscan.ScanString(s.data, s.i)
-	if !ok {
-		return false, errJSON
-	}
-	s.i = end
-	return plain, nil
-}
-
 // null reads the literal null.
-func (s *jsonScan) null() error { return s.literal("null") }
-
-func (s *jsonScan) literal(lit string) error {
-	s.peek()
-	if !strings.HasPrefix(s.src[s.i:], lit) {
+func (s *jsonScan) null() error {
+	if s.c.Kind() != 'n' {
 		return errJSON
 	}
-	s.i += len(lit)
-	return nil
-}
-
-// scanNumber reads a number.
-func (s *jsonScan) scanNumber() error {
-	end, ok := jsonscan.ScanNumber(s.data, s.i)
-	if !ok {
-		return errJSON
+	if _, err := s.skip(); err != nil {
+		return err
 	}
-	s.i = end
 	return nil
 }
 
 // skip reads one value of any type and returns its text.
 func (s *jsonScan) skip() ([]byte, error) {
-	s.peek()
-	start := s.i
-	// Nested containers are followed with a stack of their kinds rather
-	// than by recursion, so that hostile nesting costs no goroutine stack.
-	var buf [32]byte
-	open := buf[:0]
-	for {
-		// A value.
-		switch c := s.peek(); c {
-		case '{', '[':
-			if err := s.open(); err != nil {
-				return nil, err
-			}
-			closing := byte('}')
-			if c == '[' {
-				closing = ']'
-			}
-			if s.peek() == closing {
-				s.i++
-				s.depth--
-				break
-			}
-			open = append(open, closing)
-			if c == '{' {
-				s.names.Open()
-				if _, err := s.key(); err != nil {
-					return nil, err
-				}
-			}
-			continue
-		case '"':
-			if _, err := s.scanString(); err != nil {
-				return nil, err
-			}
-		case 't':
-			if err := s.literal("true"); err != nil {
-				return nil, err
-			}
-		case 'f':
-			if err := s.literal("false"); err != nil {
-				return nil, err
-			}
-		case 'n':
-			if err := s.null(); err != nil {
-				return nil, err
-			}
-		default:
-			if err := s.scanNumber(); err != nil {
-				return nil, err
-			}
-		}
-		// After a value: close what ends here, then the next member or
-		// element.
-		for {
-			if len(open) == 0 {
-				// Capped: appending to a raw member must not write over
-				// the text that follows, which decoded strings may share
-				// (parseJWS).
-				return s.data[start:s.i:s.i], nil
-			}
-			closing := open[len(open)-1]
-			c := s.peek()
-			if c == closing {
-				s.i++
-				s.depth--
-				open = open[:len(open)-1]
-				if closing == '}' {
-					s.names.Close()
-				}
-				continue
-			}
-			if c != ',' {
-				return nil, errJSON
-			}
-			s.i++
-			if closing == '}' {
-				if _, err := s.key(); err != nil {
-					return nil, err
-				}
-			}
-			break
-		}
+	start, end, err := s.c.SkipUnique(&s.names)
+	switch {
+	case errors.Is(err, jsonkey.ErrRepeated):
+		return nil, err
+	case err != nil:
+		return nil, errJSON
 	}
+	// Capped: appending to a raw member must not write over the text that
+	// follows, which decoded strings may share (parseJWS).
+	return s.data[start:end:end], nil
 }
 
 // fieldName returns the member of names that key selects, the way

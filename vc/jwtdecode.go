@@ -274,7 +274,7 @@ func (s *jsonScan) constraints(p **constraints) error {
 		return err
 	}
 	c := orNew(p, s.room().constraints)
-	start := s.i
+	start := s.c.Pos()
 	err := s.object(func(key string) error {
 		switch fieldName(key, constraintNames) {
 		case "scopes":
@@ -291,7 +291,7 @@ func (s *jsonScan) constraints(p **constraints) error {
 	})
 	// A substring of the claims' text: kept without a copy, as the
 	// decoded strings are.
-	c.text = s.src[start:s.i]
+	c.text = s.src[start:s.c.Offset()]
 	return err
 }
 

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"unicode/utf8"
+
+	"github.com/mcpi-edge/caddy-mcpi/internal/jsonkey"
 )
 
 // A Cursor reads one JSON document front to back in a single pass, and
@@ -31,9 +33,12 @@ type Cursor struct {
 	// first: an Object or Array was just entered, so that no ',' comes
 	// before its first member or element.
 	first bool
-	// key and keyStart are those of the member NextMember read last.
-	key      []byte
-	keyStart int
+	// keyStart and keyEnd are the offsets of the key NextMember read
+	// last; keyEnd is 0 when there is none. Offsets, not a slice: a
+	// decoder calls NextMember for every member, and a slice stored in the
+	// cursor is a pointer write, with a write barrier while the collector
+	// runs.
+	keyStart, keyEnd int
 }
 
 // NewCursor returns a cursor at the start of b.
@@ -79,17 +84,44 @@ func (c *Cursor) Kind() byte {
 
 // Skip reads the next value, checking it, and returns its offsets.
 func (c *Cursor) Skip() (start, end int) {
+	start, end, _ = c.skip(nil)
+	return start, end
+}
+
+// SkipUnique reads the next value as Skip does, and also refuses a member
+// name that an object in it repeats (as CheckMembers), adding the names of
+// its objects to names while they are open: the caller passes the names of
+// the objects it is in, which must be open in names (Members.Open), so
+// that a repeat is found whatever reads the rest of the document. names is
+// per call, not kept: a caller's name set stays where the caller has it
+// (on its stack). err is nil, ErrSyntax, or jsonkey.ErrRepeated for a
+// repeat met before any syntax error; the cursor stops at either.
+func (c *Cursor) SkipUnique(names *jsonkey.Members) (start, end int, err error) {
+	return c.skip(names)
+}
+
+func (c *Cursor) skip(names *jsonkey.Members) (start, end int, err error) {
 	if c.bad || c.whole {
 		c.fail()
-		return c.w.i, c.w.i
+		return c.w.i, c.w.i, ErrSyntax
 	}
 	start = c.Pos()
-	if !c.w.value(nil) {
+	// A string, the most common value, without the state machine.
+	var ok bool
+	if start < len(c.w.b) && c.w.b[start] == '"' {
+		ok = c.w.str()
+	} else {
+		ok = c.w.value(nil, names)
+	}
+	if !ok {
 		c.fail()
-		return start, start
+		if c.w.repeated {
+			return start, start, jsonkey.ErrRepeated
+		}
+		return start, start, ErrSyntax
 	}
 	c.whole = c.w.depth == 0
-	return start, c.w.i
+	return start, c.w.i, nil
 }
 
 // String reads the next value and returns it if it is a string, quotes
@@ -143,7 +175,7 @@ func (c *Cursor) NextMember() bool {
 		c.fail()
 		return false
 	}
-	c.key = w.b[c.keyStart:w.i]
+	c.keyEnd = w.i
 	w.ws()
 	if w.i >= len(w.b) || w.b[w.i] != ':' {
 		c.fail()
@@ -200,7 +232,12 @@ func (c *Cursor) next(closing byte) bool {
 
 // Key returns the key of the member NextMember read last, quoted, as in
 // the document (see Unquote, KeyIs).
-func (c *Cursor) Key() []byte { return c.key }
+func (c *Cursor) Key() []byte {
+	if c.keyEnd == 0 {
+		return nil
+	}
+	return c.w.b[c.keyStart:c.keyEnd]
+}
 
 // KeyStart returns the offset of the key NextMember read last: where its
 // member starts.
@@ -218,7 +255,7 @@ func (c *Cursor) Done() bool {
 
 func (c *Cursor) fail() {
 	c.bad = true
-	c.key = nil
+	c.keyEnd = 0
 }
 
 // Unquote returns the text of the JSON string q (quotes included, as a

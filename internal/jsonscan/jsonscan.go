@@ -54,12 +54,9 @@ func checkMembers(b []byte, depth int, limited bool) error {
 		*names = jsonkey.Members{}
 		membersPool.Put(names)
 	}()
-	// src shares b's bytes instead of copying them: the names taken from
-	// it live in names only, which forgets them before this returns, and
-	// nothing writes to b meanwhile (the caller's, read only here).
-	w := walker{b: b, src: unsafe.String(unsafe.SliceData(b), len(b)), names: names, limit: depth, limited: limited}
+	w := walker{b: b, limit: depth, limited: limited}
 	w.ws()
-	ok := w.value(nil)
+	ok := w.value(nil, names)
 	if ok {
 		w.ws()
 		if w.i == len(b) {
@@ -75,9 +72,9 @@ func checkMembers(b []byte, depth int, limited bool) error {
 	return ErrSyntax
 }
 
-// membersPool recycles CheckMembers' name sets: a walker's names escape to
-// the heap (jsonkey.Members keeps them), and the set is about 700 bytes,
-// allocated on every bearer and body otherwise.
+// membersPool recycles CheckMembers' name sets: the set is about 700
+// bytes, which the stack of every caller would otherwise carry (and zero)
+// on every bearer and body.
 var membersPool = sync.Pool{New: func() any { return new(jsonkey.Members) }}
 
 // Walk checks that b is one JSON value, exactly as json.Valid does, and
@@ -99,7 +96,7 @@ func Walk(b []byte, member func(key, val []byte)) bool {
 	if w.i < len(b) && b[w.i] == '{' && member != nil {
 		w.top = true
 	}
-	if !w.value(member) {
+	if !w.value(member, nil) {
 		return false
 	}
 	w.ws()
@@ -109,8 +106,15 @@ func Walk(b []byte, member func(key, val []byte)) bool {
 // value reads the value at w.i (not whitespace), with everything nested in
 // it, and stops just past it. Containers it opens count on top of those
 // already open (w.depth), against MaxDepth. member is Walk's, for the
-// members of the top-level object (w.top, at depth 1).
-func (w *walker) value(member func(key, val []byte)) bool {
+// members of the top-level object (w.top, at depth 1). names, when not
+// nil, collects the member names of the objects in the value, which stops
+// at a repeat (w.repeated).
+//
+// names is a parameter, not a field of the walker: the walker's slices
+// leak to the heap (the names taken from them are kept), and a pointer
+// among its fields would leak with them, moving a caller's name set, and
+// whatever holds it, to the heap on every call.
+func (w *walker) value(member func(key, val []byte), names *jsonkey.Members) bool {
 	b := w.b
 	base := w.depth
 	const (
@@ -139,8 +143,8 @@ func (w *walker) value(member func(key, val []byte)) bool {
 					w.pop()
 					state = stAfter
 				} else if c == '{' {
-					if w.names != nil {
-						w.names.Open()
+					if names != nil {
+						names.Open()
 					}
 					state = stKey
 				}
@@ -177,7 +181,7 @@ func (w *walker) value(member func(key, val []byte)) bool {
 				return false
 			}
 			keyEnd := w.i
-			if w.names != nil && !w.addName(k, keyEnd) {
+			if names != nil && !w.addName(names, k, keyEnd) {
 				return false
 			}
 			w.ws()
@@ -215,8 +219,8 @@ func (w *walker) value(member func(key, val []byte)) bool {
 			case c == '}' && obj, c == ']' && !obj:
 				w.i++
 				w.pop()
-				if obj && w.names != nil {
-					w.names.Close()
+				if obj && names != nil {
+					names.Close()
 				}
 			default:
 				return false
@@ -238,22 +242,20 @@ type walker struct {
 	limit         int
 	limited, deep bool
 	top           bool // the top-level value is an object whose members are reported
+	repeated      bool // the walk stopped at a repeated name
 	// kinds holds a bit per open container, set for an object: the first
 	// 64 levels in small, deeper ones in more.
 	small uint64
 	more  []uint64
-	// names, when set, collects the member names of the open objects
-	// (CheckMembers); src is b as a string, for names without escapes.
-	names    *jsonkey.Members
-	src      string
-	repeated bool // the walk stopped at a repeated name
 }
 
-// addName adds the name of the key b[start:end] (quoted) to w.names. An
+// addName adds the name of the key b[start:end] (quoted) to names. An
 // escaped name is unescaped by encoding/json, so that it is the name
-// decoders see ("\u0069d" is "id").
-func (w *walker) addName(start, end int) bool {
-	name := w.src[start+1 : end-1]
+// decoders see ("\u0069d" is "id"). Any other name shares b's bytes
+// instead of copying them: names keeps it only while the caller reads b,
+// which nothing writes to meanwhile (see Members.Add).
+func (w *walker) addName(names *jsonkey.Members, start, end int) bool {
+	var name string
 	if bytes.IndexByte(w.b[start:end], '\\') >= 0 {
 		// Decoded into a variable of its own: one whose address reaches
 		// json.Unmarshal lives on the heap, and name would cost every
@@ -263,8 +265,10 @@ func (w *walker) addName(start, end int) bool {
 			return false
 		}
 		name = unescaped
+	} else {
+		name = unsafe.String(&w.b[start+1], end-start-2)
 	}
-	if w.names.Add(name) != nil {
+	if names.Add(name) != nil {
 		w.repeated = true
 		return false
 	}
