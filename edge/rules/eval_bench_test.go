@@ -22,6 +22,8 @@ func BenchmarkEval(b *testing.B) {
 		{"caller", "agent.reputation >= 80 && 'pay:execute' in delegation.scopes", nil},
 		{"arguments", "arguments.amount <= delegation.constraints.max_amount", json.RawMessage(`{"amount": 120, "to": "acct-1"}`)},
 		{"arguments_large", "arguments.amount <= delegation.constraints.max_amount", large},
+		// A comprehension: the evaluation runs under EvalTimeout.
+		{"walk", "size(arguments) <= 4 && delegation.scopes.exists(s, s == 'pay:execute')", json.RawMessage(`{"amount": 120, "to": "acct-1"}`)},
 	} {
 		r, err := Compile("bench", bc.expr, "")
 		if err != nil {

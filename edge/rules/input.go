@@ -31,6 +31,12 @@ const MaxArgumentsList = 1000
 // what is known.
 type Input struct {
 	Agent, User, Delegation, Tool, Request map[string]any
+	// Vars, when set, builds a variable whose map above is nil on the
+	// first read of it, by a rule or by Var: a rule that never names
+	// the delegation costs no delegation map. ToolName is the tool it
+	// builds the tool variable of.
+	Vars     Vars
+	ToolName string
 	// Arguments is the raw JSON of a tools/call's params.arguments; nil
 	// when the call has none (read as an empty object).
 	Arguments json.RawMessage
@@ -41,6 +47,43 @@ type Input struct {
 	args    ref.Val
 	argsErr error
 	checked bool
+}
+
+// Vars builds the variables of an Input on demand.
+type Vars interface {
+	// Var returns the variable name (VarAgent, VarUser, VarDelegation,
+	// VarTool or VarRequest) of in; nil reads as an empty object.
+	Var(in *Input, name string) map[string]any
+}
+
+// Var returns the variable name (VarAgent, VarUser, VarDelegation, VarTool
+// or VarRequest) of in, built by in.Vars on first use when the field is
+// nil; nil when there is none.
+func (in *Input) Var(name string) map[string]any {
+	f := in.field(name)
+	if f == nil {
+		return nil
+	}
+	if *f == nil && in.Vars != nil {
+		*f = in.Vars.Var(in, name)
+	}
+	return *f
+}
+
+func (in *Input) field(name string) *map[string]any {
+	switch name {
+	case VarAgent:
+		return &in.Agent
+	case VarUser:
+		return &in.User
+	case VarDelegation:
+		return &in.Delegation
+	case VarTool:
+		return &in.Tool
+	case VarRequest:
+		return &in.Request
+	}
+	return nil
 }
 
 // arguments returns in.Arguments for a rule, checked once per Input.
@@ -135,18 +178,7 @@ type activation struct {
 var emptyObject = map[string]any{}
 
 func (a *activation) ResolveName(name string) (any, bool) {
-	var m map[string]any
 	switch name {
-	case VarAgent:
-		m = a.in.Agent
-	case VarUser:
-		m = a.in.User
-	case VarDelegation:
-		m = a.in.Delegation
-	case VarTool:
-		m = a.in.Tool
-	case VarRequest:
-		m = a.in.Request
 	case VarArguments:
 		if a.args == nil {
 			return emptyObject, true
@@ -154,13 +186,13 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		return a.args, true
 	case VarNow:
 		return a.in.Now, true
-	default:
-		return nil, false
+	case VarAgent, VarUser, VarDelegation, VarTool, VarRequest:
+		if m := a.in.Var(name); m != nil {
+			return m, true
+		}
+		return emptyObject, true
 	}
-	if m == nil {
-		m = emptyObject
-	}
-	return m, true
+	return nil, false
 }
 
 func (a *activation) Parent() interpreter.Activation { return nil }

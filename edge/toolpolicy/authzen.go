@@ -49,23 +49,24 @@ func newPDP(c *authzen.Config) (*pdpState, error) {
 // context; the tool is the resource.
 func pdpRequest(in *rules.Input, tool string, args map[string]any) *authzen.Request {
 	sub := authzen.Entity{Type: "agent"}
-	if did, _ := in.Agent["did"].(string); did != "" {
+	agent := in.Var(rules.VarAgent)
+	if did, _ := agent["did"].(string); did != "" {
 		sub.ID = did
-		if rep, ok := in.Agent["reputation"]; ok {
+		if rep, ok := agent["reputation"]; ok {
 			sub.Properties = map[string]any{"reputation": rep}
 		}
 	} else {
 		sub = authzen.Entity{Type: "anonymous", ID: "anonymous"}
 	}
-	ctx := map[string]any{"request": in.Request, "arguments": args}
-	if did, _ := in.User["did"].(string); did != "" {
+	ctx := map[string]any{"request": in.Var(rules.VarRequest), "arguments": args}
+	if did, _ := in.Var(rules.VarUser)["did"].(string); did != "" {
 		ctx["user"] = map[string]any{"type": "user", "id": did}
 	}
-	if len(in.Delegation) > 0 {
-		ctx["delegation"] = in.Delegation
+	if dm := in.Var(rules.VarDelegation); len(dm) > 0 {
+		ctx["delegation"] = dm
 	}
 	res := authzen.Entity{Type: "mcp_tool", ID: tool}
-	if a, ok := in.Tool["annotations"]; ok {
+	if a, ok := in.Var(rules.VarTool)["annotations"]; ok {
 		res.Properties = map[string]any{"annotations": a}
 	}
 	return &authzen.Request{Subject: sub, Action: authzen.Action{Name: mcp.MethodToolsCall}, Resource: res, Context: ctx}
@@ -88,8 +89,7 @@ func (tp *Policy) askPDP(ctx context.Context, in *rules.Input, m *mcp.Message, t
 		tp.logPDPError(tool, err)
 		return refused
 	}
-	call := *in
-	call.Tool = tp.toolBinding(in, tool)
+	call := forTool(in, tool)
 	d, _, err := p.client.Evaluate(ctx, pdpRequest(&call, tool, args))
 	switch {
 	case err != nil:

@@ -20,8 +20,7 @@ import (
 // pdpListRequest asks whether tool may be listed for the caller of in:
 // the call's question, with the action tools/list and no arguments.
 func (tp *Policy) pdpListRequest(in *rules.Input, tool string) *authzen.Request {
-	call := *in
-	call.Tool = tp.toolBinding(in, tool)
+	call := forTool(in, tool)
 	req := pdpRequest(&call, tool, nil)
 	req.Action.Name = mcp.MethodToolsList
 	delete(req.Context, "arguments")

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -94,57 +93,6 @@ func (c *PolicyConfig) compileRules() (*toolRules, error) {
 	return tr, nil
 }
 
-// ruleInput is what the rules read of a request, but for the tool and its
-// arguments. carrier is where the credential was found, presented whether
-// the delegation is holder-bound.
-func (p *Policy) ruleInput(r *http.Request, method string, d *vc.Delegation, adm observe.Decision, presented bool) *rules.Input {
-	in := &rules.Input{
-		Request: map[string]any{"method": method, "http_method": r.Method, "era": eraName(mcp.HeaderEra(r.Header)),
-			"host": p.parts.Site.Host(r), "path": r.URL.Path},
-		Now: time.Now(),
-	}
-	if d == nil {
-		return in
-	}
-	in.Agent = map[string]any{"did": d.AgentDID}
-	if score, ok := p.parts.Identity.Reputation(r.Context(), d.AgentDID); ok {
-		in.Agent["reputation"] = score
-	}
-	in.User = map[string]any{"did": d.UserDID}
-	dm := map[string]any{
-		"id": d.DelegationID, "credential_id": d.ID, "issuer": d.Issuer, "root_issuer": d.RootIssuer,
-		"scopes": d.Scopes, "audience": d.Audience, "format": string(d.Format),
-		"chain_depth": int64(max(len(d.Chain), 1)), "carrier": adm.Carrier,
-		"presented": presented, "dpop": d.CnfJKT != "",
-	}
-	if !d.ExpiresAt.IsZero() {
-		dm["expires_at"] = d.ExpiresAt
-	}
-	if !d.IssuedAt.IsZero() {
-		dm["issued_at"] = d.IssuedAt
-	}
-	// The issuer's constraints, read as arguments are; a credential
-	// without them has an empty map, one the edge cannot read (nested
-	// too deep, a number out of range) none, so a rule reading it fails
-	// closed.
-	if c, err := rules.ReadObject([]byte(d.Constraints)); err == nil {
-		dm["constraints"] = c
-	}
-	in.Delegation = dm
-	return in
-}
-
-// toolBinding is the tool variable of a call of tool: its annotations
-// are those the upstream's last tools/list answer at this host gave.
-func (p *Policy) toolBinding(in *rules.Input, tool string) map[string]any {
-	b := map[string]any{"name": tool}
-	host, _ := in.Request["host"].(string)
-	if h := p.annotations.hints(host, tool); h != nil {
-		b["annotations"] = h
-	}
-	return b
-}
-
 // readsTools reports whether rules or a PDP read what the upstream lists of
 // its tools (tool.annotations).
 func (c *PolicyConfig) readsTools() bool {
@@ -174,10 +122,12 @@ func (p *Policy) applyRules(in *rules.Input, m *mcp.Message, tool string, dec mc
 	if tr == nil || in == nil || !dec.Allowed || dec.Reason == reasonHandshakeTool {
 		return dec
 	}
-	call := *in // the request's bindings, with this call's tool and arguments
-	call.Tool = p.toolBinding(in, tool)
-	call.Arguments = nil
-	if m != nil {
+	var byTool []*checkedRule
+	if dec.Rule != nil {
+		byTool = tr.byPattern[dec.Rule.Pattern]
+	}
+	call := forTool(in, tool) // the request's bindings, with this call's tool and arguments
+	if m != nil && (readArguments(tr.route) || readArguments(byTool)) {
 		var ok bool
 		if call.Arguments, ok = mcp.ToolCallArguments(*m); !ok {
 			// Unreadable params: a rule reading the arguments fails, closed.
@@ -206,12 +156,20 @@ func (p *Policy) applyRules(in *rules.Input, m *mcp.Message, tool string, dec mc
 	if d, ok := check(tr.route); !ok {
 		return d
 	}
-	if dec.Rule != nil {
-		if d, ok := check(tr.byPattern[dec.Rule.Pattern]); !ok {
-			return d
-		}
+	if d, ok := check(byTool); !ok {
+		return d
 	}
 	return dec
+}
+
+// readArguments reports whether a rule of list reads the call's arguments.
+func readArguments(list []*checkedRule) bool {
+	for _, r := range list {
+		if r.ReadsArguments() {
+			return true
+		}
+	}
+	return false
 }
 
 // logRuleError logs the first evaluation error of a rule. The error names
@@ -274,7 +232,6 @@ func (p *Policy) rulesInput(r *http.Request, method string, d *vc.Delegation, ad
 	if p.rules == nil && p.pdp == nil {
 		return nil
 	}
-	presented = presented || p.holderBound(r, d, adm)
 	return p.ruleInput(r, method, d, adm, presented)
 }
 
@@ -287,7 +244,7 @@ func (p *Policy) listedByRules(in *rules.Input, tool string) bool {
 	if slices.Contains(handshakeTools, tool) && !p.pol.KnownTool(tool) {
 		return true // protocol, not a capability: rules do not apply, as on the call
 	}
-	dec := p.decide(in.Request["host"].(string), tool, nil, false)
+	dec := p.decide(ruleHost(in), tool, nil, false)
 	dec.Allowed = true // toolAllowed decided; only the rule that applies matters here
 	return p.applyRules(in, nil, tool, dec).Allowed
 }

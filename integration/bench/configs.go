@@ -100,6 +100,8 @@ var allConfigs = []config{
 		mcpi: "level 1", check: noLeak},
 	{name: "e-tool", label: "level 1 + per-tool policy `tool greet { scopes greet:execute }` (tools/call body parsed, result checked)", load: loadHeader,
 		mcpi: "level 1\ntool greet {\n\tscopes greet:execute\n}", check: noLeak, optional: true},
+	{name: "e-cel", label: "e-tool + one CEL rule on the tool over the arguments and the delegation's scopes", load: loadHeader,
+		mcpi: "level 1\ntool greet {\n\tscopes greet:execute\n\trule small `size(arguments) <= 4 && delegation.scopes.exists(s, s == 'greet:execute')` \"At most four arguments.\"\n}", check: noLeak, optional: true},
 	{name: "b-2026", label: "level 1, one credential reused, 2026-era stateless requests (framing headers checked)", load: load2026,
 		mcpi: "level 1", check: allFramed},
 	{name: "p", label: "level 1, 2026-era requests each with a fresh KYA-OS request proof, `request_proof required`, memory nonce store", load: loadProof,

@@ -15,6 +15,7 @@
 //	e        level 1, credential in params.delegationToken: the body is
 //	         read and rewritten (stands in for per-tool policy)
 //	e-tool   level 1 with a per-tool policy
+//	e-cel    e-tool with one CEL rule on the tool (arguments, delegation)
 //	b-2026   b as a 2026-era stateless request: framing headers checked
 //	p        2026-era requests each with a fresh KYA-OS request proof
 //	         (pool signed right before each run), memory nonce store
