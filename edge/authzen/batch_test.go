@@ -132,7 +132,9 @@ func TestEvaluateEachFailsClosed(t *testing.T) {
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		answer(`{"evaluations":[`+strings.TrimSuffix(strings.Repeat(`{"decision":true},`, len(req.Evaluations)), ",")+`]}`)(w, r)
 	})
-	rs = client(t, Config{URL: s.URL, AllowPrivate: true}).EvaluateEach(context.Background(), listRequests(many...))
+	// A generous timeout: MaxEach+1 evaluations under -race on a loaded
+	// machine may take longer than the default.
+	rs = client(t, Config{URL: s.URL, AllowPrivate: true, Timeout: duration.Duration(30 * time.Second)}).EvaluateEach(context.Background(), listRequests(many...))
 	if d := decisions(rs); d != strings.Repeat("+", MaxEach)+"E" {
 		t.Errorf("past MaxEach: %s…", d[len(d)-3:])
 	}
