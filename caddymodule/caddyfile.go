@@ -1,18 +1,14 @@
 package caddymodule
 
 import (
-	"math"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/mcpi-edge/caddy-mcpi/edge"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/dustin/go-humanize"
 )
 
 // parseCaddyfile sets up the handler from Caddyfile tokens.
@@ -49,292 +45,150 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		chain_fetch off | [on | <url-prefix>...] [{ allow, timeout, max_size, cache_ttl }]
 //	}
 //
-// Each subdirective may appear once (jsonld_context once per URL); `trust`
+// Each subdirective may appear once, but for those in repeatable; `trust`
 // has no default and Validate refuses a config without it.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	seen := make(map[string]bool)
-	for d.NextBlock(0) {
-		name := d.Val()
-		// Level 2 and 3 subdirectives are parsed beside their code; each
-		// hook checks its own duplicates (some may repeat, like per-DID
-		// reputation scores).
-		if handled, err := h.unmarshalLevel2(d, name); handled || err != nil {
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		if handled, err := h.unmarshalLevel3(d, name); handled || err != nil {
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		if handled, err := h.unmarshalPolicy(d, name); handled || err != nil {
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		if handled, err := h.unmarshalRateLimit(d, name); handled || err != nil {
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		if handled, err := h.unmarshalObservability(d, name); handled || err != nil {
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		if handled, err := h.unmarshalProofs(d, name); handled || err != nil {
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		if handled, err := h.unmarshalDelegation(d, name); handled || err != nil {
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		if handled, err := h.unmarshalFrontDoor(d, name); handled || err != nil {
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		if seen[name] {
-			return d.Errf("%s already specified", name)
-		}
-		seen[name] = true
-
-		switch name {
-		case "level":
-			var v string
-			if !d.AllArgs(&v) {
-				return d.ArgErr()
-			}
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > 3 {
-				return d.Errf("level must be 1, 2 or 3, got %q", v)
-			}
-			h.Level = n
-
-		case "trust":
-			args := d.RemainingArgs()
-			if len(args) == 0 {
-				return d.ArgErr()
-			}
-			if slices.Contains(args, trustAuthorizationServer) {
-				return d.Errf("trust %s goes on its own line", trustAuthorizationServer)
-			}
-			if len(args) == 1 && (args[0] == "any" || args[0] == edge.AnyIssuer) {
-				h.TrustedIssuers = []string{edge.AnyIssuer}
-				break
-			}
-			for _, a := range args {
-				if a == "any" || a == edge.AnyIssuer {
-					return d.Errf("trust any must stand alone")
-				}
-			}
-			h.TrustedIssuers = args
-
-		case "audience":
-			if h.Audiences = d.RemainingArgs(); len(h.Audiences) == 0 {
-				return d.ArgErr()
-			}
-
-		case "require_audience":
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			h.RequireAudience = true
-
-		case "require_presentation":
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			h.RequirePresentation = true
-
-		case "require_scopes":
-			if h.RequiredScopes = d.RemainingArgs(); len(h.RequiredScopes) == 0 {
-				return d.ArgErr()
-			}
-
-		case "carriers":
-			args := d.RemainingArgs()
-			if len(args) == 0 {
-				return d.ArgErr()
-			}
-			dup := make(map[string]bool, len(args))
-			for _, a := range args {
-				if !edge.IsCarrier(a) {
-					return d.Errf("unknown carrier %q", a)
-				}
-				if dup[a] {
-					return d.Errf("carrier %q listed twice", a)
-				}
-				dup[a] = true
-			}
-			h.Carriers = args
-
-		case "non_delegation_bearer":
-			var v string
-			if !d.AllArgs(&v) {
-				return d.ArgErr()
-			}
-			if v != edge.BearerPass && v != edge.BearerReject {
-				return d.Errf("non_delegation_bearer must be pass or reject, got %q", v)
-			}
-			h.NonDelegationBearer = v
-
-		case "clock_skew":
-			if err := parseDuration(d, &h.ClockSkew); err != nil {
-				return err
-			}
-		case "did_cache_ttl":
-			if err := parseDuration(d, &h.DIDCacheTTL); err != nil {
-				return err
-			}
-		case "did_web_timeout":
-			if err := parseDuration(d, &h.DIDWebTimeout); err != nil {
-				return err
-			}
-
-		case "max_credential_size":
-			if err := parseSize(d, &h.MaxCredentialSize); err != nil {
-				return err
-			}
-		case "max_body_size":
-			if err := parseSize(d, &h.MaxBodySize); err != nil {
-				return err
-			}
-
-		case "allow_private_did_web":
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			h.AllowPrivateDIDWeb = true
-
-		case "authorization_servers":
-			if h.AuthorizationServers = d.RemainingArgs(); len(h.AuthorizationServers) == 0 {
-				return d.ArgErr()
-			}
-
-		case "max_credential_lifetime":
-			if err := parseDuration(d, &h.MaxCredentialLifetime); err != nil {
-				return err
-			}
-		case "allow_endless_credentials":
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			h.AllowEndlessCredentials = true
-
-		case "passthrough_credential":
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			h.PassthroughCredential = true
-
-		case "verification_cache":
-			var v string
-			if !d.AllArgs(&v) {
-				return d.ArgErr()
-			}
-			if v == "off" {
-				h.VerificationCacheSize = -1
-				break
-			}
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				return d.Errf("verification_cache must be a positive number of entries or off, got %q", v)
-			}
-			h.VerificationCacheSize = n
-
-		default:
-			return d.Errf("unrecognized mcpi subdirective %q", name)
-		}
+	// The subdirectives of each concern are parsed beside its code; a hook
+	// answers handled for a name it knows.
+	hooks := []func(*caddyfile.Dispenser, string) (handled bool, err error){
+		h.unmarshalLevel2, h.unmarshalLevel3, h.unmarshalPolicy, h.unmarshalRateLimit,
+		h.unmarshalObservability, h.unmarshalProofs, h.unmarshalDelegation, h.unmarshalFrontDoor,
 	}
-	return nil
+	return eachSetting(d, "", repeatable, func(name string) error {
+		for _, hook := range hooks {
+			if handled, err := hook(d, name); handled || err != nil {
+				return err
+			}
+		}
+		return h.unmarshalCore(d, name)
+	})
 }
 
-// parseDuration reads one duration argument (caddy.ParseDuration: Go
-// durations plus "d" for days).
-func parseDuration(d *caddyfile.Dispenser, dst *edge.Duration) error {
-	name := d.Val()
-	var v string
-	if !d.AllArgs(&v) {
-		return d.ArgErr()
-	}
-	dur, err := caddy.ParseDuration(v)
-	if err != nil {
-		return d.Errf("%s: invalid duration %q: %v", name, v, err)
-	}
-	if dur <= 0 {
-		return d.Errf("%s: duration must be positive, got %q", name, v)
-	}
-	*dst = edge.Duration(dur)
-	return nil
-}
+// repeatable are the subdirectives that may be given more than once; their
+// duplicates are refused elsewhere: a tool once per name or glob, a rule
+// name once per route (Validate), a rate limit once per key and rate, a
+// JSON-LD context once per URL, trust once as a list of issuers and once
+// as authorization_server.
+var repeatable = []string{"tool", "rule", "rate_limit", "jsonld_context", "trust"}
 
-// parseSize reads one size argument, in bytes or with a unit (64KiB, 1MB).
-func parseSize(d *caddyfile.Dispenser, dst *int64) error {
-	name := d.Val()
-	var v string
-	if !d.AllArgs(&v) {
-		return d.ArgErr()
-	}
-	n, err := humanize.ParseBytes(v)
-	if err != nil {
-		return d.Errf("%s: invalid size %q: %v", name, v, err)
-	}
-	if n == 0 || n > math.MaxInt32 {
-		return d.Errf("%s: size must be between 1 byte and 2GiB, got %q", name, v)
-	}
-	*dst = int64(n)
-	return nil
-}
-
-// onlyOnce refuses subdirective name given a second time (set: it was
-// given before).
-func onlyOnce(d *caddyfile.Dispenser, name string, set bool) error {
-	if set {
-		return d.Errf("%s already specified", name)
-	}
-	return nil
-}
-
-// oneOf reads the one argument of subdirective name into dst, which must be
-// one of allowed; name may be given once.
-func oneOf(d *caddyfile.Dispenser, name string, dst *string, allowed ...string) error {
-	if err := onlyOnce(d, name, *dst != ""); err != nil {
+// unmarshalCore parses the subdirectives of Level 1 verification.
+func (h *Handler) unmarshalCore(d *caddyfile.Dispenser, name string) error {
+	switch name {
+	case "level":
+		var v string
+		if !d.AllArgs(&v) {
+			return d.ArgErr()
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 3 {
+			return d.Errf("level must be 1, 2 or 3, got %q", v)
+		}
+		h.Level = n
+	case "trust":
+		return h.unmarshalTrust(d)
+	case "audience":
+		return argList(d, &h.Audiences)
+	case "require_audience":
+		return flag(d, &h.RequireAudience)
+	case "require_presentation":
+		return flag(d, &h.RequirePresentation)
+	case "require_scopes":
+		return argList(d, &h.RequiredScopes)
+	case "carriers":
+		return h.unmarshalCarriers(d)
+	case "non_delegation_bearer":
+		var v string
+		if !d.AllArgs(&v) {
+			return d.ArgErr()
+		}
+		if v != edge.BearerPass && v != edge.BearerReject {
+			return d.Errf("non_delegation_bearer must be pass or reject, got %q", v)
+		}
+		h.NonDelegationBearer = v
+	case "clock_skew":
+		return parseDuration(d, &h.ClockSkew)
+	case "did_cache_ttl":
+		return parseDuration(d, &h.DIDCacheTTL)
+	case "did_web_timeout":
+		return parseDuration(d, &h.DIDWebTimeout)
+	case "max_credential_size":
+		return parseSize(d, &h.MaxCredentialSize)
+	case "max_body_size":
+		return parseSize(d, &h.MaxBodySize)
+	case "allow_private_did_web":
+		return flag(d, &h.AllowPrivateDIDWeb)
+	case "authorization_servers":
+		return argList(d, &h.AuthorizationServers)
+	case "max_credential_lifetime":
+		return parseDuration(d, &h.MaxCredentialLifetime)
+	case "allow_endless_credentials":
+		return flag(d, &h.AllowEndlessCredentials)
+	case "passthrough_credential":
+		return flag(d, &h.PassthroughCredential)
+	case "verification_cache":
+		var v string
+		if !d.AllArgs(&v) {
+			return d.ArgErr()
+		}
+		if v == "off" {
+			h.VerificationCacheSize = -1
+			break
+		}
+		var err error
+		h.VerificationCacheSize, err = positiveInt(d, v, "verification_cache must be a positive number of entries or off")
 		return err
+	default:
+		return d.Errf("unrecognized mcpi subdirective %q", name)
 	}
-	var v string
-	if !d.AllArgs(&v) {
-		return d.ArgErr()
-	}
-	if err := oneOfValues(d, name, v, allowed...); err != nil {
-		return err
-	}
-	*dst = v
 	return nil
 }
 
-// oneOfValues refuses a value of subdirective name that is not one of
-// allowed, naming them.
-func oneOfValues(d *caddyfile.Dispenser, name, v string, allowed ...string) error {
-	if slices.Contains(allowed, v) {
+// unmarshalTrust parses `trust any | <did>...` (trust authorization_server
+// is the front door's, unmarshalFrontDoor).
+func (h *Handler) unmarshalTrust(d *caddyfile.Dispenser) error {
+	if h.TrustedIssuers != nil {
+		return d.Err("trust already specified")
+	}
+	args := d.RemainingArgs()
+	if len(args) == 0 {
+		return d.ArgErr()
+	}
+	if slices.Contains(args, trustAuthorizationServer) {
+		return d.Errf("trust %s goes on its own line", trustAuthorizationServer)
+	}
+	if len(args) == 1 && (args[0] == "any" || args[0] == edge.AnyIssuer) {
+		h.TrustedIssuers = []string{edge.AnyIssuer}
 		return nil
 	}
-	want := strings.Join(allowed[:len(allowed)-1], ", ") + " or " + allowed[len(allowed)-1]
-	return d.Errf("%s must be %s, got %q", name, want, v)
+	for _, a := range args {
+		if a == "any" || a == edge.AnyIssuer {
+			return d.Errf("trust any must stand alone")
+		}
+	}
+	h.TrustedIssuers = args
+	return nil
+}
+
+// unmarshalCarriers parses `carriers <name>...`: known carriers, each once.
+func (h *Handler) unmarshalCarriers(d *caddyfile.Dispenser) error {
+	args := d.RemainingArgs()
+	if len(args) == 0 {
+		return d.ArgErr()
+	}
+	dup := make(map[string]bool, len(args))
+	for _, a := range args {
+		if !edge.IsCarrier(a) {
+			return d.Errf("unknown carrier %q", a)
+		}
+		if dup[a] {
+			return d.Errf("carrier %q listed twice", a)
+		}
+		dup[a] = true
+	}
+	h.Carriers = args
+	return nil
 }

@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -26,60 +25,44 @@ import (
 // The credential may be a global placeholder ({env.PDP_TOKEN}), replaced
 // at provision (resolveAuthZEN).
 func (h *Handler) unmarshalAuthZEN(d *caddyfile.Dispenser) error {
-	if h.AuthZEN != nil {
-		return d.Err("authzen already specified")
-	}
 	c := new(authzen.Config)
 	if !d.AllArgs(&c.URL) {
 		return d.Err("authzen takes the URL of the PDP's evaluation endpoint, such as https://pdp.example.com/access/v1/evaluation")
 	}
-	seen := make(map[string]bool)
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		sub := d.Val()
-		if seen[sub] {
-			return d.Errf("authzen: %s already specified", sub)
-		}
-		seen[sub] = true
+	err := eachSetting(d, "authzen: ", nil, func(sub string) error {
 		switch sub {
 		case "timeout":
-			if err := parseDuration(d, &c.Timeout); err != nil {
-				return err
-			}
+			return parseDuration(d, &c.Timeout)
 		case "cache_ttl":
-			if err := parseDuration(d, &c.CacheTTL); err != nil {
-				return err
-			}
+			return parseDuration(d, &c.CacheTTL)
 		case "cache_size":
 			var v string
 			if !d.AllArgs(&v) {
 				return d.ArgErr()
 			}
-			n, err := strconv.Atoi(v)
-			if err != nil || n <= 0 {
-				return d.Errf("authzen: cache_size must be a positive number, got %q", v)
-			}
-			c.CacheSize = n
+			var err error
+			c.CacheSize, err = positiveInt(d, v, "authzen: cache_size must be a positive number")
+			return err
 		case "allow_private":
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			c.AllowPrivate = true
+			return flag(d, &c.AllowPrivate)
 		case "message":
-			if !d.AllArgs(&c.Message) {
-				return d.ArgErr()
-			}
+			return args(d, &c.Message)
 		case "bearer":
 			if !d.AllArgs(&c.Bearer) {
 				return d.Err("authzen: bearer takes the token, such as {env.PDP_TOKEN}")
 			}
+			return nil
 		case "header":
 			c.Header = new(authzen.Header)
 			if !d.AllArgs(&c.Header.Name, &c.Header.Value) {
 				return d.Err("authzen: header takes a name and a value, such as X-Api-Key {env.PDP_KEY}")
 			}
-		default:
-			return d.Errf("authzen: unrecognized setting %q", sub)
+			return nil
 		}
+		return d.Errf("authzen: unrecognized setting %q", sub)
+	})
+	if err != nil {
+		return err
 	}
 	if err := c.Validate(); err != nil {
 		return d.Err(err.Error())

@@ -47,64 +47,62 @@ func (h *Handler) unmarshalFrontDoor(d *caddyfile.Dispenser, name string) (bool,
 		h.TrustAuthorizationServer = true
 		return true, nil
 	case "authorization_server":
-		if h.AuthorizationServer != nil {
-			return true, d.Errf("authorization_server already specified")
-		}
 		if d.NextArg() {
 			return true, d.ArgErr()
 		}
-		as := &AuthorizationServerConfig{}
-		for nesting := d.Nesting(); d.NextBlock(nesting); {
-			sub := d.Val()
-			if sub == "sign_in" {
-				si, err := unmarshalSignIn(d)
-				if err != nil {
-					return true, err
-				}
-				as.SignIn = si
-				continue
-			}
-			var v string
-			if !d.AllArgs(&v) {
-				return true, d.ArgErr()
-			}
-			switch sub {
-			case "credential_lifetime", "refresh_lifetime":
-				dur, err := caddy.ParseDuration(v)
-				if err != nil || dur <= 0 {
-					return true, d.Errf("%s must be a positive duration (e.g. 1h), got %q", sub, v)
-				}
-				if sub == "credential_lifetime" {
-					as.CredentialLifetime = caddy.Duration(dur)
-				} else {
-					as.RefreshLifetime = caddy.Duration(dur)
-				}
-			case "user_id_placeholder":
-				as.UserIDPlaceholder = v
-			case "kya_http", "kya_http_interval":
-				dur, err := caddy.ParseDuration(v)
-				if err != nil || dur <= 0 {
-					return true, d.Errf("%s must be a positive duration (e.g. 10m), got %q", sub, v)
-				}
-				if as.KYAHTTP == nil {
-					as.KYAHTTP = &KYAHTTPConfig{}
-				}
-				if sub == "kya_http" {
-					as.KYAHTTP.TTL = caddy.Duration(dur)
-				} else {
-					as.KYAHTTP.Interval = caddy.Duration(dur)
-				}
-			default:
-				return true, d.Errf("unrecognized authorization_server option %q (credential_lifetime, refresh_lifetime, user_id_placeholder, sign_in, kya_http, kya_http_interval)", sub)
-			}
-		}
-		if as.KYAHTTP != nil && as.KYAHTTP.TTL == 0 {
-			return true, d.Errf("kya_http_interval needs kya_http <session lifetime> (e.g. kya_http 10m), which turns the challenge on")
-		}
+		as, err := unmarshalAuthorizationServer(d)
 		h.AuthorizationServer = as
-		return true, nil
+		return true, err
 	}
 	return false, nil
+}
+
+// unmarshalAuthorizationServer parses the authorization_server block. A
+// setting given twice takes its last value.
+func unmarshalAuthorizationServer(d *caddyfile.Dispenser) (*AuthorizationServerConfig, error) {
+	as := &AuthorizationServerConfig{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		sub := d.Val()
+		if sub == "sign_in" {
+			si, err := unmarshalSignIn(d)
+			if err != nil {
+				return nil, err
+			}
+			as.SignIn = si
+			continue
+		}
+		var v string
+		if !d.AllArgs(&v) {
+			return nil, d.ArgErr()
+		}
+		var err error
+		switch sub {
+		case "credential_lifetime":
+			as.CredentialLifetime, err = positiveDuration(d, sub, v, "1h")
+		case "refresh_lifetime":
+			as.RefreshLifetime, err = positiveDuration(d, sub, v, "1h")
+		case "user_id_placeholder":
+			as.UserIDPlaceholder = v
+		case "kya_http", "kya_http_interval":
+			if as.KYAHTTP == nil {
+				as.KYAHTTP = &KYAHTTPConfig{}
+			}
+			dst := &as.KYAHTTP.TTL
+			if sub == "kya_http_interval" {
+				dst = &as.KYAHTTP.Interval
+			}
+			*dst, err = positiveDuration(d, sub, v, "10m")
+		default:
+			return nil, d.Errf("unrecognized authorization_server option %q (credential_lifetime, refresh_lifetime, user_id_placeholder, sign_in, kya_http, kya_http_interval)", sub)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if as.KYAHTTP != nil && as.KYAHTTP.TTL == 0 {
+		return nil, d.Errf("kya_http_interval needs kya_http <session lifetime> (e.g. kya_http 10m), which turns the challenge on")
+	}
+	return as, nil
 }
 
 // AuthorizationServerConfig is the front door: the edge as the OAuth 2.1

@@ -23,18 +23,9 @@ func (h *Handler) unmarshalProofs(d *caddyfile.Dispenser, name string) (handled 
 	case "request_proof":
 		return true, oneOf(d, name, &c.RequestProof, proof.Off, proof.Optional, proof.Required)
 	case "require_extension":
-		if err := onlyOnce(d, name, c.RequireExtension); err != nil {
-			return true, err
-		}
-		if d.NextArg() {
-			return true, d.ArgErr()
-		}
-		c.RequireExtension = true
+		return true, flag(d, &c.RequireExtension)
 	case "response_proof":
 		// Its value may be two words ("sign envelope").
-		if err := onlyOnce(d, name, c.ResponseProof != ""); err != nil {
-			return true, err
-		}
 		v := strings.Join(d.RemainingArgs(), " ")
 		if err := oneOfValues(d, name, v, proof.Off, proof.SignBody, proof.SignEnvelope); err != nil {
 			return true, err

@@ -1,6 +1,8 @@
 package caddymodule
 
 import (
+	"fmt"
+
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/mcpi-edge/caddy-mcpi/edge"
 	"github.com/mcpi-edge/caddy-mcpi/edge/rules"
@@ -19,10 +21,6 @@ import (
 // Prefixes are checked by Validate; one is required unless off.
 func (h *Handler) unmarshalChainFetch(d *caddyfile.Dispenser) error {
 	c := &h.DelegationConfig
-	if h.chainFetchSet {
-		return d.Err("chain_fetch already specified")
-	}
-	h.chainFetchSet = true
 	args := d.RemainingArgs()
 	if len(args) == 1 && args[0] == "off" {
 		if d.NextBlock(d.Nesting()) {
@@ -41,35 +39,26 @@ func (h *Handler) unmarshalChainFetch(d *caddyfile.Dispenser) error {
 		}
 	}
 	cf.Allow = args
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		switch sub := d.Val(); sub {
+	err := eachSetting(d, "chain_fetch: ", []string{"allow"}, func(sub string) error {
+		switch sub {
 		case "allow":
-			more := d.RemainingArgs()
-			if len(more) == 0 {
-				return d.ArgErr()
+			var more []string
+			if err := argList(d, &more); err != nil {
+				return err
 			}
 			cf.Allow = append(cf.Allow, more...)
-		case "timeout", "cache_ttl":
-			dst := &cf.Timeout
-			if sub == "cache_ttl" {
-				dst = &cf.CacheTTL
-			}
-			if *dst != 0 {
-				return d.Errf("chain_fetch: %s already specified", sub)
-			}
-			if err := parseDuration(d, dst); err != nil {
-				return err
-			}
+			return nil
+		case "timeout":
+			return parseDuration(d, &cf.Timeout)
+		case "cache_ttl":
+			return parseDuration(d, &cf.CacheTTL)
 		case "max_size":
-			if cf.MaxSize != 0 {
-				return d.Errf("chain_fetch: %s already specified", sub)
-			}
-			if err := parseSize(d, &cf.MaxSize); err != nil {
-				return err
-			}
-		default:
-			return d.Errf("unrecognized chain_fetch subdirective %q", sub)
+			return parseSize(d, &cf.MaxSize)
 		}
+		return d.Errf("unrecognized chain_fetch subdirective %q", sub)
+	})
+	if err != nil {
+		return err
 	}
 	if len(cf.Allow) == 0 {
 		return d.Err("chain_fetch needs at least one allowed URL prefix (allow <url-prefix>)")
@@ -89,38 +78,17 @@ func (h *Handler) unmarshalChainFetch(d *caddyfile.Dispenser) error {
 func (h *Handler) unmarshalDelegation(d *caddyfile.Dispenser, name string) (handled bool, err error) {
 	c := &h.DelegationConfig
 	switch name {
-	case "status_list_ttl", "status_stale_if_error":
-		dst := &c.StatusListTTL
-		if name == "status_stale_if_error" {
-			dst = &c.StatusStaleIfError
-		}
-		if *dst != 0 {
-			return true, d.Errf("%s already specified", name)
-		}
-		return true, parseDuration(d, dst)
-
+	case "status_list_ttl":
+		err = parseDuration(d, &c.StatusListTTL)
+	case "status_stale_if_error":
+		err = parseDuration(d, &c.StatusStaleIfError)
 	case "jsonld":
-		if h.jsonldSet {
-			return true, d.Errf("%s already specified", name)
-		}
-		h.jsonldSet = true
 		var v string
-		if !d.AllArgs(&v) {
-			return true, d.ArgErr()
+		if err = oneOf(d, name, &v, "on", "off"); err == nil {
+			c.DisableJSONLD = v == "off"
 		}
-		switch v {
-		case "on":
-			c.DisableJSONLD = false
-		case "off":
-			c.DisableJSONLD = true
-		default:
-			return true, d.Errf("jsonld must be on or off, got %q", v)
-		}
-		return true, nil
-
 	case "chain_fetch":
-		return true, h.unmarshalChainFetch(d)
-
+		err = h.unmarshalChainFetch(d)
 	case "jsonld_context":
 		var u, file string
 		if !d.AllArgs(&u, &file) {
@@ -133,9 +101,10 @@ func (h *Handler) unmarshalDelegation(d *caddyfile.Dispenser, name string) (hand
 			c.JSONLDContexts = map[string]string{}
 		}
 		c.JSONLDContexts[u] = file
-		return true, nil
+	default:
+		return false, nil
 	}
-	return false, nil
+	return true, err
 }
 
 // unmarshalObservability parses an observability subdirective of the mcpi
@@ -143,30 +112,16 @@ func (h *Handler) unmarshalDelegation(d *caddyfile.Dispenser, name string) (hand
 //
 //	audit_log on|denials|off
 func (h *Handler) unmarshalObservability(d *caddyfile.Dispenser, name string) (handled bool, err error) {
-	switch name {
-	case "audit_log":
-		if h.auditSet {
-			return true, d.Errf("%s already specified", name)
-		}
-		h.auditSet = true
-		var v string
-		if !d.AllArgs(&v) {
-			return true, d.ArgErr()
-		}
-		c := &h.ObservabilityConfig
-		switch v {
-		case "on":
-			c.DisableAuditLog, c.AuditDenialsOnly = false, false
-		case "denials":
-			c.DisableAuditLog, c.AuditDenialsOnly = false, true
-		case "off":
-			c.DisableAuditLog, c.AuditDenialsOnly = true, false
-		default:
-			return true, d.Errf("audit_log must be on, denials or off, got %q", v)
-		}
-		return true, nil
+	if name != "audit_log" {
+		return false, nil
 	}
-	return false, nil
+	var v string
+	if err := oneOf(d, name, &v, "on", "denials", "off"); err != nil {
+		return true, err
+	}
+	c := &h.ObservabilityConfig
+	c.DisableAuditLog, c.AuditDenialsOnly = v == "off", v == "denials"
+	return true, nil
 }
 
 // unmarshalPolicy parses a policy subdirective of the mcpi block; handled is
@@ -193,12 +148,6 @@ func (h *Handler) unmarshalObservability(d *caddyfile.Dispenser, name string) (h
 //	}
 func (h *Handler) unmarshalPolicy(d *caddyfile.Dispenser, name string) (handled bool, err error) {
 	c := &h.PolicyConfig
-	once := func(set bool) error {
-		if set {
-			return d.Errf("%s already specified", name)
-		}
-		return nil
-	}
 	switch name {
 	case "tool":
 		err = h.unmarshalTool(d)
@@ -210,28 +159,14 @@ func (h *Handler) unmarshalPolicy(d *caddyfile.Dispenser, name string) (handled 
 	case "tool_default":
 		err = oneOf(d, name, &c.ToolDefault, "allow", "deny")
 	case "tool_scope_convention":
-		if err = once(c.ToolScopeConvention); err != nil {
-			break
-		}
-		if d.NextArg() {
-			return true, d.ArgErr()
-		}
-		c.ToolScopeConvention = true
+		err = flag(d, &c.ToolScopeConvention)
 	case "consent_url":
-		if err = once(c.ConsentURL != ""); err != nil {
-			break
-		}
-		if !d.AllArgs(&c.ConsentURL) {
-			return true, d.ArgErr()
-		}
+		err = args(d, &c.ConsentURL)
 	case "handshake_actions":
 		err = oneOf(d, name, &c.HandshakeActions, "enforce", "observe", "off")
 	case "handshake_action_hosts":
-		if err = once(c.HandshakeActionHosts != nil); err != nil {
+		if err = argList(d, &c.HandshakeActionHosts); err != nil {
 			break
-		}
-		if c.HandshakeActionHosts = d.RemainingArgs(); len(c.HandshakeActionHosts) == 0 {
-			return true, d.ArgErr()
 		}
 		for _, host := range c.HandshakeActionHosts {
 			if !edge.ValidActionHost(host) {
@@ -243,9 +178,7 @@ func (h *Handler) unmarshalPolicy(d *caddyfile.Dispenser, name string) (handled 
 	case "authzen":
 		err = h.unmarshalAuthZEN(d)
 	case "max_response_size":
-		if err = once(c.MaxResponseSize != 0); err == nil {
-			err = parseSize(d, &c.MaxResponseSize)
-		}
+		err = parseSize(d, &c.MaxResponseSize)
 	default:
 		return false, nil
 	}
@@ -267,38 +200,23 @@ func (h *Handler) unmarshalTool(d *caddyfile.Dispenser) error {
 			return d.Errf("tool %q already specified", t.Name)
 		}
 	}
-	seen := make(map[string]bool)
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		opt := d.Val()
-		if seen[opt] {
-			return d.Errf("tool %q: %s already specified", t.Name, opt)
-		}
-		seen[opt] = true
+	err := eachSetting(d, fmt.Sprintf("tool %q: ", t.Name), []string{"rule"}, func(opt string) error {
 		switch opt {
 		case "scopes":
-			if t.Scopes = d.RemainingArgs(); len(t.Scopes) == 0 {
-				return d.ArgErr()
-			}
+			return argList(d, &t.Scopes)
 		case "allow_anonymous":
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			t.AllowAnonymous = true
+			return flag(d, &t.AllowAnonymous)
 		case "require_presentation":
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			t.RequirePresentation = true
+			return flag(d, &t.RequirePresentation)
 		case "rule":
-			delete(seen, opt) // repeatable
 			rc, err := unmarshalRule(d)
-			if err != nil {
-				return err
-			}
 			t.Rules = append(t.Rules, rc)
-		default:
-			return d.Errf("tool %q: unrecognized setting %q", t.Name, opt)
+			return err
 		}
+		return d.Errf("tool %q: unrecognized setting %q", t.Name, opt)
+	})
+	if err != nil {
+		return err
 	}
 	if t.AllowAnonymous && len(t.Scopes) > 0 {
 		return d.Errf("tool %q: allow_anonymous cannot be combined with scopes", t.Name)
@@ -320,31 +238,23 @@ func (h *Handler) unmarshalTool(d *caddyfile.Dispenser) error {
 //
 // Each class at most once, with at least one scope; at least one class.
 func (h *Handler) unmarshalToolAnnotationsPolicy(d *caddyfile.Dispenser) error {
-	if h.ToolAnnotationsPolicy != nil {
-		return d.Err("tool_annotations_policy already specified")
-	}
 	if d.NextArg() {
 		return d.Errf("tool_annotations_policy: settings go in a block: tool_annotations_policy { read_only … }")
 	}
 	a := &ToolAnnotationsPolicy{}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		var dst *[]string
-		switch opt := d.Val(); opt {
+	err := eachSetting(d, "tool_annotations_policy: ", nil, func(class string) error {
+		switch class {
 		case "read_only":
-			dst = &a.ReadOnly
+			return argList(d, &a.ReadOnly)
 		case "destructive":
-			dst = &a.Destructive
+			return argList(d, &a.Destructive)
 		case "other":
-			dst = &a.Other
-		default:
-			return d.Errf("tool_annotations_policy: unrecognized class %q (want read_only, destructive or other)", opt)
+			return argList(d, &a.Other)
 		}
-		if *dst != nil {
-			return d.Errf("tool_annotations_policy: %s already specified", d.Val())
-		}
-		if *dst = d.RemainingArgs(); len(*dst) == 0 {
-			return d.ArgErr()
-		}
+		return d.Errf("tool_annotations_policy: unrecognized class %q (want read_only, destructive or other)", class)
+	})
+	if err != nil {
+		return err
 	}
 	if err := a.Validate(); err != nil {
 		return d.Err(err.Error())

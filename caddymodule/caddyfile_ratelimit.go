@@ -48,14 +48,7 @@ func (h *Handler) unmarshalRateLimit(d *caddyfile.Dispenser, name string) (handl
 		h.RateLimits = append(h.RateLimits, l)
 		return true, nil
 	case "rate_limit_fail_open":
-		if err := onlyOnce(d, name, h.RateLimitFailOpen); err != nil {
-			return true, err
-		}
-		if d.NextArg() {
-			return true, d.ArgErr()
-		}
-		h.RateLimitFailOpen = true
-		return true, nil
+		return true, flag(d, &h.RateLimitFailOpen)
 	}
 	return false, nil
 }

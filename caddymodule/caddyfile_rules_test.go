@@ -20,6 +20,8 @@ func TestCaddyfileRules(t *testing.T) {
 		{name: "tool and route", input: "mcpi {\n trust any\n tool transfer {\n  rule cap `arguments.amount <= 100` \"Up to 100.\"\n  rule eu `arguments.region == 'eu'`\n }\n rule weekdays `now.getDayOfWeek() in [1, 2, 3, 4, 5]`\n}",
 			route: []edge.RuleConfig{{Name: "weekdays", Expression: "now.getDayOfWeek() in [1, 2, 3, 4, 5]"}},
 			tool:  []edge.RuleConfig{{Name: "cap", Expression: "arguments.amount <= 100", Message: "Up to 100."}, {Name: "eu", Expression: "arguments.region == 'eu'"}}},
+		{name: "route rules repeat", input: "mcpi {\n trust any\n tool t\n rule a `true`\n rule b `false`\n}",
+			route: []edge.RuleConfig{{Name: "a", Expression: "true"}, {Name: "b", Expression: "false"}}},
 		{name: "no expression", input: "mcpi {\n rule cap\n}", wantErr: "rule takes a name, a CEL expression"},
 		{name: "too many", input: "mcpi {\n rule cap `true` msg extra\n}", wantErr: "rule takes a name, a CEL expression"},
 		{name: "syntax error", input: "mcpi {\n trust any\n rule cap `arguments.amount <=`\n}", wantErr: `rule "cap": line 1, column 20 of the expression: Syntax error`},

@@ -49,11 +49,10 @@ func unmarshalSignIn(d *caddyfile.Dispenser) (*SignInConfig, error) {
 		case "client_secret":
 			si.ClientSecret = v
 		case "session_lifetime":
-			dur, err := caddy.ParseDuration(v)
-			if err != nil || dur <= 0 {
-				return nil, d.Errf("session_lifetime must be a positive duration (e.g. 1h), got %q", v)
+			var err error
+			if si.SessionLifetime, err = positiveDuration(d, sub, v, "1h"); err != nil {
+				return nil, err
 			}
-			si.SessionLifetime = caddy.Duration(dur)
 		default:
 			return nil, d.Errf("unrecognized sign_in option %q (issuer, client_id, client_secret, session_lifetime)", sub)
 		}

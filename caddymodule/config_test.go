@@ -502,36 +502,22 @@ func TestLevel3Validate(t *testing.T) {
 func TestUnmarshalObservability(t *testing.T) {
 	for _, c := range []struct {
 		input        string
-		handled      bool
 		off, denials bool
 		err          string
 	}{
-		{"audit_log off", true, true, false, ""},
-		{"audit_log on", true, false, false, ""},
-		{"audit_log denials", true, false, true, ""},
-		{"audit_log", true, false, false, "wrong argument count"},
-		{"audit_log off on", true, false, false, "wrong argument count"},
-		{"audit_log maybe", true, false, false, "must be on, denials or off"},
-		{"audit_log off\naudit_log on", true, true, false, "already specified"},
-		{"audit_log denials\naudit_log off", true, false, true, "already specified"},
-		{"metrics off", false, false, false, ""},
+		{"audit_log off", true, false, ""},
+		{"audit_log on", false, false, ""},
+		{"audit_log denials", false, true, ""},
+		{"audit_log", false, false, "wrong argument count"},
+		{"audit_log off on", false, false, "wrong argument count"},
+		{"audit_log maybe", false, false, "must be on, denials or off"},
+		{"audit_log off\naudit_log on", true, false, "already specified"},
+		{"audit_log denials\naudit_log off", false, true, "already specified"},
+		{"metrics off", false, false, `unrecognized mcpi subdirective "metrics"`},
 	} {
 		t.Run(c.input, func(t *testing.T) {
 			h := &Handler{}
-			d := caddyfile.NewTestDispenser(c.input)
-			var (
-				handled bool
-				err     error
-			)
-			for d.Next() && err == nil {
-				handled, err = h.unmarshalObservability(d, d.Val())
-				if !handled {
-					break
-				}
-			}
-			if handled != c.handled {
-				t.Errorf("handled = %v, want %v", handled, c.handled)
-			}
+			err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("mcpi {\n" + c.input + "\n}"))
 			if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
 				t.Errorf("err = %v, want %q", err, c.err)
 			}

@@ -30,73 +30,45 @@ import (
 //	}
 func (h *Handler) unmarshalLevel2(d *caddyfile.Dispenser, name string) (handled bool, err error) {
 	c := &h.Level2Config
-	once := func(set bool) error { return onlyOnce(d, name, set) }
-	oneOf := func(dst *string, allowed ...string) error { return oneOf(d, name, dst, allowed...) }
-	// oneArg reads one free-form argument.
-	oneArg := func(dst *string) error {
-		if err := once(*dst != ""); err != nil {
-			return err
-		}
-		if !d.AllArgs(dst) {
-			return d.ArgErr()
-		}
-		return nil
-	}
-
 	switch name {
 	case "edge_did":
-		err = oneArg(&c.EdgeDID)
+		err = args(d, &c.EdgeDID)
 	case "signing_key":
-		err = oneArg(&c.SigningKey)
+		err = args(d, &c.SigningKey)
 	case "signing_alg":
-		err = oneOf(&c.SigningAlg, edge.AlgEdDSA, edge.AlgES256)
+		err = oneOf(d, name, &c.SigningAlg, edge.AlgEdDSA, edge.AlgES256)
 	case "assertion_ttl":
-		if err = once(c.AssertionTTL != 0); err == nil {
-			err = parseDuration(d, &c.AssertionTTL)
-		}
+		err = parseDuration(d, &c.AssertionTTL)
 	case "assertion_form":
-		err = oneOf(&c.AssertionForm, edge.FormJWS, edge.FormHash)
+		err = oneOf(d, name, &c.AssertionForm, edge.FormJWS, edge.FormHash)
 	case "assertion_reuse":
-		if err = once(c.AssertionReuse != nil); err != nil {
-			break
-		}
 		var v string
-		if err = oneOf(&v, "on", "off"); err == nil {
+		if err = oneOf(d, name, &v, "on", "off"); err == nil {
 			on := v == "on"
 			c.AssertionReuse = &on
 		}
 	case "header_profile":
-		err = oneOf(&c.HeaderProfile, edge.ProfileMCPI, edge.ProfileKYAOS, edge.ProfileBoth)
+		err = oneOf(d, name, &c.HeaderProfile, edge.ProfileMCPI, edge.ProfileKYAOS, edge.ProfileBoth)
 	case "upstream":
-		if err = oneArg(&c.Upstream); err == nil {
+		if err = args(d, &c.Upstream); err == nil {
 			if _, perr := edge.ParseUpstreamOrigin(c.Upstream); perr != nil {
 				err = d.Err(perr.Error())
 			}
 		}
 	case "upstream_mcpi":
-		err = oneOf(&c.UpstreamMCPI, edge.UpstreamMCPIOn, edge.UpstreamMCPIOff, edge.UpstreamMCPIAuto)
+		err = oneOf(d, name, &c.UpstreamMCPI, edge.UpstreamMCPIOn, edge.UpstreamMCPIOff, edge.UpstreamMCPIAuto)
 	case "mcpi_probe_ttl":
-		if err = once(c.MCPIProbeTTL != 0); err == nil {
-			err = parseDuration(d, &c.MCPIProbeTTL)
-		}
+		err = parseDuration(d, &c.MCPIProbeTTL)
 	case "key_storage_key":
-		err = oneArg(&c.KeyStorageKey)
+		err = args(d, &c.KeyStorageKey)
 	case "key_reload_interval":
-		if err = once(c.KeyReloadInterval != 0); err == nil {
-			err = parseDuration(d, &c.KeyReloadInterval)
-		}
+		err = parseDuration(d, &c.KeyReloadInterval)
 	case "key_retention":
-		if err = once(c.KeyRetention != 0); err == nil {
-			err = parseDuration(d, &c.KeyRetention)
-		}
+		err = parseDuration(d, &c.KeyRetention)
 	case "key_publish_delay":
-		if err = once(c.KeyPublishDelay != 0); err == nil {
-			err = parseDuration(d, &c.KeyPublishDelay)
-		}
+		err = parseDuration(d, &c.KeyPublishDelay)
 	case "reputation":
-		if err = once(c.Reputation != nil); err == nil {
-			err = h.unmarshalReputation(d)
-		}
+		err = h.unmarshalReputation(d)
 	default:
 		return false, nil
 	}
@@ -109,8 +81,8 @@ func (h *Handler) unmarshalReputation(d *caddyfile.Dispenser) error {
 		return d.ArgErr()
 	}
 	rc := new(ReputationConfig)
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		switch sub := d.Val(); sub {
+	err := eachSetting(d, "reputation: ", []string{"score"}, func(sub string) error {
+		switch sub {
 		case "score":
 			var did, val string
 			if !d.AllArgs(&did, &val) {
@@ -127,30 +99,18 @@ func (h *Handler) unmarshalReputation(d *caddyfile.Dispenser) error {
 				rc.Scores = make(map[string]float64)
 			}
 			rc.Scores[did] = v
+			return nil
 		case "endpoint":
-			if rc.Endpoint != "" {
-				return d.Errf("reputation: endpoint already specified")
-			}
-			if !d.AllArgs(&rc.Endpoint) {
-				return d.ArgErr()
-			}
+			return args(d, &rc.Endpoint)
 		case "cache_ttl":
-			if rc.CacheTTL != 0 {
-				return d.Errf("reputation: cache_ttl already specified")
-			}
-			if err := parseDuration(d, &rc.CacheTTL); err != nil {
-				return err
-			}
+			return parseDuration(d, &rc.CacheTTL)
 		case "timeout":
-			if rc.Timeout != 0 {
-				return d.Errf("reputation: timeout already specified")
-			}
-			if err := parseDuration(d, &rc.Timeout); err != nil {
-				return err
-			}
-		default:
-			return d.Errf("unrecognized reputation subdirective %q", sub)
+			return parseDuration(d, &rc.Timeout)
 		}
+		return d.Errf("unrecognized reputation subdirective %q", sub)
+	})
+	if err != nil {
+		return err
 	}
 	if len(rc.Scores) == 0 && rc.Endpoint == "" {
 		return d.Err("reputation needs at least one score or an endpoint")

@@ -35,77 +35,16 @@ import (
 // from the Level 2 `upstream <origin>` when it is set.
 func (h *Handler) unmarshalLevel3(d *caddyfile.Dispenser, name string) (handled bool, err error) {
 	c := &h.Level3Config
-	dup := func(set bool) error {
-		if set {
-			return d.Errf("%s already specified", name)
-		}
-		return nil
-	}
 	switch name {
 	case "handshake":
-		if err := dup(c.Handshake != ""); err != nil {
-			return true, err
-		}
-		args := d.RemainingArgs()
-		if len(args) == 0 {
-			return true, d.ArgErr()
-		}
-		switch args[0] {
-		case edge.HandshakeTerminate:
-			if len(args) != 1 {
-				return true, d.ArgErr()
-			}
-		case edge.HandshakeProxy:
-			if len(args) > 3 {
-				return true, d.ArgErr()
-			}
-			for i, a := range args[1:] {
-				if err := edge.ValidEndpoint(a); err != nil {
-					return true, d.Errf("handshake proxy: endpoint %q: %v", a, err)
-				}
-				if i == 0 {
-					c.HandshakeEndpoint = a
-				} else {
-					c.VerifyEndpoint = a
-				}
-			}
-		default:
-			return true, d.Errf("handshake must be terminate or proxy, got %q", args[0])
-		}
-		c.Handshake = args[0]
-
+		err = unmarshalHandshake(d, c)
 	case "handshake_paths":
-		if err := dup(c.HandshakePath != "" || c.VerifyPath != ""); err != nil {
-			return true, err
-		}
-		var hs, vf string
-		if !d.AllArgs(&hs, &vf) {
-			return true, d.ArgErr()
-		}
-		c.HandshakePath, c.VerifyPath = hs, vf
-
+		err = args(d, &c.HandshakePath, &c.VerifyPath)
 	case "handshake_methods":
-		if err := dup(c.HandshakeMethod != "" || c.VerifyMethod != ""); err != nil {
-			return true, err
-		}
-		var hm, vm string
-		if !d.AllArgs(&hm, &vm) {
-			return true, d.ArgErr()
-		}
-		c.HandshakeMethod, c.VerifyMethod = hm, vm
-
+		err = args(d, &c.HandshakeMethod, &c.VerifyMethod)
 	case "upstream_did":
-		if err := dup(c.UpstreamDID != ""); err != nil {
-			return true, err
-		}
-		if !d.AllArgs(&c.UpstreamDID) {
-			return true, d.ArgErr()
-		}
-
+		err = args(d, &c.UpstreamDID)
 	case "nonce_store":
-		if err := dup(h.NonceStoreRaw != nil); err != nil {
-			return true, err
-		}
 		if !d.NextArg() {
 			return true, d.ArgErr()
 		}
@@ -115,33 +54,51 @@ func (h *Handler) unmarshalLevel3(d *caddyfile.Dispenser, name string) (handled 
 			return true, err
 		}
 		h.NonceStoreRaw = caddyconfig.JSONModuleObject(unm, "backend", backend, nil)
-
 	case "challenge_ttl":
-		if err := dup(c.ChallengeTTL != 0); err != nil {
-			return true, err
-		}
-		return true, parseDuration(d, &c.ChallengeTTL)
+		err = parseDuration(d, &c.ChallengeTTL)
 	case "handshake_skew":
-		if err := dup(c.HandshakeSkew != 0); err != nil {
-			return true, err
-		}
-		return true, parseDuration(d, &c.HandshakeSkew)
+		err = parseDuration(d, &c.HandshakeSkew)
 	case "session_ttl":
-		if err := dup(c.SessionTTL != 0); err != nil {
-			return true, err
-		}
-		return true, parseDuration(d, &c.SessionTTL)
+		err = parseDuration(d, &c.SessionTTL)
 	case "discovery_ttl":
-		if err := dup(c.DiscoveryTTL != 0); err != nil {
-			return true, err
-		}
-		return true, parseDuration(d, &c.DiscoveryTTL)
-
+		err = parseDuration(d, &c.DiscoveryTTL)
 	case "legacy_handshake":
-		return true, oneOf(d, name, &c.LegacyHandshake, edge.LegacyPass, edge.LegacyVerify)
-
+		err = oneOf(d, name, &c.LegacyHandshake, edge.LegacyPass, edge.LegacyVerify)
 	default:
 		return false, nil
 	}
-	return true, nil
+	return true, err
+}
+
+// unmarshalHandshake parses `handshake terminate` or
+// `handshake proxy [<handshake_endpoint> [<verify_endpoint>]]`.
+func unmarshalHandshake(d *caddyfile.Dispenser, c *Level3Config) error {
+	args := d.RemainingArgs()
+	if len(args) == 0 {
+		return d.ArgErr()
+	}
+	switch args[0] {
+	case edge.HandshakeTerminate:
+		if len(args) != 1 {
+			return d.ArgErr()
+		}
+	case edge.HandshakeProxy:
+		if len(args) > 3 {
+			return d.ArgErr()
+		}
+		for i, a := range args[1:] {
+			if err := edge.ValidEndpoint(a); err != nil {
+				return d.Errf("handshake proxy: endpoint %q: %v", a, err)
+			}
+			if i == 0 {
+				c.HandshakeEndpoint = a
+			} else {
+				c.VerifyEndpoint = a
+			}
+		}
+	default:
+		return d.Errf("handshake must be terminate or proxy, got %q", args[0])
+	}
+	c.Handshake = args[0]
+	return nil
 }

@@ -58,11 +58,9 @@ type Handler struct {
 	nonceStore challenge.NonceStore
 	ownStore   *MemoryNonceStore
 	// storage, when set before Provision (tests), replaces Caddy's storage.
-	storage assertion.Storage
-	// The Caddyfile already gave audit_log, jsonld, chain_fetch.
-	auditSet, jsonldSet, chainFetchSet bool
-	cacheKey                           string // key in didCaches; empty until Provision got one
-	logger                             *zap.Logger
+	storage  assertion.Storage
+	cacheKey string // key in didCaches; empty until Provision got one
+	logger   *zap.Logger
 }
 
 // CaddyModule returns the Caddy module information.

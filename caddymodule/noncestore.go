@@ -175,13 +175,10 @@ func (m *MemoryNonceStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return nil
 }
 
-func parseMaxEntries(d *caddyfile.Dispenser, dst *int) error {
-	n, err := strconv.Atoi(d.Val())
-	if err != nil || n < 1 {
-		return d.Errf("max_entries must be a positive integer, got %q", d.Val())
-	}
-	*dst = n
-	return nil
+// parseMaxEntries reads the argument at d.
+func parseMaxEntries(d *caddyfile.Dispenser, dst *int) (err error) {
+	*dst, err = positiveInt(d, d.Val(), "max_entries must be a positive integer")
+	return err
 }
 
 // RedisNonceStore keeps issued challenges in Redis (6.2 or later) or

@@ -647,9 +647,11 @@ func TestJSONLDSetting(t *testing.T) {
 	})
 }
 
-// TestPresentationSingleUseEveryLevel (review round 3, finding 7): with
-// require_presentation at level 1 and 2, the same presentation is admitted
-// once; the second use is refused as a replay, through the route's store.
+// TestPresentationSingleUseEveryLevel: with require_presentation at level
+// 1 and 2, the same presentation is admitted once; the second use is
+// refused as a replay, through the route's store. A presentation is the
+// proof that the caller holds the agent's key now, so single use matters at
+// every level, not only at level 3 where the handshake also checks it.
 func TestPresentationSingleUseEveryLevel(t *testing.T) {
 	f := newFixture(t)
 	cred := f.jwt(t, nil)

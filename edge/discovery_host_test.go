@@ -8,10 +8,10 @@ import (
 	"testing"
 )
 
-// Review round 3, finding 1: endpoint discovery through the route must not
-// let one client's Host, or a document naming another origin, choose where
-// every agent's handshake goes; calls to another origin carry none of the
-// client's own headers.
+// Endpoint discovery through the route must not let one client's Host, or
+// a document naming another origin, choose where every agent's handshake
+// goes: the discovered endpoints are shared by all agents of the route.
+// Calls to another origin carry none of the client's own headers.
 
 // hostUpstream answers /.well-known/mcp-i.json by Host (docs[host], else
 // 404) and records every request, as a catch-all upstream that answers

@@ -10,9 +10,10 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
-// The URL-elicitation guard at the edge (review findings F2 and F3): every
-// answer the edge checks is checked for URL elicitations, whatever the
-// request method, and a case-variant spelling never gets one past it.
+// The URL-elicitation guard at the edge: every answer the edge checks is
+// checked for URL elicitations, whatever the request method (a server may
+// ask for input in the answer to any request), and a case-variant spelling
+// that a case-insensitive client reads never gets one past it.
 
 const jsURL = "javascript:alert(1)"
 
@@ -119,7 +120,7 @@ func TestElicitationGuardStreams(t *testing.T) {
 	}
 }
 
-// TestElicitationGuardCaseVariants: F3. Members a case-insensitive client
+// TestElicitationGuardCaseVariants: members a case-insensitive client
 // reads as inputRequests, method or params are refused, in tool results and
 // in the answers to other requests, and on 2025 streams.
 func TestElicitationGuardCaseVariants(t *testing.T) {

@@ -15,9 +15,10 @@ func onListener(r *http.Request, port int) *http.Request {
 	return r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, addr))
 }
 
-// TestDerivedAudienceIgnoresClientPort (review finding): without
-// configured audiences, a credential for another port of the same host is
-// refused: the port is the listener's, not the one the client wrote.
+// TestDerivedAudienceIgnoresClientPort: without configured audiences, a
+// credential for another port of the same host is refused: the port is the
+// listener's, not the one the client wrote, or a credential for one service
+// would be accepted by another on the same host.
 func TestDerivedAudienceIgnoresClientPort(t *testing.T) {
 	f := newFixture(t)
 	h := f.handler(t, nil)
@@ -33,7 +34,7 @@ func TestDerivedAudienceIgnoresClientPort(t *testing.T) {
 	wantAdmitted(t, call("https://a.test:8081", "a.test:9443"))
 	wantAdmitted(t, call("https://a.test:8081", "a.test:8081"))
 	// Leaving the port off does not bring the default port's audiences
-	// back (review round 3, second pass).
+	// back: the listener's port still decides.
 	wantRejected(t, call("https://a.test", "a.test"), http.StatusUnauthorized, "wrong_audience")
 	wantRejected(t, call("did:web:a.test", "a.test"), http.StatusUnauthorized, "wrong_audience")
 	wantAdmitted(t, call("did:web:a.test%3A8081", "a.test"))

@@ -153,7 +153,7 @@ func TestParamHeadersPerRoute(t *testing.T) {
 	const args = `{"region":"eu-west","opts":{"n":3}}`
 	mismatch := []string{"Mcp-Param-Region: us-east", "Mcp-Param-N: 3"}
 
-	t.Run("F1 another Host is checked too", func(t *testing.T) {
+	t.Run("another Host is checked too", func(t *testing.T) {
 		h := polHandler(t, f, nil)
 		paramList(t, h, "", tok, echoSchema, false)
 		for _, host := range []string{"evil.test", "localhost", "127.0.0.1."} {
@@ -167,7 +167,7 @@ func TestParamHeadersPerRoute(t *testing.T) {
 		wantParamRefused(t, polServe(t, h, paramCall("", tok, args, mismatch...), polJSONReply(echoResult)))
 	})
 
-	t.Run("F2 lists under invented Hosts do not fill the store", func(t *testing.T) {
+	t.Run("lists under invented Hosts do not fill the store", func(t *testing.T) {
 		h := polHandler(t, f, nil)
 		for i := range 5 {
 			host := fmt.Sprintf("fill%d.test", i)
@@ -176,7 +176,7 @@ func TestParamHeadersPerRoute(t *testing.T) {
 		wantParamRefused(t, polServe(t, h, paramCall("", tok, args, mismatch...), polJSONReply(echoResult)))
 	})
 
-	t.Run("F3 a 2025 list does not forget", func(t *testing.T) {
+	t.Run("a 2025 list does not forget", func(t *testing.T) {
 		h := polHandler(t, f, nil)
 		paramList(t, h, "", tok, echoSchema, false)
 		paramList2025(t, h, tok, `{"type":"object"}`)

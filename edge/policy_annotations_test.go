@@ -265,10 +265,10 @@ func TestToolAnnotationsNotLearned(t *testing.T) {
 	}
 }
 
-// TestToolAnnotationsPerHost (review round 3, finding 1's sibling): the
-// classes learned from one Host's tools/list do not decide for another: an
-// upstream answering per Host must not let a client's Host declare the
-// site's tools read-only.
+// TestToolAnnotationsPerHost: the classes learned from one Host's
+// tools/list do not decide for another: an upstream answering per Host
+// must not let a client's Host declare the site's tools read-only (as
+// endpoint discovery must not let it choose the handshake's endpoints).
 func TestToolAnnotationsPerHost(t *testing.T) {
 	f := newFixture(t)
 	h := annHandler(t, f, nil)

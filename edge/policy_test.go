@@ -750,8 +750,7 @@ func TestPolicyToolsListSSE(t *testing.T) {
 	}
 }
 
-// TestPolicyGETStreamFiltered (review round 3, finding 3): a GET stream (the
-// standalone SSE stream) is wrapped even without Last-Event-ID, since a
+// TestPolicyGETStreamFiltered: a GET stream (the standalone SSE stream) is wrapped even without Last-Event-ID, since a
 // server may send results on it; it still streams, and a tool list on it
 // is filtered.
 func TestPolicyGETStreamFiltered(t *testing.T) {
@@ -1393,10 +1392,10 @@ func TestPolicyBodyEncoding(t *testing.T) {
 	})
 }
 
-// TestPolicyOddMediaTypes (review round 3, finding 3): an answer that must be
-// checked is checked only as exactly application/json or
-// text/event-stream; any other type is withheld, since clients find JSON or
-// a stream in "text/plain; x=application/json" as well.
+// TestPolicyOddMediaTypes: an answer that must be checked is checked only
+// as exactly application/json or text/event-stream; any other type is
+// withheld, since clients find JSON or a stream in
+// "text/plain; x=application/json" as well.
 func TestPolicyOddMediaTypes(t *testing.T) {
 	f := newFixture(t)
 	h := polHandler(t, f, nil)
@@ -1421,8 +1420,7 @@ func TestPolicyOddMediaTypes(t *testing.T) {
 	}
 }
 
-// TestPolicyPartialContentChecked (review round 3, second pass): 205 and 206
-// answers are read by clients like any 2xx, so they are checked too.
+// TestPolicyPartialContentChecked: 205 and 206 answers are read by clients like any 2xx, so they are checked too.
 func TestPolicyPartialContentChecked(t *testing.T) {
 	f := newFixture(t)
 	h := polHandler(t, f, nil)

@@ -11,10 +11,11 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
-// Review 7, F1 and F2: on a route whose answers are checked, an answer
-// whose JSON-RPC members a lenient client reads otherwise than the filter
-// is withheld whatever the request was, and the answer to a POST of
-// notifications or responses alone is checked like any other.
+// On a route whose answers are checked, an answer whose JSON-RPC members a
+// lenient client reads otherwise than the filter is withheld whatever the
+// request was, and the answer to a POST of notifications or responses alone
+// is checked like any other: a server may answer anything to any POST, and
+// the client reads what it gets.
 
 // sseData joins the data lines of an SSE body; a JSON body is returned
 // as is.
@@ -100,9 +101,10 @@ func TestResponseAmbiguousMembersWithheld(t *testing.T) {
 	}
 }
 
-// TestResponseToNotificationsChecked: F2. The answer to a POST holding only
+// TestResponseToNotificationsChecked: the answer to a POST holding only
 // notifications or responses is filtered, guarded and withheld as any
-// other; the usual bodiless 202 still passes as it came.
+// other, since a server may put a tool list or an elicitation there too;
+// the usual bodiless 202 still passes as it came.
 func TestResponseToNotificationsChecked(t *testing.T) {
 	f := newFixture(t)
 	tok := f.jwt(t, func(tm *vc.Template) { tm.Scopes = []string{"echo:execute"} })

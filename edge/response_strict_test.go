@@ -11,9 +11,9 @@ import (
 	"github.com/mcpi-edge/caddy-mcpi/vc"
 )
 
-// Review 6, F1 and F2 at the edge: a tool list a lenient client reads
-// otherwise than the filter, and a URLElicitationRequiredError sending the
-// user to a foreign URL, never reach the client, in JSON and SSE answers.
+// Through the whole edge: a tool list a lenient client reads otherwise
+// than the filter, and a URLElicitationRequiredError sending the user to a
+// foreign URL, never reach the client, in JSON and SSE answers.
 
 // reply answers with body as application/json, or as one SSE event.
 func strictReply(body string, sse bool) func(w http.ResponseWriter, r *http.Request) {

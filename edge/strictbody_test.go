@@ -32,7 +32,7 @@ func post26(r *http.Request, method string) *http.Request {
 	return r
 }
 
-// TestAmbiguousBodyNeverExempt (review finding F1): a body read one way by
+// TestAmbiguousBodyNeverExempt: a body read one way by
 // the edge's exact-name lookups and another way by an encoding/json
 // upstream ("method":"ping" beside "Method":"tools/call", which Go decodes
 // as tools/call) is refused 400 with JSON-RPC -32600 and never reaches the
@@ -104,9 +104,9 @@ func TestAmbiguousBodyOnPlainRoute(t *testing.T) {
 	}
 }
 
-// TestRequireExtensionBatch (review finding F5): under require_extension
-// every message of a batch must declare the extension, whatever
-// request_proof says; under request_proof required a batch is refused (a
+// TestRequireExtensionBatch: under require_extension every message of a
+// batch must declare the extension, whatever request_proof says (a declared
+// call must not carry an undeclared one through); under request_proof required a batch is refused (a
 // proof covers one request).
 func TestRequireExtensionBatch(t *testing.T) {
 	f := newFixture(t)

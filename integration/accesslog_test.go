@@ -57,8 +57,9 @@ type alogCase struct {
 // the access log before any handler runs (caddyhttp/server.go, ServeHTTP),
 // so the handler removing the carriers (step 6 of ServeHTTP) protects the
 // upstream but not the access log. Caddy itself redacts Authorization; the
-// other header carriers need the filter. The plain site pins that finding:
-// if it starts failing, Caddy changed and docs/security.md must follow.
+// other header carriers need the filter. The plain site pins that
+// behaviour of Caddy: if it starts failing, Caddy changed and
+// docs/security.md must follow.
 func TestAccessLogCredentials(t *testing.T) {
 	rec := &recorder{next: mcpserver.Handler(mcpserver.Options{CountInterval: countInterval})}
 	up := httptest.NewServer(rec)
@@ -171,7 +172,7 @@ func TestAccessLogCredentials(t *testing.T) {
 					t.Errorf("Authorization logged as %q, want Caddy's REDACTED", got)
 				}
 			case c.headerCarrier != "":
-				// The finding: the carrier is logged as received.
+				// Caddy logs the carrier as received.
 				if !strings.Contains(e.line, c.secret) {
 					t.Errorf("%s: the credential is no longer in Caddy's default access log; Caddy changed, update docs/security.md", c.name)
 				}

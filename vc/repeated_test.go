@@ -246,8 +246,7 @@ func TestRepeatedMembersStatusList(t *testing.T) {
 	}
 }
 
-// TestRepeatedCredentialSubjectAttack reproduces the finding: a JSON VC
-// signed over its honest credentialSubject, with a second, wider one put
+// TestRepeatedCredentialSubjectAttack: a JSON VC signed over its honest credentialSubject, with a second, wider one put
 // before it. encoding/json keeps the last, so the signature verified over
 // the honest reading while a parser keeping the first (an upstream's
 // verify endpoint in proxy mode, another verifier of a chain) read the

@@ -149,7 +149,8 @@ func body(s string) Body {
 }
 
 // TestNegotiateAndConfig: the gate refuses only in required mode, every
-// message of a batch alike (review finding F5), and the modes are checked.
+// message of a batch alike (an undeclared call must not hide behind a
+// declared one), and the modes are checked.
 func TestNegotiateAndConfig(t *testing.T) {
 	ctx := context.Background()
 	if New(Config{}, nil, nil).Negotiate(ctx, body(call), "") != nil {
