@@ -123,13 +123,7 @@ func (p *Policy) ruleInput(r *http.Request, method string, d *vc.Delegation, adm
 	if !d.IssuedAt.IsZero() {
 		dm["issued_at"] = d.IssuedAt
 	}
-	// The issuer's constraints, read as arguments are; a credential
-	// without them has an empty map, one the edge cannot read (nested
-	// too deep, a number out of range) none, so a rule reading it fails
-	// closed.
-	if c, err := rules.ReadObject([]byte(d.Constraints)); err == nil {
-		dm["constraints"] = c
-	}
+	addChainConstraints(dm, d)
 	in.Delegation = dm
 	return in
 }
