@@ -55,14 +55,14 @@ func readArguments(raw []byte) (ref.Val, error) {
 func ReadObject(raw []byte) (ref.Val, error) { return readArguments(raw) }
 
 // jsonValue converts one checked JSON value: scalars to CEL values,
-// an object to a jsonObject read on demand, a list to a CEL list of such
-// values.
+// an object to a jsonObject and a list to a jsonArray, both read on
+// demand.
 func jsonValue(raw []byte) ref.Val {
 	switch raw[0] {
 	case '{':
 		return &jsonObject{raw: raw}
 	case '[':
-		return jsonList(raw)
+		return readList(raw)
 	case '"':
 		return types.String(jsonscan.Unquote(raw))
 	case 't':
@@ -87,22 +87,6 @@ func jsonNumber(raw []byte) ref.Val {
 		return types.WrapErr(fmt.Errorf("%w: a number is out of range", ErrArguments))
 	}
 	return types.Double(f)
-}
-
-// jsonList reads a list, at most MaxArgumentsList values long: a longer
-// one is an error before any rule walks it.
-func jsonList(raw []byte) ref.Val {
-	var elems []ref.Val
-	c := jsonscan.NewCursor(raw)
-	c.Array()
-	for c.NextElement() {
-		if len(elems) == MaxArgumentsList {
-			return types.WrapErr(fmt.Errorf("%w: a list holds more than %d values", ErrArguments, MaxArgumentsList))
-		}
-		start, end := c.Skip()
-		elems = append(elems, jsonValue(raw[start:end]))
-	}
-	return types.NewRefValList(types.DefaultTypeAdapter, elems)
 }
 
 // jsonObject is a JSON object as a CEL map from strings. A member is
