@@ -101,7 +101,8 @@ var _ traits.Mapper = (*jsonObject)(nil)
 
 // Find implements traits.Mapper: the value of the member named key, a
 // string. Member names were checked not to repeat, in any case, so at
-// most one matches exactly.
+// most one matches exactly; one that matches only in another case is an
+// error (folded.go).
 func (o *jsonObject) Find(key ref.Val) (ref.Val, bool) {
 	k, ok := key.(types.String)
 	if !ok {
@@ -109,13 +110,18 @@ func (o *jsonObject) Find(key ref.Val) (ref.Val, bool) {
 	}
 	c := jsonscan.NewCursor(o.raw)
 	c.Object()
+	folded := false
 	for c.NextMember() {
 		match := keyIs(c.Key(), string(k))
+		folded = folded || (!match && keyFolds(c.Key(), string(k)))
 		start, end := c.Skip()
 		if match {
 			v := jsonValue(o.raw[start:end])
 			return v, !types.IsError(v)
 		}
+	}
+	if folded {
+		return foldedMember(string(k)), false
 	}
 	return nil, false
 }
