@@ -23,6 +23,7 @@ type testPDP struct {
 	calls atomic.Int32
 	mu    sync.Mutex
 	last  map[string]any
+	body  []byte
 }
 
 func newTestPDP(t *testing.T) *testPDP {
@@ -42,7 +43,7 @@ func newTestPDP(t *testing.T) *testPDP {
 		var all map[string]any
 		_ = json.Unmarshal(b, &all)
 		p.mu.Lock()
-		p.last = all
+		p.last, p.body = all, b
 		p.mu.Unlock()
 		if err := json.Unmarshal(b, &req); err != nil || r.URL.Path != authzen.EvaluationPath {
 			http.Error(w, "bad request", http.StatusBadRequest)
@@ -65,6 +66,12 @@ func newTestPDP(t *testing.T) *testPDP {
 	}))
 	t.Cleanup(p.Close)
 	return p
+}
+
+func (p *testPDP) lastBody() []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.body
 }
 
 func (p *testPDP) lastRequest() map[string]any {

@@ -219,12 +219,13 @@ func (v *Verifier) nests(child, parent *parsed) bool {
 }
 
 // delegationOf is the delegation a verified chain (root first) grants: the
-// leaf's, with the user and the validity window of the whole chain. Its
+// leaf's, with the user and the validity window of the whole chain and
+// each link's constraints. Its
 // slices are its own (the leaf's point into the parsed credential), in
 // one allocation with it when they are short.
 func delegationOf(chain []*parsed) *Delegation {
 	leaf := &chain[len(chain)-1].d
-	d, buf := newDelegation(len(leaf.Scopes) + len(leaf.Audience) + len(chain))
+	d, buf := newDelegation(len(leaf.Scopes) + len(leaf.Audience) + 2*len(chain))
 	*d = *leaf
 	d.Scopes, buf = carve(buf, leaf.Scopes)
 	d.Audience, buf = carve(buf, leaf.Audience)
@@ -242,6 +243,11 @@ func delegationOf(chain []*parsed) *Delegation {
 		buf = append(buf, id)
 	}
 	d.Chain = buf[start:len(buf):len(buf)]
+	start = len(buf)
+	for _, l := range chain {
+		buf = append(buf, l.d.Constraints)
+	}
+	d.ChainConstraints = buf[start:len(buf):len(buf)]
 	return d
 }
 

@@ -13,7 +13,9 @@ func (d *Delegation) Clone() *Delegation {
 }
 
 // Strings is how many strings d's slices hold: the room CopyTo needs.
-func (d *Delegation) Strings() int { return len(d.Scopes) + len(d.Audience) + len(d.Chain) }
+func (d *Delegation) Strings() int {
+	return len(d.Scopes) + len(d.Audience) + len(d.Chain) + len(d.ChainConstraints)
+}
 
 // newDelegation allocates a Delegation and room for n strings of its
 // slices, in one allocation when n is small.
@@ -38,7 +40,8 @@ func (d *Delegation) CopyTo(dst *Delegation, buf []string) {
 	*dst = *d
 	dst.Scopes, buf = carve(buf, d.Scopes)
 	dst.Audience, buf = carve(buf, d.Audience)
-	dst.Chain, _ = carve(buf, d.Chain)
+	dst.Chain, buf = carve(buf, d.Chain)
+	dst.ChainConstraints, _ = carve(buf, d.ChainConstraints)
 }
 
 // carve appends src to buf and returns the appended part (nil for a nil

@@ -93,6 +93,13 @@ type Delegation struct {
 	// that verifying costs nothing more; policy decodes it when a rule
 	// reads it.
 	Constraints string `json:"constraints,omitempty"`
+	// ChainConstraints holds each link's constraints text as Constraints
+	// holds the leaf's, root first, one per entry of Chain ("" for a link
+	// without). The root's are what the trusted issuer (the user's side)
+	// granted; a child's are whatever its signer (possibly the agent
+	// itself) wrote, and nothing checks that they narrow the parent's, so
+	// a policy over constraints reads the root's or every link's.
+	ChainConstraints []string `json:"chain_constraints,omitempty"`
 }
 
 // HashRef returns "sha256:<hex>" of the presented credential.

@@ -30,26 +30,22 @@ type Decision struct {
 
 // ParseAnswer reads an Access Evaluation response: a JSON object with a
 // boolean "decision" and, optionally, an object "context". Other members
-// are ignored (the API lets a PDP add them). A member name given twice at
-// any depth, in any letter case, is refused: the edge and another reader
-// could see different decisions.
+// are ignored (the API lets a PDP add them). Member names are matched
+// exactly: a member given twice at any depth, in any letter case, or a
+// lone one in another case ("Decision", "deciſion" with U+017F) is
+// refused, since a lenient reader (encoding/json folds case) and an exact
+// one would see different decisions.
 func ParseAnswer(body []byte) (Decision, error) {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 || body[0] != '{' {
 		return Decision{}, fmt.Errorf("%w: not a JSON object", ErrAnswer)
 	}
-	if err := jsonscan.CheckMembers(body); err != nil {
-		return Decision{}, fmt.Errorf("%w: %v", ErrAnswer, err)
-	}
-	var a struct {
-		Decision json.RawMessage `json:"decision"`
-		Context  json.RawMessage `json:"context"`
-	}
-	if err := json.Unmarshal(body, &a); err != nil {
+	a, err := jsonscan.Object(body, "decision", "context")
+	if err != nil {
 		return Decision{}, fmt.Errorf("%w: %v", ErrAnswer, err)
 	}
 	var d Decision
-	switch string(a.Decision) {
+	switch string(a["decision"]) {
 	case "true":
 		d.Allowed = true
 	case "false":
@@ -58,17 +54,16 @@ func ParseAnswer(body []byte) (Decision, error) {
 	default:
 		return Decision{}, fmt.Errorf("%w: \"decision\" is not a boolean", ErrAnswer)
 	}
-	if len(a.Context) == 0 || string(a.Context) == "null" {
+	raw := a["context"]
+	if len(raw) == 0 || string(raw) == "null" {
 		return d, nil
 	}
-	var ctx struct {
-		ReasonUser json.RawMessage `json:"reason_user"`
-	}
-	if a.Context[0] != '{' || json.Unmarshal(a.Context, &ctx) != nil {
-		return Decision{}, fmt.Errorf("%w: \"context\" is not an object", ErrAnswer)
+	ctx, err := jsonscan.Object(raw, "reason_user")
+	if err != nil {
+		return Decision{}, fmt.Errorf("%w: \"context\" is not an object with exact member names: %v", ErrAnswer, err)
 	}
 	if !d.Allowed {
-		d.Reason = reasonOf(ctx.ReasonUser)
+		d.Reason = reasonOf(ctx["reason_user"])
 	}
 	return d, nil
 }

@@ -1,6 +1,7 @@
 package authzen
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -39,6 +40,10 @@ func TestParseAnswerMalformed(t *testing.T) {
 		`{"decision":true,"context":[]}`, `{"decision":true,"context":"x"}`,
 		`{"decision":true`, `{"decision":true}{"decision":true}`, `{"decision":true} x`,
 		`{"decision":false,"context":{"a":1,"a":2}}`,
+		// A lone member in another letter case: encoding/json would take
+		// it as "decision", an exact reader would find none.
+		`{"Decision":true}`, `{"DECISION":true}`, `{"deciſion":true}`, `{"decision":false,"deciſion":true}`,
+		`{"decision":false,"context":{"Reason_user":"x"}}`, `{"decision":true,"Context":{}}`,
 	} {
 		if d, err := ParseAnswer([]byte(body)); !errors.Is(err, ErrAnswer) {
 			t.Errorf("ParseAnswer(%q) = %+v, %v; want ErrAnswer", body, d, err)
@@ -54,13 +59,22 @@ func TestReasonBounded(t *testing.T) {
 }
 
 func FuzzParseAnswer(f *testing.F) {
-	for _, s := range []string{`{"decision":true}`, `{"decision":false,"context":{"reason_user":{"en":"x"}}}`, `{"decision":[`} {
+	for _, s := range []string{`{"decision":true}`, `{"decision":false,"context":{"reason_user":{"en":"x"}}}`, `{"decision":[`,
+		`{"Decision":true}`, `{"deciſion":true}`, `{"decision":false,"context":{"reason_USER":"x"}}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d, err := ParseAnswer(b)
 		if err != nil && d != (Decision{}) {
 			t.Fatalf("an error with a decision: %+v", d)
+		}
+		// Whatever the edge accepts, a lenient reader (encoding/json,
+		// folding case) reads the same decision from.
+		var lenient struct {
+			Decision *bool `json:"decision"`
+		}
+		if err == nil && (json.Unmarshal(b, &lenient) != nil || lenient.Decision == nil || *lenient.Decision != d.Allowed) {
+			t.Fatalf("decision %t, encoding/json reads %v", d.Allowed, lenient.Decision)
 		}
 		if d.Allowed && d.Reason != "" {
 			t.Fatal("an allow with a reason")

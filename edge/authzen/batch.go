@@ -165,32 +165,36 @@ func (c *Client) each(ctx context.Context, reqs []*Request, miss []int, keys [][
 
 // ParseBatchAnswer reads an Access Evaluations response: a JSON object
 // whose "evaluations" is an array of Access Evaluation responses, in the
-// order of the request's, each read as ParseAnswer reads one. A member
-// name given twice at any depth, in any letter case, is refused.
+// order of the request's, each read as ParseAnswer reads one. Member
+// names are matched exactly, as ParseAnswer matches them.
 func ParseBatchAnswer(body []byte) ([]Decision, error) {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 || body[0] != '{' {
 		return nil, fmt.Errorf("%w: not a JSON object", ErrAnswer)
 	}
-	if err := jsonscan.CheckMembers(body); err != nil {
+	a, err := jsonscan.Object(body, "evaluations")
+	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrAnswer, err)
 	}
-	var a struct {
-		Evaluations []json.RawMessage `json:"evaluations"`
-	}
-	if err := json.Unmarshal(body, &a); err != nil {
-		return nil, fmt.Errorf("%w: \"evaluations\" is not an array of objects", ErrAnswer)
-	}
-	if a.Evaluations == nil {
+	raw := a["evaluations"]
+	if len(raw) == 0 || string(raw) == "null" {
 		return nil, fmt.Errorf("%w: no \"evaluations\" array", ErrAnswer)
 	}
-	out := make([]Decision, 0, len(a.Evaluations))
-	for k, e := range a.Evaluations {
-		d, err := ParseAnswer(e)
+	c := jsonscan.NewCursor(raw)
+	if !c.Array() {
+		return nil, fmt.Errorf("%w: \"evaluations\" is not an array of objects", ErrAnswer)
+	}
+	var out []Decision
+	for k := 0; c.NextElement(); k++ {
+		start, end := c.Skip()
+		d, err := ParseAnswer(raw[start:end])
 		if err != nil {
 			return nil, fmt.Errorf("evaluation %d: %w", k, err)
 		}
 		out = append(out, d)
+	}
+	if out == nil {
+		out = []Decision{}
 	}
 	return out, nil
 }

@@ -163,8 +163,21 @@ func TestEvaluateEachWithoutBatchEndpoint(t *testing.T) {
 	}
 }
 
+func TestParseBatchAnswerMalformed(t *testing.T) {
+	for _, body := range []string{
+		``, `[]`, `{}`, `{"evaluations":null}`, `{"evaluations":{}}`, `{"evaluations":[1]}`, `{"evaluations":[null]}`,
+		`{"evaluations":[],"evaluations":[]}`, `{"evaluations":[{"decision":true}`,
+		// Member names in another letter case, at either level.
+		`{"Evaluations":[{"decision":true}]}`, `{"evaluations":[{"Decision":true}]}`, `{"evaluations":[{"deciſion":true}]}`,
+	} {
+		if ds, err := ParseBatchAnswer([]byte(body)); !errors.Is(err, ErrAnswer) {
+			t.Errorf("ParseBatchAnswer(%q) = %+v, %v; want ErrAnswer", body, ds, err)
+		}
+	}
+}
+
 func FuzzParseBatchAnswer(f *testing.F) {
-	for _, s := range []string{`{"evaluations":[{"decision":true},{"decision":false,"context":{"reason_user":{"en":"no"}}}]}`,
+	for _, s := range []string{`{"Evaluations":[{"decision":true}]}`, `{"evaluations":[{"Decision":true}]}`, `{"evaluations":[{"decision":true},{"decision":false,"context":{"reason_user":{"en":"no"}}}]}`,
 		`{"evaluations":[]}`, `{"evaluations":null}`, `{"evaluations":[1]}`, `{"evaluations":[{"decision":true}],"evaluations":[]}`, `[]`} {
 		f.Add(s)
 	}

@@ -55,14 +55,14 @@ func readArguments(raw []byte) (ref.Val, error) {
 func ReadObject(raw []byte) (ref.Val, error) { return readArguments(raw) }
 
 // jsonValue converts one checked JSON value: scalars to CEL values,
-// an object to a jsonObject read on demand, a list to a CEL list of such
-// values.
+// an object to a jsonObject and a list to a jsonArray, both read on
+// demand.
 func jsonValue(raw []byte) ref.Val {
 	switch raw[0] {
 	case '{':
 		return &jsonObject{raw: raw}
 	case '[':
-		return jsonList(raw)
+		return readList(raw)
 	case '"':
 		return types.String(jsonscan.Unquote(raw))
 	case 't':
@@ -89,22 +89,6 @@ func jsonNumber(raw []byte) ref.Val {
 	return types.Double(f)
 }
 
-// jsonList reads a list, at most MaxArgumentsList values long: a longer
-// one is an error before any rule walks it.
-func jsonList(raw []byte) ref.Val {
-	var elems []ref.Val
-	c := jsonscan.NewCursor(raw)
-	c.Array()
-	for c.NextElement() {
-		if len(elems) == MaxArgumentsList {
-			return types.WrapErr(fmt.Errorf("%w: a list holds more than %d values", ErrArguments, MaxArgumentsList))
-		}
-		start, end := c.Skip()
-		elems = append(elems, jsonValue(raw[start:end]))
-	}
-	return types.NewRefValList(types.DefaultTypeAdapter, elems)
-}
-
 // jsonObject is a JSON object as a CEL map from strings. A member is
 // found by scanning the text; what needs every member (iteration,
 // equality, conversion) works on the object read whole, once.
@@ -117,7 +101,8 @@ var _ traits.Mapper = (*jsonObject)(nil)
 
 // Find implements traits.Mapper: the value of the member named key, a
 // string. Member names were checked not to repeat, in any case, so at
-// most one matches exactly.
+// most one matches exactly; one that matches only in another case is an
+// error (folded.go).
 func (o *jsonObject) Find(key ref.Val) (ref.Val, bool) {
 	k, ok := key.(types.String)
 	if !ok {
@@ -125,13 +110,18 @@ func (o *jsonObject) Find(key ref.Val) (ref.Val, bool) {
 	}
 	c := jsonscan.NewCursor(o.raw)
 	c.Object()
+	folded := false
 	for c.NextMember() {
 		match := keyIs(c.Key(), string(k))
+		folded = folded || (!match && keyFolds(c.Key(), string(k)))
 		start, end := c.Skip()
 		if match {
 			v := jsonValue(o.raw[start:end])
 			return v, !types.IsError(v)
 		}
+	}
+	if folded {
+		return foldedMember(string(k)), false
 	}
 	return nil, false
 }

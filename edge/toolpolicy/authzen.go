@@ -46,8 +46,9 @@ func newPDP(c *authzen.Config) (*pdpState, error) {
 
 // pdpRequest is the Access Evaluation request of a call: the agent is the
 // subject; the user, the delegation, the request and the arguments are
-// context; the tool is the resource.
-func pdpRequest(in *rules.Input, tool string, args map[string]any) *authzen.Request {
+// context; the tool is the resource. args marshals to the call's own
+// arguments text (rules.ReadObject), nil when not known.
+func pdpRequest(in *rules.Input, tool string, args any) *authzen.Request {
 	sub := authzen.Entity{Type: "agent"}
 	agent := in.Var(rules.VarAgent)
 	if did, _ := agent["did"].(string); did != "" {
@@ -84,7 +85,12 @@ func (tp *Policy) askPDP(ctx context.Context, in *rules.Input, m *mcp.Message, t
 	if !ok {
 		raw = json.RawMessage("unreadable")
 	}
-	args, err := rules.DecodeArguments(raw)
+	// The PDP is sent the arguments' own text, once checked as the rules
+	// check it (one object, not too deep, no member name repeated in any
+	// case): decoded and re-encoded, a big integer would be rounded and a
+	// lone surrogate replaced, so the PDP would decide on other values
+	// than the upstream gets, and decoding a large call whole is dear.
+	args, err := rules.ReadObject(raw)
 	if err != nil {
 		tp.logPDPError(tool, err)
 		return refused

@@ -192,7 +192,7 @@ func ruleErrorKind(err error) (string, uint32) {
 	msg := err.Error()
 	switch {
 	case errors.Is(err, rules.ErrArguments):
-		return "the call's arguments cannot be read by a rule (not an object, a member name repeated, nested too deep, a list too long, a number out of range)", 1 << 0
+		return "the call's arguments cannot be read by a rule (not an object, a member name repeated, a member the rule reads given in another letter case, nested too deep, a list too long, a number out of range)", 1 << 0
 	case strings.Contains(msg, "cost limit"):
 		return "the rule's cost limit was exceeded", 1 << 1
 	case strings.Contains(msg, "interrupted"):

@@ -108,13 +108,7 @@ func (v *ruleVars) delegationVar() map[string]any {
 	if !d.IssuedAt.IsZero() {
 		dm["issued_at"] = d.IssuedAt
 	}
-	// The issuer's constraints, read as arguments are; a credential
-	// without them has an empty map, one the edge cannot read (nested
-	// too deep, a number out of range) none, so a rule reading it fails
-	// closed.
-	if c, err := rules.ReadObject([]byte(d.Constraints)); err == nil {
-		dm["constraints"] = c
-	}
+	addChainConstraints(dm, d)
 	return dm
 }
 

@@ -26,7 +26,7 @@ func detachStrings(d *vc.Delegation) int {
 		f(&d.DelegationID)
 		f(&d.CnfJKT)
 		f(&d.Constraints)
-		for _, l := range [...][]string{d.Scopes, d.Audience, d.Chain} {
+		for _, l := range [...][]string{d.Scopes, d.Audience, d.Chain, d.ChainConstraints} {
 			for i := range l {
 				f(&l[i])
 			}
