@@ -31,6 +31,15 @@ import (
 // the batch made is deleted again (if it still holds its token) and every
 // request in it is refused with ErrReplicasNotAcked.
 //
+// A request is answered only once its outcome is final (acknowledged, or
+// taken back): a second request for a digest this process has queued or
+// in flight is not sent, and gets the first one's outcome (copyOutcome),
+// never a replay of a write that is then taken back. A queued marker is
+// sent only while its request waits and for at most the store's timeout
+// (take): a stalled Redis neither receives markers nobody waits for nor
+// holds a request longer than about that timeout behind the batches
+// ahead of it.
+//
 // A Redis Cluster keeps one command per request: a batch would span
 // nodes, and the client's MOVED handling and the per-node WAIT are kept
 // as they are.
