@@ -279,22 +279,43 @@ func (w *markerWriter) take() {
 	b := w.b
 	now := time.Now().UnixNano()
 	k := 0
-	for ; k < len(b.queue) && len(w.batch) < maxBatch; k++ {
+	for k < len(b.queue) && len(w.batch) < maxBatch {
 		m := b.queue[k]
 		switch {
 		case m.ctx.Err() != nil:
 			m.err = requestEnded(m.ctx)
 			w.dropped = append(w.dropped, m)
+			if c := b.promote(m); c != nil {
+				b.queue[k] = c // looked at next, in m's place
+				continue
+			}
 		case now >= m.deadline:
 			m.err = b.s.health.note(b.errTooSlow())
 			w.dropped = append(w.dropped, m)
 		default:
 			w.batch = append(w.batch, m)
 		}
+		k++
 	}
 	rest := copy(b.queue, b.queue[k:])
 	clear(b.queue[rest:])
 	b.queue = b.queue[:rest]
+}
+
+// promote puts the first copy of m, a marker whose request ended before
+// it was sent, in its place, with the other copies: a copy's outcome
+// must not be decided by a request that left. b.mu is held.
+func (b *markerBatcher) promote(m *pendingMarker) *pendingMarker {
+	if len(m.copies) == 0 {
+		return nil
+	}
+	c := m.copies[0]
+	c.copies = append(c.copies[:0], m.copies[1:]...)
+	clear(m.copies)
+	m.copies = m.copies[:0]
+	b.copies--
+	b.inflight[m.digest] = c
+	return c
 }
 
 // errTooSlow is the refusal of a marker that waited in the queue past its

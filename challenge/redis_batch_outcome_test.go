@@ -205,3 +205,58 @@ func TestRedisRequestEndedNotAnOutage(t *testing.T) {
 		t.Fatalf("a real outage after a request that left logged %d lines, want 1", n)
 	}
 }
+
+// TestRedisCopyOfRequestThatLeft: of two copies of one proof queued at
+// once, the first's request leaves before its batch is sent: the copy is
+// sent in its place and admitted, not refused for the request that left.
+func TestRedisCopyOfRequestThatLeft(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newWaitStore(t, RedisOptions{Addr: srv.Addr(), WaitReplicas: RedisWaitOff, ReadTimeout: time.Second})
+	ctx := context.Background()
+	if err := s.UseOnce(ctx, digestOf("warm"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	b := s.batch
+	until := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				srv.Resume()
+				t.Fatalf("timed out waiting until %s", what)
+			}
+		}
+	}
+	locked := func(f func() bool) func() bool {
+		return func() bool { b.mu.Lock(); defer b.mu.Unlock(); return f() }
+	}
+	until("both writers idle", locked(func() bool { return b.idle == markerWriters }))
+	srv.Pause()
+	// Each writer takes a batch Redis does not answer while paused.
+	var wg sync.WaitGroup
+	for i := range markerWriters {
+		blocker := digestOf(fmt.Sprint("blocker-", i))
+		wg.Go(func() { _ = s.UseOnce(ctx, blocker, time.Minute) })
+		until("the blocker is sent", locked(func() bool { return b.inflight[blocker] != nil && len(b.queue) == 0 }))
+	}
+	d := digestOf("copy of a request that left")
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+	defer cancel()
+	first := make(chan error, 1)
+	go func() { first <- s.UseOnce(lctx, d, time.Minute) }()
+	until("the first is queued", locked(func() bool { return b.inflight[d] != nil }))
+	copied := make(chan error, 1)
+	go func() { copied <- s.UseOnce(ctx, d, time.Minute) }()
+	until("the copy waits on it", locked(func() bool { return b.copies == 1 }))
+	if err := <-first; !errors.Is(err, ErrRequestEnded) {
+		srv.Resume()
+		t.Fatalf("the request that left = %v, want ErrRequestEnded", err)
+	}
+	srv.Resume()
+	wg.Wait()
+	if err := <-copied; err != nil {
+		t.Fatalf("the copy, once the first's request left = %v, want admitted", err)
+	}
+	if err := s.UseOnce(ctx, d, time.Minute); !errors.Is(err, ErrNonceExists) {
+		t.Fatalf("replay = %v, want ErrNonceExists", err)
+	}
+}
