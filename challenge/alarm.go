@@ -30,9 +30,10 @@ type Alarm struct {
 // log line is there so that an operator reading only the log sees the
 // outage too. A write refused because the server may evict keys, or
 // because Redis is out of memory (full, not down), has a line of its own,
-// saying what to change.
+// saying what to change. A refusal because the request ended (the
+// client left) is no outage, and is not logged.
 func (a *Alarm) note(logger *zap.Logger, store string, err error) error {
-	if err == nil || a == nil || logger == nil || !errors.Is(err, ErrStoreUnavailable) {
+	if err == nil || a == nil || logger == nil || !errors.Is(err, ErrStoreUnavailable) || EndedByRequest(err) {
 		return err
 	}
 	switch {

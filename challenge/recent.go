@@ -6,13 +6,15 @@ import (
 )
 
 // recentMarkers is a Redis store's local filter: the digests of the
-// single-use markers this process wrote or found already written, for
-// their time to live, so that a replay to the same replica is refused
-// without a round trip. It is bounded: when full, the oldest entry is
-// forgotten, and a digest it no longer holds is asked of Redis as any
-// other. It only ever refuses what Redis holds (or held, before a
-// failover lost it), never admits: a marker is added once Redis answered
-// for it, never for a write that failed or was taken back.
+// single-use markers this process wrote (and, where writes wait for
+// replicas, saw acknowledged) or, where they do not wait, found already
+// written, for their time to live, so that a replay to the same replica
+// is refused without a round trip. It is bounded: when full, the oldest
+// entry is forgotten, and a digest it no longer holds is asked of Redis
+// as any other. It only ever refuses what Redis holds (or held, before a
+// failover lost it), never admits: a marker is added once it is relied
+// on, never for a write that failed or may yet be taken back
+// (RedisStore.settled).
 type recentMarkers struct {
 	mu sync.Mutex
 	// expiry holds each digest's expiry (Unix nanoseconds).

@@ -270,7 +270,7 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 		s.client = redis.NewClient(ro)
 	}
 	if kind != RedisCluster {
-		s.batch = newMarkerBatcher(s)
+		s.batch = newMarkerBatcher(s, ro.ReadTimeout)
 	}
 	if s.evict != nil {
 		ctx, stop := context.WithCancel(context.Background())
@@ -414,8 +414,33 @@ func (s *RedisStore) UseOnce(ctx context.Context, digest [32]byte, ttl time.Dura
 		return ErrNonceExists // a replay to this replica: no round trip
 	}
 	err := s.useOnce(ctx, digest, ms)
-	if err == nil || errors.Is(err, ErrNonceExists) && !errors.Is(err, ErrStoreUnavailable) {
+	if err == nil || s.settled(err) {
 		s.recent.add(digest, now, ttl)
+	}
+	return err
+}
+
+// settled reports whether err, a replay Redis reported, refuses the
+// digest for good: the marker was found by a write that did not wait for
+// replicas (errFoundUnacked). One found by a write that waited may be
+// another edge replica's whose write is not yet acknowledged, and is
+// taken back if it never is: then the proof may be tried again, and a
+// filter that remembered it would refuse it for its whole lifetime.
+func (s *RedisStore) settled(err error) bool {
+	return errors.Is(err, ErrNonceExists) && !errors.Is(err, ErrStoreUnavailable) && !errors.Is(err, errFoundUnacked)
+}
+
+// errFoundUnacked wraps ErrNonceExists for a marker found by a write that
+// waits for replicas: the marker may be another write's that is not yet
+// acknowledged, and may still be taken back.
+var errFoundUnacked = fmt.Errorf("%w (found while replicas must acknowledge writes: "+
+	"it may be another edge replica's write, taken back if they do not)", ErrNonceExists)
+
+// foundUnacked marks err, a SET NX reply of a write that waited for
+// replicas, as errFoundUnacked when it found the key set.
+func foundUnacked(err error) error {
+	if errors.Is(err, ErrNonceExists) && !errors.Is(err, ErrStoreUnavailable) {
+		return errFoundUnacked
 	}
 	return err
 }

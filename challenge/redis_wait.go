@@ -227,7 +227,7 @@ func (s *RedisStore) durableSetNX(ctx context.Context, key string, val any, ms i
 		if isDown(err) {
 			s.failed(node)
 		}
-		return s.health.note(err)
+		return s.health.note(foundUnacked(err))
 	}
 	if err := s.acked(ctx, c, node, wait, n); err != nil {
 		// Not relied on: let the same name be written again. Best
@@ -334,8 +334,12 @@ type RedisHealth struct {
 
 // note records err's outcome and returns it: an error wrapping
 // ErrStoreUnavailable marks the store down, any other outcome (a full
-// store's refusal too) up.
+// store's refusal too) up. A refusal because the request ended says
+// nothing of the store and changes nothing.
 func (h *RedisHealth) note(err error) error {
+	if EndedByRequest(err) {
+		return err
+	}
 	down := isDown(err)
 	if down {
 		h.failures.Add(1)

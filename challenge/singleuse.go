@@ -194,8 +194,8 @@ func (m *MemoryStore) UseOnce(ctx context.Context, digest [32]byte, ttl time.Dur
 	if ttl <= 0 {
 		return fmt.Errorf("challenge: memory store: ttl must be positive")
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+	if ctx.Err() != nil {
+		return requestEnded(ctx)
 	}
 	return m.used.use(digest, m.now(), ttl, partitionOf(ctx))
 }

@@ -188,8 +188,8 @@ func (failingStore) Consume(context.Context, string) (challenge.Record, error) {
 }
 
 // TestNonceStoreMetrics: the provisioned store is measured under its module
-// name; a missing or present nonce is an ok answer, a store failure an
-// error.
+// name; a missing or present nonce, or a request that ended, is an ok
+// answer, a store failure an error.
 func TestNonceStoreMetrics(t *testing.T) {
 	f := newFixture(t)
 	ctx, reg := obsContext(t)
@@ -212,6 +212,12 @@ func TestNonceStoreMetrics(t *testing.T) {
 	if _, err := s.Consume(bg, "n1"); !errors.Is(err, challenge.ErrNonceNotFound) {
 		t.Fatalf("second Consume = %v", err)
 	}
+	// A request that ended is refused, but is no failure of the store.
+	left, cancel := context.WithCancel(bg)
+	cancel()
+	if err := s.(challenge.SingleUse).UseOnce(left, [32]byte{1}, time.Minute); !errors.Is(err, challenge.ErrRequestEnded) {
+		t.Fatalf("UseOnce of a request that ended = %v, want ErrRequestEnded", err)
+	}
 	down := &measuredNonceStore{store: failingStore{}, name: "redis", obs: h.obs}
 	if err := down.Put(bg, "n2", rec, time.Minute); !errors.Is(err, challenge.ErrStoreUnavailable) {
 		t.Fatalf("Put on a failing store = %v", err)
@@ -226,7 +232,7 @@ func TestNonceStoreMetrics(t *testing.T) {
 		store, op, result string
 		want              float64
 	}{
-		{"memory", "put", "ok", 2},
+		{"memory", "put", "ok", 3},
 		{"memory", "consume", "ok", 2},
 		{"redis", "put", "error", 1},
 		{"redis", "consume", "error", 1},

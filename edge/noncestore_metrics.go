@@ -76,9 +76,14 @@ func (m *measuredNonceStore) UseOnce(ctx context.Context, digest [32]byte, ttl t
 // storeFailure is err when it is a failure of the store itself, nil for a
 // normal answer: a nonce that is not there (Consume) or already is (Put).
 // By the NonceStore contract every other error wraps ErrStoreUnavailable.
+// A refusal because the request ended (the client left) is no failure of
+// the store either.
 func storeFailure(err error) error {
 	if !errors.Is(err, challenge.ErrStoreUnavailable) &&
 		(errors.Is(err, challenge.ErrNonceNotFound) || errors.Is(err, challenge.ErrNonceExists)) {
+		return nil
+	}
+	if challenge.EndedByRequest(err) {
 		return nil
 	}
 	return err
