@@ -4,11 +4,9 @@ import (
 	"bufio"
 	"errors"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"slices"
-	"sync"
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/carrier"
 	"github.com/mcpi-edge/caddy-mcpi/mcp"
@@ -22,27 +20,21 @@ import (
 // annotations from untrusted servers. The edge acts on them only when the
 // operator turns this on, and only on annotations of the upstream the
 // operator put behind it, read from the tools/list answers that upstream
-// gives to requests the edge forwarded; nothing a client sends is learned.
+// gives to credentialed requests the edge admitted; nothing a client sends
+// is learned, and anonymous callers teach nothing.
 // The classes only replace tool_default, for tools no tool rule matches:
 //
 //   - an explicit tool rule (exact or glob) always wins;
 //   - a tool whose annotations the edge has not seen yet (none of its
-//     tools/list answers went through since start, or the learned set was
-//     full) gets tool_default, deny unless the operator chose allow — never
+//     site's tools/list answers to a credentialed caller went through since
+//     start or since the site was evicted, or the site lists more tools
+//     than are kept) gets tool_default, deny unless the operator chose allow — never
 //     the most permissive class;
 //   - a class the operator gave no scopes for gets tool_default too.
 //
 // The class is part of the policy decision itself, so tools/list filtering
 // (which asks the same decision for each listed tool, after learning that
 // answer's annotations) and tools/call agree.
-
-// maxLearnedTools bounds the tool classes learned from the upstream. Names
-// beyond it, and names longer than maxLearnedNameLen, are not learned: they
-// get tool_default.
-const (
-	maxLearnedTools   = 1024
-	maxLearnedNameLen = 128
-)
 
 // ToolAnnotationsPolicy gives the scopes a tool no tool rule matches needs,
 // by the class of its annotations in the upstream's tools/list answers:
@@ -85,24 +77,14 @@ type annotationPolicy struct {
 	// no scopes), indexed by mcp.ToolClass.
 	rules [mcp.ToolClassOther + 1]*mcp.ToolRule
 
-	mu      sync.RWMutex
-	learned map[string]learnedTool
-	max     int
-}
-
-// learnedTool is what the upstream's tools/list said of a tool: its class,
-// and its annotations for the rules' tool.annotations
-// (mcp.EachListedToolHints).
-type learnedTool struct {
-	class mcp.ToolClass
-	hints map[string]any
+	learned *learnedStore
 }
 
 // newAnnotationPolicy returns nil when c is nil and forRules is false: the
 // annotations are learned for tool_annotations_policy's classes, and for
 // the rules and the PDP (forRules), which read them as tool.annotations.
 func newAnnotationPolicy(c *ToolAnnotationsPolicy, forRules bool) *annotationPolicy {
-	a := &annotationPolicy{learned: make(map[string]learnedTool), max: maxLearnedTools}
+	a := &annotationPolicy{learned: newLearnedStore()}
 	if c == nil {
 		if !forRules {
 			return nil
@@ -124,40 +106,13 @@ func newAnnotationPolicy(c *ToolAnnotationsPolicy, forRules bool) *annotationPol
 // learn records the class of tool, at the site named host, from an
 // upstream tools/list answer. Classes are kept per host: an upstream that
 // answers per Host must not let one client's Host declare another site's
-// tools read-only. A known tool's class is updated (the upstream may change
-// it); ToolClassUnknown forgets it. A new tool is not learned once the set
-// is full.
+// tools read-only. See learnedStore for the bounds.
 func (a *annotationPolicy) learn(host, tool string, class mcp.ToolClass, hints map[string]any) {
-	if tool == "" || len(tool) > maxLearnedNameLen {
-		return
-	}
-	tool = learnedKey(host, tool)
-	a.mu.RLock()
-	old, known := a.learned[tool]
-	full := len(a.learned) >= a.max
-	a.mu.RUnlock()
-	if (known && old.class == class && maps.Equal(old.hints, hints)) || (!known && (full || class == mcp.ToolClassUnknown)) {
-		return
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if class == mcp.ToolClassUnknown {
-		delete(a.learned, tool)
-		return
-	}
-	if _, known := a.learned[tool]; known || len(a.learned) < a.max {
-		a.learned[tool] = learnedTool{class: class, hints: hints}
-	}
+	a.learned.learn(host, tool, class, hints)
 }
 
-// learnedKey is the key of tool at host in learned.
-func learnedKey(host, tool string) string { return host + "\x00" + tool }
-
 func (a *annotationPolicy) class(host, tool string) mcp.ToolClass {
-	a.mu.RLock()
-	c := a.learned[learnedKey(host, tool)]
-	a.mu.RUnlock()
-	return c.class
+	return a.learned.get(host, tool).class
 }
 
 // hints returns the annotations of tool at host, nil when not learned. The
@@ -166,10 +121,7 @@ func (a *annotationPolicy) hints(host, tool string) map[string]any {
 	if a == nil {
 		return nil
 	}
-	a.mu.RLock()
-	c := a.learned[learnedKey(host, tool)]
-	a.mu.RUnlock()
-	return c.hints
+	return a.learned.get(host, tool).hints
 }
 
 // decide is the class decision for a verified caller granted scopes, on a

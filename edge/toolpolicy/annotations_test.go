@@ -17,7 +17,7 @@ func TestToolAnnotationsBounded(t *testing.T) {
 	for i := range maxLearnedTools + 500 {
 		a.learn(testHost, fmt.Sprintf("tool%d", i), mcp.ToolClassReadOnly, nil)
 	}
-	if n := len(a.learned); n != maxLearnedTools {
+	if _, n := a.learned.size(); n != maxLearnedTools {
 		t.Fatalf("learned %d tools, want the cap %d", n, maxLearnedTools)
 	}
 	beyond := fmt.Sprintf("tool%d", maxLearnedTools)
@@ -34,8 +34,8 @@ func TestToolAnnotationsBounded(t *testing.T) {
 	}
 	a.learn(testHost, "tool1", mcp.ToolClassUnknown, nil)
 	a.learn(testHost, beyond, mcp.ToolClassReadOnly, nil)
-	if a.class(testHost, "tool1") != mcp.ToolClassUnknown || a.class(testHost, beyond) != mcp.ToolClassReadOnly || len(a.learned) != maxLearnedTools {
-		t.Errorf("forget and relearn: %v %v %d", a.class(testHost, "tool1"), a.class(testHost, beyond), len(a.learned))
+	if a.class(testHost, "tool1") != mcp.ToolClassUnknown || a.class(testHost, beyond) != mcp.ToolClassReadOnly || learnedTools(a) != maxLearnedTools {
+		t.Errorf("forget and relearn: %v %v %d", a.class(testHost, "tool1"), a.class(testHost, beyond), learnedTools(a))
 	}
 	// Over-long names are not learned.
 	long := strings.Repeat("x", maxLearnedNameLen+1)
@@ -52,6 +52,11 @@ func TestToolAnnotationsBounded(t *testing.T) {
 	if _, ok := nilPolicy.decide(testHost, "tool0", nil); ok {
 		t.Error("feature off but decided")
 	}
+}
+
+func learnedTools(a *annotationPolicy) int {
+	_, n := a.learned.size()
+	return n
 }
 
 // TestToolAnnotationsConcurrent is for the race detector.

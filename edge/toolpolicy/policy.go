@@ -419,8 +419,11 @@ func (p *Policy) Check(w http.ResponseWriter, r *http.Request, d *vc.Delegation,
 	}
 	c.sniff = !hasList
 	// Learn the listed tools' annotation classes before the filter
-	// decides on them (no-op unless tool_annotations_policy is set).
-	v.check, v.learn = c, filter && hasList
+	// decides on them (no-op unless tool_annotations_policy is set). Only
+	// the answers to credentialed callers teach: the learned sites are
+	// bounded, and an anonymous caller must not be able to spend that
+	// bound (under made-up Host headers) to evict the sites others use.
+	v.check, v.learn = c, filter && hasList && d != nil
 	return v, nil
 }
 
