@@ -46,8 +46,17 @@ type rateLimits struct {
 // fails and the limits fail closed), the request is refused: the refusal
 // carries its decision.
 func (p *Policy) limitRate(r *http.Request, d *vc.Delegation, msgs []mcp.Message, batch bool, adm observe.Decision) error {
-	if p.limits == nil || rateTakenAtProof(r) {
+	if rateTakenAtProof(r) {
 		return nil
+	}
+	_, err := p.limitRateTaken(r, d, msgs, batch, adm)
+	return err
+}
+
+// limitRateTaken is limitRate, and what an allowed request counted.
+func (p *Policy) limitRateTaken(r *http.Request, d *vc.Delegation, msgs []mcp.Message, batch bool, adm observe.Decision) (ratelimit.Taken, error) {
+	if p.limits == nil {
+		return ratelimit.Taken{}, nil
 	}
 	calls := make([]ratelimit.Call, 0, len(msgs))
 	for _, m := range msgs {
@@ -65,9 +74,9 @@ func (p *Policy) limitRate(r *http.Request, d *vc.Delegation, msgs []mcp.Message
 	if d != nil {
 		caller = ratelimit.Caller{Agent: limitedAgent(d), User: d.UserDID}
 	}
-	v := p.limits.limiter.Check(r.Context(), caller, calls)
+	v, counted := p.limits.limiter.CheckTaken(r.Context(), caller, calls)
 	if !v.Limited && v.Err == nil {
-		return nil
+		return counted, nil
 	}
 	dec := observe.Decision{Outcome: "rejected", Reason: "rate_limited", Status: http.StatusTooManyRequests,
 		Delegation: d, Carrier: adm.Carrier, Tool: toolCallNames(msgs)}
@@ -106,7 +115,7 @@ func (p *Policy) limitRate(r *http.Request, d *vc.Delegation, msgs []mcp.Message
 		code = codeBatchRefused // the server error the edge gives whatever it could not check
 	}
 	rf.Body = rateLimitBody(msgs, batch, code, message, data)
-	return rf
+	return ratelimit.Taken{}, rf
 }
 
 // limitedAgent is the agent limits keyed by agent count: the chain's
