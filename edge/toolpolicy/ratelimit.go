@@ -83,6 +83,10 @@ func (p *Policy) limitRateTaken(r *http.Request, d *vc.Delegation, msgs []mcp.Me
 	var retry int64
 	var message string
 	switch {
+	case errors.Is(v.Err, ratelimit.ErrOutOfMemory) || errors.Is(v.Err, ratelimit.ErrFull):
+		dec.Reason, dec.Status, retry = "rate_limit_store_full", http.StatusServiceUnavailable, 1
+		message = "the rate limits could not be counted (their store is full); retry shortly"
+		p.warnRateLimitStore(v.Err)
 	case v.Err != nil:
 		dec.Reason, dec.Status, retry = "rate_limit_unavailable", http.StatusServiceUnavailable, 1
 		message = "the rate limits could not be checked (their store is unavailable); retry shortly"
@@ -173,8 +177,11 @@ func (p *Policy) warnRateLimitStore(err error) {
 		return
 	}
 	msg := "rate limits: store unavailable, requests under a limit are refused (503)"
-	if errors.Is(err, ratelimit.ErrFull) {
+	switch {
+	case errors.Is(err, ratelimit.ErrFull):
 		msg = "rate limits: the in-memory store is full of live counters, new callers are refused (503)"
+	case errors.Is(err, ratelimit.ErrOutOfMemory):
+		msg = "rate limits: Redis is out of memory (maxmemory reached under noeviction), requests under a limit are refused (503); raise Redis's maxmemory"
 	}
 	p.parts.Logger.Warn(msg, zap.Error(err))
 }
