@@ -172,7 +172,7 @@ func (s *Service) Issue(ctx context.Context, p HandshakeParams) (HandshakeResult
 		return s.issueStateless(p, methods)
 	}
 	now := s.now()
-	rec := Record{AgentDID: p.AgentDID, IssuedAt: now, ExpiresAt: now.Add(s.ttl)}
+	rec := Record{AgentDID: agentRef(p.AgentDID), IssuedAt: now, ExpiresAt: now.Add(s.ttl)}
 	var err error
 	if rec.Challenge, err = randomToken(challengeBytes); err != nil {
 		return HandshakeResult{}, err
@@ -218,7 +218,7 @@ func (s *Service) Register(ctx context.Context, agentDID string, hr HandshakeRes
 		ttl = time.Duration(hr.ExpiresIn) * time.Second
 	}
 	now := s.now()
-	rec := Record{Challenge: hr.Challenge, AgentDID: agentDID, IssuedAt: now, ExpiresAt: now.Add(ttl)}
+	rec := Record{Challenge: hr.Challenge, AgentDID: agentRef(agentDID), IssuedAt: now, ExpiresAt: now.Add(ttl)}
 	if err := s.store.Put(ctx, hr.Nonce, rec, s.retention(ttl)); err != nil {
 		return fmt.Errorf("challenge: storing challenge: %w", err)
 	}
@@ -416,7 +416,7 @@ func checkRecord(rec Record, sc *SignedChallenge, now time.Time) error {
 		return fmt.Errorf("%w: challenge lifetime over", ErrExpired)
 	}
 	challengeOK := subtle.ConstantTimeCompare([]byte(rec.Challenge), []byte(sc.Challenge)) == 1
-	agentOK := rec.AgentDID == "" || subtle.ConstantTimeCompare([]byte(rec.AgentDID), []byte(sc.AgentDID)) == 1
+	agentOK := IssuedTo(rec, sc.AgentDID)
 	switch {
 	case !challengeOK:
 		return fmt.Errorf("%w: challenge does not match the nonce", ErrBadProof)
