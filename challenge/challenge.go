@@ -60,7 +60,15 @@ type Service struct {
 	checks   []vc.CheckOption
 	// key makes challenges stateless (WithChallengeKey; stateless.go).
 	key []byte
+	// proxyBound bounds the proxied challenges a ChallengeCounter store
+	// records per challenge lifetime (redis_proxycount.go).
+	proxyBound int
 }
+
+// WithProxyChallengeBound sets how many proxied challenges (Register) a
+// store that counts them records per challenge lifetime; 0 is
+// DefaultProxyChallengeBound, negative no bound.
+func WithProxyChallengeBound(n int) Option { return func(v *Service) { v.proxyBound = n } }
 
 // Option configures New.
 type Option func(*Service)
@@ -216,6 +224,16 @@ func (s *Service) Register(ctx context.Context, agentDID string, hr HandshakeRes
 	ttl := s.ttl
 	if hr.ExpiresIn > 0 && time.Duration(hr.ExpiresIn)*time.Second < ttl {
 		ttl = time.Duration(hr.ExpiresIn) * time.Second
+	}
+	if c, ok := s.store.(ChallengeCounter); ok && s.proxyBound >= 0 {
+		bound := s.proxyBound
+		if bound == 0 {
+			bound = DefaultProxyChallengeBound
+		}
+		err := c.CountChallenge(ctx, s.retention(s.ttl), bound)
+		if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+			return fmt.Errorf("challenge: counting proxied challenges: %w", err)
+		}
 	}
 	now := s.now()
 	rec := Record{Challenge: hr.Challenge, AgentDID: agentRef(agentDID), IssuedAt: now, ExpiresAt: now.Add(ttl)}
