@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/framing"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
@@ -28,6 +29,9 @@ import (
 // by sending it again. Concurrent replays each hold their count for the
 // round trip until the store answers, so a burst of them can briefly
 // refuse the agent's genuine requests; sequential ones cost it nothing.
+
+// giveBackTimeout bounds giving a replay's count back.
+const giveBackTimeout = time.Second
 
 // rateTakenKey marks a request whose limits were taken at its proof.
 type rateTakenKey struct{}
@@ -61,7 +65,13 @@ func (p *Policy) LimitAtProof(r *http.Request, d *vc.Delegation, rb *framing.Bod
 			*refused = err
 			return nil, errLimitedAtProof
 		}
-		return counted.GiveBack, nil
+		return func(ctx context.Context) {
+			// Not the request's cancellation: a replayer that hangs up
+			// at once must not keep the count.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
+			defer cancel()
+			counted.GiveBack(ctx)
+		}, nil
 	})
 	return r.WithContext(ctx), refused
 }
