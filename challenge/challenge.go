@@ -60,7 +60,15 @@ type Service struct {
 	checks   []vc.CheckOption
 	// key makes challenges stateless (WithChallengeKey; stateless.go).
 	key []byte
+	// proxyBound bounds the proxied challenges a ChallengeCounter store
+	// records per challenge lifetime (redis_proxycount.go).
+	proxyBound int
 }
+
+// WithProxyChallengeBound sets how many proxied challenges (Register) a
+// store that counts them records per challenge lifetime; 0 is
+// DefaultProxyChallengeBound, negative no bound.
+func WithProxyChallengeBound(n int) Option { return func(v *Service) { v.proxyBound = n } }
 
 // Option configures New.
 type Option func(*Service)
@@ -172,7 +180,7 @@ func (s *Service) Issue(ctx context.Context, p HandshakeParams) (HandshakeResult
 		return s.issueStateless(p, methods)
 	}
 	now := s.now()
-	rec := Record{AgentDID: p.AgentDID, IssuedAt: now, ExpiresAt: now.Add(s.ttl)}
+	rec := Record{AgentDID: agentRef(p.AgentDID), IssuedAt: now, ExpiresAt: now.Add(s.ttl)}
 	var err error
 	if rec.Challenge, err = randomToken(challengeBytes); err != nil {
 		return HandshakeResult{}, err
@@ -217,8 +225,18 @@ func (s *Service) Register(ctx context.Context, agentDID string, hr HandshakeRes
 	if hr.ExpiresIn > 0 && time.Duration(hr.ExpiresIn)*time.Second < ttl {
 		ttl = time.Duration(hr.ExpiresIn) * time.Second
 	}
+	if c, ok := s.store.(ChallengeCounter); ok && s.proxyBound >= 0 {
+		bound := s.proxyBound
+		if bound == 0 {
+			bound = DefaultProxyChallengeBound
+		}
+		err := c.CountChallenge(ctx, s.retention(s.ttl), bound)
+		if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+			return fmt.Errorf("challenge: counting proxied challenges: %w", err)
+		}
+	}
 	now := s.now()
-	rec := Record{Challenge: hr.Challenge, AgentDID: agentDID, IssuedAt: now, ExpiresAt: now.Add(ttl)}
+	rec := Record{Challenge: hr.Challenge, AgentDID: agentRef(agentDID), IssuedAt: now, ExpiresAt: now.Add(ttl)}
 	if err := s.store.Put(ctx, hr.Nonce, rec, s.retention(ttl)); err != nil {
 		return fmt.Errorf("challenge: storing challenge: %w", err)
 	}
@@ -416,7 +434,7 @@ func checkRecord(rec Record, sc *SignedChallenge, now time.Time) error {
 		return fmt.Errorf("%w: challenge lifetime over", ErrExpired)
 	}
 	challengeOK := subtle.ConstantTimeCompare([]byte(rec.Challenge), []byte(sc.Challenge)) == 1
-	agentOK := rec.AgentDID == "" || subtle.ConstantTimeCompare([]byte(rec.AgentDID), []byte(sc.AgentDID)) == 1
+	agentOK := IssuedTo(rec, sc.AgentDID)
 	switch {
 	case !challengeOK:
 		return fmt.Errorf("%w: challenge does not match the nonce", ErrBadProof)

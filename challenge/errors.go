@@ -87,6 +87,7 @@ var errorTable = []struct {
 	{ErrInvalidRequest, CodeInvalidRequest, "Invalid Request"},
 	{ErrMethodNotFound, CodeMethodNotFound, "Method not found"},
 	{ErrInvalidParams, CodeInvalidParams, "Invalid params"},
+	{ErrStoreFull, CodeStoreUnavailable, "Challenge store full"},
 	{ErrStoreUnavailable, CodeStoreUnavailable, "Challenge store unavailable"},
 	{ErrExpired, CodeExpired, "Challenge expired"},
 	{ErrReplay, CodeReplay, "Challenge unknown or already used"},
@@ -117,7 +118,7 @@ func classify(err error) (int, string) {
 
 // ErrorResponse builds the JSON-RPC 2.0 error response for err. id is the
 // request id (nil or empty becomes null, as JSON-RPC requires when the id is
-// unknown). The message is a fixed text per code: err's own text is never
+// unknown). The message is a fixed text per sentinel error: err's own text is never
 // sent, so nothing the client presented is echoed.
 func ErrorResponse(id json.RawMessage, err error) *Response {
 	code, msg := classify(err)

@@ -404,3 +404,25 @@ func TestDecodeProofValue(t *testing.T) {
 		}
 	}
 }
+
+// A full store (Redis out of memory, a memory store at its bound) is
+// answered "Challenge store full", not "unavailable": the operator's fix
+// (raise maxmemory or max_entries) is not an outage's.
+func TestErrorResponseStoreFull(t *testing.T) {
+	for err, want := range map[error]string{
+		redisWriteError(redisReply("OOM command not allowed when used memory > 'maxmemory'.")): "Challenge store full",
+		ErrStoreFull: "Challenge store full",
+		fmt.Errorf("%w: dial tcp: connection refused", ErrStoreUnavailable): "Challenge store unavailable",
+	} {
+		resp := ErrorResponse(nil, err)
+		if resp.Error == nil || resp.Error.Code != CodeStoreUnavailable || resp.Error.Message != want {
+			t.Errorf("%v: %+v, want -32000 %q", err, resp.Error, want)
+		}
+	}
+}
+
+// redisReply is an error reply as go-redis reports one.
+type redisReply string
+
+func (e redisReply) Error() string { return string(e) }
+func (redisReply) RedisError()     {}

@@ -384,12 +384,12 @@ func (s *RedisStore) Peek(ctx context.Context, nonce string) (Record, error) {
 }
 
 // isReservedName reports whether a nonce would name a session binding's, a
-// single-use marker's or a rate limit counter's key: they share the key
-// prefix, and a nonce chosen by a client must never read, consume (GETDEL)
-// or take the place of one.
+// single-use marker's, a rate limit counter's or the proxied challenges'
+// counter's key: they share the key prefix, and a nonce chosen by a client
+// must never read, consume (GETDEL) or take the place of one.
 func isReservedName(nonce string) bool {
 	return strings.HasPrefix(nonce, redisBindingPrefix) || strings.HasPrefix(nonce, redisSingleUsePrefix) ||
-		strings.HasPrefix(nonce, redisRateLimitPrefix)
+		strings.HasPrefix(nonce, redisRateLimitPrefix) || strings.HasPrefix(nonce, redisProxyCountPrefix)
 }
 
 // redisSingleUsePrefix follows the store's key prefix for single-use

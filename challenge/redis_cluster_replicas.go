@@ -15,6 +15,11 @@ import (
 // dies, without the writes the master took meanwhile: writes must keep
 // waiting for it (and fail closed while it is away). An error counts as
 // unknown (-1).
+//
+// The list is the master's view, so only what the cluster agreed on
+// removes a replica from it (clusterPromotable): the master's own
+// suspicion does not, for the other masters may still reach the replica
+// and elect it.
 func clusterReplicas(ctx context.Context, c redis.UniversalClient) int {
 	id, err := c.Do(ctx, "CLUSTER", "MYID").Text()
 	if err != nil || id == "" {
@@ -26,12 +31,25 @@ func clusterReplicas(ctx context.Context, c redis.UniversalClient) int {
 	}
 	n := 0
 	for _, l := range lines {
-		// "<id> <addr> <flags> <master> ...": flags name fail and noaddr.
-		f := strings.Fields(l)
-		if len(f) < 3 || strings.Contains(f[2], "fail") || strings.Contains(f[2], "noaddr") {
-			continue
+		// "<id> <addr> <flags> <master> ...".
+		if f := strings.Fields(l); len(f) >= 3 && clusterPromotable(f[2]) {
+			n++
 		}
-		n++
 	}
 	return n
+}
+
+// clusterPromotable reports whether a replica with these CLUSTER REPLICAS
+// flags may be promoted. "fail" is the cluster's agreement that the node
+// is down; "fail?" is only the asking node's suspicion (a partition
+// between it and the replica), and the other masters may still vote for
+// the replica. "noaddr" is a node nobody can reach.
+func clusterPromotable(flags string) bool {
+	for _, f := range strings.Split(flags, ",") {
+		switch f {
+		case "fail", "noaddr", "handshake":
+			return false
+		}
+	}
+	return true
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -33,26 +34,47 @@ func newSentinelReplicas(master string, addrs []string, username, password strin
 	return sr
 }
 
-// count asks the sentinels in turn, and returns what the first that
-// answers lists: replicas not marked down (subjectively or objectively)
-// nor unreachable by that sentinel, which are what it would promote.
+// count asks every sentinel at once and returns the most replicas any of
+// them lists as promotable: not marked down (subjectively or objectively)
+// nor unreachable by that sentinel. Sentinels do not share one view: one
+// restarted with a fresh configuration learns replicas only from the
+// master, which no longer lists a replica it lost, while the others still
+// know that replica and would elect it. Trusting the first that answers
+// would then wait for nobody. Each ask is bounded by the clients' dial and
+// read timeouts and by ctx; a sentinel that does not answer is left out,
+// and only when none answers is the count unknown (an error).
 func (sr *sentinelReplicas) count(ctx context.Context) (int, error) {
-	var errs []error
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		most = -1
+		errs []error
+	)
 	for _, sc := range sr.sentinels {
-		list, err := sc.Replicas(ctx, sr.master).Result()
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		n := 0
-		for _, r := range list {
-			if promotable(r["flags"]) {
-				n++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			list, err := sc.Replicas(ctx, sr.master).Result()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
 			}
-		}
-		return n, nil
+			n := 0
+			for _, r := range list {
+				if promotable(r["flags"]) {
+					n++
+				}
+			}
+			most = max(most, n)
+		}()
 	}
-	return 0, fmt.Errorf("%w: no sentinel listed the replicas of %q: %w", ErrStoreUnavailable, sr.master, errors.Join(errs...))
+	wg.Wait()
+	if most < 0 {
+		return 0, fmt.Errorf("%w: no sentinel listed the replicas of %q: %w", ErrStoreUnavailable, sr.master, errors.Join(errs...))
+	}
+	return most, nil
 }
 
 // promotable reports whether a replica with these Sentinel flags may be

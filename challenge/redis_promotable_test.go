@@ -24,3 +24,27 @@ func TestPromotableFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterPromotableFlags: a cluster replica counts unless the cluster
+// agreed it failed: the master's own suspicion (fail?) is not the
+// cluster's, and the other masters may still elect the replica.
+func TestClusterPromotableFlags(t *testing.T) {
+	for flags, want := range map[string]bool{
+		"slave":                  true,
+		"slave,fail?":            true, // the master's suspicion only
+		"myself,slave":           true,
+		"slave,fail":             false,
+		"fail,slave":             false,
+		"slave,noaddr":           false,
+		"slave,fail?,noaddr":     false,
+		"handshake":              false,
+		"":                       true,
+		"slave,failing":          true, // not a flag Redis writes
+		"slave,nofailover":       true,
+		"slave,fail?,nofailover": true,
+	} {
+		if got := clusterPromotable(flags); got != want {
+			t.Errorf("clusterPromotable(%q) = %v, want %v", flags, got, want)
+		}
+	}
+}

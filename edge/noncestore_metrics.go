@@ -94,3 +94,13 @@ var (
 	_ challenge.Peeker     = (*measuredNonceStore)(nil)
 	_ challenge.SingleUse  = (*measuredNonceStore)(nil)
 )
+
+// CountChallenge implements challenge.ChallengeCounter for the measured
+// store: unsupported when it bounds no proxied challenges.
+func (m *measuredNonceStore) CountChallenge(ctx context.Context, window time.Duration, bound int) error {
+	c, ok := m.store.(challenge.ChallengeCounter)
+	if !ok {
+		return errors.ErrUnsupported
+	}
+	return c.CountChallenge(ctx, window, bound)
+}

@@ -53,3 +53,36 @@ func TestRateLimitBeforeProofNonce(t *testing.T) {
 		t.Fatalf("replay over the limit: called %v, HTTP %d %s", res.called, res.rec.Code, res.rec.Body)
 	}
 }
+
+// Replaying a proof the agent already used costs the agent nothing: the
+// upstream receives every signed body, and whoever holds one must not be
+// able to spend the agent's budget (and lock it out) by sending it again.
+// Each replay is refused 401 nonce replayed, and the agent's own fresh
+// proofs are still admitted up to its limit.
+func TestRateLimitProofReplaysSpendNothing(t *testing.T) {
+	f := newFixture(t)
+	store := challenge.NewMemoryStore(bareContext(t))
+	h := f.handler(t, func(s *setup) {
+		s.RequestProof = "required"
+		s.RateLimits = []ratelimit.Limit{perMinute(3, "agent")}
+		useStore(store, "memory")(s)
+	})
+	captured := signed(t, f.agent, testAudience, toolsCallBody)
+	if res := serve(t, h, proofCall(t, f, captured)); !res.called || res.rec.Code != http.StatusOK {
+		t.Fatalf("the agent's request: called %v, HTTP %d %s", res.called, res.rec.Code, res.rec.Body)
+	}
+	for i := range 6 {
+		res := serve(t, h, proofCall(t, f, captured))
+		if res.called || res.rec.Code != http.StatusUnauthorized || !strings.Contains(res.rec.Body.String(), "nonce_replayed") {
+			t.Fatalf("replay %d: called %v, HTTP %d %s", i, res.called, res.rec.Code, res.rec.Body)
+		}
+	}
+	for i := range 2 {
+		if res := serve(t, h, proofCall(t, f, signed(t, f.agent, testAudience, toolsCallBody))); !res.called || res.rec.Code != http.StatusOK {
+			t.Fatalf("the agent's fresh proof %d after six replays (limit 3): called %v, HTTP %d %s", i, res.called, res.rec.Code, res.rec.Body)
+		}
+	}
+	if res := serve(t, h, proofCall(t, f, signed(t, f.agent, testAudience, toolsCallBody))); res.called || res.rec.Code != http.StatusTooManyRequests {
+		t.Fatalf("the agent's fourth proof: called %v, HTTP %d, want 429: the limit still counts genuine requests", res.called, res.rec.Code)
+	}
+}

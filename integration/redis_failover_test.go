@@ -239,6 +239,36 @@ func TestRedisSentinelPartitionedReplicaNoReplays(t *testing.T) {
 	checkFailover(t, edges, cred, results, killed, 15*time.Second)
 }
 
+// TestRedisSentinelFreshSentinelNoReplays: as above, and the first
+// sentinel the edge knows is then redeployed with a fresh configuration.
+// It learns replicas from the master only, and lists none; the other two
+// still list the cut replica and promote it when the master dies. The edge
+// asks every sentinel and waits for the most replicas any of them lists:
+// trusting the first that answers, it waits for nobody, and every proof
+// admitted from then on is admitted again after the failover.
+func TestRedisSentinelFreshSentinelNoReplays(t *testing.T) {
+	d := redistest.StartSentinel(t, 1)
+	edges, w, cred := failoverEdges(t, "nonce_store redis {\n sentinel "+d.Name+" "+strings.Join(d.SentinelAddrs(), " ")+"\n}")
+	replica := d.Replicas[0]
+	results, killed := stallAndKill(t, edges, w, cred, d.Master,
+		func() bool {
+			d.StallLink(0)
+			d.CutLink(0)
+			d.StallLink(0)
+			d.RestartSentinelFresh(t, 0)
+			if out, _ := d.Sentinels[0].CLI("SENTINEL", "REPLICAS", d.Name); strings.Contains(out, "127.0.0.1") {
+				t.Logf("the restarted sentinel still lists a replica: %s", out)
+			}
+			return true
+		}, func() bool { d.CutLink(0); return true }, func() bool {
+			return d.MasterAddr() == replica.Addr()
+		})
+	if d.MasterAddr() != replica.Addr() {
+		t.Fatal("the sentinels did not promote the replica")
+	}
+	checkFailover(t, edges, cred, results, killed, 15*time.Second)
+}
+
 func TestRedisClusterFailoverNoReplays(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 1)
 	// The master whose replica is stalled, then promoted.

@@ -58,7 +58,7 @@ func (b *nonceBinding) consume(nonce, holder string) error {
 		rec, err := p.Peek(b.ctx, nonce)
 		switch {
 		case err == nil:
-			if rec.AgentDID != "" && rec.AgentDID != holder {
+			if !challenge.IssuedTo(rec, holder) {
 				return ErrNonceOtherAgent
 			}
 			peeked = &rec
@@ -84,7 +84,7 @@ func (b *nonceBinding) consume(nonce, holder string) error {
 // check: a challenge issued to one agent binds only that agent's
 // presentations. Nil-safe.
 func (b *nonceBinding) check(d *vc.Delegation) error {
-	if b == nil || !b.used || b.rec.AgentDID == "" || b.rec.AgentDID == d.AgentDID {
+	if b == nil || !b.used || challenge.IssuedTo(b.rec, d.AgentDID) {
 		return nil
 	}
 	return ErrNonceOtherAgent

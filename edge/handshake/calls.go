@@ -295,7 +295,13 @@ func (c *Calls) fail(w http.ResponseWriter, r *http.Request, call *challenge.Cal
 		// Debug: anyone can send handshakes, one line each would flood the
 		// log; the store's own alarm reports the outage (at most every 30s
 		// in Caddy), and the metrics count every refusal.
-		if ce := c.Logger.Check(zapcore.DebugLevel, "handshake refused: nonce store unavailable"); ce != nil {
+		msg := "handshake refused: nonce store unavailable"
+		if errors.Is(err, challenge.ErrRedisOutOfMemory) {
+			msg = "handshake refused: nonce store full (Redis is out of memory under noeviction: raise its maxmemory)"
+		} else if errors.Is(err, challenge.ErrStoreFull) {
+			msg = "handshake refused: nonce store full (raise max_entries, or Redis's maxmemory)"
+		}
+		if ce := c.Logger.Check(zapcore.DebugLevel, msg); ce != nil {
 			ce.Write(zap.Error(err))
 		}
 	} else if ce := c.Logger.Check(zapcore.DebugLevel, "handshake call rejected"); ce != nil {
@@ -332,6 +338,9 @@ func (c *Calls) record(r *http.Request, kind challenge.Kind, result string, stat
 func ResultTag(err error) string {
 	if errors.Is(err, ErrUpstreamResponse) || errors.Is(err, ErrResponseTooLarge) {
 		return "upstream_error"
+	}
+	if errors.Is(err, challenge.ErrStoreFull) {
+		return "store_full"
 	}
 	switch challenge.Code(err) {
 	case challenge.CodeParseError:

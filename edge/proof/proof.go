@@ -390,11 +390,12 @@ func Tag(reason string) string {
 type nonceStore struct{ s challenge.NonceStore }
 
 func (n nonceStore) UseNonce(ctx context.Context, did, nonce string, ttl time.Duration) error {
-	if err := beforeUse(ctx); err != nil {
+	sum := nonceDigest(did, nonce)
+	replayed, err := beforeUse(ctx)
+	if err != nil {
 		return err
 	}
-	sum := nonceDigest(did, nonce)
-	err := errors.ErrUnsupported
+	err = errors.ErrUnsupported
 	if su, ok := n.s.(challenge.SingleUse); ok {
 		err = su.UseOnce(ctx, sum, ttl)
 	}
@@ -406,6 +407,9 @@ func (n nonceStore) UseNonce(ctx context.Context, did, nonce string, ttl time.Du
 	}
 	switch {
 	case errors.Is(err, challenge.ErrNonceExists):
+		if replayed != nil {
+			replayed(ctx)
+		}
 		return kyaos.ErrNonceUsed
 	case errors.Is(err, challenge.ErrStoreFull):
 		return fmt.Errorf("%w: %w", kyaos.ErrNonceStoreFull, err)

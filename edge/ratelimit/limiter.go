@@ -117,8 +117,31 @@ type taken struct {
 // round trip per limit, on that path only), so that a refused request does
 // not eat into the caller's other quotas.
 func (l *Limiter) Check(ctx context.Context, caller Caller, calls []Call) Verdict {
+	v, _ := l.CheckTaken(ctx, caller, calls)
+	return v
+}
+
+// Taken is what a request the limits allowed counted.
+type Taken struct {
+	l    *Limiter
+	done []taken
+}
+
+// GiveBack returns what the request counted, for a request that turned
+// out not to be served after all through no doing of its caller's (one
+// whose proof had been used already: a replay). Best effort: a failure
+// leaves the calls counted.
+func (t Taken) GiveBack(ctx context.Context) {
+	if t.l != nil {
+		t.l.giveBack(ctx, t.done)
+	}
+}
+
+// CheckTaken is Check, and what an allowed request counted: given back
+// should the request not be served after all.
+func (l *Limiter) CheckTaken(ctx context.Context, caller Caller, calls []Call) (Verdict, Taken) {
 	if l == nil || len(calls) == 0 {
-		return Verdict{}
+		return Verdict{}, Taken{}
 	}
 	var done []taken
 	var tools []toolCount // the request's tools/calls by tool, on first need
@@ -129,7 +152,7 @@ func (l *Limiter) Check(ctx context.Context, caller Caller, calls []Call) Verdic
 		}
 		if !c.tool {
 			if v, ok := l.take(ctx, c, caller, "", len(calls), &done); !ok {
-				return v
+				return v, Taken{}
 			}
 			continue
 		}
@@ -141,15 +164,15 @@ func (l *Limiter) Check(ctx context.Context, caller Caller, calls []Call) Verdic
 			// thousands would be thousands of them.
 			l.metrics.count(c.kind, resultLimited)
 			l.giveBack(ctx, done)
-			return Verdict{Limited: true, Limit: c.Limit, Calls: len(tools), TooManyTools: true}
+			return Verdict{Limited: true, Limit: c.Limit, Calls: len(tools), TooManyTools: true}, Taken{}
 		}
 		for _, t := range tools {
 			if v, ok := l.take(ctx, c, caller, t.tool, t.n, &done); !ok {
-				return v
+				return v, Taken{}
 			}
 		}
 	}
-	return Verdict{}
+	return Verdict{}, Taken{l: l, done: done}
 }
 
 // MaxToolsPerRequest is the most distinct tools one request (a batch) may

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -60,11 +61,22 @@ type Redis struct {
 // NewRedis counts in Redis through client.
 func NewRedis(client redis.UniversalClient) *Redis { return &Redis{client: client} }
 
-// Take implements Store. Every failure wraps ErrUnavailable.
+// ErrOutOfMemory is wrapped, beside ErrUnavailable, by the error of a
+// count Redis refused because it reached its maxmemory and may not evict
+// (noeviction): the store is up, and full.
+var ErrOutOfMemory = errors.New("ratelimit: Redis is out of memory (used_memory reached maxmemory under noeviction); raise its maxmemory")
+
+// Take implements Store. Every failure wraps ErrUnavailable; Redis's
+// out-of-memory refusal ErrOutOfMemory too.
 func (s *Redis) Take(ctx context.Context, key string, q Quota, n int) (Result, error) {
 	interval := q.Interval.Microseconds()
 	res, err := gcraScript.Run(ctx, s.client, []string{key}, interval, interval*int64(q.Burst), n).Int64Slice()
 	if err != nil {
+		if redis.HasErrorPrefix(err, "OOM") || strings.Contains(err.Error(), "OOM command not allowed") {
+			// A script's write refused for memory may come back with
+			// the script's own prefix.
+			return Result{}, fmt.Errorf("%w: %w: %w", ErrUnavailable, ErrOutOfMemory, err)
+		}
 		return Result{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if len(res) != 4 {

@@ -107,3 +107,19 @@ func TestRedisOutage(t *testing.T) {
 		t.Fatalf("Redis back: %+v", v)
 	}
 }
+
+// A Redis out of memory under noeviction refuses the count: the error
+// says so (ErrOutOfMemory), not merely that the store is unreachable, so
+// that the refusal and the warning can tell the operator to raise
+// maxmemory. Fail closed either way.
+func TestRedisOutOfMemory(t *testing.T) {
+	srv := redistest.StartWith(t, "--maxmemory-policy", "noeviction")
+	if out, err := srv.CLI("CONFIG", "SET", "maxmemory", "1"); err != nil {
+		t.Fatalf("CONFIG SET maxmemory: %v %s", err, out)
+	}
+	lim := newLimiter(t, NewRedis(newRedisClient(t, srv.Addr())), false, Limit{Key: []string{KeyAgent}, Rate: 5, Per: time.Minute})
+	v := lim.Check(context.Background(), alice, []Call{tool("search")})
+	if !errors.Is(v.Err, ErrOutOfMemory) || !errors.Is(v.Err, ErrUnavailable) {
+		t.Fatalf("count on a full Redis: %+v, want ErrOutOfMemory (and ErrUnavailable)", v)
+	}
+}

@@ -46,8 +46,17 @@ type rateLimits struct {
 // fails and the limits fail closed), the request is refused: the refusal
 // carries its decision.
 func (p *Policy) limitRate(r *http.Request, d *vc.Delegation, msgs []mcp.Message, batch bool, adm observe.Decision) error {
-	if p.limits == nil || rateTakenAtProof(r) {
+	if rateTakenAtProof(r) {
 		return nil
+	}
+	_, err := p.limitRateTaken(r, d, msgs, batch, adm)
+	return err
+}
+
+// limitRateTaken is limitRate, and what an allowed request counted.
+func (p *Policy) limitRateTaken(r *http.Request, d *vc.Delegation, msgs []mcp.Message, batch bool, adm observe.Decision) (ratelimit.Taken, error) {
+	if p.limits == nil {
+		return ratelimit.Taken{}, nil
 	}
 	calls := make([]ratelimit.Call, 0, len(msgs))
 	for _, m := range msgs {
@@ -65,15 +74,19 @@ func (p *Policy) limitRate(r *http.Request, d *vc.Delegation, msgs []mcp.Message
 	if d != nil {
 		caller = ratelimit.Caller{Agent: limitedAgent(d), User: d.UserDID}
 	}
-	v := p.limits.limiter.Check(r.Context(), caller, calls)
+	v, counted := p.limits.limiter.CheckTaken(r.Context(), caller, calls)
 	if !v.Limited && v.Err == nil {
-		return nil
+		return counted, nil
 	}
 	dec := observe.Decision{Outcome: "rejected", Reason: "rate_limited", Status: http.StatusTooManyRequests,
 		Delegation: d, Carrier: adm.Carrier, Tool: toolCallNames(msgs)}
 	var retry int64
 	var message string
 	switch {
+	case errors.Is(v.Err, ratelimit.ErrOutOfMemory) || errors.Is(v.Err, ratelimit.ErrFull):
+		dec.Reason, dec.Status, retry = "rate_limit_store_full", http.StatusServiceUnavailable, 1
+		message = "the rate limits could not be counted (their store is full); retry shortly"
+		p.warnRateLimitStore(v.Err)
 	case v.Err != nil:
 		dec.Reason, dec.Status, retry = "rate_limit_unavailable", http.StatusServiceUnavailable, 1
 		message = "the rate limits could not be checked (their store is unavailable); retry shortly"
@@ -106,7 +119,7 @@ func (p *Policy) limitRate(r *http.Request, d *vc.Delegation, msgs []mcp.Message
 		code = codeBatchRefused // the server error the edge gives whatever it could not check
 	}
 	rf.Body = rateLimitBody(msgs, batch, code, message, data)
-	return rf
+	return ratelimit.Taken{}, rf
 }
 
 // limitedAgent is the agent limits keyed by agent count: the chain's
@@ -164,8 +177,11 @@ func (p *Policy) warnRateLimitStore(err error) {
 		return
 	}
 	msg := "rate limits: store unavailable, requests under a limit are refused (503)"
-	if errors.Is(err, ratelimit.ErrFull) {
+	switch {
+	case errors.Is(err, ratelimit.ErrFull):
 		msg = "rate limits: the in-memory store is full of live counters, new callers are refused (503)"
+	case errors.Is(err, ratelimit.ErrOutOfMemory):
+		msg = "rate limits: Redis is out of memory (maxmemory reached under noeviction), requests under a limit are refused (503); raise Redis's maxmemory"
 	}
 	p.parts.Logger.Warn(msg, zap.Error(err))
 }

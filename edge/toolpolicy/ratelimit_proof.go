@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/edge/framing"
 	"github.com/mcpi-edge/caddy-mcpi/edge/observe"
@@ -21,6 +22,16 @@ import (
 // caller's proofs need. Such a request is counted even if the tool policy
 // would then deny it: it has cost a signature check and is about to cost
 // a record.
+//
+// A replay (a proof whose nonce is held already) is given back what it
+// was counted once the store says so: the upstream receives every signed
+// body, and anyone holding one could otherwise spend the agent's budget
+// by sending it again. Concurrent replays each hold their count for the
+// round trip until the store answers, so a burst of them can briefly
+// refuse the agent's genuine requests; sequential ones cost it nothing.
+
+// giveBackTimeout bounds giving a replay's count back.
+const giveBackTimeout = time.Second
 
 // rateTakenKey marks a request whose limits were taken at its proof.
 type rateTakenKey struct{}
@@ -40,20 +51,27 @@ func (p *Policy) LimitAtProof(r *http.Request, d *vc.Delegation, rb *framing.Bod
 	refused := new(error)
 	taken := new(bool)
 	ctx := context.WithValue(r.Context(), rateTakenKey{}, taken)
-	ctx = proof.BeforeUse(ctx, func(context.Context) error {
+	ctx = proof.BeforeUse(ctx, func(context.Context) (func(context.Context), error) {
 		if *taken {
-			return nil
+			return nil, nil
 		}
 		msgs, batch, err := rb.Messages()
 		if err != nil {
-			return nil // the tool policy refuses the body, and takes nothing
+			return nil, nil // the tool policy refuses the body, and takes nothing
 		}
 		*taken = true
-		if err := p.limitRate(r, d, msgs, batch, observe.Decision{Carrier: carrierName, Delegation: d}); err != nil {
+		counted, err := p.limitRateTaken(r, d, msgs, batch, observe.Decision{Carrier: carrierName, Delegation: d})
+		if err != nil {
 			*refused = err
-			return errLimitedAtProof
+			return nil, errLimitedAtProof
 		}
-		return nil
+		return func(ctx context.Context) {
+			// Not the request's cancellation: a replayer that hangs up
+			// at once must not keep the count.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
+			defer cancel()
+			counted.GiveBack(ctx)
+		}, nil
 	})
 	return r.WithContext(ctx), refused
 }

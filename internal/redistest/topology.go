@@ -146,14 +146,7 @@ func StartSentinel(t testing.TB, replicas int) *Sentinel {
 		port := lowPort(t, false)
 		dir := t.TempDir()
 		conf := filepath.Join(dir, "sentinel.conf")
-		text := fmt.Sprintf("sentinel monitor %[1]s 127.0.0.1 %[2]d 2\n"+
-			"sentinel down-after-milliseconds %[1]s %[3]d\n"+
-			"sentinel failover-timeout %[1]s %[4]d\n"+
-			"sentinel parallel-syncs %[1]s 1\n",
-			d.Name, d.Master.port, DownAfter.Milliseconds(), 10*DownAfter.Milliseconds())
-		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		d.writeSentinelConf(t, conf)
 		s := &Server{t: t, bin: bin, port: port, dir: dir, conf: conf, args: []string{"--sentinel"}}
 		s.start()
 		t.Cleanup(s.Stop)
@@ -166,6 +159,36 @@ func StartSentinel(t testing.TB, replicas int) *Sentinel {
 		}, "sentinel %s to find the replicas", s.Addr())
 	}
 	return d
+}
+
+// writeSentinelConf writes a sentinel's configuration as a new one: the
+// master it monitors and the timings, and nothing it learned.
+func (d *Sentinel) writeSentinelConf(t testing.TB, conf string) {
+	t.Helper()
+	text := fmt.Sprintf("sentinel monitor %[1]s 127.0.0.1 %[2]d 2\n"+
+		"sentinel down-after-milliseconds %[1]s %[3]d\n"+
+		"sentinel failover-timeout %[1]s %[4]d\n"+
+		"sentinel parallel-syncs %[1]s 1\n",
+		d.Name, d.Master.port, DownAfter.Milliseconds(), 10*DownAfter.Milliseconds())
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// RestartSentinelFresh restarts sentinel i, on the same port, with a new
+// configuration (a redeployed sentinel): it forgets the replicas it knew
+// and learns them again from the master, which lists only those connected
+// to it now. It returns once the sentinel knows the master again.
+func (d *Sentinel) RestartSentinelFresh(t testing.TB, i int) {
+	t.Helper()
+	s := d.Sentinels[i]
+	s.Stop()
+	d.writeSentinelConf(t, s.conf)
+	s.start()
+	waitFor(t, 10*time.Second, func() bool {
+		out, err := s.CLI("SENTINEL", "MASTER", d.Name)
+		return err == nil && strings.Contains(out, "127.0.0.1")
+	}, "sentinel %s to know the master again", s.Addr())
 }
 
 // StallLink holds replica i's link to the master: the master's writes
