@@ -15,7 +15,7 @@ import (
 )
 
 // TestPolicyBatch: a JSON-RPC batch holding an allowed and a denied
-// tools/call is answered by the edge as caddymodule/policy.go documents:
+// tools/call is answered by the edge as edge/toolpolicy documents:
 // the denied calls get their tool error results (auth_required with a
 // consent link for a missing scope, tool_not_allowed for default deny),
 // every other request a JSON-RPC error asking to send it alone, the

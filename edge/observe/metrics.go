@@ -74,9 +74,9 @@ var (
 		"unsupported_media_type",
 		// DPoP-bound credentials (edge/boundcredential.go).
 		"dpop_missing", "dpop_invalid", "dpop_replayed", "dpop_not_bound",
-		// MCP framing (edge/framing.go).
+		// MCP framing (edge/framing).
 		"header_mismatch", "bad_request_state",
-		// Per-tool policy denials (policy.go).
+		// Per-tool policy denials (edge/toolpolicy).
 		"insufficient_scope", "no_matching_rule", "handshake_tool", "tool_not_allowed",
 		// Rate limits (edge/ratelimits.go).
 		"rate_limited", "rate_limit_unavailable",

@@ -4,7 +4,7 @@ package main
 // port, so that every request pays for one route whichever configuration
 // it is for. A port is also an audience: the edge derives the audience
 // from the Host's name and the port of the listener that took the
-// connection (edge/host.go: a port the client writes must not choose which
+// connection (edge/site: a port the client writes must not choose which
 // credentials count), so one Host sent to every port cannot give the
 // servers one audience. Each server gets a credential of its own instead,
 // for its audience alone, from the same template (issuer, subject, scope,
