@@ -82,6 +82,9 @@ type Rule struct {
 	prg cel.Program
 	// partial evaluates with arguments unknown, for tools/list.
 	partial cel.Program
+	// tracked: prg runs under the runtime cost tracker, the rule's worst
+	// case not being provably within CostLimit (see boundedCost).
+	tracked bool
 	// readsArguments: the rule names the arguments variable, so they are
 	// checked for it.
 	readsArguments bool
@@ -127,7 +130,12 @@ func Compile(name, expr, message string) (*Rule, error) {
 		return nil, &CompileError{Rule: name, Line: 1, Column: 1,
 			Msg: fmt.Sprintf("the expression gives %s, and a rule must give a bool (true admits the call)", checked.OutputType())}
 	}
-	prg, err := env.Program(checked, cel.CostLimit(CostLimit), cel.InterruptCheckFrequency(interruptEvery))
+	opts := []cel.ProgramOption{cel.InterruptCheckFrequency(interruptEvery)}
+	tracked := !boundedCost(checked)
+	if tracked {
+		opts = append(opts, cel.CostLimit(CostLimit))
+	}
+	prg, err := env.Program(checked, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("rule %q: %w", name, err)
 	}
@@ -136,6 +144,7 @@ func Compile(name, expr, message string) (*Rule, error) {
 		return nil, fmt.Errorf("rule %q: %w", name, err)
 	}
 	return &Rule{Name: name, Message: message, Expr: expr, prg: prg, partial: partial,
+		tracked:        tracked,
 		readsArguments: readsVariable(checked.NativeRep().ReferenceMap(), VarArguments),
 		walks:          len(ast.MatchDescendants(ast.NavigateAST(checked.NativeRep()), ast.KindMatcher(ast.ComprehensionKind))) > 0}, nil
 }
