@@ -82,9 +82,12 @@ type Rule struct {
 	prg cel.Program
 	// partial evaluates with arguments unknown, for tools/list.
 	partial cel.Program
-	// tracked: prg runs under the runtime cost tracker, the rule's worst
-	// case not being provably within CostLimit (see boundedCost).
-	tracked bool
+	// untracked, when set, is prg without the runtime cost tracker: the
+	// rule's worst case is proved within CostLimit (see boundedCost), for
+	// any delegation or, if untrackedNeedsScopes, for one whose scopes are
+	// within boundedScopes.
+	untracked            cel.Program
+	untrackedNeedsScopes bool
 	// readsArguments: the rule names the arguments variable, so they are
 	// checked for it.
 	readsArguments bool
@@ -130,21 +133,23 @@ func Compile(name, expr, message string) (*Rule, error) {
 		return nil, &CompileError{Rule: name, Line: 1, Column: 1,
 			Msg: fmt.Sprintf("the expression gives %s, and a rule must give a bool (true admits the call)", checked.OutputType())}
 	}
-	opts := []cel.ProgramOption{cel.InterruptCheckFrequency(interruptEvery)}
-	tracked := !boundedCost(checked)
-	if tracked {
-		opts = append(opts, cel.CostLimit(CostLimit))
-	}
-	prg, err := env.Program(checked, opts...)
+	prg, err := env.Program(checked, cel.CostLimit(CostLimit), cel.InterruptCheckFrequency(interruptEvery))
 	if err != nil {
 		return nil, fmt.Errorf("rule %q: %w", name, err)
+	}
+	var untracked cel.Program
+	anyScopes := boundedCost(checked, sizes{})
+	if anyScopes || boundedCost(checked, sizes{scopes: boundedScopes}) {
+		if untracked, err = env.Program(checked, cel.InterruptCheckFrequency(interruptEvery)); err != nil {
+			return nil, fmt.Errorf("rule %q: %w", name, err)
+		}
 	}
 	partial, err := env.Program(checked, cel.CostLimit(CostLimit), cel.InterruptCheckFrequency(interruptEvery), cel.EvalOptions(cel.OptPartialEval))
 	if err != nil {
 		return nil, fmt.Errorf("rule %q: %w", name, err)
 	}
 	return &Rule{Name: name, Message: message, Expr: expr, prg: prg, partial: partial,
-		tracked:        tracked,
+		untracked: untracked, untrackedNeedsScopes: !anyScopes,
 		readsArguments: readsVariable(checked.NativeRep().ReferenceMap(), VarArguments),
 		walks:          len(ast.MatchDescendants(ast.NavigateAST(checked.NativeRep()), ast.KindMatcher(ast.ComprehensionKind))) > 0}, nil
 }
