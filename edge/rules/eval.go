@@ -21,16 +21,26 @@ func (r *Rule) Eval(in *Input) (bool, error) {
 		}
 		a.args = args
 	}
+	prg := r.program(in)
 	if !r.walks {
 		// Only a comprehension checks the deadline: without one, a
 		// context would cost a timer and change nothing.
-		out, _, err := r.prg.Eval(&a)
+		out, _, err := prg.Eval(&a)
 		return r.result(out, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), EvalTimeout)
 	defer cancel()
-	out, _, err := r.prg.ContextEval(ctx, &a)
+	out, _, err := prg.ContextEval(ctx, &a)
 	return r.result(out, err)
+}
+
+// program is the program that evaluates r on in: without the cost tracker
+// when r's worst case on in is proved within CostLimit.
+func (r *Rule) program(in *Input) cel.Program {
+	if r.untracked != nil && (!r.untrackedNeedsScopes || scopesWithin(in)) {
+		return r.untracked
+	}
+	return r.prg
 }
 
 // EvalListing decides whether a tool is listed for the caller: as Eval,

@@ -20,6 +20,7 @@ func BenchmarkEval(b *testing.B) {
 		args       json.RawMessage
 	}{
 		{"caller", "agent.reputation >= 80 && 'pay:execute' in delegation.scopes", nil},
+		{"bounded", "arguments.amount <= 500 && agent.reputation >= 80.0", json.RawMessage(`{"amount": 120, "to": "acct-1"}`)},
 		{"arguments", "arguments.amount <= delegation.constraints.max_amount", json.RawMessage(`{"amount": 120, "to": "acct-1"}`)},
 		{"arguments_large", "arguments.amount <= delegation.constraints.max_amount", large},
 		// A comprehension: the evaluation runs under EvalTimeout.

@@ -82,6 +82,12 @@ type Rule struct {
 	prg cel.Program
 	// partial evaluates with arguments unknown, for tools/list.
 	partial cel.Program
+	// untracked, when set, is prg without the runtime cost tracker: the
+	// rule's worst case is proved within CostLimit (see boundedCost), for
+	// any delegation or, if untrackedNeedsScopes, for one whose scopes are
+	// within boundedScopes.
+	untracked            cel.Program
+	untrackedNeedsScopes bool
 	// readsArguments: the rule names the arguments variable, so they are
 	// checked for it.
 	readsArguments bool
@@ -131,11 +137,19 @@ func Compile(name, expr, message string) (*Rule, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rule %q: %w", name, err)
 	}
+	var untracked cel.Program
+	anyScopes := boundedCost(checked, sizes{})
+	if anyScopes || boundedCost(checked, sizes{scopes: boundedScopes}) {
+		if untracked, err = env.Program(checked, cel.InterruptCheckFrequency(interruptEvery)); err != nil {
+			return nil, fmt.Errorf("rule %q: %w", name, err)
+		}
+	}
 	partial, err := env.Program(checked, cel.CostLimit(CostLimit), cel.InterruptCheckFrequency(interruptEvery), cel.EvalOptions(cel.OptPartialEval))
 	if err != nil {
 		return nil, fmt.Errorf("rule %q: %w", name, err)
 	}
 	return &Rule{Name: name, Message: message, Expr: expr, prg: prg, partial: partial,
+		untracked: untracked, untrackedNeedsScopes: !anyScopes,
 		readsArguments: readsVariable(checked.NativeRep().ReferenceMap(), VarArguments),
 		walks:          len(ast.MatchDescendants(ast.NavigateAST(checked.NativeRep()), ast.KindMatcher(ast.ComprehensionKind))) > 0}, nil
 }

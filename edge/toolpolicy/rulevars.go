@@ -93,15 +93,20 @@ func (v *ruleVars) Var(in *rules.Input, name string) map[string]any {
 	return nil
 }
 
+// delegationVarMembers is the most members the delegation variable has:
+// eleven always, expires_at, issued_at, constraints and chain.
+const delegationVarMembers = 15
+
 func (v *ruleVars) delegationVar() map[string]any {
 	d := v.d
 	presented := v.presented || v.p.holderBound(v.r, d, v.adm)
-	dm := map[string]any{
-		"id": d.DelegationID, "credential_id": d.ID, "issuer": d.Issuer, "root_issuer": d.RootIssuer,
-		"scopes": d.Scopes, "audience": d.Audience, "format": string(d.Format),
-		"chain_depth": int64(max(len(d.Chain), 1)), "carrier": v.adm.Carrier,
-		"presented": presented, "dpop": d.CnfJKT != "",
-	}
+	// Sized for every member it may get, the times and the chain's
+	// included: growing it costs allocations on every call a rule reads.
+	dm := make(map[string]any, delegationVarMembers)
+	dm["id"], dm["credential_id"], dm["issuer"], dm["root_issuer"] = d.DelegationID, d.ID, d.Issuer, d.RootIssuer
+	dm["scopes"], dm["audience"], dm["format"] = d.Scopes, d.Audience, string(d.Format)
+	dm["chain_depth"], dm["carrier"] = int64(max(len(d.Chain), 1)), v.adm.Carrier
+	dm["presented"], dm["dpop"] = presented, d.CnfJKT != ""
 	if !d.ExpiresAt.IsZero() {
 		dm["expires_at"] = d.ExpiresAt
 	}
