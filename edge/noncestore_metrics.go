@@ -105,10 +105,18 @@ func spanFailure(err error) error {
 	return nil
 }
 
+// Seen implements challenge.SeenLocally when the measured store does; it
+// is no store operation (no round trip), so it is not measured.
+func (m *measuredNonceStore) Seen(digest [32]byte) bool {
+	sl, ok := m.store.(challenge.SeenLocally)
+	return ok && sl.Seen(digest)
+}
+
 var (
-	_ challenge.NonceStore = (*measuredNonceStore)(nil)
-	_ challenge.Peeker     = (*measuredNonceStore)(nil)
-	_ challenge.SingleUse  = (*measuredNonceStore)(nil)
+	_ challenge.SeenLocally = (*measuredNonceStore)(nil)
+	_ challenge.NonceStore  = (*measuredNonceStore)(nil)
+	_ challenge.Peeker      = (*measuredNonceStore)(nil)
+	_ challenge.SingleUse   = (*measuredNonceStore)(nil)
 )
 
 // CountChallenge implements challenge.ChallengeCounter for the measured

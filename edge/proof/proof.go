@@ -400,6 +400,12 @@ type nonceStore struct{ s challenge.NonceStore }
 
 func (n nonceStore) UseNonce(ctx context.Context, did, nonce string, ttl time.Duration) error {
 	sum := nonceDigest(did, nonce)
+	// A replay of a marker this replica confirmed is refused before the
+	// host's hook (the rate limits) runs: it costs the agent nothing,
+	// not even a count held for a round trip.
+	if sl, ok := n.s.(challenge.SeenLocally); ok && sl.Seen(sum) {
+		return kyaos.ErrNonceUsed
+	}
 	replayed, err := beforeUse(ctx)
 	if err != nil {
 		return err
