@@ -91,3 +91,25 @@ func TestRedisReplayRefusedLocally(t *testing.T) {
 		t.Fatalf("UseOnce after a failed write = %v, want admitted", err)
 	}
 }
+
+// TestRedisSeenLocally: Seen answers, without a round trip, for a marker
+// this store wrote, and not for one it has not met.
+func TestRedisSeenLocally(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newTestRedisStore(t, srv.Addr())
+	var _ SeenLocally = s
+	d := digestOf("seen locally")
+	if s.Seen(d) {
+		t.Fatal("a marker never written is Seen")
+	}
+	if err := s.UseOnce(context.Background(), d, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	before := infoStat(t, srv, "total_commands_processed")
+	if !s.Seen(d) || s.Seen(digestOf("another")) {
+		t.Fatal("Seen does not tell the written marker from another")
+	}
+	if after := infoStat(t, srv, "total_commands_processed"); after != before+1 {
+		t.Fatalf("Seen asked Redis: %d commands, want only the INFO itself", after-before)
+	}
+}

@@ -420,6 +420,13 @@ func (s *RedisStore) UseOnce(ctx context.Context, digest [32]byte, ttl time.Dura
 	return err
 }
 
+// Seen implements SeenLocally from the filter of markers this process
+// wrote or found settled (recent.go): those another replica wrote and
+// this one has not met are not known here.
+func (s *RedisStore) Seen(digest [32]byte) bool {
+	return s.recent.seen(digest, time.Now())
+}
+
 // settled reports whether err, a replay Redis reported, refuses the
 // digest for good: the marker was found by a write that did not wait for
 // replicas (errFoundUnacked). One found by a write that waited may be

@@ -26,6 +26,15 @@ type SingleUse interface {
 	UseOnce(ctx context.Context, digest [32]byte, ttl time.Duration) error
 }
 
+// SeenLocally is implemented by a SingleUse store that remembers, in this
+// process, markers it has confirmed. Seen reports whether digest is one,
+// still live, without a round trip: a caller can then refuse a replay
+// before spending anything on it. false means only "not known here";
+// UseOnce remains the answer.
+type SeenLocally interface {
+	Seen(digest [32]byte) bool
+}
+
 // usedSet is the memory store's SingleUse: markers by digest, with their
 // expiries as integers, in structures without pointers. The garbage
 // collector does not scan those, so a full store (a million markers and

@@ -22,7 +22,7 @@ type measuredBinder struct {
 func (m *measuredBinder) Bind(ctx context.Context, key string, value []byte, ttl time.Duration) error {
 	start := time.Now()
 	err := m.binder.Bind(ctx, key, value, ttl)
-	m.obs.NonceStore(m.name, "bind", time.Since(start), err)
+	m.obs.NonceStore(m.name, "bind", time.Since(start), endedOr(err))
 	return err
 }
 
@@ -35,7 +35,7 @@ func (m *measuredBinder) BindOwned(ctx context.Context, kind, owner, key string,
 	}
 	start := time.Now()
 	err := ob.BindOwned(ctx, kind, owner, key, value, ttl, max)
-	m.obs.NonceStore(m.name, "bind", time.Since(start), err)
+	m.obs.NonceStore(m.name, "bind", time.Since(start), endedOr(err))
 	return err
 }
 
@@ -51,7 +51,7 @@ func (m *measuredBinder) Take(ctx context.Context, key string) ([]byte, error) {
 	if errors.Is(err, challenge.ErrBindingNotFound) {
 		failure = nil
 	}
-	m.obs.NonceStore(m.name, "take", time.Since(start), failure)
+	m.obs.NonceStore(m.name, "take", time.Since(start), endedOr(failure))
 	return val, err
 }
 
@@ -62,7 +62,7 @@ func (m *measuredBinder) Lookup(ctx context.Context, key string) ([]byte, error)
 	if errors.Is(err, challenge.ErrBindingNotFound) {
 		failure = nil // a normal answer
 	}
-	m.obs.NonceStore(m.name, "lookup", time.Since(start), failure)
+	m.obs.NonceStore(m.name, "lookup", time.Since(start), endedOr(failure))
 	return val, err
 }
 

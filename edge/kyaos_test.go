@@ -187,8 +187,14 @@ func TestRequestProofNonceStores(t *testing.T) {
 					t.Errorf("store holds %d markers, %d records; want %d, %d", markers, records, wantMarkers, 1-wantMarkers)
 				}
 			}
-			if got := observetest.Value(observetest.Gather(t, gather), ns, "store", c.name, "op", "put", "result", "ok"); got != 2 {
-				t.Errorf("%s{%s,put,ok} = %v, want 2 (the use and the replay)", ns, c.name, got)
+			// Redis remembers the marker it wrote, and the replay is
+			// refused from that memory, before any store operation.
+			want := 2.0
+			if c.name == "redis" {
+				want = 1
+			}
+			if got := observetest.Value(observetest.Gather(t, gather), ns, "store", c.name, "op", "put", "result", "ok"); got != want {
+				t.Errorf("%s{%s,put,ok} = %v, want %v (the use, and the replay unless refused locally)", ns, c.name, got, want)
 			}
 		})
 	}

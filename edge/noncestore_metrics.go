@@ -26,7 +26,7 @@ func (m *measuredNonceStore) Put(ctx context.Context, nonce string, rec challeng
 	start := time.Now()
 	err := m.store.Put(ctx, nonce, rec, ttl)
 	m.obs.NonceStore(m.name, "put", time.Since(start), storeFailure(err))
-	observe.EndSpan(span, storeFailure(err))
+	observe.EndSpan(span, spanFailure(err))
 	return err
 }
 
@@ -35,7 +35,7 @@ func (m *measuredNonceStore) Consume(ctx context.Context, nonce string) (challen
 	start := time.Now()
 	rec, err := m.store.Consume(ctx, nonce)
 	m.obs.NonceStore(m.name, "consume", time.Since(start), storeFailure(err))
-	observe.EndSpan(span, storeFailure(err))
+	observe.EndSpan(span, spanFailure(err))
 	return rec, err
 }
 
@@ -52,7 +52,7 @@ func (m *measuredNonceStore) Peek(ctx context.Context, nonce string) (challenge.
 	if !errors.Is(err, errors.ErrUnsupported) {
 		m.obs.NonceStore(m.name, "peek", time.Since(start), storeFailure(err))
 	}
-	observe.EndSpan(span, storeFailure(err))
+	observe.EndSpan(span, spanFailure(err))
 	return rec, err
 }
 
@@ -69,7 +69,7 @@ func (m *measuredNonceStore) UseOnce(ctx context.Context, digest [32]byte, ttl t
 	start := time.Now()
 	err := su.UseOnce(ctx, digest, ttl)
 	m.obs.NonceStore(m.name, "put", time.Since(start), storeFailure(err))
-	observe.EndSpan(span, storeFailure(err))
+	observe.EndSpan(span, spanFailure(err))
 	return err
 }
 
@@ -77,22 +77,46 @@ func (m *measuredNonceStore) UseOnce(ctx context.Context, digest [32]byte, ttl t
 // normal answer: a nonce that is not there (Consume) or already is (Put).
 // By the NonceStore contract every other error wraps ErrStoreUnavailable.
 // A refusal because the request ended (the client left) is no failure of
-// the store either.
+// the store either, nor an answer: it is observe.ErrRequestEnded, recorded
+// under a result of its own.
 func storeFailure(err error) error {
 	if !errors.Is(err, challenge.ErrStoreUnavailable) &&
 		(errors.Is(err, challenge.ErrNonceNotFound) || errors.Is(err, challenge.ErrNonceExists)) {
 		return nil
 	}
+	return endedOr(err)
+}
+
+// endedOr is err, or observe.ErrRequestEnded when err refuses an
+// operation because its request ended.
+func endedOr(err error) error {
 	if challenge.EndedByRequest(err) {
-		return nil
+		return observe.ErrRequestEnded
 	}
 	return err
 }
 
+// spanFailure is the error a nonce store span ends with: an operation its
+// caller abandoned did not fail.
+func spanFailure(err error) error {
+	if f := storeFailure(err); !errors.Is(f, observe.ErrRequestEnded) {
+		return f
+	}
+	return nil
+}
+
+// Seen implements challenge.SeenLocally when the measured store does; it
+// is no store operation (no round trip), so it is not measured.
+func (m *measuredNonceStore) Seen(digest [32]byte) bool {
+	sl, ok := m.store.(challenge.SeenLocally)
+	return ok && sl.Seen(digest)
+}
+
 var (
-	_ challenge.NonceStore = (*measuredNonceStore)(nil)
-	_ challenge.Peeker     = (*measuredNonceStore)(nil)
-	_ challenge.SingleUse  = (*measuredNonceStore)(nil)
+	_ challenge.SeenLocally = (*measuredNonceStore)(nil)
+	_ challenge.NonceStore  = (*measuredNonceStore)(nil)
+	_ challenge.Peeker      = (*measuredNonceStore)(nil)
+	_ challenge.SingleUse   = (*measuredNonceStore)(nil)
 )
 
 // CountChallenge implements challenge.ChallengeCounter for the measured

@@ -23,7 +23,7 @@ import (
 //	caddy_mcpi_cache_requests_total{cache,result}             hit|miss
 //	caddy_mcpi_did_resolution_errors_total{method,reason}
 //	caddy_mcpi_status_list_errors_total{reason}
-//	caddy_mcpi_nonce_store_duration_seconds{store,op,result}  ok|error
+//	caddy_mcpi_nonce_store_duration_seconds{store,op,result}  ok|error|request_ended
 //	caddy_mcpi_handshakes_total{mode,result}
 //	caddy_mcpi_tool_decisions_total{tool,outcome}
 //	caddy_mcpi_audit_entries_dropped_total
@@ -88,7 +88,7 @@ var (
 		"proof_created_in_future", "proof_expired", "proof_invalid_signature", "proof_alg_key_mismatch",
 		"proof_cnf_key_mismatch", "proof_cnf_required_by_token", "proof_cnf_token_mismatch",
 		"proof_nonce_replayed", "proof_nonce_seam_missing", "proof_nonce_store_unavailable",
-		"proof_nonce_store_full",
+		"proof_nonce_store_full", "proof_client_gone",
 		"proof_verifier_threw", "proof_delegation_holder_mismatch",
 	)
 )
@@ -113,6 +113,21 @@ func okOrError(err error) string {
 		return "error"
 	}
 	return "ok"
+}
+
+// ErrRequestEnded, passed to NonceStore as its err, records the operation
+// as result="request_ended": the caller hung up before the store answered.
+// It is neither an ok answer nor a failure of the store, and keeping it
+// out of "error" keeps a client that hangs up from raising the outage
+// signal operators alert on.
+var ErrRequestEnded = errors.New("observe: the request ended before the store answered")
+
+// storeResult is the result label of a nonce store operation.
+func storeResult(err error) string {
+	if errors.Is(err, ErrRequestEnded) {
+		return "request_ended"
+	}
+	return okOrError(err)
 }
 
 // metrics holds the collectors of one handler: shared with every other mcpi
@@ -373,13 +388,14 @@ func (rec *Recorder) countHandshake(mode, result string) {
 
 // NonceStore records one nonce store operation (store: "memory",
 // "redis"; op: "put", "consume", …) and its duration. err is a failure of
-// the store itself; an unknown or spent nonce is a normal answer (nil).
+// the store itself; an unknown or spent nonce is a normal answer (nil);
+// ErrRequestEnded is an operation its caller abandoned.
 func (rec *Recorder) NonceStore(store, op string, d time.Duration, err error) {
 	m := rec.metricsOrNil()
 	if m == nil {
 		return
 	}
-	m.nonceStore.WithLabelValues(m.store.value(store), m.op.value(op), okOrError(err)).Observe(d.Seconds())
+	m.nonceStore.WithLabelValues(m.store.value(store), m.op.value(op), storeResult(err)).Observe(d.Seconds())
 }
 
 // Cache counts one lookup in a cache (e.g. "delegation", "did").

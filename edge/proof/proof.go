@@ -348,11 +348,20 @@ func (g *Gate) Inspects(body []byte) bool {
 // CodeProof is the JSON-RPC code of a refused proof (docs/protocol/kyaos.md#refusals).
 const CodeProof = -31000
 
+// StatusClientClosed is the status recorded for a request whose caller
+// hung up before it was decided (the 499 of common proxy logs). Nobody
+// reads the answer; the status tells the access and audit logs apart from
+// a refusal the client saw.
+const StatusClientClosed = 499
+
 // refusal maps a verifier reason to its answer: 503 when the nonce store
-// is down (retry), else 401 (no or invalid proof).
+// is down (retry), 499 when the caller left, else 401 (no or invalid
+// proof).
 func refusal(r kyaos.Reason) *Refusal {
 	status := http.StatusUnauthorized
 	switch r {
+	case kyaos.ClientGone:
+		status = StatusClientClosed
 	case kyaos.NonceStoreUnavailable, kyaos.NonceStoreFull, kyaos.NonceSeamMissing:
 		status = http.StatusServiceUnavailable
 	case kyaos.HolderMismatch:
@@ -391,6 +400,12 @@ type nonceStore struct{ s challenge.NonceStore }
 
 func (n nonceStore) UseNonce(ctx context.Context, did, nonce string, ttl time.Duration) error {
 	sum := nonceDigest(did, nonce)
+	// A replay of a marker this replica confirmed is refused before the
+	// host's hook (the rate limits) runs: it costs the agent nothing,
+	// not even a count held for a round trip.
+	if sl, ok := n.s.(challenge.SeenLocally); ok && sl.Seen(sum) {
+		return kyaos.ErrNonceUsed
+	}
 	replayed, err := beforeUse(ctx)
 	if err != nil {
 		return err
@@ -413,6 +428,8 @@ func (n nonceStore) UseNonce(ctx context.Context, did, nonce string, ttl time.Du
 		return kyaos.ErrNonceUsed
 	case errors.Is(err, challenge.ErrStoreFull):
 		return fmt.Errorf("%w: %w", kyaos.ErrNonceStoreFull, err)
+	case challenge.EndedByRequest(err):
+		return fmt.Errorf("%w: %w", kyaos.ErrClientGone, err)
 	}
 	return err
 }

@@ -26,9 +26,11 @@ import (
 // A replay (a proof whose nonce is held already) is given back what it
 // was counted once the store says so: the upstream receives every signed
 // body, and anyone holding one could otherwise spend the agent's budget
-// by sending it again. Concurrent replays each hold their count for the
-// round trip until the store answers, so a burst of them can briefly
-// refuse the agent's genuine requests; sequential ones cost it nothing.
+// by sending it again. A replay of a marker the store has confirmed in
+// this process (challenge.SeenLocally) is refused by the proof gate
+// before this hook runs, and counts nothing. Other concurrent replays
+// each hold their count for the round trip until the store answers, so a
+// burst of them can briefly refuse the agent's genuine requests.
 
 // giveBackTimeout bounds giving a replay's count back.
 const giveBackTimeout = time.Second

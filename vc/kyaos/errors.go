@@ -38,7 +38,11 @@ const (
 	// its bound allows (a flood, or a bound too small), told apart from
 	// an outage so that an operator can tell which.
 	NonceStoreFull Reason = "nonce_store_full"
-	VerifierThrew  Reason = "proof_verifier_threw"
+	// ClientGone: the caller hung up before the nonce store answered. The
+	// proof was not admitted, but neither the proof nor the store is at
+	// fault, so it is kept apart from NonceStoreUnavailable (an outage).
+	ClientGone    Reason = "client_gone"
+	VerifierThrew Reason = "proof_verifier_threw"
 	// HolderMismatch: the proof's did is not the delegation's subject
 	// (docs/protocol/kyaos.md#binding-to-the-credential).
 	HolderMismatch Reason = "delegation_holder_mismatch"

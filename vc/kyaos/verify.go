@@ -35,6 +35,10 @@ type NonceStore interface {
 // ErrNonceUsed: NonceStore.UseNonce found the pair already recorded.
 var ErrNonceUsed = errors.New("kyaos: nonce already used")
 
+// ErrClientGone: NonceStore.UseNonce gave up because the request it
+// serves ended (the caller hung up) before the store answered.
+var ErrClientGone = errors.New("kyaos: the request ended before the nonce store answered")
+
 // ErrNonceStoreFull: NonceStore.UseNonce could not record the pair because
 // the store holds as many live nonces as it may (wrap it in the error).
 var ErrNonceStoreFull = errors.New("kyaos: nonce store full")
@@ -257,6 +261,8 @@ func (v *Verifier) consume(ctx context.Context, p *Proof) error {
 		return refuse(StepNonce, NonceReplayed, nil)
 	case errors.Is(err, ErrNonceStoreFull):
 		return refuse(StepNonce, NonceStoreFull, err)
+	case errors.Is(err, ErrClientGone):
+		return refuse(StepNonce, ClientGone, err)
 	default:
 		return refuse(StepNonce, NonceStoreUnavailable, err)
 	}
