@@ -271,6 +271,7 @@ func (s *RedisNonceStore) Cleanup() error { return releaseStore(&s.key) }
 //		pool_size <n>
 //		wait_replicas auto|off|<n> [<timeout>]
 //		accept_eviction
+//		proxied_challenges <n>
 //	}
 func (s *RedisNonceStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // "redis"
@@ -331,7 +332,7 @@ func (s *RedisNonceStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				s.WaitTimeout = duration.Duration(dur)
 			}
 			continue
-		case "db", "pool_size", "timeout":
+		case "db", "pool_size", "timeout", "proxied_challenges":
 			if len(args) != 1 {
 				return d.ArgErr()
 			}
@@ -364,7 +365,8 @@ func (s *RedisNonceStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return nil
 }
 
-// parseNumber sets db, pool_size or timeout from the Caddyfile's value v.
+// parseNumber sets db, pool_size, proxied_challenges or timeout from the
+// Caddyfile's value v.
 func (s *RedisNonceStore) parseNumber(d *caddyfile.Dispenser, name, v string) error {
 	if name == "timeout" {
 		dur, err := caddy.ParseDuration(v)
@@ -375,14 +377,10 @@ func (s *RedisNonceStore) parseNumber(d *caddyfile.Dispenser, name, v string) er
 		return nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 || (name == "pool_size" && n == 0) {
-		return d.Errf("%s must be a %s integer, got %q", name, map[string]string{"db": "non-negative", "pool_size": "positive"}[name], v)
+	if err != nil || n < 0 || (name != "db" && n == 0) {
+		return d.Errf("%s must be a %s integer, got %q", name, map[string]string{"db": "non-negative"}[name]+map[bool]string{true: "positive"}[name != "db"], v)
 	}
-	if name == "db" {
-		s.DB = n
-	} else {
-		s.PoolSize = n
-	}
+	*map[string]*int{"db": &s.DB, "pool_size": &s.PoolSize, "proxied_challenges": &s.ProxiedChallenges}[name] = n
 	return nil
 }
 

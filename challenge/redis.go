@@ -75,6 +75,10 @@ type RedisOptions struct {
 	// unless the policy is known to be noeviction
 	// (redis_eviction_guard.go).
 	AcceptEviction bool
+	// ProxiedChallenges, when positive, bounds the proxied handshake
+	// challenges recorded per challenge lifetime in place of the bound the
+	// challenge service asks for (redis_proxycount.go).
+	ProxiedChallenges int
 	// EvictionCheckInterval is how often the policy is read again.
 	// Default DefaultEvictionCheckInterval.
 	EvictionCheckInterval time.Duration
@@ -120,6 +124,9 @@ type RedisStore struct {
 	// recent refuses a replay of a marker this process saw without a
 	// round trip (recent.go).
 	recent *recentMarkers
+	// proxied is the operator's bound on proxied challenges; 0: the
+	// service's.
+	proxied int
 }
 
 // boxedMillis is a PX argument in milliseconds and the same value boxed.
@@ -232,7 +239,8 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 	if prefix == "" {
 		prefix = DefaultRedisKeyPrefix
 	}
-	s := &RedisStore{kind: kind, prefix: prefix, wait: wait, health: new(RedisHealth), recent: newRecentMarkers(maxRecentMarkers)}
+	s := &RedisStore{kind: kind, prefix: prefix, wait: wait, health: new(RedisHealth), recent: newRecentMarkers(maxRecentMarkers),
+		proxied: opts.ProxiedChallenges}
 	if !opts.AcceptEviction {
 		s.evict = &evictionGuard{cluster: kind == RedisCluster, done: make(chan struct{})}
 		ro.OnConnect = s.onConnect

@@ -76,6 +76,12 @@ type RedisConfig struct {
 	// presentation could then be used again. Off by default: provisioning
 	// fails on such a server, saying so.
 	AcceptEviction bool `json:"accept_eviction,omitempty"`
+	// How many challenges of proxied Level 3 handshakes (handshake
+	// proxy) the store records per challenge lifetime under its key
+	// prefix; past it, such a handshake is refused with 503 and nothing is
+	// written. Redis needs room for about twice this many records of about
+	// half a kilobyte each. Default DefaultProxyChallengeBound (100000).
+	ProxiedChallenges int `json:"proxied_challenges,omitempty"`
 }
 
 // Options turns the configuration into the store's options, with expand
@@ -84,19 +90,20 @@ type RedisConfig struct {
 // may be shared.
 func (c RedisConfig) Options(expand func(string) string) (RedisOptions, string, error) {
 	opts := RedisOptions{
-		URL:              expand(c.URL),
-		Addr:             expand(c.Address),
-		MasterName:       expand(c.SentinelMaster),
-		SentinelUsername: expand(c.SentinelUsername),
-		SentinelPassword: expand(c.SentinelPassword),
-		Cluster:          c.Cluster,
-		Username:         expand(c.Username),
-		Password:         expand(c.Password),
-		DB:               c.DB,
-		KeyPrefix:        c.KeyPrefix,
-		PoolSize:         c.PoolSize,
-		WaitTimeout:      time.Duration(c.WaitTimeout),
-		AcceptEviction:   c.AcceptEviction,
+		URL:               expand(c.URL),
+		Addr:              expand(c.Address),
+		MasterName:        expand(c.SentinelMaster),
+		SentinelUsername:  expand(c.SentinelUsername),
+		SentinelPassword:  expand(c.SentinelPassword),
+		Cluster:           c.Cluster,
+		Username:          expand(c.Username),
+		Password:          expand(c.Password),
+		DB:                c.DB,
+		KeyPrefix:         c.KeyPrefix,
+		PoolSize:          c.PoolSize,
+		WaitTimeout:       time.Duration(c.WaitTimeout),
+		AcceptEviction:    c.AcceptEviction,
+		ProxiedChallenges: c.ProxiedChallenges,
 	}
 	for _, a := range c.Addresses {
 		opts.Addrs = append(opts.Addrs, expand(a))
@@ -111,6 +118,8 @@ func (c RedisConfig) Options(expand func(string) string) (RedisOptions, string, 
 		return fail("list the sentinels' or cluster nodes' host:port in addresses")
 	case c.DB < 0:
 		return fail("db must not be negative")
+	case c.ProxiedChallenges < 0:
+		return fail("proxied_challenges must not be negative")
 	case c.Timeout < 0 || c.WaitTimeout < 0:
 		return fail("timeout and wait_timeout must not be negative")
 	case c.PoolSize < 0:
@@ -142,10 +151,10 @@ func (c RedisConfig) Options(expand func(string) string) (RedisOptions, string, 
 	// The key holds the secrets only as a hash: pool keys can end up in
 	// debug output. Files are named, not read: a changed certificate is
 	// picked up by a config with another name, or by restarting.
-	sum := sha256.Sum256(fmt.Appendf(nil, "%q %q %q %q %q %q %t %q %q %d %t %q %q %q %q %q %d %d %q %d %t",
+	sum := sha256.Sum256(fmt.Appendf(nil, "%q %q %q %q %q %q %t %q %q %d %t %q %q %q %q %q %d %d %q %d %t %d",
 		opts.URL, opts.Addr, opts.Addrs, opts.MasterName, opts.SentinelUsername, opts.SentinelPassword, opts.Cluster,
 		opts.Username, opts.Password, opts.DB, tlsOn, c.TLSServerName, c.TLSCA, c.TLSClientCert, c.TLSClientKey,
-		opts.KeyPrefix, c.Timeout, c.PoolSize, c.WaitReplicas, c.WaitTimeout, c.AcceptEviction))
+		opts.KeyPrefix, c.Timeout, c.PoolSize, c.WaitReplicas, c.WaitTimeout, c.AcceptEviction, c.ProxiedChallenges))
 	return opts, "redis " + hex.EncodeToString(sum[:]), nil
 }
 

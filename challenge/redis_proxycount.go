@@ -58,6 +58,9 @@ return n
 
 // CountChallenge implements ChallengeCounter.
 func (s *RedisStore) CountChallenge(ctx context.Context, window time.Duration, bound int) error {
+	if s.proxied > 0 {
+		bound = s.proxied // the operator's, sized for this Redis
+	}
 	if bound <= 0 {
 		return nil
 	}

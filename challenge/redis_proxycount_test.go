@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpi-edge/caddy-mcpi/internal/redistest"
 )
@@ -53,5 +54,26 @@ func TestRedisProxiedChallengesBounded(t *testing.T) {
 		if err := m.svc.Register(ctx, long, HandshakeResult{Challenge: fmt.Sprintf("c%04d", i), Nonce: fmt.Sprintf("n%04d", i)}); err != nil {
 			t.Fatalf("memory store, challenge %d: %v", i, err)
 		}
+	}
+}
+
+// TestRedisProxiedChallengesOperatorBound: the store's proxied_challenges
+// (sized by the operator for this Redis) wins over the bound the challenge
+// service asks for.
+func TestRedisProxiedChallengesOperatorBound(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	s, err := NewRedisStore(RedisOptions{Addr: srv.Addr(), KeyPrefix: "test:" + t.Name() + ":", ProxiedChallenges: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	for i := range 2 {
+		if err := s.CountChallenge(ctx, time.Minute, DefaultProxyChallengeBound); err != nil {
+			t.Fatalf("challenge %d within the operator's bound: %v", i, err)
+		}
+	}
+	if err := s.CountChallenge(ctx, time.Minute, DefaultProxyChallengeBound); !errors.Is(err, ErrTooManyChallenges) {
+		t.Fatalf("challenge past proxied_challenges 2 = %v, want ErrTooManyChallenges", err)
 	}
 }
