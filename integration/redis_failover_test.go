@@ -173,7 +173,7 @@ func failoverEdges(t *testing.T, store string) ([]*harness, *world, string) {
 // master while it is stalled, ends the stall (unstall) and keeps the load
 // on until recovered(): the moment of the kill is returned with the
 // results.
-func stallAndKill(t *testing.T, edges []*harness, w *world, cred string, master *redistest.Server, stall, unstall, recovered func() bool) ([]sent, time.Time) {
+func stallAndKill(t *testing.T, edges []*harness, w *world, cred string, master *redistest.Server, stall, unstall func(), recovered func() bool) ([]sent, time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
 	stop := make(chan struct{})
@@ -193,23 +193,29 @@ func stallAndKill(t *testing.T, edges []*harness, w *world, cred string, master 
 	return <-done, killed
 }
 
-func TestRedisSentinelFailoverNoReplays(t *testing.T) {
+// sentinelFailover runs a master, a replica and three sentinels under two
+// edges with wait_replicas auto: stall(d) holds the replica's link, the
+// master is killed, the link is cut, and once the sentinels have promoted
+// the replica no proof may have been admitted twice and the edge must admit
+// again within the given time of the kill.
+func sentinelFailover(t *testing.T, stall func(d *redistest.Sentinel), within time.Duration) {
 	d := redistest.StartSentinel(t, 1)
 	edges, w, cred := failoverEdges(t, "nonce_store redis {\n sentinel "+d.Name+" "+strings.Join(d.SentinelAddrs(), " ")+"\n}")
-	replica := d.Replicas[0]
-	// The link is held, then cut with what it held: writes the master
-	// acknowledged in those 1.5 s never reach the replica it is replaced
-	// by. Only waiting for the replica keeps them from being admitted:
-	// with wait_replicas off, every proof admitted during the stall is
-	// admitted again after the failover.
-	results, killed := stallAndKill(t, edges, w, cred, d.Master,
-		func() bool { d.StallLink(0); return true }, func() bool { d.CutLink(0); return true }, func() bool {
-			return d.MasterAddr() == replica.Addr()
-		})
-	if d.MasterAddr() != replica.Addr() {
+	promoted := func() bool { return d.MasterAddr() == d.Replicas[0].Addr() }
+	results, killed := stallAndKill(t, edges, w, cred, d.Master, func() { stall(d) }, func() { d.CutLink(0) }, promoted)
+	if !promoted() {
 		t.Fatal("the sentinels did not promote the replica")
 	}
-	checkFailover(t, edges, cred, results, killed, 15*time.Second)
+	checkFailover(t, edges, cred, results, killed, within)
+}
+
+// TestRedisSentinelFailoverNoReplays: the link is held, then cut with what
+// it held: writes the master acknowledged in those 1.5 s never reach the
+// replica it is replaced by. Only waiting for the replica keeps them from
+// being admitted: with wait_replicas off, every proof admitted during the
+// stall is admitted again after the failover.
+func TestRedisSentinelFailoverNoReplays(t *testing.T) {
+	sentinelFailover(t, func(d *redistest.Sentinel) { d.StallLink(0) }, 15*time.Second)
 }
 
 // TestRedisSentinelPartitionedReplicaNoReplays: the replica loses its
@@ -219,24 +225,15 @@ func TestRedisSentinelFailoverNoReplays(t *testing.T) {
 // many replicas a failover could promote: it keeps waiting for one, refuses
 // (503) while none acknowledges, and admits nothing twice.
 func TestRedisSentinelPartitionedReplicaNoReplays(t *testing.T) {
-	d := redistest.StartSentinel(t, 1)
-	edges, w, cred := failoverEdges(t, "nonce_store redis {\n sentinel "+d.Name+" "+strings.Join(d.SentinelAddrs(), " ")+"\n}")
-	replica := d.Replicas[0]
-	results, killed := stallAndKill(t, edges, w, cred, d.Master,
-		func() bool {
-			// Drop the link and hold the replica's reconnection: the
-			// master forgets its replica, the sentinels do not.
-			d.StallLink(0)
-			d.CutLink(0)
-			d.StallLink(0)
-			return true
-		}, func() bool { d.CutLink(0); return true }, func() bool {
-			return d.MasterAddr() == replica.Addr()
-		})
-	if d.MasterAddr() != replica.Addr() {
-		t.Fatal("the sentinels did not promote the replica")
-	}
-	checkFailover(t, edges, cred, results, killed, 15*time.Second)
+	sentinelFailover(t, dropReplicaLink, 15*time.Second)
+}
+
+// dropReplicaLink drops the replica's link and holds its reconnection: the
+// master forgets its replica, the sentinels do not.
+func dropReplicaLink(d *redistest.Sentinel) {
+	d.StallLink(0)
+	d.CutLink(0)
+	d.StallLink(0)
 }
 
 // TestRedisSentinelFreshSentinelNoReplays: as above, and the first
@@ -247,29 +244,16 @@ func TestRedisSentinelPartitionedReplicaNoReplays(t *testing.T) {
 // trusting the first that answers, it waits for nobody, and every proof
 // admitted from then on is admitted again after the failover.
 func TestRedisSentinelFreshSentinelNoReplays(t *testing.T) {
-	d := redistest.StartSentinel(t, 1)
-	edges, w, cred := failoverEdges(t, "nonce_store redis {\n sentinel "+d.Name+" "+strings.Join(d.SentinelAddrs(), " ")+"\n}")
-	replica := d.Replicas[0]
-	results, killed := stallAndKill(t, edges, w, cred, d.Master,
-		func() bool {
-			d.StallLink(0)
-			d.CutLink(0)
-			d.StallLink(0)
-			d.RestartSentinelFresh(t, 0)
-			if out, _ := d.Sentinels[0].CLI("SENTINEL", "REPLICAS", d.Name); strings.Contains(out, "127.0.0.1") {
-				t.Logf("the restarted sentinel still lists a replica: %s", out)
-			}
-			return true
-		}, func() bool { d.CutLink(0); return true }, func() bool {
-			return d.MasterAddr() == replica.Addr()
-		})
-	if d.MasterAddr() != replica.Addr() {
-		t.Fatal("the sentinels did not promote the replica")
-	}
 	// A sentinel restarted without its state may cost the election a
 	// retry (one failover timeout, 10 s here) before the replica is
 	// promoted: the edge's recovery is measured from the kill.
-	checkFailover(t, edges, cred, results, killed, 45*time.Second)
+	sentinelFailover(t, func(d *redistest.Sentinel) {
+		dropReplicaLink(d)
+		d.RestartSentinelFresh(t, 0)
+		if out, _ := d.Sentinels[0].CLI("SENTINEL", "REPLICAS", d.Name); strings.Contains(out, "127.0.0.1") {
+			t.Logf("the restarted sentinel still lists a replica: %s", out)
+		}
+	}, 45*time.Second)
 }
 
 func TestRedisClusterFailoverNoReplays(t *testing.T) {
@@ -304,14 +288,13 @@ func TestRedisClusterFailoverNoReplays(t *testing.T) {
 	// replicas alone, every proof admitted after the cut is admitted again
 	// after the failover.
 	results, killed := stallAndKill(t, edges, w, cred, master,
-		func() bool {
+		func() {
 			for _, cmd := range [][]string{{"CONFIG", "SET", "masteruser", "nobody"}, {"CONFIG", "SET", "masterauth", "wrong"}, {"CLIENT", "KILL", "TYPE", "master"}} {
 				if out, err := replica.CLI(cmd...); err != nil {
 					t.Errorf("cutting the replica's link: %v: %v %s", cmd, err, out)
 				}
 			}
-			return true
-		}, func() bool { return true }, func() bool {
+		}, func() {}, func() bool {
 			out, _ := replica.CLI("INFO", "replication")
 			return strings.Contains(out, "role:master")
 		})
